@@ -1,0 +1,168 @@
+#include "comm/gloo.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "comm/wire_bytes.hpp"
+
+#if DTSIM_HAVE_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
+
+namespace dtsim::comm {
+
+namespace {
+
+// A live operation: c10d works to wait for, then a local step (e.g. divide for an average).
+class GlooOp final : public OpState {
+ public:
+  GlooOp(std::vector<c10::intrusive_ptr<c10d::Work>> works, std::chrono::milliseconds timeout,
+         std::function<void()> then = {})
+      : works_(std::move(works)), timeout_(timeout), then_(std::move(then)) {}
+  bool ready() override {
+    for (auto& w : works_) w->wait(timeout_);
+    if (then_) then_();
+    return true;
+  }
+  void resume_when_done(std::coroutine_handle<>) override {
+    throw std::logic_error("GlooOp: blocking operation asked to suspend");
+  }
+
+ private:
+  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+  std::chrono::milliseconds timeout_;
+  std::function<void()> then_;
+};
+
+class GlooCommunicator final : public Communicator {
+ public:
+  explicit GlooCommunicator(const LiveEnv& env) : env_(env), start_(std::chrono::steady_clock::now()) {
+    c10d::TCPStoreOptions opts;
+    opts.port = env.master_port;
+    opts.isServer = env.rank == 0;
+    opts.numWorkers = static_cast<std::size_t>(env.world_size);
+    opts.waitWorkers = true;
+    opts.timeout = env.timeout;
+    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+    auto options = c10d::ProcessGroupGloo::Options::create(env.timeout);
+    const bool loopback = env.master_addr == "127.0.0.1" || env.master_addr == "localhost";
+    options->devices.push_back(loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                        : c10d::ProcessGroupGloo::createDefaultDevice());
+    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env.rank, env.world_size, options);
+  }
+
+  std::string backend() const override { return "gloo"; }
+  int rank() const override { return env_.rank; }
+  int size() const override { return env_.world_size; }
+  double now() const override {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+  Op compute(const sim::ComputeCost&, const std::function<void()>& work) override {
+    work();
+    return Op();
+  }
+
+  Op all_reduce(at::Tensor& tensor, ReduceOp op) override {
+    ++traffic_.calls;
+    traffic_.wire_bytes += ring_all_reduce_bytes(rank(), size(), tensor.numel(), tensor.element_size());
+    std::vector<at::Tensor> tensors{tensor};
+    auto work = group_->allreduce(tensors);
+    std::function<void()> then;
+    if (op == ReduceOp::Average) then = [t = tensor, n = size()]() mutable { t.div_(n); };
+    return Op(std::make_shared<GlooOp>(std::vector{work}, env_.timeout, std::move(then)));
+  }
+
+  Op all_gather(const at::Tensor& input, std::vector<at::Tensor>& outputs) override {
+    ++traffic_.calls;
+    if (input.dim() != 1) throw std::invalid_argument("all_gather: input must be 1-D");
+    const int n = size();
+    // Gloo gathers equal sizes: first the sizes, then the payloads padded to the largest.
+    std::vector<at::Tensor> my_size{at::full({1}, input.numel(), at::kLong)};
+    std::vector<std::vector<at::Tensor>> sizes(1);
+    for (int r = 0; r < n; ++r) sizes[0].push_back(at::empty({1}, at::kLong));
+    group_->allgather(sizes, my_size)->wait(env_.timeout);
+    std::vector<std::int64_t> numel(n), block_bytes(n);
+    std::int64_t largest = 0;
+    for (int r = 0; r < n; ++r) {
+      numel[r] = sizes[0][r].item<std::int64_t>();
+      block_bytes[r] = numel[r] * input.element_size();
+      largest = std::max(largest, numel[r]);
+    }
+    traffic_.wire_bytes += ring_all_gather_bytes(rank(), block_bytes);
+    std::vector<at::Tensor> padded{at::zeros({largest}, input.options())};
+    padded[0].narrow(0, 0, input.numel()).copy_(input);
+    auto gathered = std::make_shared<std::vector<std::vector<at::Tensor>>>(1);
+    for (int r = 0; r < n; ++r) (*gathered)[0].push_back(at::empty({largest}, input.options()));
+    auto work = group_->allgather(*gathered, padded);
+    auto then = [gathered, numel, &outputs]() {
+      outputs.resize(numel.size());
+      for (std::size_t r = 0; r < numel.size(); ++r) outputs[r] = (*gathered)[0][r].narrow(0, 0, numel[r]).clone();
+    };
+    return Op(std::make_shared<GlooOp>(std::vector{work}, env_.timeout, std::move(then)));
+  }
+
+  Op exchange(const at::Tensor& send, std::span<const int> peers, std::vector<at::Tensor>& received) override {
+    ++traffic_.calls;
+    const int tag = static_cast<int>(exchange_seq_++ % (1 << 30));
+    received.resize(peers.size());
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    auto send_list = std::make_shared<std::vector<at::Tensor>>(1, send.contiguous());
+    for (std::size_t k = 0; k < peers.size(); ++k) {
+      if (!received[k].defined() || received[k].numel() != send.numel() ||
+          received[k].scalar_type() != send.scalar_type() || !received[k].is_contiguous())
+        received[k] = at::empty_like(send, at::MemoryFormat::Contiguous);
+      works.push_back(group_->send(*send_list, peers[k], tag));
+      std::vector<at::Tensor> recv_list{received[k]};
+      works.push_back(group_->recv(recv_list, peers[k], tag));
+      traffic_.wire_bytes += static_cast<std::uint64_t>(send.numel() * send.element_size());
+    }
+    return Op(std::make_shared<GlooOp>(std::move(works), env_.timeout, [send_list]() {}));
+  }
+
+  Op broadcast(at::Tensor& tensor, int root) override {
+    ++traffic_.calls;
+    traffic_.wire_bytes += binomial_broadcast_bytes(rank(), size(), root, tensor.numel() * tensor.element_size());
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    auto work = group_->broadcast(tensors, opts);
+    return Op(std::make_shared<GlooOp>(std::vector{work}, env_.timeout));
+  }
+
+ private:
+  LiveEnv env_;
+  std::chrono::steady_clock::time_point start_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+  std::uint64_t exchange_seq_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_gloo_communicator(const LiveEnv& env) {
+  try {
+    return std::make_unique<GlooCommunicator>(env);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(fmt::format("gloo rendezvous at {}:{} as rank {} of {} failed: {}", env.master_addr,
+                                         env.master_port, env.rank, env.world_size, e.what_without_backtrace()));
+  }
+}
+
+bool gloo_available() { return true; }
+
+}  // namespace dtsim::comm
+
+#else  // !DTSIM_HAVE_GLOO
+
+namespace dtsim::comm {
+std::unique_ptr<Communicator> make_gloo_communicator(const LiveEnv&) {
+  throw std::runtime_error("this dtsim was built against a LibTorch without c10d's Gloo: live CPU runs unavailable");
+}
+bool gloo_available() { return false; }
+}  // namespace dtsim::comm
+
+#endif

@@ -1,0 +1,23 @@
+#include "comm/phase_timer.hpp"
+
+#include <algorithm>
+
+namespace dtsim::comm {
+
+PhaseTimer::Scope PhaseTimer::phase(std::string_view name) {
+  auto it = std::find(names_.begin(), names_.end(), name);
+  std::size_t index = static_cast<std::size_t>(it - names_.begin());
+  if (it == names_.end()) {
+    names_.emplace_back(name);
+    current_.push_back(0.0);
+  }
+  return Scope(*this, index);
+}
+
+std::vector<double> PhaseTimer::take_step() {
+  std::vector<double> step = current_;
+  std::fill(current_.begin(), current_.end(), 0.0);
+  return step;
+}
+
+}  // namespace dtsim::comm

@@ -1,0 +1,48 @@
+// comm::PhaseTimer: per-step timing of named phases on a rank's clock (simulated or
+// measured), the reference code's `timer(label)` context manager as a scope guard:
+//
+//   { auto scope = timer.phase("sync/sync"); co_await comm.all_reduce(buf, Average); }
+//
+// Reading the clock never suspends, so a scope may span co_awaits.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "comm/communicator.hpp"
+
+namespace dtsim::comm {
+
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(const Communicator& comm) : comm_(&comm) {}
+
+  class Scope {
+   public:
+    Scope(PhaseTimer& timer, std::size_t index) : timer_(&timer), index_(index), start_(timer.comm_->now()) {}
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    ~Scope() { timer_->current_[index_] += timer_->comm_->now() - start_; }
+
+   private:
+    PhaseTimer* timer_;
+    std::size_t index_;
+    double start_;
+  };
+
+  // Times the enclosing scope under `name` (accumulated if the name repeats in a step).
+  Scope phase(std::string_view name);
+
+  // Phase names in order of first use.
+  const std::vector<std::string>& names() const { return names_; }
+  // Seconds spent in each phase (indexed like names()) since the last take_step().
+  std::vector<double> take_step();
+
+ private:
+  const Communicator* comm_;
+  std::vector<std::string> names_;
+  std::vector<double> current_;
+};
+
+}  // namespace dtsim::comm

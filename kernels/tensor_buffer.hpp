@@ -1,0 +1,35 @@
+// kernels::TensorBuffer: a list of tensors flattened into one contiguous buffer, with the
+// shapes kept so that each tensor is a view of the buffer and can be copied back.
+// The reference ChocoSGD code's TensorBuffer, used to fuse many parameters into a
+// single message.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+namespace dtsim::kernels {
+
+class TensorBuffer {
+ public:
+  TensorBuffer() = default;
+  // Copies `tensors` (any shapes, one dtype and device) into one flat buffer.
+  explicit TensorBuffer(const std::vector<at::Tensor>& tensors);
+
+  at::Tensor& buffer() { return buffer_; }
+  const at::Tensor& buffer() const { return buffer_; }
+  std::size_t count() const { return shapes_.size(); }
+  // The i-th tensor as a view of the buffer, in its original shape.
+  at::Tensor view(std::size_t i) const;
+  // Copies the buffer back into `tensors` (same shapes as at construction).
+  void unpack(std::vector<at::Tensor>& tensors) const;
+  // Copies `tensors` into the existing buffer (no allocation).
+  void pack(const std::vector<at::Tensor>& tensors);
+
+ private:
+  at::Tensor buffer_;
+  std::vector<std::vector<int64_t>> shapes_;
+  std::vector<int64_t> offsets_;  // element offset of each tensor; offsets_[count] = total
+};
+
+}  // namespace dtsim::kernels

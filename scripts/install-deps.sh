@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs dtsim's build and run dependencies from Debian's packages, only those missing.
+# Idempotent: a second run installs nothing. Needs root (or sudo) when something is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache
+  libtorch-dev libgloo-dev            # LibTorch 1.13 (CPU) with c10d's Gloo
+  libfmt-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
