@@ -54,22 +54,36 @@ void Engine::run() {
   std::vector<std::string> stuck;
   for (auto& root : roots_)
     if (!root.finished) stuck.push_back(root.name);
-  if (!stuck.empty())
+  if (!stuck.empty()) {
+    abandon();
     throw std::runtime_error(fmt::format(
         "simulation deadlocked at t={:.9g} s: {} never finished (waiting on a message or "
         "collective that no peer completes)",
         now_, fmt::join(stuck, ", ")));
+  }
 }
 
 void Engine::rethrow_first_failure() {
-  for (auto& root : roots_) {
-    if (!root.error) continue;
-    try {
-      std::rethrow_exception(root.error);
-    } catch (const std::exception& ex) {
-      throw std::runtime_error(fmt::format("{}: {}", root.name, ex.what()));
+  std::exception_ptr error;
+  std::string name;
+  for (auto& root : roots_)
+    if (root.error) {
+      error = root.error;
+      name = root.name;
+      break;
     }
+  abandon();
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& ex) {
+    throw std::runtime_error(fmt::format("{}: {}", name, ex.what()));
   }
+}
+
+void Engine::abandon() {
+  // Destroy the suspended programs now, while everything they refer to is still alive.
+  queue_.clear();
+  guards_.clear();
 }
 
 void Completion::fire_at(double t, Engine::Callback on_fire) {

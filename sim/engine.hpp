@@ -35,7 +35,9 @@ class Engine {
   void spawn(Task<void> task, std::string name);
 
   // Fires events until the queue is empty. Rethrows the first exception a root program
-  // raised (prefixed with its name); throws if a root program never finished.
+  // raised (prefixed with its name); throws if a root program never finished. In both
+  // cases the unfinished programs are destroyed before run() throws, so their frames
+  // never outlive what they refer to.
   void run();
 
   // Awaitable: suspends the caller for `dt` simulated seconds.
@@ -71,6 +73,7 @@ class Engine {
   };
   Task<void> guard(Task<void> task, std::size_t index);
   void rethrow_first_failure();
+  void abandon();
 
   double now_ = 0.0;
   std::uint64_t next_seq_ = 0;

@@ -1,0 +1,57 @@
+// algorithms::Algorithm: one rank's distributed optimizer step, written once against
+// comm::Communicator and run unchanged on every backend.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "comm/phase_timer.hpp"
+#include "network_models/topology.hpp"
+#include "sim/task.hpp"
+
+namespace dtsim::algorithms {
+
+// Local optimizer hyper-parameters, applied as the reference apply_gradient does.
+struct OptimizerSpec {
+  double lr = 0.1;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+struct AlgorithmSpec {
+  std::string name;     // "parallel_sgd"
+  std::string variant;  // parallel_sgd: "centralized" or "decentralized"
+  OptimizerSpec optimizer;
+};
+
+// What a step needs from the training loop.
+struct StepContext {
+  comm::Communicator& comm;
+  comm::PhaseTimer& timer;
+  std::vector<at::Tensor>& params;  // updated in place
+  std::vector<at::Tensor>& grads;   // this step's local gradients (may be overwritten)
+  std::int64_t local_index;         // t, the local step index, starting at 1
+};
+
+class Algorithm {
+ public:
+  virtual ~Algorithm() = default;
+  // One optimizer step. Returns n_bits: the bits this rank transmits in the step,
+  // under the reference implementation's convention for this algorithm.
+  virtual sim::Task<std::uint64_t> step(StepContext& ctx) = 0;
+};
+
+// The algorithm names make_algorithm knows, for error messages.
+const std::vector<std::string>& algorithm_names();
+
+// Builds `spec` for `rank`; throws std::invalid_argument naming what is unknown.
+std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSpec& spec, const net::Topology& topology, int rank);
+
+}  // namespace dtsim::algorithms

@@ -1,0 +1,84 @@
+#include "algorithms/parallel_sgd.hpp"
+
+#include "kernels/aggregation.hpp"
+
+namespace dtsim::algorithms {
+
+namespace {
+// Copying d fp32 values reads and writes 8 d bytes.
+sim::ComputeCost copy_cost(std::int64_t elements) { return {0.0, 8.0 * static_cast<double>(elements)}; }
+std::uint64_t fp32_bits(std::int64_t elements) { return 32ULL * static_cast<std::uint64_t>(elements); }
+}  // namespace
+
+sim::Task<std::uint64_t> CentralizedSgd::step(StepContext& ctx) {
+  auto& comm = ctx.comm;
+  const auto d = total_elements(ctx.grads);
+  {
+    auto phase = ctx.timer.phase("sync/get_data");
+    co_await comm.compute(copy_cost(d), [&] {
+      if (flat_grads_.count() == 0)
+        flat_grads_ = kernels::TensorBuffer(ctx.grads);
+      else
+        flat_grads_.pack(ctx.grads);
+    });
+  }
+  {
+    auto phase = ctx.timer.phase("sync/sync");
+    co_await comm.all_reduce(flat_grads_.buffer(), comm::ReduceOp::Average);
+  }
+  {
+    auto phase = ctx.timer.phase("sync/unflatten_grad");
+    co_await comm.compute(copy_cost(d), [&] { flat_grads_.unpack(ctx.grads); });
+  }
+  {
+    auto phase = ctx.timer.phase("sync/apply_grad");
+    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, true); });
+  }
+  co_return fp32_bits(d);
+}
+
+DecentralizedSgd::DecentralizedSgd(OptimizerSpec spec, const net::Topology& topology, int rank)
+    : optimizer_(spec), peers_(topology.neighbors(rank)) {
+  const auto& row = topology.mixing_row(rank);
+  weights_.push_back(row[rank]);
+  for (int peer : peers_) weights_.push_back(row[peer]);
+}
+
+sim::Task<std::uint64_t> DecentralizedSgd::step(StepContext& ctx) {
+  auto& comm = ctx.comm;
+  const auto d = total_elements(ctx.params);
+  {
+    auto phase = ctx.timer.phase("sync/apply_grad");
+    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, true); });
+  }
+  {
+    auto phase = ctx.timer.phase("sync/get_data");
+    co_await comm.compute(copy_cost(d), [&] {
+      if (flat_params_.count() == 0) {
+        flat_params_ = kernels::TensorBuffer(ctx.params);
+        mixed_ = at::empty_like(flat_params_.buffer());
+      } else {
+        flat_params_.pack(ctx.params);
+      }
+    });
+  }
+  {
+    auto phase = ctx.timer.phase("sync/sync");
+    co_await comm.exchange(flat_params_.buffer(), peers_, received_);
+    // x_i <- w_ii x_i + sum_j w_ij x_j
+    std::vector<at::Tensor> inputs{flat_params_.buffer()};
+    inputs.insert(inputs.end(), received_.begin(), received_.end());
+    const double k = static_cast<double>(inputs.size());
+    co_await comm.compute({2.0 * k * static_cast<double>(d), 4.0 * (k + 1.0) * static_cast<double>(d)}, [&] {
+      kernels::weighted_sum(mixed_, inputs, weights_);
+      flat_params_.buffer().copy_(mixed_);
+    });
+  }
+  {
+    auto phase = ctx.timer.phase("sync/update_model");
+    co_await comm.compute(copy_cost(d), [&] { flat_params_.unpack(ctx.params); });
+  }
+  co_return fp32_bits(d);
+}
+
+}  // namespace dtsim::algorithms

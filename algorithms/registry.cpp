@@ -1,0 +1,27 @@
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "algorithms/algorithm.hpp"
+#include "algorithms/parallel_sgd.hpp"
+
+namespace dtsim::algorithms {
+
+const std::vector<std::string>& algorithm_names() {
+  static const std::vector<std::string> names{"parallel_sgd"};
+  return names;
+}
+
+std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSpec& spec, const net::Topology& topology, int rank) {
+  if (spec.name == "parallel_sgd") {
+    if (spec.variant == "centralized") return std::make_unique<CentralizedSgd>(spec.optimizer);
+    if (spec.variant == "decentralized") return std::make_unique<DecentralizedSgd>(spec.optimizer, topology, rank);
+    throw std::invalid_argument(
+        fmt::format("parallel_sgd: unknown variant \"{}\" (expected centralized or decentralized)", spec.variant));
+  }
+  throw std::invalid_argument(
+      fmt::format("unknown algorithm \"{}\" (expected one of: {})", spec.name, fmt::join(algorithm_names(), ", ")));
+}
+
+}  // namespace dtsim::algorithms

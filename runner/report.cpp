@@ -1,0 +1,61 @@
+#include "runner/report.hpp"
+
+#include <cmath>
+#include <fstream>
+
+#include <fmt/format.h>
+
+namespace dtsim::runner {
+
+namespace {
+
+std::string human_time(double s) {
+  const double a = std::fabs(s);
+  if (a >= 1.0) return fmt::format("{:.3f} s", s);
+  if (a >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
+  if (a >= 1e-6) return fmt::format("{:.3f} us", s * 1e6);
+  return fmt::format("{:.1f} ns", s * 1e9);
+}
+
+}  // namespace
+
+std::string format_table(const RunResult& r) {
+  const auto& s = r.scenario;
+  std::string out;
+  const std::string algo = s.algorithm.variant.empty() ? s.algorithm.name
+                                                       : fmt::format("{} ({})", s.algorithm.name, s.algorithm.variant);
+  const std::string mode = r.mode == r.backend ? r.mode : fmt::format("{} over {}", r.mode, r.backend);
+  out += fmt::format("{}: {}, {} ranks on a {}, {} {:g} us / {:g} GB/s, {} steps, {}\n\n", s.name, algo, s.ranks,
+                     s.topology, s.network.model, s.network.latency_s * 1e6, s.network.bandwidth_bytes_per_s / 1e9,
+                     s.steps, mode);
+  const double step = r.mean_step_time_s();
+  out += fmt::format("| {:<22} | {:>14} | {:>7} |\n", "phase", "time/step", "share");
+  out += fmt::format("|{:-<24}|{:->15}:|{:->8}:|\n", "", "", "");
+  double accounted = 0.0;
+  for (std::size_t i = 0; i < r.phase_names.size(); ++i) {
+    accounted += r.phase_mean_s[i];
+    out += fmt::format("| {:<22} | {:>14} | {:>6.1f}% |\n", r.phase_names[i], human_time(r.phase_mean_s[i]),
+                       step > 0 ? 100.0 * r.phase_mean_s[i] / step : 0.0);
+  }
+  if (step - accounted > 1e-12 * step)
+    out += fmt::format("| {:<22} | {:>14} | {:>6.1f}% |\n", "(outside phases)", human_time(step - accounted),
+                       100.0 * (step - accounted) / step);
+  out += fmt::format("| {:<22} | {:>14} | {:>6.1f}% |\n\n", "**step**", human_time(step), step > 0 ? 100.0 : 0.0);
+  out += fmt::format("bits/step/rank (n_bits): {:.0f}   wire bytes/step/rank: {:.0f}   collective calls/step: {:g}\n",
+                     r.mean_n_bits(), r.mean_wire_bytes(), r.mean_calls());
+  out += fmt::format("final loss (rank-averaged model): {:.6f}   accuracy: {:.2f}%   consensus distance: {:.3g}\n",
+                     r.final_loss, 100.0 * r.final_accuracy, r.consensus_distance);
+  return out;
+}
+
+void write_json(const RunResult& result, const std::filesystem::path& file) {
+  const auto tmp = file.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << result.to_json().dump(2) << '\n';
+    if (!out) throw std::runtime_error(fmt::format("cannot write {}", tmp));
+  }
+  std::filesystem::rename(tmp, file);
+}
+
+}  // namespace dtsim::runner

@@ -1,0 +1,172 @@
+#include "runner/run.hpp"
+
+#include <fstream>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "algorithms/algorithm.hpp"
+#include "comm/emulated.hpp"
+#include "comm/gloo.hpp"
+#include "comm/phase_timer.hpp"
+#include "kernels/tensor_buffer.hpp"
+#include "network_models/network_model.hpp"
+#include "sim/engine.hpp"
+#include "sim/task.hpp"
+#include "workloads/logistic_regression.hpp"
+
+namespace dtsim::runner {
+
+namespace {
+
+using nlohmann::json;
+
+void dump_params(const std::filesystem::path& prefix, int rank, const std::vector<std::string>& names,
+                 const std::vector<at::Tensor>& params) {
+  json doc = {{"rank", rank}, {"params", json::object()}};
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    auto flat = params[i].to(at::kDouble).contiguous();
+    doc["params"][names[i]] = std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel());
+  }
+  const std::filesystem::path file = prefix.string() + fmt::format(".rank{}.json", rank);
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
+  std::ofstream out(file);
+  out << doc.dump(1) << '\n';
+  if (!out) throw std::runtime_error(fmt::format("cannot write {}", file.string()));
+}
+
+// One rank's whole job: `steps` training steps, then the reductions that make every
+// rank's RunResult identical (per-step records and the averaged model).
+sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const net::Topology& topology,
+                             std::shared_ptr<const workloads::SyntheticDataset> data, const RunOptions& options,
+                             RunResult& result) {
+  const int rank = comm.rank();
+  auto workload = workloads::make_logistic_regression(s.workload, data, s.seed, rank, s.ranks);
+  auto algorithm = algorithms::make_algorithm(s.algorithm, topology, rank);
+  auto params = workload->initial_parameters();
+  std::vector<at::Tensor> grads;
+  for (const auto& p : params) grads.push_back(at::zeros_like(p));
+
+  comm::PhaseTimer timer(comm);
+  const auto steps = static_cast<std::size_t>(s.steps);
+  std::vector<double> step_time(steps), n_bits(steps), wire(steps), calls(steps), loss(steps);
+  std::vector<std::vector<double>> phase_steps;
+  for (std::size_t t = 0; t < steps; ++t) {
+    const double start = comm.now();
+    const auto traffic_before = comm.traffic();
+    {
+      auto phase = timer.phase("forward_pass");
+      co_await comm.compute(workload->forward_cost(), [&] { loss[t] = workload->forward(params); });
+    }
+    {
+      auto phase = timer.phase("backward_pass");
+      co_await comm.compute(workload->backward_cost(), [&] { workload->backward(params, grads); });
+    }
+    algorithms::StepContext ctx{comm, timer, params, grads, static_cast<std::int64_t>(t) + 1};
+    n_bits[t] = static_cast<double>(co_await algorithm->step(ctx));
+    step_time[t] = comm.now() - start;
+    wire[t] = static_cast<double>(comm.traffic().wire_bytes - traffic_before.wire_bytes);
+    calls[t] = static_cast<double>(comm.traffic().calls - traffic_before.calls);
+    phase_steps.push_back(timer.take_step());
+  }
+  if (options.dump_params_prefix) dump_params(*options.dump_params_prefix, rank, workload->parameter_names(), params);
+
+  // Average the records over ranks: one fp64 all-reduce of everything.
+  const auto& names = timer.names();
+  std::vector<double> record;
+  for (const auto* series : {&step_time, &n_bits, &wire, &calls, &loss}) record.insert(record.end(), series->begin(), series->end());
+  for (std::size_t p = 0; p < names.size(); ++p) {
+    double sum = 0.0;
+    for (const auto& step : phase_steps) sum += p < step.size() ? step[p] : 0.0;
+    record.push_back(sum / static_cast<double>(steps));
+  }
+  at::Tensor summary = at::tensor(record, at::kDouble);
+  co_await comm.all_reduce(summary, comm::ReduceOp::Average);
+
+  kernels::TensorBuffer model(params);
+  at::Tensor mean_model = model.buffer().clone();
+  co_await comm.all_reduce(mean_model, comm::ReduceOp::Average);
+  at::Tensor distance = at::full({1}, (model.buffer() - mean_model).pow(2).sum().item<double>(), at::kDouble);
+  co_await comm.all_reduce(distance, comm::ReduceOp::Average);
+
+  const double* v = summary.data_ptr<double>();
+  auto take = [&](std::vector<double>& out) {
+    out.assign(v, v + steps);
+    v += steps;
+  };
+  result.scenario = s;
+  result.backend = comm.backend();
+  take(result.step_time_s);
+  take(result.n_bits);
+  take(result.wire_bytes);
+  take(result.calls);
+  take(result.loss);
+  result.phase_names = names;
+  result.phase_mean_s.assign(v, v + names.size());
+  model.buffer().copy_(mean_model);
+  model.unpack(params);
+  const auto eval = workload->evaluate(params);
+  result.final_loss = eval.loss;
+  result.final_accuracy = eval.accuracy;
+  result.consensus_distance = distance.item<double>();
+}
+
+double mean(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+}  // namespace
+
+double RunResult::mean_step_time_s() const { return mean(step_time_s); }
+double RunResult::mean_n_bits() const { return mean(n_bits); }
+double RunResult::mean_wire_bytes() const { return mean(wire_bytes); }
+double RunResult::mean_calls() const { return mean(calls); }
+
+RunResult run_emulated(const Scenario& s, const RunOptions& options) {
+  sim::Engine engine;
+  auto topology = net::Topology::make(s.topology, s.ranks);
+  auto network = std::make_shared<net::AlphaBetaModel>(topology, s.network.latency_s, s.network.bandwidth_bytes_per_s);
+  comm::EmulatedWorld world(engine, network, s.compute);
+  auto data = workloads::SyntheticDataset::generate(s.workload, s.seed);
+  std::vector<RunResult> results(s.ranks);
+  for (int r = 0; r < s.ranks; ++r)
+    engine.spawn(rank_program(world.communicator(r), s, topology, data, options, results[r]), fmt::format("rank {}", r));
+  engine.run();
+  results[0].mode = "emulated";
+  return results[0];
+}
+
+RunResult run_live(const Scenario& s, const comm::LiveEnv& env, const RunOptions& options) {
+  if (env.world_size != s.ranks)
+    throw ScenarioError("/ranks", fmt::format("the scenario has {} ranks but WORLD_SIZE is {}", s.ranks, env.world_size));
+  auto topology = net::Topology::make(s.topology, s.ranks);
+  auto comm = comm::make_gloo_communicator(env);
+  auto data = workloads::SyntheticDataset::generate(s.workload, s.seed);
+  RunResult result;
+  sim::run_blocking(rank_program(*comm, s, topology, data, options, result));
+  result.mode = "live";
+  return result;
+}
+
+json RunResult::to_json() const {
+  json phases = json::array();
+  const double step = mean_step_time_s();
+  for (std::size_t i = 0; i < phase_names.size(); ++i)
+    phases.push_back({{"name", phase_names[i]},
+                      {"mean_s", phase_mean_s[i]},
+                      {"share", step > 0 ? phase_mean_s[i] / step : 0.0}});
+  return {{"dtsim_result_version", 1},
+          {"mode", mode},
+          {"backend", backend},
+          {"scenario", scenario.to_json()},
+          {"phases", phases},
+          {"step_mean_s", step},
+          {"n_bits_per_step", mean_n_bits()},
+          {"wire_bytes_per_step", mean_wire_bytes()},
+          {"calls_per_step", mean_calls()},
+          {"final", {{"loss", final_loss}, {"accuracy", final_accuracy}, {"consensus_distance", consensus_distance}}},
+          {"per_step",
+           {{"time_s", step_time_s}, {"n_bits", n_bits}, {"wire_bytes", wire_bytes}, {"calls", calls}, {"loss", loss}}}};
+}
+
+}  // namespace dtsim::runner

@@ -1,0 +1,58 @@
+// runner::Scenario: a run's inputs, parsed once from JSON into typed structs.
+//
+// Every field is checked where it is read: a wrong type, a value out of range, a missing
+// required field or an unknown key raises ScenarioError with the JSON path (as a JSON
+// Pointer, e.g. /algorithm/lr) and what was expected. The field reference lives in
+// scenarios/README.md.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "algorithms/algorithm.hpp"
+#include "comm/emulated.hpp"
+#include "workloads/logistic_regression.hpp"
+
+namespace dtsim::runner {
+
+class ScenarioError : public std::runtime_error {
+ public:
+  ScenarioError(const std::string& path, const std::string& message)
+      : std::runtime_error(path + ": " + message), path_(path) {}
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+struct NetworkSpec {
+  std::string model = "alpha_beta";
+  double latency_s = 5e-6;
+  double bandwidth_bytes_per_s = 1.25e9;
+};
+
+struct Scenario {
+  std::string name;
+  int ranks = 1;
+  std::int64_t steps = 1;
+  std::uint64_t seed = 0;
+  workloads::LogisticRegressionSpec workload;
+  algorithms::AlgorithmSpec algorithm;
+  std::string topology = "ring";
+  NetworkSpec network;
+  comm::ComputeTiming compute;
+
+  // The scenario with every default filled in, as echoed into results.
+  nlohmann::json to_json() const;
+};
+
+Scenario parse_scenario(const nlohmann::json& doc);
+// Reads and parses a file; JSON syntax errors become ScenarioError at path "/" with the
+// line and column.
+Scenario load_scenario(const std::filesystem::path& file);
+
+}  // namespace dtsim::runner
