@@ -9,8 +9,10 @@
 #if DTSIM_HAVE_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <c10/util/Logging.h>
 
 #include <chrono>
+#include <cstdlib>
 
 namespace dtsim::comm {
 
@@ -19,11 +21,17 @@ namespace {
 // A live operation: c10d works to wait for, then a local step (e.g. divide for an average).
 class GlooOp final : public OpState {
  public:
-  GlooOp(std::vector<c10::intrusive_ptr<c10d::Work>> works, std::chrono::milliseconds timeout,
+  GlooOp(std::string what, std::vector<c10::intrusive_ptr<c10d::Work>> works, std::chrono::milliseconds timeout,
          std::function<void()> then = {})
-      : works_(std::move(works)), timeout_(timeout), then_(std::move(then)) {}
+      : what_(std::move(what)), works_(std::move(works)), timeout_(timeout), then_(std::move(then)) {}
   bool ready() override {
-    for (auto& w : works_) w->wait(timeout_);
+    try {
+      for (auto& w : works_) w->wait(timeout_);
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(fmt::format("{} failed: {}", what_, e.what_without_backtrace()));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(fmt::format("{} failed: {}", what_, e.what()));
+    }
     if (then_) then_();
     return true;
   }
@@ -32,6 +40,7 @@ class GlooOp final : public OpState {
   }
 
  private:
+  std::string what_;  // e.g. "rank 2: all_reduce #7"
   std::vector<c10::intrusive_ptr<c10d::Work>> works_;
   std::chrono::milliseconds timeout_;
   std::function<void()> then_;
@@ -73,7 +82,7 @@ class GlooCommunicator final : public Communicator {
     auto work = group_->allreduce(tensors);
     std::function<void()> then;
     if (op == ReduceOp::Average) then = [t = tensor, n = size()]() mutable { t.div_(n); };
-    return Op(std::make_shared<GlooOp>(std::vector{work}, env_.timeout, std::move(then)));
+    return Op(std::make_shared<GlooOp>(label("all_reduce"), std::vector{work}, env_.timeout, std::move(then)));
   }
 
   Op all_gather(const at::Tensor& input, std::vector<at::Tensor>& outputs) override {
@@ -84,7 +93,7 @@ class GlooCommunicator final : public Communicator {
     std::vector<at::Tensor> my_size{at::full({1}, input.numel(), at::kLong)};
     std::vector<std::vector<at::Tensor>> sizes(1);
     for (int r = 0; r < n; ++r) sizes[0].push_back(at::empty({1}, at::kLong));
-    group_->allgather(sizes, my_size)->wait(env_.timeout);
+    GlooOp(label("all_gather sizes"), {group_->allgather(sizes, my_size)}, env_.timeout).ready();
     std::vector<std::int64_t> numel(n), block_bytes(n);
     std::int64_t largest = 0;
     for (int r = 0; r < n; ++r) {
@@ -102,7 +111,7 @@ class GlooCommunicator final : public Communicator {
       outputs.resize(numel.size());
       for (std::size_t r = 0; r < numel.size(); ++r) outputs[r] = (*gathered)[0][r].narrow(0, 0, numel[r]).clone();
     };
-    return Op(std::make_shared<GlooOp>(std::vector{work}, env_.timeout, std::move(then)));
+    return Op(std::make_shared<GlooOp>(label("all_gather"), std::vector{work}, env_.timeout, std::move(then)));
   }
 
   Op exchange(const at::Tensor& send, std::span<const int> peers, std::vector<at::Tensor>& received) override {
@@ -120,7 +129,7 @@ class GlooCommunicator final : public Communicator {
       works.push_back(group_->recv(recv_list, peers[k], tag));
       traffic_.wire_bytes += static_cast<std::uint64_t>(send.numel() * send.element_size());
     }
-    return Op(std::make_shared<GlooOp>(std::move(works), env_.timeout, [send_list]() {}));
+    return Op(std::make_shared<GlooOp>(label("exchange"), std::move(works), env_.timeout, [send_list]() {}));
   }
 
   Op broadcast(at::Tensor& tensor, int root) override {
@@ -130,10 +139,12 @@ class GlooCommunicator final : public Communicator {
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
     auto work = group_->broadcast(tensors, opts);
-    return Op(std::make_shared<GlooOp>(std::vector{work}, env_.timeout));
+    return Op(std::make_shared<GlooOp>(label("broadcast"), std::vector{work}, env_.timeout));
   }
 
  private:
+  std::string label(const char* op) const { return fmt::format("rank {}: {} #{}", env_.rank, op, traffic_.calls); }
+
   LiveEnv env_;
   std::chrono::steady_clock::time_point start_;
   c10::intrusive_ptr<c10d::Store> store_;
@@ -143,12 +154,29 @@ class GlooCommunicator final : public Communicator {
 
 }  // namespace
 
+// c10d logs connection failures itself before throwing; dtsim reports them in one line
+// of its own, so quiet the library's log unless the user asked for its level.
+void quiet_library_logging() {
+  if (std::getenv("GLOG_minloglevel")) return;
+#if defined(C10_USE_GLOG)
+  FLAGS_minloglevel = 3;  // glog: FATAL only
+#else
+  FLAGS_caffe2_log_level = 3;
+#endif
+}
+
 std::unique_ptr<Communicator> make_gloo_communicator(const LiveEnv& env) {
+  quiet_library_logging();
+  auto failed = [&](const std::string& why) {
+    return std::runtime_error(fmt::format("gloo rendezvous at {}:{} as rank {} of {} failed: {}", env.master_addr,
+                                          env.master_port, env.rank, env.world_size, why));
+  };
   try {
     return std::make_unique<GlooCommunicator>(env);
   } catch (const c10::Error& e) {
-    throw std::runtime_error(fmt::format("gloo rendezvous at {}:{} as rank {} of {} failed: {}", env.master_addr,
-                                         env.master_port, env.rank, env.world_size, e.what_without_backtrace()));
+    throw failed(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    throw failed(e.what());
   }
 }
 

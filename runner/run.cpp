@@ -49,24 +49,24 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
 
   comm::PhaseTimer timer(comm);
   const auto steps = static_cast<std::size_t>(s.steps);
-  std::vector<double> step_time(steps), n_bits(steps), wire(steps), calls(steps), loss(steps);
+  std::vector<double> step_time, n_bits, wire, calls, loss;
   std::vector<std::vector<double>> phase_steps;
   for (std::size_t t = 0; t < steps; ++t) {
     const double start = comm.now();
     const auto traffic_before = comm.traffic();
     {
       auto phase = timer.phase("forward_pass");
-      co_await comm.compute(workload->forward_cost(), [&] { loss[t] = workload->forward(params); });
+      co_await comm.compute(workload->forward_cost(), [&] { loss.push_back(workload->forward(params)); });
     }
     {
       auto phase = timer.phase("backward_pass");
       co_await comm.compute(workload->backward_cost(), [&] { workload->backward(params, grads); });
     }
     algorithms::StepContext ctx{comm, timer, params, grads, static_cast<std::int64_t>(t) + 1};
-    n_bits[t] = static_cast<double>(co_await algorithm->step(ctx));
-    step_time[t] = comm.now() - start;
-    wire[t] = static_cast<double>(comm.traffic().wire_bytes - traffic_before.wire_bytes);
-    calls[t] = static_cast<double>(comm.traffic().calls - traffic_before.calls);
+    n_bits.push_back(static_cast<double>(co_await algorithm->step(ctx)));
+    step_time.push_back(comm.now() - start);
+    wire.push_back(static_cast<double>(comm.traffic().wire_bytes - traffic_before.wire_bytes));
+    calls.push_back(static_cast<double>(comm.traffic().calls - traffic_before.calls));
     phase_steps.push_back(timer.take_step());
   }
   if (options.dump_params_prefix) dump_params(*options.dump_params_prefix, rank, workload->parameter_names(), params);

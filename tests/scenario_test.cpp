@@ -1,0 +1,121 @@
+// Malformed scenarios: the parser names the JSON path and what it expected, and the
+// dtsim binary turns that into one line on stderr and exit status 2.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "runner/scenario.hpp"
+#include "test_util.hpp"
+
+namespace dtsim::runner {
+namespace {
+
+using nlohmann::json;
+
+json valid() {
+  return json::parse(R"({
+    "name": "t", "ranks": 4, "steps": 3, "seed": 1,
+    "workload": {"kind": "logistic_regression", "samples": 64, "features": 4, "batch_size": 8},
+    "algorithm": {"name": "parallel_sgd", "variant": "centralized", "lr": 0.1},
+    "topology": {"kind": "ring"},
+    "network": {"model": "alpha_beta", "latency_us": 1, "bandwidth_GBps": 10}
+  })");
+}
+
+std::string error_of(const json& doc) {
+  try {
+    parse_scenario(doc);
+  } catch (const ScenarioError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Scenario, ValidScenarioParsesWithDefaults) {
+  auto s = parse_scenario(valid());
+  EXPECT_EQ(s.ranks, 4);
+  EXPECT_EQ(s.algorithm.variant, "centralized");
+  EXPECT_DOUBLE_EQ(s.network.latency_s, 1e-6);
+  EXPECT_DOUBLE_EQ(s.network.bandwidth_bytes_per_s, 1e10);
+  EXPECT_EQ(s.compute.kind, comm::ComputeTiming::Kind::CostModel);  // the deterministic default
+  EXPECT_EQ(s.workload.partition, "iid");
+  // The resolved form parses back to the same scenario.
+  EXPECT_EQ(parse_scenario(s.to_json()).to_json(), s.to_json());
+}
+
+struct BadCase {
+  const char* what;
+  std::function<void(json&)> edit;
+  const char* message;
+};
+
+// Each case breaks one thing; the message starts with its JSON path.
+const std::vector<BadCase>& bad_cases() {
+  static const std::vector<BadCase> cases{
+      {"wrong type", [](json& d) { d["algorithm"]["lr"] = "fast"; },
+       "/algorithm/lr: expected a number, got string \"fast\""},
+      {"missing field", [](json& d) { d.erase("steps"); }, "/steps: missing required field (expected an integer)"},
+      {"unknown algorithm", [](json& d) { d["algorithm"]["name"] = "adam"; },
+       "/algorithm/name: expected one of parallel_sgd, got \"adam\""},
+      {"zero ranks", [](json& d) { d["ranks"] = 0; },
+       "/ranks: expected an integer >= 1 and <= 1048576, got 0"},
+      {"negative ranks", [](json& d) { d["ranks"] = -3; },
+       "/ranks: expected an integer >= 1 and <= 1048576, got -3"},
+      {"unknown topology", [](json& d) { d["topology"]["kind"] = "hypercube"; },
+       "/topology/kind: expected one of ring, complete, got \"hypercube\""},
+      {"unknown key", [](json& d) { d["network"]["latency_ms"] = 1; }, "/network/latency_ms: unknown field"},
+      {"fractional steps", [](json& d) { d["steps"] = 2.5; }, "/steps: expected an integer, got number 2.5"},
+      {"zero bandwidth", [](json& d) { d["network"]["bandwidth_GBps"] = 0; },
+       "/network/bandwidth_GBps: expected a number in (0, inf], got 0"},
+      {"object expected", [](json& d) { d["workload"] = 3; }, "/workload: expected an object, got number 3"},
+      {"missing variant", [](json& d) { d["algorithm"].erase("variant"); },
+       "/algorithm/variant: missing required field (expected a string)"},
+      {"fewer samples than ranks", [](json& d) { d["workload"]["samples"] = 2; },
+       "/workload/samples: expected at least one sample per rank (4), got 2"},
+  };
+  return cases;
+}
+
+TEST(Scenario, ErrorsNameThePathAndTheExpectation) {
+  for (const auto& c : bad_cases()) {
+    json doc = valid();
+    c.edit(doc);
+    EXPECT_EQ(error_of(doc), c.message) << c.what;
+  }
+  EXPECT_EQ(error_of(json::array()), "/: expected an object, got array []");
+}
+
+// The binary: one line on stderr naming file, path and expectation; exit status 2;
+// no result file written.
+TEST(Scenario, BinaryExitsNonZeroWithOneLine) {
+  auto dir = testing::fresh_dir("scenario");
+  for (const auto& c : bad_cases()) {
+    json doc = valid();
+    c.edit(doc);
+    const auto file = dir / "bad.json";
+    testing::write_file(file, doc.dump());
+    auto r = testing::run_command(std::string(DTSIM_BINARY) + " run " + file.string());
+    EXPECT_EQ(r.exit_code, 2) << c.what << ": " << r.output;
+    EXPECT_EQ(r.output, "dtsim: error: " + file.string() + ": " + c.message + "\n") << c.what;
+    EXPECT_FALSE(std::filesystem::exists(dir / "bad.result.json")) << c.what;
+  }
+  const auto broken = dir / "broken.json";
+  testing::write_file(broken, "{\n  \"ranks\": 4,\n  \"steps\": ,\n}\n");
+  auto r = testing::run_command(std::string(DTSIM_BINARY) + " run " + broken.string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.output, "dtsim: error: " + broken.string() + ": /: invalid JSON at line 3, column 12\n");
+  r = testing::run_command(std::string(DTSIM_BINARY) + " run " + (dir / "missing.json").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+}
+
+TEST(Scenario, HelpOnEveryCommand) {
+  for (const char* cmd : {"--help", "run --help", "live --help"}) {
+    auto r = testing::run_command(std::string(DTSIM_BINARY) + " " + cmd);
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_NE(r.output.find("Usage"), std::string::npos) << cmd << ": " << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace dtsim::runner
