@@ -1,0 +1,38 @@
+# dtsim — the two commands a newcomer runs (both install missing Debian packages first):
+#   make demo   build and run the built-in scenario scenarios/quickstart.json
+#   make test   build and run the whole test suite (release, then the sanitizer suite)
+# .ci/run calls `make test`.
+
+JOBS ?= $(shell nproc)
+SANITIZE_TESTS := engine_test network_model_test emulated_comm_test kernels_test algorithms_test
+
+.PHONY: demo test deps build build-debug test-release test-sanitize bench clean
+
+demo: build
+	./build/release/dtsim run scenarios/quickstart.json
+
+test: test-release test-sanitize
+
+deps:
+	./scripts/install-deps.sh
+
+build: deps
+	cmake --preset release
+	cmake --build --preset release -j $(JOBS)
+
+build-debug: deps
+	cmake --preset debug
+	cmake --build --preset debug -j $(JOBS) --target $(SANITIZE_TESTS)
+
+test-release: build
+	ctest --preset release -j $(JOBS)
+
+# Engine, network, comm, kernel and optimizer tests under AddressSanitizer + UBSan.
+test-sanitize: build-debug
+	ctest --preset debug -j $(JOBS)
+
+bench: build
+	./build/release/bench/dtsim_bench --benchmark_out=build/release/bench.json --benchmark_out_format=json
+
+clean:
+	rm -rf build
