@@ -15,9 +15,11 @@ if(TARGET torch_cuda OR TARGET c10_cuda OR TORCH_CUDA_LIBRARIES)
 endif()
 
 # c10d's Gloo: Debian's libtorch defines USE_C10D_GLOO on its torch_cpu target.
+# PyTorch's bundled LibTorch may define it without shipping Gloo's headers: need both.
 set(DTSIM_HAVE_GLOO OFF)
 get_target_property(_torch_defs torch_cpu INTERFACE_COMPILE_DEFINITIONS)
-if(_torch_defs MATCHES "USE_C10D_GLOO")
+find_path(DTSIM_GLOO_INCLUDE_DIR gloo/algorithm.h HINTS ${TORCH_INCLUDE_DIRS})
+if(_torch_defs MATCHES "USE_C10D_GLOO" AND DTSIM_GLOO_INCLUDE_DIR)
   set(DTSIM_HAVE_GLOO ON)
 endif()
 

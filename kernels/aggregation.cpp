@@ -35,7 +35,7 @@ void weighted_sum(at::Tensor& out, std::span<const at::Tensor> inputs, std::span
   if (out.is_cuda()) {
 #if DTSIM_TORCH_CUDA
     cuda::weighted_sum(out.data_ptr<float>(), src.data(), w.data(), static_cast<int>(src.size()), out.numel(),
-                       at::cuda::getCurrentCUDAStream().stream());
+                       c10::cuda::getCurrentCUDAStream().stream());
     return;
 #else
     throw std::invalid_argument("weighted_sum: CUDA tensor, but dtsim was built against a CPU LibTorch");
