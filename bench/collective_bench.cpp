@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "comm/emulated.hpp"
-#include "network_models/network_model.hpp"
+#include "network_models/network.hpp"
 #include "sim/engine.hpp"
 
 namespace {
@@ -20,10 +20,12 @@ void BM_EmulatedAllReduce(benchmark::State& state) {
   const std::int64_t elements = state.range(1) / 4;
   std::vector<at::Tensor> data;
   for (int r = 0; r < ranks; ++r) data.push_back(at::full({elements}, static_cast<float>(r)));
-  auto model = std::make_shared<net::AlphaBetaModel>(net::Topology::ring(ranks), 5e-6, 1.25e10);
+  net::NetworkConfig config;
+  config.nominal = {5e-6, 1.25e10};
   for (auto _ : state) {
     sim::Engine engine;
-    comm::EmulatedWorld world(engine, model, comm::ComputeTiming{});
+    auto network = std::make_shared<net::Network>(engine, net::Topology::ring(ranks, config.nominal), config);
+    comm::EmulatedWorld world(engine, network, comm::ComputeTiming{});
     for (int r = 0; r < ranks; ++r) engine.spawn(reduce_once(world.communicator(r), data[r]), "rank");
     engine.run();
   }

@@ -6,10 +6,12 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
 
+#include "runner/collective_table.hpp"
 #include "runner/report.hpp"
 #include "runner/run.hpp"
 #include "runner/scenario.hpp"
@@ -67,6 +69,32 @@ int main(int argc, char** argv) {
               "the wait for a peer (default 60). Rank 0 prints the table and writes <scenario>.live.result.json");
   add_common(live, args);
 
+  struct CollectiveArgs {
+    std::string op = "allreduce", algo = "auto", topology = "ring", model = "flow", min = "8", max = "128M", json;
+    double factor = 2.0, latency_us = 5.0, bandwidth_GBps = 12.5;
+    std::string step;
+    int ranks = 0, root = 0;
+  } coll;
+  auto* collective = app.add_subcommand(
+      "collective", "Simulate one collective over a range of sizes and print the nccl-tests table (size, count, type, "
+                    "redop, root, time, algbw, busbw) for the simulated network");
+  collective->add_option("--op", coll.op, "allreduce, reducescatter, allgather or broadcast")->capture_default_str();
+  collective->add_option("--algo", coll.algo, "auto, ring, halving_doubling, tree, direct, ps or binomial")
+      ->capture_default_str();
+  collective->add_option("-b,--minbytes", coll.min, "Smallest size (bytes; K, M, G suffixes)")->capture_default_str();
+  collective->add_option("-e,--maxbytes", coll.max, "Largest size")->capture_default_str();
+  collective->add_option("-f,--stepfactor", coll.factor, "Multiply the size by this between rows")->capture_default_str();
+  collective->add_option("-i,--stepbytes", coll.step, "Add this many bytes between rows instead");
+  collective->add_option("--topology", coll.topology,
+                         "ring, complete, star, hypercube, exponential, torus:AxB[xC], fat_tree:K, hierarchical:G[:direct]")
+      ->capture_default_str();
+  collective->add_option("-n,--ranks", coll.ranks, "Rank count (default: the torus's size; required otherwise)");
+  collective->add_option("--model", coll.model, "analytical, alpha_beta or flow")->capture_default_str();
+  collective->add_option("--latency-us", coll.latency_us, "Per-link latency")->capture_default_str();
+  collective->add_option("--bandwidth-GBps", coll.bandwidth_GBps, "Per-link bandwidth (1e9 bytes/s)")->capture_default_str();
+  collective->add_option("-r,--root", coll.root, "Broadcast root")->capture_default_str();
+  collective->add_option("--json", coll.json, "Also write the table as JSON to this file");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -75,6 +103,47 @@ int main(int argc, char** argv) {
 
   runner::RunOptions options;
   if (!args.dump_params.empty()) options.dump_params_prefix = args.dump_params;
+  if (collective->parsed()) {
+    try {
+      runner::CollectiveSweep sweep;
+      sweep.kind = runner::parse_collective(coll.op);
+      sweep.algorithm = net::parse_algorithm(coll.algo);
+      sweep.topology = net::parse_topology(coll.topology);
+      sweep.ranks = coll.ranks;
+      if (sweep.ranks == 0 && sweep.topology.kind == "torus") {
+        sweep.ranks = 1;
+        for (int d : sweep.topology.dims) sweep.ranks *= d;
+      }
+      if (sweep.ranks < 1) throw std::invalid_argument("--ranks: expected a rank count >= 1");
+      if (coll.model != "analytical" && coll.model != "alpha_beta" && coll.model != "flow")
+        throw std::invalid_argument(fmt::format("--model: expected analytical, alpha_beta or flow, got \"{}\"", coll.model));
+      sweep.model = coll.model;
+      sweep.link = {coll.latency_us * 1e-6, coll.bandwidth_GBps * 1e9};
+      if (!(sweep.link.bandwidth_bytes_per_s > 0) || !(sweep.link.latency_s >= 0))
+        throw std::invalid_argument("--latency-us must be >= 0 and --bandwidth-GBps > 0");
+      sweep.min_bytes = runner::parse_size(coll.min);
+      sweep.max_bytes = runner::parse_size(coll.max);
+      sweep.factor = coll.factor;
+      if (!coll.step.empty()) sweep.step_bytes = runner::parse_size(coll.step);
+      sweep.root = coll.root;
+      if (sweep.root < 0 || sweep.root >= sweep.ranks) throw std::invalid_argument("--root: expected a rank of the job");
+      const auto rows = runner::run_collective_sweep(sweep);
+      std::cout << runner::format_collective_table(sweep, rows);
+      if (!coll.json.empty()) {
+        std::ofstream out(coll.json);
+        out << runner::collective_table_json(sweep, rows).dump(2) << '\n';
+        if (!out) throw std::runtime_error("cannot write " + coll.json);
+      }
+      return 0;
+    } catch (const std::invalid_argument& e) {
+      fmt::print(stderr, "dtsim: error: {}\n", e.what());
+      return 2;
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "dtsim: run failed: {}\n", e.what());
+      return 1;
+    }
+  }
+
   try {
     const auto scenario = runner::load_scenario(args.scenario);
     if (run->parsed()) return finish(runner::run_emulated(scenario, options), args, ".result.json", true);

@@ -1,21 +1,24 @@
 // comm::EmulatedWorld: every rank of a job in one process, as coroutines on one
 // sim::Engine. Reductions, gathers and exchanges move and combine the real tensors;
-// the network model decides when each rank's operation completes.
+// the simulated network (net::Network) decides when each rank's operation completes.
 //
 // Collectives are matched by call order: the k-th collective a rank issues meets the
 // k-th of every other rank (as in MPI and c10d), and a mismatch (another operation,
-// size or dtype) is an error naming both ranks. Point-to-point messages of `exchange`
-// are matched first-in first-out per (sender, receiver) pair. Results become visible
-// to a rank only when its operation completes in simulated time.
+// size or dtype) is an error naming both ranks. A rank starts its part of a collective
+// (its first sends) when it arrives; the result becomes visible to a rank only when its
+// part completes in simulated time. Variable-size all-gathers start when the last rank
+// arrives, since the schedule needs every block's size. Point-to-point messages of
+// `exchange` are matched first-in first-out per (sender, receiver) pair.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "network_models/network_model.hpp"
+#include "network_models/network.hpp"
 #include "sim/engine.hpp"
 
 namespace dtsim::comm {
@@ -25,11 +28,14 @@ struct ComputeTiming {
   enum class Kind { CostModel, Measured };
   Kind kind = Kind::CostModel;  // the default: deterministic, reproducible outputs
   sim::ComputeModel model;
+  // Per-rank slowdown factors (stragglers): rank r's compute takes slowdown[r] times
+  // longer. Empty means 1 for every rank.
+  std::vector<double> slowdown;
 };
 
 class EmulatedWorld {
  public:
-  EmulatedWorld(sim::Engine& engine, std::shared_ptr<const net::NetworkModel> network, ComputeTiming timing);
+  EmulatedWorld(sim::Engine& engine, std::shared_ptr<net::Network> network, ComputeTiming timing);
   ~EmulatedWorld();
   EmulatedWorld(const EmulatedWorld&) = delete;
   EmulatedWorld& operator=(const EmulatedWorld&) = delete;
@@ -37,30 +43,34 @@ class EmulatedWorld {
   int size() const { return network_->size(); }
   Communicator& communicator(int rank);
   sim::Engine& engine() { return engine_; }
-  const net::NetworkModel& network() const { return *network_; }
+  net::Network& network() { return *network_; }
   const ComputeTiming& timing() const { return timing_; }
 
  private:
   friend class EmulatedCommunicator;
   struct PendingCollective;
-  struct Message;
-  struct PendingReceive;
+  struct Exchange;
+  struct PendingReceive {
+    std::shared_ptr<Exchange> exchange;
+    std::size_t slot;
+  };
 
-  // Registers rank `r`'s part of its `seq`-th collective; returns the pending record.
-  // `variant` is the root of a broadcast, the ReduceOp of an all-reduce.
-  PendingCollective& arrive(int rank, std::uint64_t seq, int kind, const at::Tensor& tensor, int variant,
-                            std::vector<at::Tensor>* gather_outputs);
-  void complete_all_reduce(PendingCollective& p);
-  void complete_all_gather(PendingCollective& p);
-  void complete_broadcast(PendingCollective& p);
+  // Registers rank `r`'s part of its `seq`-th collective.
+  void arrive(int rank, std::uint64_t seq, net::CollectiveKind kind, const at::Tensor& tensor, int variant,
+              std::vector<at::Tensor>* gather_outputs, std::shared_ptr<sim::Completion> done);
+  void start(PendingCollective& p, std::uint64_t seq);
+  static void finish_exchange(const std::shared_ptr<Exchange>& ex);
+  void rank_done(std::uint64_t seq, int rank);
+  void deliver(int src, int dst, at::Tensor payload);
+  void receive_matched(const PendingReceive& rv, at::Tensor payload, int src);
 
   sim::Engine& engine_;
-  std::shared_ptr<const net::NetworkModel> network_;
+  std::shared_ptr<net::Network> network_;
   ComputeTiming timing_;
   std::vector<std::unique_ptr<class EmulatedCommunicator>> ranks_;
   std::map<std::uint64_t, PendingCollective> collectives_;
-  std::map<std::pair<int, int>, std::vector<Message>> in_flight_;         // (src, dst) FIFO
-  std::map<std::pair<int, int>, std::vector<PendingReceive>> receivers_;  // (src, dst) FIFO
+  std::map<std::pair<int, int>, std::deque<at::Tensor>> arrived_;              // (src, dst) FIFO
+  std::map<std::pair<int, int>, std::deque<PendingReceive>> receivers_;        // (src, dst) FIFO
 };
 
 }  // namespace dtsim::comm

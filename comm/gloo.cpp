@@ -48,7 +48,8 @@ class GlooOp final : public OpState {
 
 class GlooCommunicator final : public Communicator {
  public:
-  explicit GlooCommunicator(const LiveEnv& env) : env_(env), start_(std::chrono::steady_clock::now()) {
+  GlooCommunicator(const LiveEnv& env, net::NetworkConfig accounting)
+      : env_(env), accounting_(std::move(accounting)), start_(std::chrono::steady_clock::now()) {
     c10d::TCPStoreOptions opts;
     opts.port = env.master_port;
     opts.isServer = env.rank == 0;
@@ -77,7 +78,9 @@ class GlooCommunicator final : public Communicator {
 
   Op all_reduce(at::Tensor& tensor, ReduceOp op) override {
     ++traffic_.calls;
-    traffic_.wire_bytes += ring_all_reduce_bytes(rank(), size(), tensor.numel(), tensor.element_size());
+    traffic_.wire_bytes += bytes_sent({.kind = net::CollectiveKind::AllReduce,
+                                       .elements = tensor.numel(),
+                                       .element_size = tensor.element_size()});
     std::vector<at::Tensor> tensors{tensor};
     auto work = group_->allreduce(tensors);
     std::function<void()> then;
@@ -94,14 +97,14 @@ class GlooCommunicator final : public Communicator {
     std::vector<std::vector<at::Tensor>> sizes(1);
     for (int r = 0; r < n; ++r) sizes[0].push_back(at::empty({1}, at::kLong));
     GlooOp(label("all_gather sizes"), {group_->allgather(sizes, my_size)}, env_.timeout).ready();
-    std::vector<std::int64_t> numel(n), block_bytes(n);
+    std::vector<std::int64_t> numel(n);
     std::int64_t largest = 0;
     for (int r = 0; r < n; ++r) {
       numel[r] = sizes[0][r].item<std::int64_t>();
-      block_bytes[r] = numel[r] * input.element_size();
       largest = std::max(largest, numel[r]);
     }
-    traffic_.wire_bytes += ring_all_gather_bytes(rank(), block_bytes);
+    traffic_.wire_bytes += bytes_sent(
+        {.kind = net::CollectiveKind::AllGather, .element_size = input.element_size(), .block_elements = numel});
     std::vector<at::Tensor> padded{at::zeros({largest}, input.options())};
     padded[0].narrow(0, 0, input.numel()).copy_(input);
     auto gathered = std::make_shared<std::vector<std::vector<at::Tensor>>>(1);
@@ -134,7 +137,10 @@ class GlooCommunicator final : public Communicator {
 
   Op broadcast(at::Tensor& tensor, int root) override {
     ++traffic_.calls;
-    traffic_.wire_bytes += binomial_broadcast_bytes(rank(), size(), root, tensor.numel() * tensor.element_size());
+    traffic_.wire_bytes += bytes_sent({.kind = net::CollectiveKind::Broadcast,
+                                       .elements = tensor.numel(),
+                                       .element_size = tensor.element_size(),
+                                       .root = root});
     std::vector<at::Tensor> tensors{tensor};
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
@@ -144,8 +150,12 @@ class GlooCommunicator final : public Communicator {
 
  private:
   std::string label(const char* op) const { return fmt::format("rank {}: {} #{}", env_.rank, op, traffic_.calls); }
+  std::uint64_t bytes_sent(const net::CollectiveSpec& spec) const {
+    return collective_bytes_sent(net::resolve_collective(spec, size(), accounting_), rank());
+  }
 
   LiveEnv env_;
+  net::NetworkConfig accounting_;
   std::chrono::steady_clock::time_point start_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
@@ -165,14 +175,14 @@ void quiet_library_logging() {
 #endif
 }
 
-std::unique_ptr<Communicator> make_gloo_communicator(const LiveEnv& env) {
+std::unique_ptr<Communicator> make_gloo_communicator(const LiveEnv& env, net::NetworkConfig accounting) {
   quiet_library_logging();
   auto failed = [&](const std::string& why) {
     return std::runtime_error(fmt::format("gloo rendezvous at {}:{} as rank {} of {} failed: {}", env.master_addr,
                                           env.master_port, env.rank, env.world_size, why));
   };
   try {
-    return std::make_unique<GlooCommunicator>(env);
+    return std::make_unique<GlooCommunicator>(env, std::move(accounting));
   } catch (const c10::Error& e) {
     throw failed(e.what_without_backtrace());
   } catch (const std::exception& e) {
@@ -187,7 +197,7 @@ bool gloo_available() { return true; }
 #else  // !DTSIM_HAVE_GLOO
 
 namespace dtsim::comm {
-std::unique_ptr<Communicator> make_gloo_communicator(const LiveEnv&) {
+std::unique_ptr<Communicator> make_gloo_communicator(const LiveEnv&, net::NetworkConfig) {
   throw std::runtime_error("this dtsim was built against a LibTorch without c10d's Gloo: live CPU runs unavailable");
 }
 bool gloo_available() { return false; }

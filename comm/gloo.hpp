@@ -7,12 +7,14 @@
 
 #include "comm/communicator.hpp"
 #include "comm/live_env.hpp"
+#include "network_models/network.hpp"
 
 namespace dtsim::comm {
 
 // Creates the rank's communicator; blocks until all ranks have joined or the timeout
-// passes (then throws naming the ranks' rendezvous address).
-std::unique_ptr<Communicator> make_gloo_communicator(const LiveEnv& env);
+// passes (then throws naming the ranks' rendezvous address). Traffic is counted under
+// the collective algorithms `accounting` selects, as the emulated network would run them.
+std::unique_ptr<Communicator> make_gloo_communicator(const LiveEnv& env, net::NetworkConfig accounting = {});
 
 // Whether this build has the Gloo backend.
 bool gloo_available();

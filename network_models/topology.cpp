@@ -1,7 +1,10 @@
 #include "network_models/topology.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
+#include <numeric>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -9,65 +12,311 @@
 
 namespace dtsim::net {
 
-const std::vector<std::string>& Topology::kinds() {
-  static const std::vector<std::string> k{"ring", "complete"};
+namespace {
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw std::invalid_argument(message);
+}
+
+// Adds the cable a-b once (a direct topology may name the same pair twice, e.g. a
+// torus dimension of size 2 where +1 and -1 are the same neighbour).
+void add_edge(std::vector<Edge>& edges, std::set<std::pair<int, int>>& seen, int a, int b, LinkParams p) {
+  if (a == b) return;
+  if (!seen.insert({std::min(a, b), std::max(a, b)}).second) return;
+  edges.push_back({a, b, p});
+}
+
+}  // namespace
+
+const std::vector<std::string>& topology_kinds() {
+  static const std::vector<std::string> k{"ring",     "complete", "torus",        "hypercube", "exponential",
+                                          "star",     "fat_tree", "hierarchical", "edges"};
   return k;
 }
 
-Topology Topology::make(const std::string& kind, int ranks) {
-  if (ranks < 1) throw std::invalid_argument(fmt::format("topology needs at least 1 rank, got {}", ranks));
-  if (kind == "ring") return ring(ranks);
-  if (kind == "complete") return complete(ranks);
-  throw std::invalid_argument(
-      fmt::format("unknown topology \"{}\" (expected one of: {})", kind, fmt::join(kinds(), ", ")));
-}
-
-Topology Topology::ring(int n) {
-  std::vector<std::vector<int>> adj(n);
-  for (int r = 0; r < n; ++r) {
-    for (int peer : {(r + n - 1) % n, (r + 1) % n})
-      if (peer != r && std::find(adj[r].begin(), adj[r].end(), peer) == adj[r].end()) adj[r].push_back(peer);
-    std::sort(adj[r].begin(), adj[r].end());
+Topology::Topology(std::string kind, int ranks, int nodes, const std::vector<Edge>& edges)
+    : kind_(std::move(kind)), ranks_(ranks) {
+  require(ranks >= 1, fmt::format("{}: needs at least 1 rank, got {}", kind_, ranks));
+  require(nodes >= ranks, fmt::format("{}: {} nodes for {} ranks", kind_, nodes, ranks));
+  adjacency_.resize(nodes);
+  for (const auto& e : edges) {
+    require(e.a >= 0 && e.a < nodes && e.b >= 0 && e.b < nodes && e.a != e.b,
+            fmt::format("{}: bad edge {}-{} among {} nodes", kind_, e.a, e.b, nodes));
+    require(e.params.bandwidth_bytes_per_s > 0 && e.params.latency_s >= 0,
+            fmt::format("{}: edge {}-{} needs latency >= 0 and bandwidth > 0", kind_, e.a, e.b));
+    for (auto [s, d] : {std::pair{e.a, e.b}, std::pair{e.b, e.a}}) {
+      links_.push_back({s, d, e.params});
+      adjacency_[s].push_back(static_cast<int>(links_.size()) - 1);
+    }
   }
-  return Topology("ring", std::move(adj));
+  for (auto& out : adjacency_)
+    std::sort(out.begin(), out.end(), [&](int x, int y) { return links_[x].dst < links_[y].dst; });
+  failed_.assign(links_.size(), false);
 }
 
-Topology Topology::complete(int n) {
-  std::vector<std::vector<int>> adj(n);
-  for (int r = 0; r < n; ++r)
-    for (int p = 0; p < n; ++p)
-      if (p != r) adj[r].push_back(p);
-  return Topology("complete", std::move(adj));
+const std::vector<int>& Topology::parents_from(int src) const {
+  auto it = parents_.find(src);
+  if (it != parents_.end()) return it->second;
+  // Bounded cache: a BFS tree holds one int per node, so keep at most 256 of them.
+  if (parents_.size() >= 256) parents_.erase(parents_.begin());
+  std::vector<int> parent(adjacency_.size(), -2);  // -2 unreached, -1 the source
+  parent[src] = -1;
+  std::deque<int> frontier{src};
+  while (!frontier.empty()) {
+    const int u = frontier.front();
+    frontier.pop_front();
+    for (int l : adjacency_[u]) {
+      if (failed_[l]) continue;
+      const int v = links_[l].dst;
+      if (parent[v] != -2) continue;
+      parent[v] = l;
+      frontier.push_back(v);
+    }
+  }
+  return parents_.emplace(src, std::move(parent)).first->second;
 }
 
-Topology::Topology(std::string kind, std::vector<std::vector<int>> adjacency)
-    : kind_(std::move(kind)), adjacency_(std::move(adjacency)) {
-  const int n = size();
-  // All-pairs hop counts by breadth-first search from every rank.
-  hops_.assign(n, std::vector<int>(n, -1));
-  for (int s = 0; s < n; ++s) {
-    std::deque<int> frontier{s};
-    hops_[s][s] = 0;
+const std::vector<int>& Topology::route(int src, int dst) const {
+  auto key = std::make_pair(src, dst);
+  if (auto it = routes_.find(key); it != routes_.end()) return it->second;
+  require(src >= 0 && src < nodes() && dst >= 0 && dst < nodes(),
+          fmt::format("{}: route {} -> {} outside {} nodes", kind_, src, dst, nodes()));
+  const auto& parent = parents_from(src);
+  require(parent[dst] != -2, fmt::format("{}: no route from {} to {}", kind_, src, dst));
+  std::vector<int> path;
+  for (int v = dst; v != src; v = links_[parent[v]].src) path.push_back(parent[v]);
+  std::reverse(path.begin(), path.end());
+  return routes_.emplace(key, std::move(path)).first->second;
+}
+
+double Topology::route_latency(int src, int dst) const {
+  double t = 0.0;
+  for (int l : route(src, dst)) t += links_[l].params.latency_s;
+  return t;
+}
+
+double Topology::route_bandwidth(int src, int dst) const {
+  double bw = std::numeric_limits<double>::infinity();
+  for (int l : route(src, dst)) bw = std::min(bw, links_[l].params.bandwidth_bytes_per_s);
+  return bw;
+}
+
+const std::vector<std::vector<int>>& Topology::gossip_graph() const {
+  if (!gossip_.empty()) return gossip_;
+  // A rank j is a gossip neighbour of r when the shortest path length from r to j equals
+  // the shortest length through switches only (never entering another rank).
+  auto bfs = [&](int r, bool through_ranks) {
+    std::vector<int> dist(adjacency_.size(), -1);
+    dist[r] = 0;
+    std::deque<int> frontier{r};
     while (!frontier.empty()) {
-      int u = frontier.front();
+      const int u = frontier.front();
       frontier.pop_front();
-      for (int v : adjacency_[u])
-        if (hops_[s][v] < 0) {
-          hops_[s][v] = hops_[s][u] + 1;
-          frontier.push_back(v);
+      if (!through_ranks && u != r && u < ranks_) continue;
+      for (int l : adjacency_[u]) {
+        const int v = links_[l].dst;
+        if (failed_[l] || dist[v] >= 0) continue;
+        dist[v] = dist[u] + 1;
+        frontier.push_back(v);
+      }
+    }
+    return dist;
+  };
+  gossip_.assign(ranks_, {});
+  for (int r = 0; r < ranks_; ++r) {
+    const auto shortest = bfs(r, true), direct = bfs(r, false);
+    for (int j = 0; j < ranks_; ++j)
+      if (j != r && direct[j] >= 0 && direct[j] == shortest[j]) gossip_[r].push_back(j);
+  }
+  return gossip_;
+}
+
+std::vector<double> Topology::mixing_row(int rank, Mixing mixing) const {
+  std::vector<double> row(ranks_, 0.0);
+  const auto& graph = gossip_graph();
+  const auto& nb = graph.at(rank);
+  if (mixing == Mixing::Uniform) {
+    const double w = 1.0 / (static_cast<double>(nb.size()) + 1.0);
+    row[rank] = w;
+    for (int j : nb) row[j] = w;
+    return row;
+  }
+  double off = 0.0;
+  for (int j : nb) {
+    row[j] = 1.0 / (1.0 + static_cast<double>(std::max(nb.size(), graph[j].size())));
+    off += row[j];
+  }
+  row[rank] = 1.0 - off;
+  return row;
+}
+
+double Topology::spectral_gap(Mixing mixing) const {
+  std::vector<std::vector<double>> w;
+  for (int r = 0; r < ranks_; ++r) w.push_back(mixing_row(r, mixing));
+  if (mixing == Mixing::Uniform)  // symmetrise: the gap is defined for symmetric W
+    for (int i = 0; i < ranks_; ++i)
+      for (int j = i + 1; j < ranks_; ++j) w[i][j] = w[j][i] = 0.5 * (w[i][j] + w[j][i]);
+  return spectral_gap_of(w);
+}
+
+void Topology::fail_link(int a, int b) {
+  bool found = false;
+  for (std::size_t l = 0; l < links_.size(); ++l)
+    if ((links_[l].src == a && links_[l].dst == b) || (links_[l].src == b && links_[l].dst == a)) {
+      failed_[l] = true;
+      found = true;
+    }
+  require(found, fmt::format("{}: no link {}-{} to fail", kind_, a, b));
+  parents_.clear();
+  routes_.clear();
+  for (int r = 0; r < ranks_; ++r) {
+    const auto& parent = parents_from(r);
+    for (int j = 0; j < ranks_; ++j)
+      require(parent[j] != -2, fmt::format("{}: link {}-{} failed and no route is left from rank {} to rank {}",
+                                           kind_, a, b, r, j));
+  }
+  gossip_.clear();
+}
+
+// --- builders ---------------------------------------------------------------------------
+
+Topology Topology::ring(int n, LinkParams link) {
+  std::vector<Edge> edges;
+  std::set<std::pair<int, int>> seen;
+  for (int r = 0; r < n; ++r) add_edge(edges, seen, r, (r + 1) % n, link);
+  return Topology("ring", n, n, edges);
+}
+
+Topology Topology::complete(int n, LinkParams link) {
+  std::vector<Edge> edges;
+  std::set<std::pair<int, int>> seen;
+  for (int a = 0; a < n; ++a)
+    for (int b = a + 1; b < n; ++b) add_edge(edges, seen, a, b, link);
+  return Topology("complete", n, n, edges);
+}
+
+Topology Topology::torus(const std::vector<int>& dims, LinkParams link) {
+  require(!dims.empty(), "torus: needs at least one dimension");
+  int n = 1;
+  for (int d : dims) {
+    require(d >= 1, fmt::format("torus: dimension sizes must be >= 1, got {}", fmt::join(dims, "x")));
+    n *= d;
+  }
+  std::vector<Edge> edges;
+  std::set<std::pair<int, int>> seen;
+  // Row-major: stride of dimension i is the product of the later dimensions.
+  std::vector<int> stride(dims.size(), 1);
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) stride[i] = stride[i + 1] * dims[i + 1];
+  for (int r = 0; r < n; ++r)
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+      const int coord = (r / stride[i]) % dims[i];
+      const int next = r + (((coord + 1) % dims[i]) - coord) * stride[i];
+      add_edge(edges, seen, r, next, link);
+    }
+  return Topology(fmt::format("torus:{}", fmt::join(dims, "x")), n, n, edges);
+}
+
+Topology Topology::hypercube(int n, LinkParams link) {
+  require(n >= 1 && (n & (n - 1)) == 0, fmt::format("hypercube: rank count must be a power of two, got {}", n));
+  std::vector<Edge> edges;
+  std::set<std::pair<int, int>> seen;
+  for (int r = 0; r < n; ++r)
+    for (int bit = 1; bit < n; bit <<= 1) add_edge(edges, seen, r, r ^ bit, link);
+  return Topology("hypercube", n, n, edges);
+}
+
+Topology Topology::exponential(int n, LinkParams link) {
+  std::vector<Edge> edges;
+  std::set<std::pair<int, int>> seen;
+  for (int r = 0; r < n; ++r)
+    for (int step = 1; step < n; step <<= 1) add_edge(edges, seen, r, (r + step) % n, link);
+  return Topology("exponential", n, n, edges);
+}
+
+Topology Topology::star(int n, LinkParams link) {
+  std::vector<Edge> edges;
+  for (int r = 0; r < n; ++r) edges.push_back({r, n, link});
+  return Topology("star", n, n + 1, edges);
+}
+
+Topology Topology::fat_tree(int n, int k, LinkParams link) {
+  require(k >= 2 && k % 2 == 0, fmt::format("fat_tree: k must be even and >= 2, got {}", k));
+  const int half = k / 2, hosts = k * half * half;
+  require(n <= hosts, fmt::format("fat_tree: a {}-ary fat-tree holds at most {} ranks, got {}", k, hosts, n));
+  // Node ids: ranks, then edge switches (k * half), aggregation (k * half), core (half^2).
+  const int edge0 = n, agg0 = edge0 + k * half, core0 = agg0 + k * half, nodes = core0 + half * half;
+  std::vector<Edge> edges;
+  for (int r = 0; r < n; ++r) edges.push_back({r, edge0 + r / half, link});  // half hosts per edge switch
+  for (int pod = 0; pod < k; ++pod)
+    for (int e = 0; e < half; ++e)
+      for (int a = 0; a < half; ++a) edges.push_back({edge0 + pod * half + e, agg0 + pod * half + a, link});
+  for (int pod = 0; pod < k; ++pod)
+    for (int a = 0; a < half; ++a)
+      for (int c = 0; c < half; ++c) edges.push_back({agg0 + pod * half + a, core0 + a * half + c, link});
+  return Topology(fmt::format("fat_tree:k={}", k), n, nodes, edges);
+}
+
+Topology Topology::hierarchical(int n, int g, bool nvswitch, LinkParams intra, LinkParams inter) {
+  require(g >= 1, fmt::format("hierarchical: gpus_per_node must be >= 1, got {}", g));
+  const int node_count = (n + g - 1) / g;
+  std::vector<Edge> edges;
+  int nodes = n;
+  const int top = nvswitch ? n + node_count : n;
+  if (nvswitch) {
+    for (int r = 0; r < n; ++r) edges.push_back({r, n + r / g, intra});
+    for (int m = 0; m < node_count; ++m) edges.push_back({n + m, top, inter});
+    nodes = top + 1;
+  } else {
+    for (int a = 0; a < n; ++a)
+      for (int b = a + 1; b < n && b / g == a / g; ++b) edges.push_back({a, b, intra});
+    for (int r = 0; r < n; ++r) edges.push_back({r, top, inter});
+    nodes = top + 1;
+  }
+  return Topology(fmt::format("hierarchical:{}x{}{}", node_count, g, nvswitch ? "+nvswitch" : ""), n, nodes, edges);
+}
+
+Topology Topology::from_edges(int ranks, int nodes, const std::vector<Edge>& edges, std::string kind) {
+  return Topology(std::move(kind), ranks, nodes, edges);
+}
+
+// --- spectral gap -------------------------------------------------------------------
+
+std::vector<double> symmetric_eigenvalues(std::vector<std::vector<double>> a) {
+  const std::size_t n = a.size();
+  for (int sweep = 0; sweep < 100; ++sweep) {
+    double off = 0.0;
+    for (std::size_t p = 0; p < n; ++p)
+      for (std::size_t q = p + 1; q < n; ++q) off += a[p][q] * a[p][q];
+    if (off < 1e-30) break;
+    for (std::size_t p = 0; p < n; ++p)
+      for (std::size_t q = p + 1; q < n; ++q) {
+        if (std::fabs(a[p][q]) < 1e-300) continue;
+        // Rotation that zeroes a[p][q] (Golub & Van Loan, symmetric Schur decomposition).
+        const double theta = (a[q][q] - a[p][p]) / (2.0 * a[p][q]);
+        const double t = (theta >= 0 ? 1.0 : -1.0) / (std::fabs(theta) + std::sqrt(theta * theta + 1.0));
+        const double c = 1.0 / std::sqrt(t * t + 1.0), s = t * c;
+        for (std::size_t k = 0; k < n; ++k) {
+          const double akp = a[k][p], akq = a[k][q];
+          a[k][p] = c * akp - s * akq;
+          a[k][q] = s * akp + c * akq;
         }
-    }
+        for (std::size_t k = 0; k < n; ++k) {
+          const double apk = a[p][k], aqk = a[q][k];
+          a[p][k] = c * apk - s * aqk;
+          a[q][k] = s * apk + c * aqk;
+        }
+      }
   }
-  mixing_.assign(n, std::vector<double>(n, 0.0));
-  for (int i = 0; i < n; ++i) {
-    double off_diagonal = 0.0;
-    for (int j : adjacency_[i]) {
-      const auto deg_i = adjacency_[i].size(), deg_j = adjacency_[j].size();
-      mixing_[i][j] = 1.0 / (1.0 + static_cast<double>(std::max(deg_i, deg_j)));
-      off_diagonal += mixing_[i][j];
-    }
-    mixing_[i][i] = 1.0 - off_diagonal;
-  }
+  std::vector<double> eig(n);
+  for (std::size_t i = 0; i < n; ++i) eig[i] = a[i][i];
+  std::sort(eig.begin(), eig.end(), std::greater<>());
+  return eig;
+}
+
+double spectral_gap_of(const std::vector<std::vector<double>>& w) {
+  if (w.size() < 2) return 1.0;
+  const auto eig = symmetric_eigenvalues(w);
+  return 1.0 - std::max(std::fabs(eig[1]), std::fabs(eig.back()));
 }
 
 }  // namespace dtsim::net

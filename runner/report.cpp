@@ -26,8 +26,8 @@ std::string format_table(const RunResult& r) {
                                                        : fmt::format("{} ({})", s.algorithm.name, s.algorithm.variant);
   const std::string mode = r.mode == r.backend ? r.mode : fmt::format("{} over {}", r.mode, r.backend);
   out += fmt::format("{}: {}, {} ranks on a {}, {} {:g} us / {:g} GB/s, {} steps, {}\n\n", s.name, algo, s.ranks,
-                     s.topology, s.network.model, s.network.latency_s * 1e6, s.network.bandwidth_bytes_per_s / 1e9,
-                     s.steps, mode);
+                     s.topology.kind, s.network.model, s.network.nominal.latency_s * 1e6,
+                     s.network.nominal.bandwidth_bytes_per_s / 1e9, s.steps, mode);
   const double step = r.mean_step_time_s();
   out += fmt::format("| {:<22} | {:>14} | {:>7} |\n", "phase", "time/step", "share");
   out += fmt::format("|{:-<24}|{:->15}:|{:->8}:|\n", "", "", "");

@@ -10,7 +10,8 @@
 #include "comm/gloo.hpp"
 #include "comm/phase_timer.hpp"
 #include "kernels/tensor_buffer.hpp"
-#include "network_models/network_model.hpp"
+#include "network_models/network.hpp"
+#include "network_models/topology_spec.hpp"
 #include "sim/engine.hpp"
 #include "sim/task.hpp"
 #include "workloads/logistic_regression.hpp"
@@ -124,8 +125,9 @@ double RunResult::mean_calls() const { return mean(calls); }
 
 RunResult run_emulated(const Scenario& s, const RunOptions& options) {
   sim::Engine engine;
-  auto topology = net::Topology::make(s.topology, s.ranks);
-  auto network = std::make_shared<net::AlphaBetaModel>(topology, s.network.latency_s, s.network.bandwidth_bytes_per_s);
+  auto network =
+      std::make_shared<net::Network>(engine, net::make_topology(s.topology, s.ranks, s.network.nominal), s.network);
+  const auto& topology = network->topology();
   comm::EmulatedWorld world(engine, network, s.compute);
   auto data = workloads::SyntheticDataset::generate(s.workload, s.seed);
   std::vector<RunResult> results(s.ranks);
@@ -139,8 +141,8 @@ RunResult run_emulated(const Scenario& s, const RunOptions& options) {
 RunResult run_live(const Scenario& s, const comm::LiveEnv& env, const RunOptions& options) {
   if (env.world_size != s.ranks)
     throw ScenarioError("/ranks", fmt::format("the scenario has {} ranks but WORLD_SIZE is {}", s.ranks, env.world_size));
-  auto topology = net::Topology::make(s.topology, s.ranks);
-  auto comm = comm::make_gloo_communicator(env);
+  auto topology = net::make_topology(s.topology, s.ranks, s.network.nominal);
+  auto comm = comm::make_gloo_communicator(env, s.network);
   auto data = workloads::SyntheticDataset::generate(s.workload, s.seed);
   RunResult result;
   sim::run_blocking(rank_program(*comm, s, topology, data, options, result));

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "network_models/topology.hpp"
+#include <tuple>
 
 namespace dtsim::runner {
 
@@ -60,12 +61,12 @@ class ObjectReader {
     const json* v = fallback ? find(key) : &require(key, "an integer");
     if (!v) return *fallback;
     if (!v->is_number_integer()) throw ScenarioError(where(key), "expected an integer, got " + describe(*v));
-    if (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(hi))
-      throw ScenarioError(where(key), fmt::format("expected an integer in [{}, {}], got {}", lo, hi, v->dump()));
-    const auto x = v->get<std::int64_t>();
-    if (x < lo || x > hi)
+    const bool too_big = v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(hi);
+    const auto x = too_big ? hi : v->get<std::int64_t>();
+    if (too_big || x < lo || x > hi)
       throw ScenarioError(where(key), fmt::format("expected an integer >= {}{}, got {}", lo,
-                                                  hi == std::numeric_limits<std::int64_t>::max() ? "" : fmt::format(" and <= {}", hi), x));
+                                                  hi == std::numeric_limits<std::int64_t>::max() ? "" : fmt::format(" and <= {}", hi),
+                                                  v->dump()));
     return x;
   }
 
@@ -151,15 +152,108 @@ Scenario parse_scenario(const json& doc) {
   }
   {
     auto t = root.object("topology", true);
-    s.topology = t.choice("kind", std::nullopt, net::Topology::kinds());
+    auto& topo = s.topology;
+    topo.kind = t.choice("kind", std::nullopt, net::topology_kinds());
+    if (topo.kind == "torus") {
+      const json& dims = t.require("dims", "an array of dimension sizes");
+      if (!dims.is_array() || dims.empty())
+        throw ScenarioError(t.where("dims"), "expected a non-empty array of integers, got " + describe(dims));
+      std::int64_t product = 1;
+      for (std::size_t i = 0; i < dims.size(); ++i) {
+        if (!dims[i].is_number_integer() || dims[i].get<std::int64_t>() < 1)
+          throw ScenarioError(t.where("dims") + fmt::format("/{}", i), "expected an integer >= 1, got " + describe(dims[i]));
+        topo.dims.push_back(dims[i].get<int>());
+        product *= topo.dims.back();
+      }
+      if (product != s.ranks)
+        throw ScenarioError(t.where("dims"), fmt::format("expected dimensions whose product is ranks ({}), got {}",
+                                                         s.ranks, fmt::join(topo.dims, "x")));
+    }
+    if (topo.kind == "fat_tree") topo.k = static_cast<int>(t.integer("k", std::nullopt, 2, 256));
+    if (topo.kind == "hypercube" && (s.ranks & (s.ranks - 1)) != 0)
+      throw ScenarioError(t.where("kind"), fmt::format("hypercube needs a power-of-two rank count, got {}", s.ranks));
+    if (topo.kind == "hierarchical") {
+      topo.gpus_per_node = static_cast<int>(t.integer("gpus_per_node", std::nullopt, 1, 1 << 20));
+      topo.nvswitch = t.boolean("nvswitch", true);
+      topo.intra.latency_s = t.number("intra_latency_us", std::nullopt, 0.0, kInf) * 1e-6;
+      topo.intra.bandwidth_bytes_per_s = t.number("intra_bandwidth_GBps", std::nullopt, 0.0, kInf, true) * 1e9;
+    }
+    if (topo.kind == "edges") {
+      topo.nodes = static_cast<int>(t.integer("nodes", s.ranks, s.ranks, 1 << 24));
+      const json& edges = t.require("edges", "an array of {a, b, latency_us, bandwidth_GBps}");
+      if (!edges.is_array() || edges.empty())
+        throw ScenarioError(t.where("edges"), "expected a non-empty array of edges, got " + describe(edges));
+      for (std::size_t i = 0; i < edges.size(); ++i) {
+        ObjectReader e(edges[i], t.where("edges") + fmt::format("/{}", i));
+        net::Edge edge;
+        edge.a = static_cast<int>(e.integer("a", std::nullopt, 0, topo.nodes - 1));
+        edge.b = static_cast<int>(e.integer("b", std::nullopt, 0, topo.nodes - 1));
+        edge.params.latency_s = e.number("latency_us", std::nullopt, 0.0, kInf) * 1e-6;
+        edge.params.bandwidth_bytes_per_s = e.number("bandwidth_GBps", std::nullopt, 0.0, kInf, true) * 1e9;
+        if (edge.a == edge.b) throw ScenarioError(e.where("b"), fmt::format("expected a node other than a ({})", edge.a));
+        e.finish();
+        topo.edges.push_back(edge);
+      }
+    }
     t.finish();
   }
   {
     auto n = root.object("network", true);
-    s.network.model = n.choice("model", std::nullopt, {"alpha_beta"});
-    s.network.latency_s = n.number("latency_us", std::nullopt, 0.0, kInf) * 1e-6;
-    s.network.bandwidth_bytes_per_s = n.number("bandwidth_GBps", std::nullopt, 0.0, kInf, true) * 1e9;
+    auto& net = s.network;
+    net.model = n.choice("model", std::nullopt, net::network_models());
+    net.nominal.latency_s = n.number("latency_us", std::nullopt, 0.0, kInf) * 1e-6;
+    net.nominal.bandwidth_bytes_per_s = n.number("bandwidth_GBps", std::nullopt, 0.0, kInf, true) * 1e9;
+    net.perturbations.overhead_s = n.number("overhead_us", 0.0, 0.0, kInf) * 1e-6;
+    net.perturbations.jitter_s = n.number("jitter_us", 0.0, 0.0, kInf) * 1e-6;
+    net.perturbations.jitter_seed = s.seed;
+    {
+      auto a = n.object("algorithms", false);
+      const std::vector<std::pair<const char*, net::CollectiveKind>> kinds{
+          {"all_reduce", net::CollectiveKind::AllReduce},
+          {"reduce_scatter", net::CollectiveKind::ReduceScatter},
+          {"all_gather", net::CollectiveKind::AllGather},
+          {"broadcast", net::CollectiveKind::Broadcast}};
+      for (const auto& [key, kind] : kinds) {
+        std::vector<std::string> allowed{"auto"};
+        for (auto alg : net::algorithms_for(kind)) allowed.push_back(net::to_string(alg));
+        net.algorithms[kind] = net::parse_algorithm(a.choice(key, net::to_string(net.algorithms[kind]), allowed));
+      }
+      a.finish();
+    }
+    auto node_pair = [&](ObjectReader& r) {
+      const int nodes = std::max(s.ranks, s.topology.nodes);
+      return std::pair{static_cast<int>(r.integer("a", std::nullopt, 0, 1 << 24)),
+                       static_cast<int>(r.integer("b", std::nullopt, 0, std::max(nodes, 1 << 24)))};
+    };
+    if (const json* trace = n.find("bandwidth_trace")) {
+      if (!trace->is_array()) throw ScenarioError(n.where("bandwidth_trace"), "expected an array, got " + describe(*trace));
+      for (std::size_t i = 0; i < trace->size(); ++i) {
+        ObjectReader c((*trace)[i], n.where("bandwidth_trace") + fmt::format("/{}", i));
+        net::BandwidthChange change;
+        change.time_s = c.number("time_s", std::nullopt, 0.0, kInf);
+        std::tie(change.a, change.b) = node_pair(c);
+        change.bandwidth_bytes_per_s = c.number("bandwidth_GBps", std::nullopt, 0.0, kInf, true) * 1e9;
+        c.finish();
+        net.perturbations.bandwidth_trace.push_back(change);
+      }
+    }
+    if (const json* failures = n.find("failures")) {
+      if (!failures->is_array()) throw ScenarioError(n.where("failures"), "expected an array, got " + describe(*failures));
+      for (std::size_t i = 0; i < failures->size(); ++i) {
+        ObjectReader c((*failures)[i], n.where("failures") + fmt::format("/{}", i));
+        net::LinkFailure failure;
+        failure.time_s = c.number("time_s", std::nullopt, 0.0, kInf);
+        std::tie(failure.a, failure.b) = node_pair(c);
+        c.finish();
+        net.perturbations.failures.push_back(failure);
+      }
+    }
     n.finish();
+  }
+  try {  // the topology must be buildable (e.g. a fat-tree large enough for the ranks)
+    net::make_topology(s.topology, s.ranks, s.network.nominal);
+  } catch (const std::invalid_argument& e) {
+    throw ScenarioError("/topology", e.what());
   }
   {
     auto c = root.object("compute", false);
@@ -167,6 +261,17 @@ Scenario parse_scenario(const json& doc) {
     s.compute.kind = timing == "measured" ? comm::ComputeTiming::Kind::Measured : comm::ComputeTiming::Kind::CostModel;
     s.compute.model.flops_per_s = c.number("gflops", 1000.0, 0.0, kInf, true) * 1e9;
     s.compute.model.bytes_per_s = c.number("memory_GBps", 100.0, 0.0, kInf, true) * 1e9;
+    if (const json* stragglers = c.find("stragglers")) {
+      if (!stragglers->is_array())
+        throw ScenarioError(c.where("stragglers"), "expected an array of {rank, slowdown}, got " + describe(*stragglers));
+      s.compute.slowdown.assign(s.ranks, 1.0);
+      for (std::size_t i = 0; i < stragglers->size(); ++i) {
+        ObjectReader st((*stragglers)[i], c.where("stragglers") + fmt::format("/{}", i));
+        const auto rank = st.integer("rank", std::nullopt, 0, s.ranks - 1);
+        s.compute.slowdown[rank] = st.number("slowdown", std::nullopt, 0.0, kInf, true);
+        st.finish();
+      }
+    }
     c.finish();
   }
   root.finish();
@@ -201,6 +306,48 @@ json Scenario::to_json() const {
                {"weight_decay", algorithm.optimizer.weight_decay},
                {"nesterov", algorithm.optimizer.nesterov}};
   if (!algorithm.variant.empty()) algo["variant"] = algorithm.variant;
+  json topo = {{"kind", topology.kind}};
+  if (topology.kind == "torus") topo["dims"] = topology.dims;
+  if (topology.kind == "fat_tree") topo["k"] = topology.k;
+  if (topology.kind == "hierarchical") {
+    topo["gpus_per_node"] = topology.gpus_per_node;
+    topo["nvswitch"] = topology.nvswitch;
+    topo["intra_latency_us"] = topology.intra.latency_s * 1e6;
+    topo["intra_bandwidth_GBps"] = topology.intra.bandwidth_bytes_per_s / 1e9;
+  }
+  if (topology.kind == "edges") {
+    topo["nodes"] = topology.nodes;
+    topo["edges"] = json::array();
+    for (const auto& e : topology.edges)
+      topo["edges"].push_back({{"a", e.a}, {"b", e.b}, {"latency_us", e.params.latency_s * 1e6},
+                               {"bandwidth_GBps", e.params.bandwidth_bytes_per_s / 1e9}});
+  }
+  json algorithms = json::object();
+  for (const auto& [kind, alg] : network.algorithms) algorithms[net::to_string(kind)] = net::to_string(alg);
+  json net = {{"model", network.model},
+              {"latency_us", network.nominal.latency_s * 1e6},
+              {"bandwidth_GBps", network.nominal.bandwidth_bytes_per_s / 1e9},
+              {"overhead_us", network.perturbations.overhead_s * 1e6},
+              {"jitter_us", network.perturbations.jitter_s * 1e6},
+              {"algorithms", algorithms}};
+  if (!network.perturbations.bandwidth_trace.empty()) {
+    net["bandwidth_trace"] = json::array();
+    for (const auto& c : network.perturbations.bandwidth_trace)
+      net["bandwidth_trace"].push_back(
+          {{"time_s", c.time_s}, {"a", c.a}, {"b", c.b}, {"bandwidth_GBps", c.bandwidth_bytes_per_s / 1e9}});
+  }
+  if (!network.perturbations.failures.empty()) {
+    net["failures"] = json::array();
+    for (const auto& f : network.perturbations.failures) net["failures"].push_back({{"time_s", f.time_s}, {"a", f.a}, {"b", f.b}});
+  }
+  json comp = {{"timing", measured ? "measured" : "cost_model"},
+               {"gflops", compute.model.flops_per_s / 1e9},
+               {"memory_GBps", compute.model.bytes_per_s / 1e9}};
+  if (!compute.slowdown.empty()) {
+    comp["stragglers"] = json::array();
+    for (std::size_t r = 0; r < compute.slowdown.size(); ++r)
+      if (compute.slowdown[r] != 1.0) comp["stragglers"].push_back({{"rank", r}, {"slowdown", compute.slowdown[r]}});
+  }
   return {{"name", name},
           {"ranks", ranks},
           {"steps", steps},
@@ -212,15 +359,9 @@ json Scenario::to_json() const {
             {"batch_size", workload.batch_size},
             {"partition", workload.partition}}},
           {"algorithm", algo},
-          {"topology", {{"kind", topology}}},
-          {"network",
-           {{"model", network.model},
-            {"latency_us", network.latency_s * 1e6},
-            {"bandwidth_GBps", network.bandwidth_bytes_per_s / 1e9}}},
-          {"compute",
-           {{"timing", measured ? "measured" : "cost_model"},
-            {"gflops", compute.model.flops_per_s / 1e9},
-            {"memory_GBps", compute.model.bytes_per_s / 1e9}}}};
+          {"topology", topo},
+          {"network", net},
+          {"compute", comp}};
 }
 
 }  // namespace dtsim::runner

@@ -15,6 +15,8 @@
 
 #include "algorithms/algorithm.hpp"
 #include "comm/emulated.hpp"
+#include "network_models/network.hpp"
+#include "network_models/topology_spec.hpp"
 #include "workloads/logistic_regression.hpp"
 
 namespace dtsim::runner {
@@ -29,12 +31,6 @@ class ScenarioError : public std::runtime_error {
   std::string path_;
 };
 
-struct NetworkSpec {
-  std::string model = "alpha_beta";
-  double latency_s = 5e-6;
-  double bandwidth_bytes_per_s = 1.25e9;
-};
-
 struct Scenario {
   std::string name;
   int ranks = 1;
@@ -42,8 +38,8 @@ struct Scenario {
   std::uint64_t seed = 0;
   workloads::LogisticRegressionSpec workload;
   algorithms::AlgorithmSpec algorithm;
-  std::string topology = "ring";
-  NetworkSpec network;
+  net::TopologySpec topology;
+  net::NetworkConfig network;  // model, nominal link (latency, bandwidth), perturbations, algorithms
   comm::ComputeTiming compute;
 
   // The scenario with every default filled in, as echoed into results.

@@ -9,6 +9,7 @@
 
 #include "comm/emulated.hpp"
 #include "comm/wire_bytes.hpp"
+#include "network_models/topology_spec.hpp"
 #include "sim/engine.hpp"
 
 namespace dtsim::comm {
@@ -20,9 +21,13 @@ constexpr double kBeta = 1e10;
 struct World {
   sim::Engine engine;
   std::unique_ptr<EmulatedWorld> world;
-  World(int n, const std::string& topology = "ring") {
-    auto model = std::make_shared<net::AlphaBetaModel>(net::Topology::make(topology, n), kAlpha, kBeta);
-    world = std::make_unique<EmulatedWorld>(engine, model, ComputeTiming{});
+  World(int n, const std::string& topology = "ring", const std::string& model = "alpha_beta") {
+    net::NetworkConfig config;
+    config.model = model;
+    config.nominal = {kAlpha, kBeta};
+    auto network = std::make_shared<net::Network>(
+        engine, net::make_topology(net::parse_topology(topology), n, config.nominal), config);
+    world = std::make_unique<EmulatedWorld>(engine, network, ComputeTiming{});
   }
   // Spawns program(comm) on every rank and runs the simulation.
   void run(const std::function<sim::Task<void>(Communicator&)>& program) {
@@ -36,7 +41,7 @@ struct World {
 // traffic is its ring share, which adds up to 2(n-1) S over the job.
 TEST(Emulated, AllReduceComputesTheSumAtTheClosedFormTime) {
   for (int n : {1, 2, 3, 8}) {
-    for (std::int64_t m : {1, 1000, 4099}) {
+    for (std::int64_t m : {1, 24, 1000, 4099, 24 * 4099}) {
       World w(n);
       std::vector<at::Tensor> data(n);
       std::vector<double> finish(n);
@@ -45,12 +50,20 @@ TEST(Emulated, AllReduceComputesTheSumAtTheClosedFormTime) {
         co_await c.all_reduce(data[c.rank()], ReduceOp::Sum);
         finish[c.rank()] = c.now();
       });
+      // Chunks are whole elements: with m divisible by n the closed form holds exactly;
+      // otherwise the larger chunks pace the ring, between S/n and ceil(m/n) elements.
       const double bytes = 4.0 * static_cast<double>(m);
       const double want = n == 1 ? 0.0 : 2.0 * (n - 1) * (kAlpha + bytes / (n * kBeta));
+      const double ceiling = n == 1 ? 0.0 : 2.0 * (n - 1) * (kAlpha + 4.0 * static_cast<double>((m + n - 1) / n) / kBeta);
       std::uint64_t total_traffic = 0;
       for (int r = 0; r < n; ++r) {
         EXPECT_TRUE(at::equal(data[r], at::full({m}, n * (n + 1) / 2.0f)));
-        EXPECT_NEAR(finish[r], want, 1e-9 * want) << "n=" << n << " m=" << m;
+        if (m % n == 0) {
+          EXPECT_NEAR(finish[r], want, 1e-9 * want) << "n=" << n << " m=" << m;
+        } else {
+          EXPECT_GE(finish[r], want * (1 - 1e-12)) << "n=" << n << " m=" << m;
+          EXPECT_LE(finish[r], ceiling * (1 + 1e-12)) << "n=" << n << " m=" << m;
+        }
         total_traffic += w.world->communicator(r).traffic().wire_bytes;
       }
       EXPECT_EQ(total_traffic, static_cast<std::uint64_t>(2 * (n - 1) * m * 4));
@@ -203,16 +216,52 @@ TEST(Emulated, ComputeAdvancesTheClockByTheCostModel) {
   EXPECT_DOUBLE_EQ(finish, 2e9 / 1e12 + 5e8 / 1e11);
 }
 
-// The ring all-reduce byte count per rank, with uneven chunks.
+// The ring all-reduce byte count per rank, with uneven chunks: rank r sends every
+// chunk but (r+1) mod n in reduce-scatter and every chunk but (r+2) mod n in all-gather.
 TEST(WireBytes, RingAllReduceSharesAddUp) {
   for (int n : {2, 3, 7}) {
     for (std::int64_t elements : {1, 10, 1001}) {
       std::uint64_t total = 0;
-      for (int r = 0; r < n; ++r) total += ring_all_reduce_bytes(r, n, elements, 4);
+      for (int r = 0; r < n; ++r) {
+        const net::CollectiveSpec spec{.kind = net::CollectiveKind::AllReduce, .algorithm = net::Algorithm::Ring,
+                                       .ranks = n, .elements = elements};
+        const auto sent = collective_bytes_sent(spec, r);
+        auto chunk = [&](int i) { return elements / n + (i < elements % n ? 1 : 0); };
+        EXPECT_EQ(sent, static_cast<std::uint64_t>(4 * (2 * elements - chunk((r + 1) % n) - chunk((r + 2) % n))));
+        total += sent;
+      }
       EXPECT_EQ(total, static_cast<std::uint64_t>(2 * (n - 1) * elements * 4));
     }
   }
-  EXPECT_EQ(ring_all_reduce_bytes(0, 1, 100, 4), 0u);
+}
+
+// The same program on the flow model: on a ring every ring all-reduce message has its
+// own link, so contention-free timing equals the closed form there too; and two
+// concurrent exchanges over a star share the switch links.
+TEST(Emulated, FlowModelAllReduceAndContention) {
+  const int n = 4;
+  World w(n, "ring", "flow");
+  std::vector<double> finish(n);
+  std::vector<at::Tensor> data(n);
+  w.run([&](Communicator& c) -> sim::Task<void> {
+    data[c.rank()] = at::ones({4000});
+    co_await c.all_reduce(data[c.rank()], ReduceOp::Sum);
+    finish[c.rank()] = c.now();
+  });
+  for (int r = 0; r < n; ++r) EXPECT_NEAR(finish[r], 6 * (kAlpha + 4000.0 / kBeta), 1e-15);
+
+  World star(3, "star", "flow");
+  std::vector<std::vector<at::Tensor>> got(3);
+  std::vector<double> done(3);
+  star.run([&](Communicator& c) -> sim::Task<void> {
+    // Ranks 0 and 1 both exchange with rank 2: rank 2's link carries two flows each way.
+    std::vector<int> peers = c.rank() == 2 ? std::vector<int>{0, 1} : std::vector<int>{2};
+    const at::Tensor payload = at::ones({2500});
+    co_await c.exchange(payload, peers, got[c.rank()]);
+    done[c.rank()] = c.now();
+  });
+  // 10 kB through two links of latency alpha, at half the bandwidth on the shared link.
+  EXPECT_NEAR(done[2], 2 * kAlpha + 2 * 10000.0 / kBeta, 1e-15);
 }
 
 }  // namespace

@@ -99,7 +99,9 @@ TEST(LiveComm, CollectivesMatchEmulated) {
   }
 
   sim::Engine engine;
-  EmulatedWorld world(engine, std::make_shared<net::AlphaBetaModel>(net::Topology::ring(kRanks), 1e-6, 1e9),
+  net::NetworkConfig config;
+  config.nominal = {1e-6, 1e9};
+  EmulatedWorld world(engine, std::make_shared<net::Network>(engine, net::Topology::ring(kRanks, config.nominal), config),
                       ComputeTiming{});
   std::vector<json> emulated(kRanks);
   for (int r = 0; r < kRanks; ++r) engine.spawn(program(world.communicator(r), emulated[r]), "rank");

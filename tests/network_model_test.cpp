@@ -1,104 +1,244 @@
-// Network models against closed forms (Thakur, Rabenseifner & Gropp 2005), and the
-// topology's mixing matrix against its definition.
+// Network models: every collective's schedule against its closed form on a topology
+// where it meets no contention (both the uncontended and the max-min flow model), the
+// max-min solver on textbook cases, perturbations, link failures, and the topologies'
+// routes and mixing matrices.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numeric>
 #include <vector>
 
-#include "network_models/network_model.hpp"
+#include "network_models/closed_form.hpp"
+#include "network_models/collective_execution.hpp"
+#include "network_models/network.hpp"
+#include "network_models/schedule.hpp"
 #include "network_models/topology.hpp"
+#include "network_models/topology_spec.hpp"
+#include "network_models/transport.hpp"
 
 namespace dtsim::net {
 namespace {
 
-constexpr double kAlpha = 5e-6;     // 5 us
-constexpr double kBeta = 12.5e9;    // 12.5 GB/s
+constexpr double kAlpha = 5e-6;   // 5 us
+constexpr double kBeta = 12.5e9;  // 12.5 GB/s
+const LinkParams kLink{kAlpha, kBeta};
 
 double relative_error(double got, double want) { return std::fabs(got - want) / std::fabs(want); }
 
-// Ring all-reduce with every rank arriving at t0: 2(n-1)(alpha + S/(n beta)), for
-// several rank counts and sizes (including sizes not divisible by n).
-TEST(AlphaBeta, RingAllReduceMatchesClosedForm) {
-  for (int n : {2, 3, 4, 8, 16, 33, 128}) {
-    AlphaBetaModel model(Topology::ring(n), kAlpha, kBeta);
-    for (double bytes : {4.0, 1000.0, 1e6, 3e8 + 7}) {
-      const double t0 = 0.125;
-      std::vector<double> arrival(n, t0);
-      const double want = 2.0 * (n - 1) * (kAlpha + bytes / (n * kBeta));
-      for (double finish : model.all_reduce(arrival, bytes))
-        EXPECT_LT(relative_error(finish - t0, want), 1e-9) << "n=" << n << " S=" << bytes;
-    }
-  }
+double slowest(const std::vector<double>& finish) { return *std::max_element(finish.begin(), finish.end()); }
+
+struct Case {
+  CollectiveKind kind;
+  Algorithm algorithm;
+  std::string topology;  // where every message crosses one uncontended link
+  std::vector<int> ranks;
+};
+
+// The schedule's time on an idle network equals the closed form to 1e-9, on both
+// models, for several rank counts and sizes divisible into equal chunks.
+TEST(Collectives, MatchClosedFormsWithoutContention) {
+  const std::vector<Case> cases{
+      {CollectiveKind::AllReduce, Algorithm::Ring, "ring", {2, 3, 5, 8, 16, 64}},
+      {CollectiveKind::AllReduce, Algorithm::HalvingDoubling, "hypercube", {2, 4, 8, 16, 64}},
+      {CollectiveKind::AllReduce, Algorithm::DoubleBinaryTree, "complete", {2, 3, 4, 7, 8, 16}},
+      {CollectiveKind::AllReduce, Algorithm::Direct, "complete", {2, 5, 16}},
+      {CollectiveKind::AllReduce, Algorithm::ParameterServer, "complete", {2, 5, 16}},
+      {CollectiveKind::ReduceScatter, Algorithm::Ring, "ring", {2, 6, 32}},
+      {CollectiveKind::ReduceScatter, Algorithm::Direct, "complete", {3, 8}},
+      {CollectiveKind::AllGather, Algorithm::Ring, "ring", {2, 7, 32}},
+      {CollectiveKind::AllGather, Algorithm::Direct, "complete", {3, 8}},
+      {CollectiveKind::Broadcast, Algorithm::Binomial, "hypercube", {2, 8, 32}},
+      {CollectiveKind::Broadcast, Algorithm::Binomial, "complete", {3, 13}},
+  };
+  for (const auto& c : cases)
+    for (int n : c.ranks)
+      for (std::int64_t per_rank : {1, 1000, 250000}) {
+        CollectiveSpec spec{.kind = c.kind, .algorithm = c.algorithm, .ranks = n, .elements = per_rank * n * 2};
+        spec.block_elements.assign(n, per_rank);
+        const auto topology = make_topology(parse_topology(c.topology), n, kLink);
+        const auto schedule = make_schedule(spec);
+        const double want = closed_form_seconds(spec, kAlpha, kBeta);
+        for (const char* model : {"alpha_beta", "flow"}) {
+          const auto finish = simulate(model, topology, schedule, std::vector<double>(n, 0.25));
+          EXPECT_LT(relative_error(slowest(finish) - 0.25, want), 1e-9)
+              << to_string(c.kind) << " " << to_string(c.algorithm) << " on " << c.topology << " n=" << n
+              << " elements=" << spec.elements << " model=" << model << ": " << slowest(finish) - 0.25 << " vs "
+              << want;
+        }
+      }
 }
 
-TEST(AlphaBeta, SingleRankCollectivesTakeNoTime) {
-  AlphaBetaModel model(Topology::ring(1), kAlpha, kBeta);
-  std::vector<double> arrival{2.0};
-  EXPECT_EQ(model.all_reduce(arrival, 1e6), arrival);
-  EXPECT_EQ(model.broadcast(arrival, 1e6, 0), arrival);
+// Every byte sent is received: per schedule, the sum over ranks of both agree, and the
+// ring all-reduce moves 2 (n-1) S in total even with uneven chunks.
+TEST(Collectives, BytesSentEqualBytesReceived) {
+  for (auto kind : {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::AllGather,
+                    CollectiveKind::Broadcast})
+    for (auto algorithm : algorithms_for(kind))
+      for (int n : {1, 2, 5, 12}) {
+        CollectiveSpec spec{.kind = kind, .algorithm = algorithm, .ranks = n, .elements = 1001, .root = n - 1};
+        for (int r = 0; r < n; ++r) spec.block_elements.push_back(r + 3);
+        const auto s = make_schedule(spec);
+        double sent = 0, received = 0;
+        for (int r = 0; r < n; ++r) {
+          sent += s.bytes_sent(r);
+          received += s.bytes_received(r);
+        }
+        EXPECT_DOUBLE_EQ(sent, received) << to_string(kind) << " " << to_string(algorithm) << " n=" << n;
+        if (kind == CollectiveKind::AllReduce && algorithm == Algorithm::Ring) {
+          EXPECT_DOUBLE_EQ(sent, 2.0 * (n - 1) * 1001 * 4);
+        }
+      }
 }
 
-// Ring all-gather of equal blocks b: (n-1)(alpha + b/beta).
-TEST(AlphaBeta, RingAllGatherMatchesClosedForm) {
-  for (int n : {2, 5, 16}) {
-    AlphaBetaModel model(Topology::ring(n), kAlpha, kBeta);
-    std::vector<double> arrival(n, 0.0), blocks(n, 4096.0);
-    const double want = (n - 1) * (kAlpha + 4096.0 / kBeta);
-    for (double finish : model.all_gather(arrival, blocks)) EXPECT_LT(relative_error(finish, want), 1e-12);
-  }
-}
-
-// With unequal blocks the slowest step of each round paces everyone in a ring: the
-// last rank to finish has waited for every block to pass through n-1 links once.
-TEST(AlphaBeta, RingAllGatherWithOneLargeBlock) {
-  const int n = 4;
-  AlphaBetaModel model(Topology::ring(n), 0.0, 1.0);  // time = bytes
-  std::vector<double> arrival(n, 0.0), blocks{100.0, 1.0, 1.0, 1.0};
-  auto finish = model.all_gather(arrival, blocks);
-  // Rank 0's block travels 0->1 (t=100), 1->2 (200), 2->3 (300); rank 3 ends at 300.
-  EXPECT_DOUBLE_EQ(finish[3], 300.0);
-  EXPECT_DOUBLE_EQ(*std::max_element(finish.begin(), finish.end()), 300.0);
-}
-
-// A late rank delays everyone in a ring all-reduce by exactly its lateness when the
-// others wait on it in the first step.
-TEST(AlphaBeta, LateArrivalShiftsTheRing) {
+// A late rank delays a ring all-reduce by exactly its lateness when everyone else
+// waits on it.
+TEST(Collectives, LateArrivalShiftsTheRing) {
   const int n = 6;
-  AlphaBetaModel model(Topology::ring(n), kAlpha, kBeta);
+  const auto topology = Topology::ring(n, kLink);
+  const auto schedule = make_schedule({.kind = CollectiveKind::AllReduce, .algorithm = Algorithm::Ring, .ranks = n,
+                                       .elements = 6000});
   std::vector<double> on_time(n, 0.0), late(n, 0.0);
   late[2] = 1e-3;
-  auto a = model.all_reduce(on_time, 1e6);
-  auto b = model.all_reduce(late, 1e6);
-  for (int r = 0; r < n; ++r) {
-    EXPECT_GE(b[r], a[r]);
-    EXPECT_LE(b[r], a[r] + 1e-3 + 1e-15);
-  }
-  EXPECT_NEAR(*std::max_element(b.begin(), b.end()), a[0] + 1e-3, 1e-12);
+  auto a = simulate("flow", topology, schedule, on_time);
+  auto b = simulate("flow", topology, schedule, late);
+  for (int r = 0; r < n; ++r) EXPECT_GE(b[r], a[r]);
+  EXPECT_NEAR(slowest(b), slowest(a) + 1e-3, 1e-12);
 }
 
-// Binomial broadcast on a complete graph: ceil(log2 n) rounds of alpha + S/beta.
-TEST(AlphaBeta, BinomialBroadcastMatchesClosedForm) {
-  for (int n : {2, 3, 8, 13}) {
-    AlphaBetaModel model(Topology::complete(n), kAlpha, kBeta);
-    std::vector<double> arrival(n, 0.0);
-    auto finish = model.broadcast(arrival, 1e5, n / 2);
-    const double rounds = std::ceil(std::log2(n));
-    EXPECT_LT(relative_error(*std::max_element(finish.begin(), finish.end()), rounds * (kAlpha + 1e5 / kBeta)),
-              1e-12);
+// Max-min textbook case 1: two flows into one rank through a switch share its link.
+TEST(FlowModel, TwoFlowsOnOneLinkEachGetHalf) {
+  sim::Engine engine;
+  FlowTransport flows(engine, Topology::star(3, {0.0, 1.0}), {});
+  double t0 = -1, t1 = -1;
+  flows.send(0, 2, 1.0, [&] { t0 = engine.now(); });
+  flows.send(1, 2, 1.0, [&] { t1 = engine.now(); });
+  engine.run();
+  EXPECT_DOUBLE_EQ(t0, 2.0);
+  EXPECT_DOUBLE_EQ(t1, 2.0);
+}
+
+// Max-min textbook case 2, the parking lot: A-B-C with unit links; f0 A->C (2 bytes),
+// f1 A->B (1 byte), f2 B->C (3 bytes). All get 1/2 until f1 ends at t=2; f0 keeps 1/2
+// (it shares B-C with f2) and ends at t=4; f2 then runs alone at 1 and ends at t=5.
+TEST(FlowModel, ParkingLot) {
+  sim::Engine engine;
+  FlowTransport flows(engine, Topology::from_edges(3, 3, {{0, 1, {0.0, 1.0}}, {1, 2, {0.0, 1.0}}}), {});
+  std::vector<double> done(3, -1);
+  flows.send(0, 2, 2.0, [&] { done[0] = engine.now(); });
+  flows.send(0, 1, 1.0, [&] { done[1] = engine.now(); });
+  flows.send(1, 2, 3.0, [&] { done[2] = engine.now(); });
+  engine.run();
+  EXPECT_DOUBLE_EQ(done[1], 2.0);
+  EXPECT_DOUBLE_EQ(done[0], 4.0);
+  EXPECT_DOUBLE_EQ(done[2], 5.0);
+}
+
+// Unequal capacities: on A-B (capacity 1) and B-C (capacity 2), f0 A->C and f1 A->B
+// split A-B; f2 B->C takes what f0 leaves of B-C: 1.5.
+TEST(FlowModel, MaxMinGivesLeftoverCapacityToOthers) {
+  sim::Engine engine;
+  FlowTransport flows(engine, Topology::from_edges(3, 3, {{0, 1, {0.0, 1.0}}, {1, 2, {0.0, 2.0}}}), {});
+  double f2 = -1;
+  flows.send(0, 2, 10.0, [] {});
+  flows.send(0, 1, 10.0, [] {});
+  flows.send(1, 2, 1.5, [&] { f2 = engine.now(); });
+  engine.run();
+  EXPECT_DOUBLE_EQ(f2, 1.0);
+}
+
+// Latency is paid first, then the bytes flow; a flow alone takes latency + b / bw.
+TEST(FlowModel, LatencyThenBandwidth) {
+  sim::Engine engine;
+  FlowTransport flows(engine, Topology::ring(8, kLink), {});
+  double t = -1;
+  flows.send(0, 3, 1e6, [&] { t = engine.now(); });
+  engine.run();
+  EXPECT_LT(relative_error(t, 3 * kAlpha + 1e6 / kBeta), 1e-12);
+}
+
+// Per-message overhead and a bandwidth change apply to every message of a collective.
+TEST(Perturbations, OverheadAndBandwidthTrace) {
+  const int n = 4;
+  const auto schedule = make_schedule({.kind = CollectiveKind::AllReduce, .algorithm = Algorithm::Ring, .ranks = n,
+                                       .elements = 4000});
+  const double S = 16000.0;
+  Perturbations p;
+  p.overhead_s = 1e-6;
+  for (int r = 0; r < n; ++r) p.bandwidth_trace.push_back({0.0, r, (r + 1) % n, kBeta / 2});
+  for (const char* model : {"alpha_beta", "flow"}) {
+    const auto finish = simulate(model, Topology::ring(n, kLink), schedule, std::vector<double>(n, 0.0), p);
+    EXPECT_LT(relative_error(slowest(finish), 2.0 * (n - 1) * (1e-6 + kAlpha + 2 * S / (n * kBeta))), 1e-9) << model;
   }
 }
 
-TEST(AlphaBeta, PointToPointCountsHops) {
-  AlphaBetaModel model(Topology::ring(8), kAlpha, kBeta);
-  EXPECT_DOUBLE_EQ(model.p2p_time(0, 1, 1000.0), kAlpha + 1000.0 / kBeta);
-  EXPECT_DOUBLE_EQ(model.p2p_time(0, 4, 1000.0), 4 * kAlpha + 1000.0 / kBeta);
-  EXPECT_DOUBLE_EQ(model.p2p_time(0, 7, 1000.0), kAlpha + 1000.0 / kBeta);
-  EXPECT_THROW(AlphaBetaModel(Topology::ring(2), kAlpha, 0.0), std::invalid_argument);
+// Seeded jitter: same seed, same times; another seed, other times; never faster.
+TEST(Perturbations, JitterIsSeededAndOnlyAddsLatency) {
+  const int n = 5;
+  const auto topology = Topology::ring(n, kLink);
+  const auto schedule = make_schedule({.kind = CollectiveKind::AllReduce, .algorithm = Algorithm::Ring, .ranks = n,
+                                       .elements = 5000});
+  Perturbations p;
+  p.jitter_s = 2e-6;
+  p.jitter_seed = 7;
+  const auto a = simulate("flow", topology, schedule, std::vector<double>(n, 0.0), p);
+  EXPECT_EQ(a, simulate("flow", topology, schedule, std::vector<double>(n, 0.0), p));
+  p.jitter_seed = 8;
+  EXPECT_NE(a, simulate("flow", topology, schedule, std::vector<double>(n, 0.0), p));
+  EXPECT_GT(slowest(a), closed_form_seconds({.kind = CollectiveKind::AllReduce, .algorithm = Algorithm::Ring,
+                                             .ranks = n, .elements = 5000},
+                                            kAlpha, kBeta));
+}
+
+// A failed ring link reroutes the long way round; a failure that disconnects the graph
+// is an error naming the link.
+TEST(Perturbations, LinkFailureReroutesOrErrors) {
+  for (const char* model : {"alpha_beta", "flow"}) {
+    sim::Engine engine;
+    Perturbations p;
+    p.failures.push_back({0.0, 0, 1});
+    auto transport = make_transport(model, engine, Topology::ring(4, kLink), p);
+    double t = -1;
+    engine.call_at(1e-9, [&] { transport->send(0, 1, 1000.0, [&] { t = engine.now(); }); });
+    engine.run();
+    EXPECT_LT(relative_error(t, 1e-9 + 3 * kAlpha + 1000.0 / kBeta), 1e-9) << model;
+  }
+  sim::Engine engine;
+  Perturbations p;
+  p.failures.push_back({1.0, 2, 3});  // rank 2's only cable to the switch (node 3)
+  FlowTransport transport(engine, Topology::star(3, kLink), p);
+  try {
+    engine.run();
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("link 2-3 failed"), std::string::npos) << e.what();
+  }
+}
+
+// A flow in flight when its link fails continues on the new route with its remaining bytes.
+TEST(Perturbations, FlowInFlightMovesToTheNewRoute) {
+  sim::Engine engine;
+  Perturbations p;
+  p.failures.push_back({0.5, 0, 1});
+  FlowTransport flows(engine, Topology::ring(4, {0.0, 1.0}), p);
+  double t = -1;
+  flows.send(0, 1, 1.0, [&] { t = engine.now(); });  // half done at 0.5, then 0-3-2-1 at the same rate
+  engine.run();
+  EXPECT_DOUBLE_EQ(t, 1.0);
+}
+
+// `auto` picks the cheapest closed form: latency-bound small messages go to a tree or
+// halving-doubling, a large buffer on a non-power-of-two rank count to the ring.
+TEST(Collectives, AutoPicksTheCheapest) {
+  CollectiveSpec small{.kind = CollectiveKind::AllReduce, .ranks = 6, .elements = 1};
+  EXPECT_EQ(cheapest_algorithm(small, kAlpha, kBeta), Algorithm::DoubleBinaryTree);
+  CollectiveSpec large{.kind = CollectiveKind::AllReduce, .ranks = 6, .elements = 1 << 28};
+  EXPECT_EQ(cheapest_algorithm(large, kAlpha, kBeta), Algorithm::Ring);
+  CollectiveSpec pow2{.kind = CollectiveKind::AllReduce, .ranks = 8, .elements = 1 << 28};
+  EXPECT_EQ(cheapest_algorithm(pow2, kAlpha, kBeta), Algorithm::HalvingDoubling);
 }
 
 TEST(Topology, RingNeighboursAndHops) {
-  auto ring = Topology::ring(8);
+  auto ring = Topology::ring(8, kLink);
   EXPECT_EQ(ring.neighbors(0), (std::vector<int>{1, 7}));
   EXPECT_EQ(ring.neighbors(5), (std::vector<int>{4, 6}));
   EXPECT_EQ(ring.hops(1, 6), 3);
@@ -106,30 +246,81 @@ TEST(Topology, RingNeighboursAndHops) {
   EXPECT_TRUE(Topology::ring(1).neighbors(0).empty());
 }
 
-// Metropolis-Hastings weights: 1/3 on a ring of n >= 3 (the reference's ring weights),
-// symmetric and doubly stochastic on every topology.
-TEST(Topology, MetropolisWeightsAreDoublyStochastic) {
+// Routes and gossip neighbours of every kind, from their definitions.
+TEST(Topology, KindsHaveTheirShapes) {
+  auto torus = Topology::torus({4, 8}, kLink);
+  EXPECT_EQ(torus.neighbors(0), (std::vector<int>{1, 7, 8, 24}));
+  EXPECT_EQ(torus.hops(0, 8 * 2 + 4), 2 + 4);
+  auto torus3 = Topology::torus({2, 2, 2}, kLink);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(torus3.neighbors(r).size(), 3u);  // size-2 dimensions: one link each
+  auto cube = Topology::hypercube(16, kLink);
+  EXPECT_EQ(cube.neighbors(5), (std::vector<int>{1, 4, 7, 13}));
+  EXPECT_EQ(cube.hops(0, 15), 4);
+  auto expo = Topology::exponential(16, kLink);
+  EXPECT_EQ(expo.neighbors(0), (std::vector<int>{1, 2, 4, 8, 12, 14, 15}));
+  auto star = Topology::star(5, kLink);
+  EXPECT_EQ(star.neighbors(2), (std::vector<int>{0, 1, 3, 4}));  // everyone, through the switch
+  EXPECT_EQ(star.hops(0, 4), 2);
+  auto tree = Topology::fat_tree(16, 4, kLink);  // 4-ary: 16 hosts, 2 per edge switch
+  EXPECT_EQ(tree.hops(0, 1), 2);   // same edge switch
+  EXPECT_EQ(tree.hops(0, 2), 4);   // same pod
+  EXPECT_EQ(tree.hops(0, 15), 6);  // other pod, through a core switch
+  EXPECT_EQ(tree.nodes(), 16 + 8 + 8 + 4);
+  auto dgx = Topology::hierarchical(16, 8, true, {1e-6, 300e9}, kLink);
+  EXPECT_EQ(dgx.hops(0, 7), 2);
+  EXPECT_EQ(dgx.hops(0, 8), 4);
+  EXPECT_DOUBLE_EQ(dgx.route_bandwidth(0, 7), 300e9);
+  EXPECT_DOUBLE_EQ(dgx.route_bandwidth(0, 8), kBeta);
+  auto direct = Topology::hierarchical(16, 8, false, {1e-6, 300e9}, kLink);
+  EXPECT_EQ(direct.hops(0, 7), 1);
+  EXPECT_EQ(direct.hops(0, 8), 2);
+  EXPECT_THROW(Topology::fat_tree(17, 4, kLink), std::invalid_argument);
+  EXPECT_THROW(Topology::hypercube(6, kLink), std::invalid_argument);
+}
+
+// Routing tie-break: among shortest paths the BFS visits lower node ids first.
+TEST(Topology, DeterministicShortestPathTieBreak) {
+  auto torus = Topology::torus({4, 4}, kLink);
+  // 0 -> 5 has two 2-hop paths, via 1 and via 4; the route goes via 1.
+  const auto& route = torus.route(0, 5);
+  ASSERT_EQ(route.size(), 2u);
+  EXPECT_EQ(torus.links()[route[0]].dst, 1);
+}
+
+// Metropolis-Hastings weights: 1/3 on a ring (the reference's), symmetric and doubly
+// stochastic on every topology; uniform weights are 1/(degree+1).
+TEST(Topology, MixingMatrices) {
   auto ring = Topology::ring(8);
   for (int j : {0, 1, 7}) EXPECT_DOUBLE_EQ(ring.mixing_row(0)[j], 1.0 / 3.0);
-  EXPECT_DOUBLE_EQ(ring.mixing_row(0)[2], 0.0);
-  for (const auto& topo : {Topology::ring(2), Topology::ring(5), Topology::ring(16), Topology::complete(6)}) {
+  for (const auto& topo : {Topology::ring(2), Topology::ring(5), Topology::torus({3, 4}), Topology::star(6),
+                           Topology::exponential(12), Topology::fat_tree(8, 4)}) {
     const int n = topo.size();
     for (int i = 0; i < n; ++i) {
-      const auto& row = topo.mixing_row(i);
-      EXPECT_NEAR(std::accumulate(row.begin(), row.end(), 0.0), 1.0, 1e-15);
-      for (int j = 0; j < n; ++j) EXPECT_DOUBLE_EQ(row[j], topo.mixing_row(j)[i]);
+      const auto row = topo.mixing_row(i);
+      EXPECT_NEAR(std::accumulate(row.begin(), row.end(), 0.0), 1.0, 1e-15) << topo.kind();
+      for (int j = 0; j < n; ++j) EXPECT_DOUBLE_EQ(row[j], topo.mixing_row(j)[i]) << topo.kind();
     }
   }
-  EXPECT_DOUBLE_EQ(Topology::complete(6).mixing_row(2)[4], 1.0 / 6.0);
+  EXPECT_DOUBLE_EQ(Topology::torus({4, 4}).mixing_row(0, Mixing::Uniform)[1], 1.0 / 5.0);
+}
+
+// Spectral gap of the ring's mixing matrix, from lambda_2 = (1 + 2 cos(2 pi / n)) / 3:
+// 0.1953 for n = 8 and 0.0507 for n = 16; 1 for the complete graph (W = J/n).
+TEST(Topology, SpectralGap) {
+  EXPECT_NEAR(Topology::ring(8).spectral_gap(), 1.0 - (1.0 + 2.0 * std::cos(2 * M_PI / 8)) / 3.0, 1e-12);
+  EXPECT_NEAR(Topology::ring(8).spectral_gap(), 0.1953, 5e-5);
+  EXPECT_NEAR(Topology::ring(16).spectral_gap(), 0.0507, 5e-5);
+  EXPECT_NEAR(Topology::complete(7).spectral_gap(), 1.0, 1e-12);
 }
 
 TEST(Topology, UnknownKindNamesTheChoices) {
   try {
-    Topology::make("hypercube", 8);
+    parse_topology("moebius");
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "unknown topology \"hypercube\" (expected one of: ring, complete)");
+    EXPECT_NE(std::string(e.what()).find("expected ring, complete"), std::string::npos) << e.what();
   }
+  EXPECT_THROW(make_topology(parse_topology("torus:3x3"), 8, kLink), std::invalid_argument);
 }
 
 }  // namespace

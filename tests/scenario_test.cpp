@@ -35,8 +35,8 @@ TEST(Scenario, ValidScenarioParsesWithDefaults) {
   auto s = parse_scenario(valid());
   EXPECT_EQ(s.ranks, 4);
   EXPECT_EQ(s.algorithm.variant, "centralized");
-  EXPECT_DOUBLE_EQ(s.network.latency_s, 1e-6);
-  EXPECT_DOUBLE_EQ(s.network.bandwidth_bytes_per_s, 1e10);
+  EXPECT_DOUBLE_EQ(s.network.nominal.latency_s, 1e-6);
+  EXPECT_DOUBLE_EQ(s.network.nominal.bandwidth_bytes_per_s, 1e10);
   EXPECT_EQ(s.compute.kind, comm::ComputeTiming::Kind::CostModel);  // the deterministic default
   EXPECT_EQ(s.workload.partition, "iid");
   // The resolved form parses back to the same scenario.
@@ -61,8 +61,19 @@ const std::vector<BadCase>& bad_cases() {
        "/ranks: expected an integer >= 1 and <= 1048576, got 0"},
       {"negative ranks", [](json& d) { d["ranks"] = -3; },
        "/ranks: expected an integer >= 1 and <= 1048576, got -3"},
-      {"unknown topology", [](json& d) { d["topology"]["kind"] = "hypercube"; },
-       "/topology/kind: expected one of ring, complete, got \"hypercube\""},
+      {"unknown topology", [](json& d) { d["topology"]["kind"] = "moebius"; },
+       "/topology/kind: expected one of ring, complete, torus, hypercube, exponential, star, fat_tree, "
+       "hierarchical, edges, got \"moebius\""},
+      {"torus dims", [](json& d) { d["topology"] = {{"kind", "torus"}, {"dims", {2, 3}}}; },
+       "/topology/dims: expected dimensions whose product is ranks (4), got 2x3"},
+      {"fat-tree too small", [](json& d) { d["ranks"] = 20; d["workload"]["samples"] = 64; d["topology"] = {{"kind", "fat_tree"}, {"k", 4}}; },
+       "/topology: fat_tree: a 4-ary fat-tree holds at most 16 ranks, got 20"},
+      {"unknown network model", [](json& d) { d["network"]["model"] = "packet"; },
+       "/network/model: expected one of analytical, alpha_beta, flow, got \"packet\""},
+      {"algorithm for the wrong collective", [](json& d) { d["network"]["algorithms"] = {{"broadcast", "ring"}}; },
+       "/network/algorithms/broadcast: expected one of auto, binomial, got \"ring\""},
+      {"straggler out of range", [](json& d) { d["compute"] = {{"stragglers", {{{"rank", 9}, {"slowdown", 2}}}}}; },
+       "/compute/stragglers/0/rank: expected an integer >= 0 and <= 3, got 9"},
       {"unknown key", [](json& d) { d["network"]["latency_ms"] = 1; }, "/network/latency_ms: unknown field"},
       {"fractional steps", [](json& d) { d["steps"] = 2.5; }, "/steps: expected an integer, got number 2.5"},
       {"zero bandwidth", [](json& d) { d["network"]["bandwidth_GBps"] = 0; },

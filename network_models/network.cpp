@@ -1,0 +1,50 @@
+#include "network_models/network.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace dtsim::net {
+
+const std::vector<std::string>& network_models() {
+  static const std::vector<std::string> m{"analytical", "alpha_beta", "flow"};
+  return m;
+}
+
+Network::Network(sim::Engine& engine, Topology topology, NetworkConfig config) : config_(std::move(config)) {
+  if (!(config_.nominal.bandwidth_bytes_per_s > 0))
+    throw std::invalid_argument(fmt::format("network: bandwidth must be > 0, got {}", config_.nominal.bandwidth_bytes_per_s));
+  if (!(config_.nominal.latency_s >= 0))
+    throw std::invalid_argument(fmt::format("network: latency must be >= 0, got {}", config_.nominal.latency_s));
+  // The analytical model sends point-to-point messages (neighbour exchange) uncontended.
+  const std::string transport = config_.model == "analytical" ? "alpha_beta" : config_.model;
+  transport_ = make_transport(transport, engine, std::move(topology), config_.perturbations);
+}
+
+CollectiveSpec resolve_collective(CollectiveSpec spec, int ranks, const NetworkConfig& config) {
+  spec.ranks = ranks;
+  if (spec.algorithm == Algorithm::Auto) {
+    auto it = config.algorithms.find(spec.kind);
+    spec.algorithm = it == config.algorithms.end() ? Algorithm::Auto : it->second;
+  }
+  if (spec.algorithm == Algorithm::Auto)
+    spec.algorithm = cheapest_algorithm(spec, config.nominal.latency_s, config.nominal.bandwidth_bytes_per_s);
+  return spec;
+}
+
+CollectiveSpec Network::resolve(CollectiveSpec spec) const { return resolve_collective(std::move(spec), size(), config_); }
+
+std::shared_ptr<Execution> Network::collective(const CollectiveSpec& spec, const Schedule& schedule,
+                                               Execution::RankDone done) {
+  if (config_.model == "analytical")
+    return std::make_shared<ClosedFormExecution>(
+        engine(), size(), closed_form_seconds(spec, config_.nominal.latency_s, config_.nominal.bandwidth_bytes_per_s),
+        std::move(done));
+  return std::make_shared<ScheduledExecution>(*transport_, schedule, std::move(done));
+}
+
+void Network::send(int src, int dst, double bytes, std::function<void()> arrived) {
+  transport_->send(src, dst, bytes, std::move(arrived));
+}
+
+}  // namespace dtsim::net

@@ -1,0 +1,64 @@
+// net::Network: the simulated network a job runs on — a topology, a model
+// ("analytical", "alpha_beta" or "flow", see transport.hpp and closed_form.hpp),
+// perturbations, and the algorithm each collective uses.
+//
+// collective() starts one collective: ranks arrive at their own times and are told
+// when they are done. send() moves one point-to-point message. Everything is driven by
+// the sim::Engine the network was built on, so concurrent operations of different
+// ranks share the links (in the flow model).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "network_models/closed_form.hpp"
+#include "network_models/collective_execution.hpp"
+#include "network_models/schedule.hpp"
+#include "network_models/topology.hpp"
+#include "network_models/transport.hpp"
+
+namespace dtsim::net {
+
+struct NetworkConfig {
+  std::string model = "alpha_beta";  // "analytical", "alpha_beta" or "flow"
+  LinkParams nominal;                // alpha and beta of the closed forms and of `auto`
+  Perturbations perturbations;
+  // Algorithm per collective kind; Auto picks by closed-form cost.
+  std::map<CollectiveKind, Algorithm> algorithms = {{CollectiveKind::AllReduce, Algorithm::Ring},
+                                                    {CollectiveKind::ReduceScatter, Algorithm::Ring},
+                                                    {CollectiveKind::AllGather, Algorithm::Ring},
+                                                    {CollectiveKind::Broadcast, Algorithm::Binomial}};
+};
+
+const std::vector<std::string>& network_models();
+
+// `spec` over `ranks` ranks with its algorithm resolved: an explicit algorithm stays,
+// Auto takes the config's choice for the kind, and a configured Auto the cheapest by
+// closed-form cost.
+CollectiveSpec resolve_collective(CollectiveSpec spec, int ranks, const NetworkConfig& config);
+
+class Network {
+ public:
+  Network(sim::Engine& engine, Topology topology, NetworkConfig config);
+
+  const Topology& topology() const { return transport_->topology(); }
+  const NetworkConfig& config() const { return config_; }
+  int size() const { return topology().size(); }
+  sim::Engine& engine() { return transport_->engine(); }
+  Transport& transport() { return *transport_; }
+
+  // `spec` with its algorithm resolved from the config (and Auto resolved by cost).
+  CollectiveSpec resolve(CollectiveSpec spec) const;
+  // Starts a collective whose spec is resolved and whose schedule is `schedule`
+  // (make_schedule(spec)); `done(rank)` runs when that rank is done.
+  std::shared_ptr<Execution> collective(const CollectiveSpec& spec, const Schedule& schedule,
+                                        Execution::RankDone done);
+  void send(int src, int dst, double bytes, std::function<void()> arrived);
+
+ private:
+  NetworkConfig config_;
+  std::unique_ptr<Transport> transport_;
+};
+
+}  // namespace dtsim::net

@@ -1,0 +1,347 @@
+#include "network_models/schedule.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace dtsim::net {
+
+namespace {
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+std::int64_t chunk_elements(std::int64_t elements, int parts, int i) {
+  return elements / parts + (i < elements % parts ? 1 : 0);
+}
+
+Schedule empty_schedule(std::string name, int n, int lanes = 1) {
+  Schedule s;
+  s.name = std::move(name);
+  s.lanes.assign(n, std::vector<Lane>(lanes));
+  return s;
+}
+
+// Ring: in step s rank r sends chunk (r - s + offset) mod n to r+1.
+void ring_steps(Schedule& s, int steps, int offset, const std::vector<double>& chunk) {
+  const int n = s.size();
+  for (int r = 0; r < n; ++r)
+    for (int k = 0; k < steps; ++k)
+      s.lanes[r][0].push_back({{{mod(r + 1, n), chunk[mod(r - k + offset, n)]}}, {mod(r - 1, n)}});
+}
+
+std::vector<double> chunks(const CollectiveSpec& c, int parts) {
+  std::vector<double> out(parts);
+  for (int i = 0; i < parts; ++i) out[i] = chunk_bytes(c.elements, c.element_size, parts, i);
+  return out;
+}
+
+Schedule ring_all_reduce(const CollectiveSpec& c) {
+  auto s = empty_schedule("ring", c.ranks);
+  if (c.ranks == 1) return s;
+  const auto chunk = chunks(c, c.ranks);
+  ring_steps(s, c.ranks - 1, 0, chunk);  // reduce-scatter: send chunk r - k
+  // all-gather: rank r now owns reduced chunk r + 1 and forwards r + 1 - k.
+  const int n = c.ranks;
+  for (int r = 0; r < n; ++r)
+    for (int k = 0; k < n - 1; ++k)
+      s.lanes[r][0].push_back({{{mod(r + 1, n), chunk[mod(r + 1 - k, n)]}}, {mod(r - 1, n)}});
+  return s;
+}
+
+Schedule ring_reduce_scatter(const CollectiveSpec& c) {
+  auto s = empty_schedule("ring", c.ranks);
+  if (c.ranks > 1) ring_steps(s, c.ranks - 1, 0, chunks(c, c.ranks));
+  return s;
+}
+
+std::vector<double> block_bytes(const CollectiveSpec& c) {
+  if (static_cast<int>(c.block_elements.size()) != c.ranks)
+    throw std::invalid_argument(fmt::format("all_gather: {} block sizes for {} ranks", c.block_elements.size(), c.ranks));
+  std::vector<double> b;
+  for (auto e : c.block_elements) b.push_back(static_cast<double>(e * c.element_size));
+  return b;
+}
+
+Schedule ring_all_gather(const CollectiveSpec& c) {
+  auto s = empty_schedule("ring", c.ranks);
+  if (c.ranks > 1) ring_steps(s, c.ranks - 1, 0, block_bytes(c));
+  return s;
+}
+
+// Direct: every rank sends to every other rank at once (multi-port).
+Schedule direct_all_gather(const CollectiveSpec& c) {
+  auto s = empty_schedule("direct", c.ranks);
+  const auto blocks = block_bytes(c);
+  const int n = c.ranks;
+  if (n == 1) return s;
+  for (int r = 0; r < n; ++r) {
+    Step step;
+    for (int p = 0; p < n; ++p)
+      if (p != r) {
+        step.sends.push_back({p, blocks[r]});
+        step.receives.push_back(p);
+      }
+    s.lanes[r][0].push_back(std::move(step));
+  }
+  return s;
+}
+
+Schedule direct_reduce_scatter(const CollectiveSpec& c, Schedule s) {
+  const int n = c.ranks;
+  if (n == 1) return s;
+  const auto chunk = chunks(c, n);
+  for (int r = 0; r < n; ++r) {
+    Step step;
+    for (int p = 0; p < n; ++p)
+      if (p != r) {
+        step.sends.push_back({p, chunk[p]});  // p reduces chunk p
+        step.receives.push_back(p);
+      }
+    s.lanes[r][0].push_back(std::move(step));
+  }
+  return s;
+}
+
+Schedule direct_all_reduce(const CollectiveSpec& c) {
+  auto s = direct_reduce_scatter(c, empty_schedule("direct", c.ranks));
+  const int n = c.ranks;
+  if (n == 1) return s;
+  const auto chunk = chunks(c, n);
+  for (int r = 0; r < n; ++r) {
+    Step step;
+    for (int p = 0; p < n; ++p)
+      if (p != r) {
+        step.sends.push_back({p, chunk[r]});
+        step.receives.push_back(p);
+      }
+    s.lanes[r][0].push_back(std::move(step));
+  }
+  return s;
+}
+
+Schedule parameter_server_all_reduce(const CollectiveSpec& c) {
+  auto s = empty_schedule("ps", c.ranks);
+  const int n = c.ranks;
+  if (n == 1) return s;
+  const double bytes = static_cast<double>(c.elements * c.element_size);
+  Step gather, scatter;
+  for (int r = 1; r < n; ++r) {
+    s.lanes[r][0].push_back({{{0, bytes}}, {}});
+    s.lanes[r][0].push_back({{}, {0}});
+    gather.receives.push_back(r);
+    scatter.sends.push_back({r, bytes});
+  }
+  s.lanes[0][0] = {gather, scatter};
+  return s;
+}
+
+// Rabenseifner: recursive-halving reduce-scatter then recursive-doubling all-gather
+// over the largest power of two p <= n; the n - p extra ranks first hand their whole
+// buffer to a partner (rank - p) and get the result back at the end.
+Schedule halving_doubling_all_reduce(const CollectiveSpec& c) {
+  auto s = empty_schedule("halving_doubling", c.ranks);
+  const int n = c.ranks;
+  if (n == 1) return s;
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  const double whole = static_cast<double>(c.elements * c.element_size);
+  for (int r = p; r < n; ++r) {
+    s.lanes[r][0].push_back({{{r - p, whole}}, {}});
+    s.lanes[r][0].push_back({{}, {r - p}});
+    s.lanes[r - p][0].push_back({{}, {r}});
+  }
+  // Each of the p ranks tracks the element range it is responsible for.
+  for (int r = 0; r < p; ++r) {
+    std::int64_t begin = 0, end = c.elements;
+    std::vector<std::pair<std::int64_t, std::int64_t>> history;
+    for (int d = p / 2; d >= 1; d /= 2) {
+      const int partner = r ^ d;
+      const std::int64_t mid = begin + (end - begin) / 2;
+      // The lower rank keeps the lower half; each sends the half it gives away.
+      const bool lower = (r & d) == 0;
+      const auto give = lower ? std::pair{mid, end} : std::pair{begin, mid};
+      history.push_back({begin, end});
+      s.lanes[r][0].push_back(
+          {{{partner, static_cast<double>((give.second - give.first) * c.element_size)}}, {partner}});
+      if (lower) end = mid; else begin = mid;
+    }
+    for (int d = 1; d < p; d *= 2) {
+      const int partner = r ^ d;
+      s.lanes[r][0].push_back({{{partner, static_cast<double>((end - begin) * c.element_size)}}, {partner}});
+      const auto [b, e] = history.back();
+      history.pop_back();
+      begin = b;
+      end = e;
+    }
+  }
+  for (int r = p; r < n; ++r) s.lanes[r - p][0].push_back({{{r, whole}}, {}});
+  return s;
+}
+
+// Two binary trees, each reducing then broadcasting half the buffer: tree A is the
+// heap order over ranks 0..n-1 (parent of i is (i-1)/2), tree B the same over the
+// reversed order, so that most leaves of one tree are inner nodes of the other.
+Schedule double_binary_tree_all_reduce(const CollectiveSpec& c) {
+  auto s = empty_schedule("tree", c.ranks, 2);
+  const int n = c.ranks;
+  if (n == 1) return s;
+  for (int tree = 0; tree < 2; ++tree) {
+    const double bytes = chunk_bytes(c.elements, c.element_size, 2, tree);
+    auto rank_of = [&](int position) { return tree == 0 ? position : n - 1 - position; };
+    for (int pos = 0; pos < n; ++pos) {
+      const int r = rank_of(pos);
+      std::vector<int> children;
+      for (int child : {2 * pos + 1, 2 * pos + 2})
+        if (child < n) children.push_back(rank_of(child));
+      auto& lane = s.lanes[r][tree];
+      if (!children.empty()) lane.push_back({{}, children});  // reduce: children's partial sums
+      if (pos > 0) {
+        const int parent = rank_of((pos - 1) / 2);
+        lane.push_back({{{parent, bytes}}, {}});
+        lane.push_back({{}, {parent}});  // broadcast: the result from the parent
+      }
+      if (!children.empty()) {
+        Step down;
+        for (int child : children) down.sends.push_back({child, bytes});
+        lane.push_back(std::move(down));
+      }
+    }
+  }
+  return s;
+}
+
+// Binomial tree over ranks relative to the root: relative rank v receives from
+// v - 2^k (the highest set bit of v) and then sends to v + 2^j for each 2^j > v.
+Schedule binomial_broadcast(const CollectiveSpec& c) {
+  auto s = empty_schedule("binomial", c.ranks);
+  const int n = c.ranks;
+  if (c.root < 0 || c.root >= n) throw std::invalid_argument(fmt::format("broadcast: root {} of {} ranks", c.root, n));
+  const double bytes = static_cast<double>(c.elements * c.element_size);
+  for (int v = 0; v < n; ++v) {
+    auto& lane = s.lanes[mod(v + c.root, n)][0];
+    int mask = 1;
+    while (mask <= v) mask <<= 1;
+    if (v > 0) lane.push_back({{}, {mod(v - (mask >> 1) + c.root, n)}});
+    for (; v + mask < n; mask <<= 1) lane.push_back({{{mod(v + mask + c.root, n), bytes}}, {}});
+  }
+  return s;
+}
+
+}  // namespace
+
+double chunk_bytes(std::int64_t elements, std::int64_t element_size, int parts, int i) {
+  return static_cast<double>(chunk_elements(elements, parts, i) * element_size);
+}
+
+const char* to_string(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::AllReduce: return "all_reduce";
+    case CollectiveKind::ReduceScatter: return "reduce_scatter";
+    case CollectiveKind::AllGather: return "all_gather";
+    case CollectiveKind::Broadcast: return "broadcast";
+  }
+  return "?";
+}
+
+const char* to_string(Algorithm a) {
+  switch (a) {
+    case Algorithm::Auto: return "auto";
+    case Algorithm::Ring: return "ring";
+    case Algorithm::HalvingDoubling: return "halving_doubling";
+    case Algorithm::DoubleBinaryTree: return "tree";
+    case Algorithm::Direct: return "direct";
+    case Algorithm::ParameterServer: return "ps";
+    case Algorithm::Binomial: return "binomial";
+  }
+  return "?";
+}
+
+Algorithm parse_algorithm(const std::string& name) {
+  for (auto a : {Algorithm::Auto, Algorithm::Ring, Algorithm::HalvingDoubling, Algorithm::DoubleBinaryTree,
+                 Algorithm::Direct, Algorithm::ParameterServer, Algorithm::Binomial})
+    if (name == to_string(a)) return a;
+  throw std::invalid_argument(fmt::format(
+      "unknown collective algorithm \"{}\" (expected one of: auto, ring, halving_doubling, tree, direct, ps, binomial)",
+      name));
+}
+
+std::vector<Algorithm> algorithms_for(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::AllReduce:
+      return {Algorithm::Ring, Algorithm::HalvingDoubling, Algorithm::DoubleBinaryTree, Algorithm::Direct,
+              Algorithm::ParameterServer};
+    case CollectiveKind::ReduceScatter: return {Algorithm::Ring, Algorithm::Direct};
+    case CollectiveKind::AllGather: return {Algorithm::Ring, Algorithm::Direct};
+    case CollectiveKind::Broadcast: return {Algorithm::Binomial};
+  }
+  return {};
+}
+
+Schedule make_schedule(const CollectiveSpec& c) {
+  if (c.ranks < 1) throw std::invalid_argument(fmt::format("collective over {} ranks", c.ranks));
+  using A = Algorithm;
+  using K = CollectiveKind;
+  switch (c.kind) {
+    case K::AllReduce:
+      if (c.algorithm == A::Ring) return ring_all_reduce(c);
+      if (c.algorithm == A::HalvingDoubling) return halving_doubling_all_reduce(c);
+      if (c.algorithm == A::DoubleBinaryTree) return double_binary_tree_all_reduce(c);
+      if (c.algorithm == A::Direct) return direct_all_reduce(c);
+      if (c.algorithm == A::ParameterServer) return parameter_server_all_reduce(c);
+      break;
+    case K::ReduceScatter:
+      if (c.algorithm == A::Ring) return ring_reduce_scatter(c);
+      if (c.algorithm == A::Direct) return direct_reduce_scatter(c, empty_schedule("direct", c.ranks));
+      break;
+    case K::AllGather:
+      if (c.algorithm == A::Ring) return ring_all_gather(c);
+      if (c.algorithm == A::Direct) return direct_all_gather(c);
+      break;
+    case K::Broadcast:
+      if (c.algorithm == A::Binomial) return binomial_broadcast(c);
+      break;
+  }
+  throw std::invalid_argument(
+      fmt::format("{} has no \"{}\" algorithm", to_string(c.kind), to_string(c.algorithm)));
+}
+
+Schedule exchange_schedule(const std::vector<std::vector<int>>& peers, const std::vector<double>& bytes) {
+  auto s = empty_schedule("exchange", static_cast<int>(peers.size()));
+  for (std::size_t r = 0; r < peers.size(); ++r) {
+    Step step;
+    for (int p : peers[r]) {
+      step.sends.push_back({p, bytes[r]});
+      step.receives.push_back(p);
+    }
+    s.lanes[r][0].push_back(std::move(step));
+  }
+  return s;
+}
+
+double Schedule::bytes_sent(int rank) const {
+  double b = 0.0;
+  for (const auto& lane : lanes.at(rank))
+    for (const auto& step : lane)
+      for (const auto& t : step.sends) b += t.bytes;
+  return b;
+}
+
+double Schedule::bytes_received(int rank) const {
+  double b = 0.0;
+  for (const auto& per_rank : lanes)
+    for (const auto& lane : per_rank)
+      for (const auto& step : lane)
+        for (const auto& t : step.sends)
+          if (t.peer == rank) b += t.bytes;
+  return b;
+}
+
+std::size_t Schedule::messages() const {
+  std::size_t m = 0;
+  for (const auto& per_rank : lanes)
+    for (const auto& lane : per_rank)
+      for (const auto& step : lane) m += step.sends.size();
+  return m;
+}
+
+}  // namespace dtsim::net

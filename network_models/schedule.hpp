@@ -1,0 +1,78 @@
+// net::Schedule: a collective decomposed into point-to-point transfers.
+//
+// Each rank runs one or more lanes (independent sequences of steps; lanes of one rank
+// run concurrently, as the two trees of a double binary tree do). A step sends its
+// transfers and waits for its receives; the next step of the lane starts when all of
+// them are done (a send is done when its data has arrived). The k-th message from p to
+// r in a lane matches r's k-th receive from p in the same lane.
+//
+// Sizes are exact: a buffer of `elements` elements is cut into chunks of whole elements
+// (the first elements % parts chunks one element longer), so bytes_sent() is the exact
+// wire traffic, identical in every backend. With equal chunks the timings equal the
+// closed forms in closed_form.hpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtsim::net {
+
+struct Transfer {
+  int peer;
+  double bytes;
+};
+
+struct Step {
+  std::vector<Transfer> sends;
+  std::vector<int> receives;  // peers, one entry per message expected
+};
+
+using Lane = std::vector<Step>;
+
+enum class CollectiveKind { AllReduce, ReduceScatter, AllGather, Broadcast };
+enum class Algorithm { Auto, Ring, HalvingDoubling, DoubleBinaryTree, Direct, ParameterServer, Binomial };
+
+const char* to_string(CollectiveKind k);
+const char* to_string(Algorithm a);
+// Parses "ring", "halving_doubling", "tree", "direct", "ps", "binomial", "auto";
+// throws std::invalid_argument listing the names.
+Algorithm parse_algorithm(const std::string& name);
+// The algorithms that implement `kind`.
+std::vector<Algorithm> algorithms_for(CollectiveKind kind);
+
+struct Schedule {
+  std::string name;
+  std::vector<std::vector<Lane>> lanes;  // lanes[rank][lane]
+
+  int size() const { return static_cast<int>(lanes.size()); }
+  double bytes_sent(int rank) const;
+  double bytes_received(int rank) const;  // from the peers' sends
+  std::size_t messages() const;
+};
+
+// A collective over `ranks` ranks of a buffer of `elements` elements of `element_size`
+// bytes. For all-gather, `block_elements[r]` is rank r's contribution (variable sizes)
+// and `elements` is ignored; for broadcast, `root` is the source.
+struct CollectiveSpec {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  Algorithm algorithm = Algorithm::Auto;  // resolve with resolve_collective() before make_schedule()
+  int ranks = 1;
+  std::int64_t elements = 0;
+  std::int64_t element_size = 4;
+  std::vector<std::int64_t> block_elements;
+  int root = 0;
+};
+
+// Builds the schedule; throws std::invalid_argument if the algorithm does not
+// implement the collective (Auto must be resolved first, see closed_form.hpp).
+Schedule make_schedule(const CollectiveSpec& spec);
+
+// Neighbour exchange: every rank sends `bytes` to each of its peers and receives from
+// each of them, in one step.
+Schedule exchange_schedule(const std::vector<std::vector<int>>& peers, const std::vector<double>& bytes);
+
+// Bytes of chunk `i` when `elements` elements of `element_size` are cut into `parts`.
+double chunk_bytes(std::int64_t elements, std::int64_t element_size, int parts, int i);
+
+}  // namespace dtsim::net

@@ -1,0 +1,133 @@
+// net::Transport: moves point-to-point messages over the topology in simulated time.
+//
+// Two models share one interface (send a message; be called back when its last byte
+// arrives):
+// - UncontendedTransport (model "alpha_beta"): a message over route R takes
+//   overhead + sum of R's link latencies + bytes / min of R's bandwidths, whatever else
+//   is in flight.
+// - FlowTransport (model "flow"): after overhead and the route's latency, a message
+//   is a flow over its route; concurrent flows share every link's bandwidth by max-min
+//   fairness (progressive filling), recomputed whenever a flow starts or ends, as
+//   SimGrid's flow model does (with its correction factors off). A flow of b bytes
+//   alone on its route takes latency + b / bottleneck bandwidth, as above.
+//
+// Perturbations apply to both: a fixed per-message overhead, seeded jitter (extra
+// latency uniform in [0, jitter) per message), link bandwidth changes at given times
+// (a trace), and link failures at given times (routes are recomputed and flows in
+// flight move to the new route; if the graph is disconnected the run stops with an
+// error naming the link).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "network_models/topology.hpp"
+#include "sim/engine.hpp"
+
+namespace dtsim::net {
+
+struct BandwidthChange {
+  double time_s;
+  int a, b;  // the cable between nodes a and b (both directions)
+  double bandwidth_bytes_per_s;
+};
+
+struct LinkFailure {
+  double time_s;
+  int a, b;
+};
+
+struct Perturbations {
+  double overhead_s = 0.0;
+  double jitter_s = 0.0;
+  std::uint64_t jitter_seed = 0;
+  std::vector<BandwidthChange> bandwidth_trace;
+  std::vector<LinkFailure> failures;
+};
+
+class Transport {
+ public:
+  Transport(sim::Engine& engine, Topology topology, Perturbations perturbations);
+  virtual ~Transport() = default;
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  virtual std::string name() const = 0;
+  // Sends `bytes` from node `src` to node `dst` now; `arrived` runs at the time the
+  // last byte arrives.
+  void send(int src, int dst, double bytes, std::function<void()> arrived);
+
+  const Topology& topology() const { return topology_; }
+  sim::Engine& engine() { return engine_; }
+  std::uint64_t messages_sent() const { return messages_; }
+  double bytes_sent() const { return bytes_; }
+
+ protected:
+  // The message has paid its overhead and latency; its bytes start flowing now.
+  virtual void transmit(const std::vector<int>& route, double bytes, std::function<void()> arrived) = 0;
+  virtual void on_bandwidth_change() {}
+  virtual void on_link_failure() {}
+  double link_bandwidth(int link) const { return bandwidth_[link]; }
+
+  sim::Engine& engine_;
+  Topology topology_;
+
+ private:
+  Perturbations perturbations_;
+  std::vector<double> bandwidth_;  // current bandwidth per directed link
+  std::mt19937_64 jitter_rng_;
+  std::uint64_t messages_ = 0;
+  double bytes_ = 0.0;
+};
+
+class UncontendedTransport final : public Transport {
+ public:
+  using Transport::Transport;
+  std::string name() const override { return "alpha_beta"; }
+
+ protected:
+  void transmit(const std::vector<int>& route, double bytes, std::function<void()> arrived) override;
+};
+
+class FlowTransport final : public Transport {
+ public:
+  FlowTransport(sim::Engine& engine, Topology topology, Perturbations perturbations);
+  std::string name() const override { return "flow"; }
+  std::size_t active_flows() const { return active_.size(); }
+  std::uint64_t rate_solves() const { return solves_; }
+
+ protected:
+  void transmit(const std::vector<int>& route, double bytes, std::function<void()> arrived) override;
+  void on_bandwidth_change() override { request_solve(); }
+  void on_link_failure() override;
+
+ private:
+  struct Flow {
+    std::vector<int> route;
+    double remaining;
+    double rate = 0.0;
+    double updated_at;
+    double finish_at = 0.0;
+    std::function<void()> arrived;
+    int src, dst;
+  };
+  void request_solve();
+  void advance_to_now();
+  void solve();  // max-min fair rates, then the next completion event
+  void complete_due();
+
+  std::vector<std::unique_ptr<Flow>> active_;
+  bool solve_pending_ = false;
+  std::uint64_t generation_ = 0;  // invalidates completion events of older solves
+  std::uint64_t solves_ = 0;
+};
+
+// Which transport a model name selects: "alpha_beta" or "flow".
+std::unique_ptr<Transport> make_transport(const std::string& model, sim::Engine& engine, Topology topology,
+                                          Perturbations perturbations);
+
+}  // namespace dtsim::net
