@@ -190,8 +190,8 @@ void EmulatedWorld::arrive(int rank, std::uint64_t seq, CollectiveKind kind, con
 // Builds the collective's schedule, charges every rank its wire bytes, and starts it.
 void EmulatedWorld::start(PendingCollective& p, std::uint64_t seq) {
   p.spec = network_->resolve(p.spec);
-  const auto schedule = net::make_schedule(p.spec);
-  for (int r = 0; r < size(); ++r) p.bytes_sent.push_back(static_cast<std::uint64_t>(std::llround(schedule.bytes_sent(r))));
+  const auto schedule = std::make_shared<const net::Schedule>(net::make_schedule(p.spec));
+  for (int r = 0; r < size(); ++r) p.bytes_sent.push_back(static_cast<std::uint64_t>(std::llround(schedule->bytes_sent(r))));
   p.execution = network_->collective(p.spec, schedule, [this, seq](int rank) { rank_done(seq, rank); });
 }
 

@@ -5,9 +5,12 @@
 
 #include <fmt/format.h>
 
+#include "kernels/cpu/sparse.hpp"
 #include "kernels/cpu/weighted_sum.hpp"
 #if DTSIM_TORCH_CUDA
 #include <c10/cuda/CUDAStream.h>
+
+#include "kernels/cuda/compress.cuh"
 
 #include "kernels/cuda/weighted_sum.cuh"
 #endif
@@ -42,6 +45,65 @@ void weighted_sum(at::Tensor& out, std::span<const at::Tensor> inputs, std::span
 #endif
   }
   cpu::weighted_sum(out.data_ptr<float>(), src.data(), w.data(), src.size(), out.numel());
+}
+
+void average(at::Tensor& out, std::span<const at::Tensor> inputs) {
+  if (inputs.empty()) throw std::invalid_argument("average: no inputs");
+  if (out.scalar_type() != at::kFloat || !out.is_contiguous())
+    throw std::invalid_argument("average: out must be contiguous fp32");
+  std::vector<const float*> src;
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    const auto& x = inputs[k];
+    if (x.scalar_type() != at::kFloat || !x.is_contiguous() || x.numel() != out.numel() || x.device() != out.device())
+      throw std::invalid_argument(
+          fmt::format("average: input {} must be contiguous fp32 with {} elements on out's device", k, out.numel()));
+    if (x.data_ptr() == out.data_ptr()) throw std::invalid_argument("average: out aliases an input");
+    src.push_back(x.data_ptr<float>());
+  }
+  if (out.is_cuda()) {
+#if DTSIM_TORCH_CUDA
+    cuda::average(out.data_ptr<float>(), src.data(), static_cast<int>(src.size()), out.numel(),
+                  c10::cuda::getCurrentCUDAStream().stream());
+    return;
+#else
+    throw std::invalid_argument("average: CUDA tensor, but dtsim was built against a CPU LibTorch");
+#endif
+  }
+  cpu::average(out.data_ptr<float>(), src.data(), static_cast<std::int64_t>(src.size()), out.numel());
+}
+
+void scatter_add(const at::Tensor& values, const at::Tensor& indices, at::Tensor& dense) {
+  if (!dense.defined() || dense.scalar_type() != at::kFloat || !dense.is_contiguous())
+    throw std::invalid_argument("scatter_add: dense must be contiguous fp32");
+  if (!values.defined() || values.scalar_type() != at::kFloat || !values.is_contiguous() ||
+      values.device() != dense.device())
+    throw std::invalid_argument("scatter_add: values must be contiguous fp32 on dense's device");
+  if (!indices.defined() || (indices.scalar_type() != at::kLong && indices.scalar_type() != at::kInt) ||
+      !indices.is_contiguous() || indices.numel() != values.numel() || indices.device() != dense.device())
+    throw std::invalid_argument(fmt::format(
+        "scatter_add: indices must be contiguous int64 or int32 with {} entries on dense's device", values.numel()));
+  const std::int64_t m = values.numel(), n = dense.numel();
+  if (dense.is_cuda()) {
+#if DTSIM_TORCH_CUDA
+    auto stream = c10::cuda::getCurrentCUDAStream().stream();
+    if (indices.scalar_type() == at::kLong)
+      cuda::scatter_add(values.data_ptr<float>(), indices.data_ptr<std::int64_t>(), m, dense.data_ptr<float>(), n, stream);
+    else
+      cuda::scatter_add(values.data_ptr<float>(), indices.data_ptr<std::int32_t>(), m, dense.data_ptr<float>(), n, stream);
+    return;
+#else
+    throw std::invalid_argument("scatter_add: CUDA tensor, but dtsim was built against a CPU LibTorch");
+#endif
+  }
+  const std::int64_t bad =
+      indices.scalar_type() == at::kLong
+          ? cpu::scatter_add(values.data_ptr<float>(), indices.data_ptr<std::int64_t>(), m, dense.data_ptr<float>(), n)
+          : cpu::scatter_add(values.data_ptr<float>(), indices.data_ptr<std::int32_t>(), m, dense.data_ptr<float>(), n);
+  if (bad >= 0) {
+    const std::int64_t i = indices.scalar_type() == at::kLong ? indices.data_ptr<std::int64_t>()[bad]
+                                                                : indices.data_ptr<std::int32_t>()[bad];
+    throw std::invalid_argument(fmt::format("scatter_add: indices[{}] = {} is outside [0, {})", bad, i, n));
+  }
 }
 
 }  // namespace dtsim::kernels

@@ -12,4 +12,19 @@ namespace dtsim::kernels {
 // The sum runs in input order, so the result is deterministic.
 void weighted_sum(at::Tensor& out, std::span<const at::Tensor> inputs, std::span<const double> weights);
 
+// out = (inputs[0] + inputs[1] + ... + inputs[k-1]) / k: summed in input order, then one
+// fp32 division by k (deterministic, equal on CPU and GPU). Same requirements as
+// weighted_sum; at least one input.
+void average(at::Tensor& out, std::span<const at::Tensor> inputs);
+
+// dense[indices[j]] += values[j], for j in order: the sum of many ranks' sparse
+// (values, indices) messages into one dense buffer (concatenate them, or call once per
+// rank). values: contiguous fp32 [m]; indices: contiguous int64 or int32 [m] of flat
+// indices into dense (contiguous fp32), all on dense's device. Throws
+// std::invalid_argument for an index outside [0, dense.numel()) (on the CPU, naming it;
+// entries before it have been added). On the GPU repeated indices are added with
+// atomics, so their sum may differ from the CPU's in rounding; distinct indices agree
+// bit for bit.
+void scatter_add(const at::Tensor& values, const at::Tensor& indices, at::Tensor& dense);
+
 }  // namespace dtsim::kernels

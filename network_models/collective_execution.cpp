@@ -6,15 +6,15 @@
 
 namespace dtsim::net {
 
-ScheduledExecution::ScheduledExecution(Transport& transport, Schedule schedule, RankDone done)
+ScheduledExecution::ScheduledExecution(Transport& transport, std::shared_ptr<const Schedule> schedule, RankDone done)
     : transport_(transport), schedule_(std::move(schedule)), done_(std::move(done)) {
-  if (schedule_.size() != transport_.topology().size())
-    throw std::invalid_argument(fmt::format("{} schedule for {} ranks on a {}-rank topology", schedule_.name,
-                                            schedule_.size(), transport_.topology().size()));
-  state_.resize(schedule_.size());
-  for (int r = 0; r < schedule_.size(); ++r) {
-    state_[r].resize(schedule_.lanes[r].size());
-    lanes_left_.push_back(static_cast<int>(schedule_.lanes[r].size()));
+  if (schedule_->size() != transport_.topology().size())
+    throw std::invalid_argument(fmt::format("{} schedule for {} ranks on a {}-rank topology", schedule_->name,
+                                            schedule_->size(), transport_.topology().size()));
+  state_.resize(schedule_->size());
+  for (int r = 0; r < schedule_->size(); ++r) {
+    state_[r].resize(schedule_->lane_count(r));
+    lanes_left_.push_back(schedule_->lane_count(r));
   }
 }
 
@@ -31,18 +31,17 @@ void ScheduledExecution::arrive(int rank) {
 
 void ScheduledExecution::start_step(int rank, int lane) {
   auto& st = state_[rank][lane];
-  const auto& lane_steps = schedule_.lanes[rank][lane];
-  if (st.step == lane_steps.size()) {
+  if (st.step == schedule_->step_count(rank, lane)) {
     if (--lanes_left_[rank] == 0) done_(rank);
     return;
   }
-  const Step& step = lane_steps[st.step];
+  const Step& step = schedule_->step(rank, lane, st.step, scratch_);
   st.pending_sends = static_cast<int>(step.sends.size());
   st.pending_receives = 0;
   for (int peer : step.receives) {
-    auto it = st.mailbox.find(peer);
-    if (it != st.mailbox.end() && it->second > 0) {
-      --it->second;
+    int& early = st.mailbox[peer];
+    if (early > 0) {
+      --early;
     } else {
       ++st.waiting[peer];
       ++st.pending_receives;
@@ -60,9 +59,9 @@ void ScheduledExecution::start_step(int rank, int lane) {
 
 void ScheduledExecution::deliver(int to, int lane, int from) {
   auto& st = state_[to][lane];
-  auto it = st.waiting.find(from);
-  if (st.started && it != st.waiting.end() && it->second > 0) {
-    --it->second;
+  int& waiting = st.waiting[from];
+  if (st.started && waiting > 0) {
+    --waiting;
     --st.pending_receives;
     maybe_advance(to, lane);
   } else {
@@ -73,7 +72,7 @@ void ScheduledExecution::deliver(int to, int lane, int from) {
 void ScheduledExecution::maybe_advance(int rank, int lane) {
   auto& st = state_[rank][lane];
   if (st.pending_sends > 0 || st.pending_receives > 0) return;
-  if (st.step >= schedule_.lanes[rank][lane].size()) return;
+  if (st.step >= schedule_->step_count(rank, lane)) return;
   ++st.step;
   start_step(rank, lane);
 }
@@ -93,7 +92,8 @@ std::vector<double> simulate(const std::string& model, const Topology& topology,
   sim::Engine engine;
   auto transport = make_transport(model, engine, topology, perturbations);
   std::vector<double> finish(schedule.size(), -1.0);
-  auto exec = std::make_shared<ScheduledExecution>(*transport, schedule, [&](int r) { finish[r] = engine.now(); });
+  auto exec = std::make_shared<ScheduledExecution>(*transport, std::make_shared<const Schedule>(schedule),
+                                                   [&](int r) { finish[r] = engine.now(); });
   for (int r = 0; r < schedule.size(); ++r) engine.call_at(arrival.at(r), [exec, r] { exec->arrive(r); });
   engine.run();
   for (int r = 0; r < schedule.size(); ++r)

@@ -28,17 +28,26 @@ class Execution {
 
 class ScheduledExecution final : public Execution, public std::enable_shared_from_this<ScheduledExecution> {
  public:
-  ScheduledExecution(Transport& transport, Schedule schedule, RankDone done);
+  ScheduledExecution(Transport& transport, std::shared_ptr<const Schedule> schedule, RankDone done);
   void arrive(int rank) override;
-  const Schedule& schedule() const { return schedule_; }
+  const Schedule& schedule() const { return *schedule_; }
 
  private:
+  // Per-peer counters in a small flat list: a step talks to few peers.
+  struct PeerCounts {
+    std::vector<std::pair<int, int>> items;
+    int& operator[](int peer) {
+      for (auto& [p, c] : items)
+        if (p == peer) return c;
+      return items.emplace_back(peer, 0).second;
+    }
+  };
   struct LaneState {
     std::size_t step = 0;
     int pending_sends = 0;
     int pending_receives = 0;
-    std::map<int, int> waiting;  // peer -> receives of the current step not yet arrived
-    std::map<int, int> mailbox;  // peer -> messages arrived before they were awaited
+    PeerCounts waiting;  // peer -> receives of the current step not yet arrived
+    PeerCounts mailbox;  // peer -> messages arrived before they were awaited
     bool started = false;
   };
   void start_step(int rank, int lane);
@@ -46,7 +55,8 @@ class ScheduledExecution final : public Execution, public std::enable_shared_fro
   void deliver(int to, int lane, int from);
 
   Transport& transport_;
-  Schedule schedule_;
+  std::shared_ptr<const Schedule> schedule_;
+  Step scratch_;
   RankDone done_;
   std::vector<std::vector<LaneState>> state_;
   std::vector<int> lanes_left_;

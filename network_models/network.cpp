@@ -34,13 +34,13 @@ CollectiveSpec resolve_collective(CollectiveSpec spec, int ranks, const NetworkC
 
 CollectiveSpec Network::resolve(CollectiveSpec spec) const { return resolve_collective(std::move(spec), size(), config_); }
 
-std::shared_ptr<Execution> Network::collective(const CollectiveSpec& spec, const Schedule& schedule,
+std::shared_ptr<Execution> Network::collective(const CollectiveSpec& spec, std::shared_ptr<const Schedule> schedule,
                                                Execution::RankDone done) {
   if (config_.model == "analytical")
     return std::make_shared<ClosedFormExecution>(
         engine(), size(), closed_form_seconds(spec, config_.nominal.latency_s, config_.nominal.bandwidth_bytes_per_s),
         std::move(done));
-  return std::make_shared<ScheduledExecution>(*transport_, schedule, std::move(done));
+  return std::make_shared<ScheduledExecution>(*transport_, std::move(schedule), std::move(done));
 }
 
 void Network::send(int src, int dst, double bytes, std::function<void()> arrived) {

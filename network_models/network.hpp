@@ -52,7 +52,7 @@ class Network {
   CollectiveSpec resolve(CollectiveSpec spec) const;
   // Starts a collective whose spec is resolved and whose schedule is `schedule`
   // (make_schedule(spec)); `done(rank)` runs when that rank is done.
-  std::shared_ptr<Execution> collective(const CollectiveSpec& spec, const Schedule& schedule,
+  std::shared_ptr<Execution> collective(const CollectiveSpec& spec, std::shared_ptr<const Schedule> schedule,
                                         Execution::RankDone done);
   void send(int src, int dst, double bytes, std::function<void()> arrived);
 

@@ -21,12 +21,11 @@ Schedule empty_schedule(std::string name, int n, int lanes = 1) {
   return s;
 }
 
-// Ring: in step s rank r sends chunk (r - s + offset) mod n to r+1.
-void ring_steps(Schedule& s, int steps, int offset, const std::vector<double>& chunk) {
-  const int n = s.size();
-  for (int r = 0; r < n; ++r)
-    for (int k = 0; k < steps; ++k)
-      s.lanes[r][0].push_back({{{mod(r + 1, n), chunk[mod(r - k + offset, n)]}}, {mod(r - 1, n)}});
+Schedule ring_schedule(int n, int steps, int shift_from, std::vector<double> chunk) {
+  Schedule s;
+  s.name = "ring";
+  s.ring = {n, n == 1 ? 0 : steps, shift_from, std::move(chunk)};
+  return s;
 }
 
 std::vector<double> chunks(const CollectiveSpec& c, int parts) {
@@ -35,23 +34,14 @@ std::vector<double> chunks(const CollectiveSpec& c, int parts) {
   return out;
 }
 
+// Reduce-scatter: send chunk r - k; then all-gather: rank r owns reduced chunk r + 1 and
+// forwards r + 1 - k.
 Schedule ring_all_reduce(const CollectiveSpec& c) {
-  auto s = empty_schedule("ring", c.ranks);
-  if (c.ranks == 1) return s;
-  const auto chunk = chunks(c, c.ranks);
-  ring_steps(s, c.ranks - 1, 0, chunk);  // reduce-scatter: send chunk r - k
-  // all-gather: rank r now owns reduced chunk r + 1 and forwards r + 1 - k.
-  const int n = c.ranks;
-  for (int r = 0; r < n; ++r)
-    for (int k = 0; k < n - 1; ++k)
-      s.lanes[r][0].push_back({{{mod(r + 1, n), chunk[mod(r + 1 - k, n)]}}, {mod(r - 1, n)}});
-  return s;
+  return ring_schedule(c.ranks, 2 * (c.ranks - 1), c.ranks - 1, chunks(c, c.ranks));
 }
 
 Schedule ring_reduce_scatter(const CollectiveSpec& c) {
-  auto s = empty_schedule("ring", c.ranks);
-  if (c.ranks > 1) ring_steps(s, c.ranks - 1, 0, chunks(c, c.ranks));
-  return s;
+  return ring_schedule(c.ranks, c.ranks - 1, c.ranks, chunks(c, c.ranks));
 }
 
 std::vector<double> block_bytes(const CollectiveSpec& c) {
@@ -63,9 +53,7 @@ std::vector<double> block_bytes(const CollectiveSpec& c) {
 }
 
 Schedule ring_all_gather(const CollectiveSpec& c) {
-  auto s = empty_schedule("ring", c.ranks);
-  if (c.ranks > 1) ring_steps(s, c.ranks - 1, 0, block_bytes(c));
-  return s;
+  return ring_schedule(c.ranks, c.ranks - 1, c.ranks, block_bytes(c));
 }
 
 // Direct: every rank sends to every other rank at once (multi-port).
@@ -318,29 +306,49 @@ Schedule exchange_schedule(const std::vector<std::vector<int>>& peers, const std
   return s;
 }
 
+int Schedule::lane_count(int rank) const {
+  return lanes.empty() ? 1 : static_cast<int>(lanes.at(rank).size());
+}
+
+std::size_t Schedule::step_count(int rank, int lane) const {
+  return lanes.empty() ? static_cast<std::size_t>(ring.steps) : lanes.at(rank).at(lane).size();
+}
+
+const Step& Schedule::step(int rank, int lane, std::size_t k, Step& scratch) const {
+  if (!lanes.empty()) return lanes[rank][lane][k];
+  const int n = ring.ranks, kk = static_cast<int>(k);
+  const int index = kk < ring.shift_from ? mod(rank - kk, n) : mod(rank + 1 - (kk - ring.shift_from), n);
+  scratch.sends.assign(1, {mod(rank + 1, n), ring.chunk[index]});
+  scratch.receives.assign(1, mod(rank - 1, n));
+  return scratch;
+}
+
 double Schedule::bytes_sent(int rank) const {
   double b = 0.0;
-  for (const auto& lane : lanes.at(rank))
-    for (const auto& step : lane)
-      for (const auto& t : step.sends) b += t.bytes;
+  Step scratch;
+  for (int lane = 0; lane < lane_count(rank); ++lane)
+    for (std::size_t k = 0; k < step_count(rank, lane); ++k)
+      for (const auto& t : step(rank, lane, k, scratch).sends) b += t.bytes;
   return b;
 }
 
 double Schedule::bytes_received(int rank) const {
   double b = 0.0;
-  for (const auto& per_rank : lanes)
-    for (const auto& lane : per_rank)
-      for (const auto& step : lane)
-        for (const auto& t : step.sends)
+  Step scratch;
+  for (int r = 0; r < size(); ++r)
+    for (int lane = 0; lane < lane_count(r); ++lane)
+      for (std::size_t k = 0; k < step_count(r, lane); ++k)
+        for (const auto& t : step(r, lane, k, scratch).sends)
           if (t.peer == rank) b += t.bytes;
   return b;
 }
 
 std::size_t Schedule::messages() const {
   std::size_t m = 0;
-  for (const auto& per_rank : lanes)
-    for (const auto& lane : per_rank)
-      for (const auto& step : lane) m += step.sends.size();
+  Step scratch;
+  for (int r = 0; r < size(); ++r)
+    for (int lane = 0; lane < lane_count(r); ++lane)
+      for (std::size_t k = 0; k < step_count(r, lane); ++k) m += step(r, lane, k, scratch).sends.size();
   return m;
 }
 

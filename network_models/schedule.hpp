@@ -43,9 +43,27 @@ std::vector<Algorithm> algorithms_for(CollectiveKind kind);
 
 struct Schedule {
   std::string name;
-  std::vector<std::vector<Lane>> lanes;  // lanes[rank][lane]
+  // Explicit form: lanes[rank][lane] lists the steps.
+  std::vector<std::vector<Lane>> lanes;
+  // Compact form for rings (lanes empty), so that a ring over thousands of ranks costs
+  // O(n) memory instead of O(n^2): one lane per rank; in step k rank r sends
+  // chunk[(r - k) mod n] to r + 1 and receives from r - 1, and from step `shift_from` on
+  // it sends chunk[(r + 1 - (k - shift_from)) mod n] (the all-gather half of an
+  // all-reduce, forwarding the chunk it reduced last).
+  struct Ring {
+    int ranks = 0;
+    int steps = 0;
+    int shift_from = 0;
+    std::vector<double> chunk;
+  };
+  Ring ring;
 
-  int size() const { return static_cast<int>(lanes.size()); }
+  int size() const { return lanes.empty() ? ring.ranks : static_cast<int>(lanes.size()); }
+  int lane_count(int rank) const;
+  std::size_t step_count(int rank, int lane) const;
+  // Step k of a lane: a reference into `lanes`, or `scratch` filled for a ring.
+  const Step& step(int rank, int lane, std::size_t k, Step& scratch) const;
+
   double bytes_sent(int rank) const;
   double bytes_received(int rank) const;  // from the peers' sends
   std::size_t messages() const;

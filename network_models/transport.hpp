@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <queue>
 #include <random>
 #include <string>
 #include <vector>
@@ -70,7 +71,8 @@ class Transport {
   // The message has paid its overhead and latency; its bytes start flowing now.
   virtual void transmit(const std::vector<int>& route, double bytes, std::function<void()> arrived) = 0;
   virtual void on_bandwidth_change() {}
-  virtual void on_link_failure() {}
+  virtual void before_link_failure() {}  // routes are still valid here
+  virtual void on_link_failure() {}      // routes have been recomputed
   double link_bandwidth(int link) const { return bandwidth_[link]; }
 
   sim::Engine& engine_;
@@ -97,33 +99,60 @@ class FlowTransport final : public Transport {
  public:
   FlowTransport(sim::Engine& engine, Topology topology, Perturbations perturbations);
   std::string name() const override { return "flow"; }
-  std::size_t active_flows() const { return active_.size(); }
+  std::size_t active_flows() const { return active_count_; }
   std::uint64_t rate_solves() const { return solves_; }
 
  protected:
   void transmit(const std::vector<int>& route, double bytes, std::function<void()> arrived) override;
-  void on_bandwidth_change() override { request_solve(); }
+  void on_bandwidth_change() override;
+  void before_link_failure() override;
   void on_link_failure() override;
 
  private:
   struct Flow {
-    std::vector<int> route;
-    double remaining;
+    const std::vector<int>* route = nullptr;  // the topology's cached route (refreshed on failures)
+    double remaining = 0.0;
     double rate = 0.0;
-    double updated_at;
+    double updated_at = 0.0;
     double finish_at = 0.0;
+    std::uint64_t version = 0;  // bumped whenever finish_at changes
     std::function<void()> arrived;
-    int src, dst;
+    int src = 0, dst = 0;
+    bool active = false;
   };
+  struct Due {  // a completion candidate; stale when the flow's version moved on
+    double time;
+    std::uint64_t sequence;  // start order, so simultaneous completions keep it
+    int flow;
+    std::uint64_t version;
+    bool operator>(const Due& o) const { return time != o.time ? time > o.time : sequence > o.sequence; }
+  };
+  void mark_dirty(int link);
   void request_solve();
-  void advance_to_now();
-  void solve();  // max-min fair rates, then the next completion event
+  // Max-min rates for the flows connected (through shared links) to the dirty links:
+  // rates elsewhere cannot change, so only that component is re-solved.
+  void solve();
+  void schedule_next_completion();
   void complete_due();
+  void attach(int id);
+  void detach(int id);
 
-  std::vector<std::unique_ptr<Flow>> active_;
+  std::vector<Flow> flows_;
+  std::vector<int> free_ids_;
+  std::vector<std::uint64_t> start_order_;
+  std::uint64_t started_ = 0;
+  std::size_t active_count_ = 0;
+  std::vector<std::vector<int>> on_link_;  // active flow ids per directed link
+  std::vector<int> dirty_links_;
+  std::vector<char> link_dirty_;
+  std::priority_queue<Due, std::vector<Due>, std::greater<>> due_;
+  double scheduled_at_ = -1.0;  // time of the pending completion event, or -1
   bool solve_pending_ = false;
-  std::uint64_t generation_ = 0;  // invalidates completion events of older solves
   std::uint64_t solves_ = 0;
+  // Solver workspaces, reused across solves.
+  std::vector<double> capacity_;
+  std::vector<int> unfrozen_, component_links_, component_flows_;
+  std::vector<char> link_seen_, flow_seen_;
 };
 
 // Which transport a model name selects: "alpha_beta" or "flow".

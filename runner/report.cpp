@@ -25,7 +25,7 @@ std::string format_table(const RunResult& r) {
   const std::string algo = s.algorithm.variant.empty() ? s.algorithm.name
                                                        : fmt::format("{} ({})", s.algorithm.name, s.algorithm.variant);
   const std::string mode = r.mode == r.backend ? r.mode : fmt::format("{} over {}", r.mode, r.backend);
-  out += fmt::format("{}: {}, {} ranks on a {}, {} {:g} us / {:g} GB/s, {} steps, {}\n\n", s.name, algo, s.ranks,
+  out += fmt::format("{}: {}, {} ranks, {} topology, {} {:g} us / {:g} GB/s, {} steps, {}\n\n", s.name, algo, s.ranks,
                      s.topology.kind, s.network.model, s.network.nominal.latency_s * 1e6,
                      s.network.nominal.bandwidth_bytes_per_s / 1e9, s.steps, mode);
   const double step = r.mean_step_time_s();

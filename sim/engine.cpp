@@ -1,6 +1,7 @@
 #include "sim/engine.hpp"
 
-#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <stdexcept>
 #include <utility>
 
@@ -9,45 +10,107 @@
 
 namespace dtsim::sim {
 
-void Engine::push(Event e) {
-  if (e.time < now_)
-    throw std::logic_error(fmt::format("Engine: event scheduled in the past ({} < now {})", e.time, now_));
-  e.seq = next_seq_++;
-  queue_.push_back(std::move(e));
-  std::push_heap(queue_.begin(), queue_.end(), Later{});
+Engine::~Engine() { abandon(); }
+
+void Engine::schedule(double t, EventKind kind, void* target, std::uint64_t callback) {
+  // Also rejects NaN, which would break the queue's order, and infinity ("never" is not
+  // an event).
+  if (!(t >= now_) || !std::isfinite(t))
+    throw std::logic_error(
+        fmt::format("Engine: event scheduled at {} (now {}): times must be finite and not in the past", t, now_));
+  // t >= 0 here; adding +0.0 turns -0.0 into +0.0, whose bits order like the double.
+  queue_.push(QueuedEvent{std::bit_cast<std::uint64_t>(t + 0.0), next_seq_, target,
+                          static_cast<std::uint64_t>(kind) | callback << 2});
+  ++next_seq_;
 }
 
-void Engine::resume_at(double t, std::coroutine_handle<> h) { push(Event{t, 0, h, {}}); }
+void Engine::resume_at(double t, std::coroutine_handle<> h) { schedule(t, EventKind::resume, h.address()); }
 
-void Engine::call_at(double t, Callback fn) { push(Event{t, 0, {}, std::move(fn)}); }
-
-Task<void> Engine::guard(Task<void> task, std::size_t index) {
-  try {
-    co_await std::move(task);
-  } catch (...) {
-    roots_[index].error = std::current_exception();
-    failed_ = true;
+void Engine::call_at(double t, Callback fn) {
+  std::uint64_t index;
+  if (free_callbacks_.empty()) {
+    index = callbacks_.size();
+    callbacks_.push_back(std::move(fn));
+  } else {
+    index = free_callbacks_.back();
+    callbacks_[index] = std::move(fn);
+    free_callbacks_.pop_back();
   }
-  roots_[index].finished = true;
+  try {
+    schedule(t, EventKind::call, nullptr, index);
+  } catch (...) {
+    callbacks_[index] = nullptr;
+    free_callbacks_.push_back(index);
+    throw;
+  }
+}
+
+void Engine::fire(const QueuedEvent& e) {
+  now_ = std::bit_cast<double>(e.time_bits);
+  ++fired_;
+  // Order-sensitive: each step is a bijection of the previous hash, so two traces that
+  // differ in one event differ in the hash.
+  trace_hash_ = (std::rotl(trace_hash_, 29) ^ e.time_bits ^ ((e.seq << 2 | (e.aux & 3)) * 0x9E3779B97F4A7C15ull)) *
+                0xBF58476D1CE4E5B9ull;
+  switch (e.kind()) {
+    case EventKind::resume:
+      std::coroutine_handle<>::from_address(e.target).resume();
+      break;
+    case EventKind::call: {
+      // Moved out first: the callback may schedule events that reuse the entry or grow
+      // the table under it.
+      const auto index = e.aux >> 2;
+      Callback fn = std::move(callbacks_[index]);
+      callbacks_[index] = nullptr;
+      free_callbacks_.push_back(index);
+      fn();
+      break;
+    }
+    case EventKind::completion:
+      static_cast<Completion*>(e.target)->fire();
+      break;
+  }
+}
+
+void Engine::drop_pending() noexcept {
+  // The queue and the callback table are emptied before anything is released, since
+  // releasing runs arbitrary destructors.
+  std::vector<Completion*> completions;
+  queue_.for_each([&](const QueuedEvent& e) {
+    if (e.kind() == EventKind::completion) completions.push_back(static_cast<Completion*>(e.target));
+  });
+  queue_.clear();
+  auto callbacks = std::move(callbacks_);
+  callbacks_.clear();
+  free_callbacks_.clear();
+  for (auto* c : completions) c->cancel();
 }
 
 void Engine::spawn(Task<void> task, std::string name) {
-  roots_.push_back(Root{std::move(name)});
-  guards_.push_back(guard(std::move(task), roots_.size() - 1));
-  resume_at(now_, guards_.back().handle());
+  if (!task.valid()) throw std::invalid_argument(fmt::format("Engine::spawn: '{}' is an empty Task", name));
+  auto& root = roots_.emplace_back(detail::RootState{std::move(name), std::move(task), &failed_});
+  root.task.handle().promise().root = &root;
+  resume_at(now_, root.task.handle());
+}
+
+void detail::root_finished(RootState& root, std::exception_ptr error) noexcept {
+  // Writes the error only on failure: the record is cold, and unlike a read-modify-write
+  // of `error` a plain store does not stall on the miss.
+  root.finished = true;
+  if (error) {
+    root.error = std::move(error);
+    *root.any_failed = true;
+  }
 }
 
 void Engine::run() {
   while (!queue_.empty()) {
-    std::pop_heap(queue_.begin(), queue_.end(), Later{});
-    Event e = std::move(queue_.back());
-    queue_.pop_back();
-    now_ = e.time;
-    ++fired_;
-    if (e.callback)
-      e.callback();
-    else
-      e.resume.resume();
+    const QueuedEvent next = queue_.pop();
+    // What fires after this is most likely known already: start loading its coroutine
+    // frame (or Completion) now, so the miss overlaps this event's work instead of
+    // stalling the next resume.
+    if (const QueuedEvent* after = queue_.peek_hint()) __builtin_prefetch(after->target);
+    fire(next);
     // A failed root ends the run at once: its peers would otherwise wait forever.
     if (failed_) rethrow_first_failure();
   }
@@ -80,19 +143,34 @@ void Engine::rethrow_first_failure() {
   }
 }
 
-void Engine::abandon() {
+void Engine::abandon() noexcept {
   // Destroy the suspended programs now, while everything they refer to is still alive.
-  queue_.clear();
-  guards_.clear();
+  drop_pending();
+  for (auto& root : roots_) root.task = {};
 }
 
 void Completion::fire_at(double t, Engine::Callback on_fire) {
-  engine_->call_at(t, [self = shared_from_this(), fn = std::move(on_fire), t] {
-    if (fn) fn();
-    self->done_ = true;
-    self->time_ = t;
-    if (auto w = std::exchange(self->waiter_, {})) w.resume();
-  });
+  if (done_ || keep_alive_) throw std::logic_error("Completion: fired twice");
+  auto self = shared_from_this();
+  engine_->schedule(t, EventKind::completion, this);
+  keep_alive_ = std::move(self);
+  on_fire_ = std::move(on_fire);
+}
+
+void Completion::fire() {
+  // Locals die in reverse order: the action first, then our own reference, which may be
+  // the last one.
+  const auto self = std::move(keep_alive_);
+  const auto fn = std::move(on_fire_);
+  if (fn) fn();
+  done_ = true;
+  time_ = engine_->now();
+  if (auto w = std::exchange(waiter_, {})) w.resume();
+}
+
+void Completion::cancel() noexcept {
+  const auto self = std::move(keep_alive_);
+  const auto fn = std::move(on_fire_);
 }
 
 void Completion::await_suspend(std::coroutine_handle<> h) {

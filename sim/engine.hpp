@@ -2,33 +2,66 @@
 //
 // Events fire in order of (time, insertion sequence): ties go to the event scheduled
 // first, so a run is a deterministic function of its inputs. An event either resumes a
-// coroutine or calls a function. Rank programs are Tasks spawned on the engine; run()
-// fires events until none are left, then reports ranks that never finished (a deadlock
-// in the simulated program) instead of hanging.
+// coroutine, calls a function, or fires a Completion. Rank programs are Tasks spawned on
+// the engine; run() fires events until none are left, then reports ranks that never
+// finished (a deadlock in the simulated program) instead of hanging.
+//
+// The queue (event_queue.hpp) holds self-contained 32-byte entries (time, sequence, what
+// to resume or fire), so scheduling and firing a coroutine or a Completion allocates
+// nothing and needs no lookup. trace_hash() folds every fired event into a running hash
+// so two runs can be checked for the same event order.
 #pragma once
 
 #include <coroutine>
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <exception>
-#include <memory>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "sim/event_queue.hpp"
 #include "sim/task.hpp"
 
 namespace dtsim::sim {
+
+class Completion;
+
+namespace detail {
+struct RootState {
+  std::string name;
+  Task<void> task;
+  bool* any_failed;  // the engine's flag: a failed root ends the run
+  bool finished = false;
+  std::exception_ptr error;
+};
+}  // namespace detail
 
 class Engine {
  public:
   using Callback = std::function<void()>;
 
+  Engine() = default;
+  ~Engine();
+  // Scheduled coroutines, Completions and root programs point back at this engine.
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
   double now() const noexcept { return now_; }
   std::uint64_t events_fired() const noexcept { return fired_; }
+  std::size_t events_pending() const noexcept { return queue_.size(); }
 
-  // Schedules `h` to resume at absolute time `t` (t >= now()).
+  // A running hash of every event fired so far: its time, its insertion sequence and
+  // its kind (resume / call / completion), in firing order. Equal for two runs of the same
+  // program exactly when (up to hash collisions) they fired the same events in the same
+  // order at the same times.
+  std::uint64_t trace_hash() const noexcept { return trace_hash_; }
+
+  // Schedules `h` to resume at absolute time `t` (finite, t >= now()).
   void resume_at(double t, std::coroutine_handle<> h);
-  // Schedules `fn` to run at absolute time `t` (t >= now()).
+  // Schedules `fn` to run at absolute time `t` (finite, t >= now()).
   void call_at(double t, Callback fn);
 
   // Starts `task` at the current time as a root program named `name` (e.g. "rank 3").
@@ -53,34 +86,26 @@ class Engine {
   }
 
  private:
-  struct Event {
-    double time;
-    std::uint64_t seq;
-    std::coroutine_handle<> resume;  // used when `callback` is empty
-    Callback callback;
-  };
-  struct Later {
-    bool operator()(const Event& a, const Event& b) const noexcept {
-      return a.time != b.time ? a.time > b.time : a.seq > b.seq;
-    }
-  };
-  void push(Event e);
+  friend class Completion;
 
-  struct Root {
-    std::string name;
-    bool finished = false;
-    std::exception_ptr error;
-  };
-  Task<void> guard(Task<void> task, std::size_t index);
+  void schedule(double t, EventKind kind, void* target, std::uint64_t callback = 0);
+  void fire(const QueuedEvent& e);
+  // Drops every pending event without firing it (callbacks destroyed, Completions
+  // released).
+  void drop_pending() noexcept;
+
   void rethrow_first_failure();
-  void abandon();
+  void abandon() noexcept;
 
   double now_ = 0.0;
-  std::uint64_t next_seq_ = 0;
+  std::uint64_t next_seq_ = 0;  // events ever scheduled: the sequence of the next one
   std::uint64_t fired_ = 0;
-  std::vector<Event> queue_;  // binary heap ordered by Later
-  std::vector<Root> roots_;
-  std::vector<Task<void>> guards_;
+  std::uint64_t trace_hash_ = 0x243F6A8885A308D3ull;
+  EventQueue queue_;
+  // Functions of pending call events, by index, recycled through a free list.
+  std::vector<Callback> callbacks_;
+  std::vector<std::uint64_t> free_callbacks_;
+  std::deque<detail::RootState> roots_;  // a deque: promises point at its elements
   bool failed_ = false;
 };
 
@@ -90,12 +115,18 @@ class Engine {
 class Completion : public std::enable_shared_from_this<Completion> {
  public:
   explicit Completion(Engine& engine) : engine_(&engine) {}
+  // Identity matters: the engine and the waiter hold its address. (GCC 12 silently awaits
+  // a copy for `co_await *ptr` on a copyable awaitable; deleting these turns that into a
+  // compile error. Await a named reference instead.)
+  Completion(const Completion&) = delete;
+  Completion& operator=(const Completion&) = delete;
 
   bool done() const noexcept { return done_; }
   double time() const noexcept { return time_; }
 
   // At simulated time `t`: run `on_fire` (e.g. deliver received data), mark done, and
-  // resume the waiter if one is suspended.
+  // resume the waiter if one is suspended. A Completion fires once: a second fire_at
+  // throws std::logic_error.
   void fire_at(double t, Engine::Callback on_fire = {});
 
   bool await_ready() const noexcept { return done_; }
@@ -103,10 +134,18 @@ class Completion : public std::enable_shared_from_this<Completion> {
   void await_resume() const noexcept {}
 
  private:
+  friend class Engine;
+  void fire();
+  void cancel() noexcept;
+
   Engine* engine_;
   bool done_ = false;
   double time_ = 0.0;
   std::coroutine_handle<> waiter_;
+  Engine::Callback on_fire_;
+  // Set while a firing is scheduled, so the engine's entry never dangles; released when
+  // it fires or the engine drops it.
+  std::shared_ptr<Completion> keep_alive_;
 };
 
 }  // namespace dtsim::sim

@@ -19,9 +19,16 @@ class Task;
 
 namespace detail {
 
+// A root program's record in the Engine (defined in engine.hpp). The engine points a
+// root Task's promise at it and is told when the program ends, so it needs no wrapper
+// coroutine per root.
+struct RootState;
+void root_finished(RootState& root, std::exception_ptr error) noexcept;
+
 struct PromiseBase {
   std::coroutine_handle<> continuation = std::noop_coroutine();
   std::exception_ptr error;
+  RootState* root = nullptr;
 
   std::suspend_always initial_suspend() noexcept { return {}; }
 
@@ -29,7 +36,9 @@ struct PromiseBase {
     bool await_ready() noexcept { return false; }
     template <typename P>
     std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
-      return h.promise().continuation;
+      auto& promise = h.promise();
+      if (promise.root) root_finished(*promise.root, promise.error);
+      return promise.continuation;
     }
     void await_resume() noexcept {}
   };

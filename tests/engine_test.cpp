@@ -1,11 +1,20 @@
-// sim::Engine and sim::Task: event order, simulated time, coroutine composition, and
-// how failures and deadlocks of rank programs are reported.
+// sim::Engine, sim::EventQueue and sim::Task: event order (against a plain priority
+// queue as the oracle), simulated time, coroutine composition, the trace hash, and how
+// failures and deadlocks of rank programs are reported.
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <queue>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "sim/engine.hpp"
+#include "sim/event_queue.hpp"
 #include "sim/task.hpp"
 
 namespace dtsim::sim {
@@ -30,6 +39,81 @@ TEST(Engine, RejectsEventsInThePast) {
   Engine engine;
   engine.call_at(1.0, [&] { EXPECT_THROW(engine.call_at(0.5, [] {}), std::logic_error); });
   engine.run();
+}
+
+// NaN compares false with everything and would corrupt the queue's order, and infinity
+// is "never", not a time: both rejected like a time in the past.
+TEST(Engine, RejectsNaNAndInfiniteTimes) {
+  Engine engine;
+  EXPECT_THROW(engine.call_at(std::numeric_limits<double>::quiet_NaN(), [] {}), std::logic_error);
+  EXPECT_THROW(engine.call_at(std::numeric_limits<double>::infinity(), [] {}), std::logic_error);
+  EXPECT_EQ(engine.events_pending(), 0u);
+  engine.call_at(1.0, [] {});
+  EXPECT_EQ(engine.events_pending(), 1u);
+}
+
+// A deterministic workload with many ties, events scheduled from inside events (some at
+// the current time), and thousands pending at once: every event's follow-up delay is a
+// function of its own id, so the set of events is fixed and the firing order is pinned
+// down by (time, insertion order). A plain priority queue over (time, id) is the oracle.
+struct Workload {
+  static constexpr int kInitial = 3000;
+  static constexpr int kTotal = 20000;
+  // Delays on a coarse grid, so that equal times are common; every 7th is zero.
+  static double delay(std::uint64_t id) {
+    std::uint64_t x = id * 0x9E3779B97F4A7C15ull;
+    x ^= x >> 29;
+    return id % 7 == 0 ? 0.0 : static_cast<double>(x % 16) * 0.125;
+  }
+};
+
+using Fired = std::vector<std::pair<double, std::uint64_t>>;
+
+Fired oracle_order() {
+  using Item = std::pair<double, std::uint64_t>;
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> queue;
+  std::uint64_t next_id = 0;
+  for (int i = 0; i < Workload::kInitial; ++i, ++next_id) queue.push({Workload::delay(next_id) * 3.0, next_id});
+  Fired fired;
+  while (!queue.empty()) {
+    const auto [t, id] = queue.top();
+    queue.pop();
+    fired.push_back({t, id});
+    if (next_id < Workload::kTotal) {
+      queue.push({t + Workload::delay(id), next_id});
+      ++next_id;
+    }
+  }
+  return fired;
+}
+
+Fired engine_order(Engine& engine) {
+  Fired fired;
+  std::uint64_t next_id = 0;
+  // Each event records itself and schedules one follow-up, like a rank that sleeps.
+  struct Event {
+    Engine& engine;
+    Fired& fired;
+    std::uint64_t& next_id;
+    std::uint64_t id;
+    void operator()() const {
+      fired.push_back({engine.now(), id});
+      if (next_id < Workload::kTotal) engine.call_at(engine.now() + Workload::delay(id), Event{engine, fired, next_id, next_id++});
+    }
+  };
+  for (int i = 0; i < Workload::kInitial; ++i, ++next_id)
+    engine.call_at(Workload::delay(next_id) * 3.0, Event{engine, fired, next_id, next_id});
+  engine.run();
+  return fired;
+}
+
+TEST(Engine, MatchesAPlainPriorityQueueOnAHeavyWorkload) {
+  const Fired want = oracle_order();
+  ASSERT_EQ(want.size(), static_cast<std::size_t>(Workload::kTotal));
+  Engine engine;
+  EXPECT_EQ(engine_order(engine), want);
+  EXPECT_EQ(engine.events_fired(), static_cast<std::uint64_t>(Workload::kTotal));
+  EXPECT_EQ(engine.events_pending(), 0u);
 }
 
 Task<int> add_after(Engine& engine, double dt, int a, int b) {
@@ -79,7 +163,10 @@ Task<void> failing(Engine& engine) {
   throw std::runtime_error("peer sent garbage");
 }
 
-Task<void> waits_forever(std::shared_ptr<Completion> never) { co_await *never; }
+Task<void> waits_forever(std::shared_ptr<Completion> never) {
+  Completion& c = *never;  // named: see Completion's deleted copy constructor
+  co_await c;
+}
 
 // A failing program ends the run with its name and message, even though its peer is
 // still waiting: no hang.
@@ -97,11 +184,11 @@ TEST(Engine, ReportsTheFailingProgram) {
 }
 
 // Programs waiting on something nobody will complete are a deadlock, reported by name.
+// (Each waits on its own Completion: one Completion takes one waiter.)
 TEST(Engine, ReportsDeadlockedPrograms) {
   Engine engine;
-  auto never = std::make_shared<Completion>(engine);
-  engine.spawn(waits_forever(never), "rank 0");
-  engine.spawn(waits_forever(never), "rank 3");
+  engine.spawn(waits_forever(std::make_shared<Completion>(engine)), "rank 0");
+  engine.spawn(waits_forever(std::make_shared<Completion>(engine)), "rank 3");
   try {
     engine.run();
     FAIL() << "run() should throw";
@@ -128,6 +215,175 @@ TEST(Completion, ResumesWaiterAtFireTime) {
   EXPECT_TRUE(action_ran);
   EXPECT_TRUE(c->done());
   EXPECT_DOUBLE_EQ(resumed_at, 3.25);
+}
+
+// The queue on its own, against a plain priority queue, under time distributions that
+// stress its buckets: bursts at one time, zero delays, spreads near the smallest
+// doubles, far-future outliers, and mixes of all of these, with pushes interleaved with
+// pops (never before the last popped time, as the engine guarantees).
+TEST(EngineQueue, PopsInExactOrderUnderAdversarialTimes) {
+  std::mt19937_64 rng(12345);
+  for (int scenario = 0; scenario < 6; ++scenario) {
+    EventQueue queue;
+    using Item = std::pair<double, std::uint64_t>;
+    std::priority_queue<Item, std::vector<Item>, std::greater<>> oracle;
+    std::uint64_t seq = 0;
+    double now = 0.0;
+    auto delay = [&]() -> double {
+      const int pick = scenario < 5 ? scenario : static_cast<int>(rng() % 5);
+      switch (pick) {
+        case 0: return 0.0;                                                        // bursts at one time
+        case 1: return std::uniform_real_distribution<double>(0.0, 1.0)(rng);      // uniform
+        case 2: return static_cast<double>(rng() % 4) * 5e-324;                    // denormal steps
+        case 3: return rng() % 50 == 0 ? 1e12 : static_cast<double>(rng() % 3);    // outliers and ties
+        default: return std::ldexp(1.0, static_cast<int>(rng() % 200) - 100);      // many scales
+      }
+    };
+    auto push = [&] {
+      const double t = now + delay();
+      queue.push(QueuedEvent{std::bit_cast<std::uint64_t>(t), seq, nullptr, 0});
+      oracle.push({t, seq});
+      ++seq;
+    };
+    // The number pending swings between a handful and thousands, so the queue goes from
+    // a plain heap to a calendar and back, with pushes all along.
+    for (int i = 0; i < 30; ++i) push();
+    for (int step = 0; step < 30000 && !oracle.empty(); ++step) {
+      ASSERT_EQ(queue.size(), oracle.size());
+      const QueuedEvent got = queue.pop();
+      const auto [t, id] = oracle.top();
+      oracle.pop();
+      ASSERT_EQ(std::bit_cast<double>(got.time_bits), t) << "scenario " << scenario << " step " << step;
+      ASSERT_EQ(got.seq, id) << "scenario " << scenario << " step " << step;
+      now = t;
+      const std::size_t target = (step / 5000) % 2 == 0 ? 3000 : 10;
+      const auto pushes = oracle.size() < target ? 2 : rng() % 2;
+      for (std::uint64_t k = 0; k < pushes; ++k) push();
+    }
+    EXPECT_EQ(queue.size(), oracle.size());
+  }
+}
+
+// A burst at one time makes an epoch whose buckets are infinitely narrow; when the
+// queue then shrinks to a plain heap, a push between the pending times must still go
+// before them.
+TEST(EngineQueue, OrdersPushesAfterABurstShrinksToAHeap) {
+  EventQueue queue;
+  std::uint64_t seq = 0;
+  auto push = [&](double t) { queue.push(QueuedEvent{std::bit_cast<std::uint64_t>(t), seq++, nullptr, 0}); };
+  auto pop_time = [&] { return std::bit_cast<double>(queue.pop().time_bits); };
+  for (int i = 0; i < 100; ++i) push(0.0);
+  EXPECT_EQ(pop_time(), 0.0);
+  for (int i = 0; i < 10; ++i) push(5.0);
+  for (int i = 0; i < 99; ++i) ASSERT_EQ(pop_time(), 0.0);
+  push(3.0);
+  EXPECT_EQ(pop_time(), 3.0);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(pop_time(), 5.0);
+  EXPECT_TRUE(queue.empty());
+}
+
+// Times whose mean rounds to the smallest of them (256 values near 2^52, whose sum is
+// near 2^60 where doubles are 256 apart): the queue must not take them for a burst at
+// one time, or an event pushed between them would come out late.
+TEST(EngineQueue, TellsNearlyEqualTimesApart) {
+  EventQueue queue;
+  std::uint64_t seq = 0;
+  auto push = [&](double t) { queue.push(QueuedEvent{std::bit_cast<std::uint64_t>(t), seq++, nullptr, 0}); };
+  auto pop_time = [&] { return std::bit_cast<double>(queue.pop().time_bits); };
+  const double base = 0x1p52;  // integers are exact here
+  for (int i = 0; i < 255; ++i) push(base);
+  push(base + 100.0);
+  EXPECT_EQ(pop_time(), base);
+  push(base + 50.0);
+  for (int i = 0; i < 254; ++i) ASSERT_EQ(pop_time(), base) << i;
+  EXPECT_EQ(pop_time(), base + 50.0);
+  EXPECT_EQ(pop_time(), base + 100.0);
+  EXPECT_TRUE(queue.empty());
+}
+
+// A small simulated job: ranks that compute for rank-dependent times and then wait on
+// a Completion that a "network" callback fires. `skew` perturbs one rank's compute time.
+std::uint64_t job_trace_hash(double skew, std::uint64_t* fired = nullptr) {
+  Engine engine;
+  constexpr int kRanks = 4;
+  std::vector<std::shared_ptr<Completion>> done;
+  for (int r = 0; r < kRanks; ++r) done.push_back(std::make_shared<Completion>(engine));
+  auto rank = [](Engine& e, int r, double compute, std::shared_ptr<Completion> msg) -> Task<void> {
+    for (int step = 0; step < 3; ++step) co_await e.sleep_for(compute * (r + 1));
+    Completion& m = *msg;
+    co_await m;
+  };
+  for (int r = 0; r < kRanks; ++r) engine.spawn(rank(engine, r, r == 2 ? 1.0 + skew : 1.0, done[r]), "rank");
+  engine.call_at(2.0, [&] {
+    for (int r = 0; r < kRanks; ++r) done[r]->fire_at(20.0 - r);
+  });
+  engine.run();
+  if (fired) *fired = engine.events_fired();
+  return engine.trace_hash();
+}
+
+// Two runs of the same program fire the same events in the same order: equal hashes
+// (and not merely the untouched initial value).
+TEST(TraceHash, IsEqualForTwoRunsOfTheSameProgram) {
+  std::uint64_t fired = 0;
+  const auto first = job_trace_hash(0.0, &fired);
+  EXPECT_EQ(fired, 4u + 12u + 1u + 4u);  // starts, sleeps, the network callback, firings
+  EXPECT_EQ(job_trace_hash(0.0), first);
+  EXPECT_NE(first, Engine{}.trace_hash());
+}
+
+// Moving one event in time by a tiny amount, without changing the order of anything,
+// changes the hash; so does changing the order alone.
+TEST(TraceHash, ChangesWhenTimesOrOrderChange) {
+  const auto base = job_trace_hash(0.0);
+  EXPECT_NE(job_trace_hash(1e-12), base);
+
+  // The same events at the same times, scheduled in the opposite order: the one with
+  // insertion number 1 now fires first.
+  auto two_events = [](bool later_first) {
+    Engine engine;
+    if (later_first) {
+      engine.call_at(2.0, [] {});
+      engine.call_at(1.0, [] {});
+    } else {
+      engine.call_at(1.0, [] {});
+      engine.call_at(2.0, [] {});
+    }
+    engine.run();
+    return engine.trace_hash();
+  };
+  EXPECT_NE(two_events(true), two_events(false));
+  EXPECT_EQ(two_events(true), two_events(true));
+}
+
+// A scheduled Completion keeps itself alive until it fires; an engine destroyed first
+// releases it (and its action) instead of leaking it.
+TEST(Completion, ReleasedByAnEngineThatNeverFiresIt) {
+  std::weak_ptr<Completion> weak;
+  auto action_state = std::make_shared<int>(0);
+  {
+    Engine engine;
+    auto c = std::make_shared<Completion>(engine);
+    weak = c;
+    c->fire_at(1.0, [action_state] { ++*action_state; });
+    c.reset();
+    EXPECT_FALSE(weak.expired()) << "the pending firing owns it";
+  }
+  EXPECT_TRUE(weak.expired());
+  EXPECT_EQ(*action_state, 0);
+  EXPECT_EQ(action_state.use_count(), 1) << "the action was destroyed with it";
+}
+
+// A Completion is one-shot: firing it twice is a bug in the caller, reported.
+TEST(Completion, RejectsASecondFiring) {
+  Engine engine;
+  auto c = std::make_shared<Completion>(engine);
+  c->fire_at(1.0);
+  EXPECT_THROW(c->fire_at(2.0), std::logic_error);
+  engine.run();
+  EXPECT_TRUE(c->done());
+  EXPECT_DOUBLE_EQ(c->time(), 1.0);
+  EXPECT_THROW(c->fire_at(3.0), std::logic_error);
 }
 
 Task<int> immediate(int x) { co_return x * 2; }

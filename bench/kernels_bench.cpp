@@ -1,0 +1,292 @@
+// Compression and aggregation kernels, each judged against two yardsticks timed in the
+// same run, interleaved iteration by iteration, on the same thread count:
+//   x_read   = time of a plain vectorized read pass over the input / kernel time
+//              (1.0 = the kernel consumes its input as fast as memory can be read)
+//   x_memcpy = time of a memcpy of the input's bytes / kernel time
+//   x_torch  = time of the equivalent LibTorch computation / kernel time (the speedup)
+// bytes_per_second counts the input bytes. Args: input bytes, threads (0 = all cores);
+// at::set_num_threads sets the count for dtsim's kernels and LibTorch alike.
+//
+// Napkin math: a read pass moves `bytes` once; sign writes bytes/32 more, the casts
+// bytes/2, QSGD (s = 15, 5-bit codes) bytes*5/32 after a norm pass (two reads); top-k
+// reads the input twice (histogram, compaction) plus ~2% of it at random.
+#include <benchmark/benchmark.h>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "kernels/aggregation.hpp"
+#include "kernels/compressor.hpp"
+#include "kernels/majority_vote.hpp"
+
+namespace {
+
+using namespace dtsim::kernels;
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// Sum of the buffer with 32 independent lanes: a read pass at full vector width.
+#if defined(__x86_64__)
+[[gnu::target("avx2,fma")]]
+#endif
+float read_pass_range(const float* x, std::int64_t n) {
+  float acc[32] = {};
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int l = 0; l < 32; ++l) acc[l] += x[i + l];
+  for (; i < n; ++i) acc[0] += x[i];
+  float s = 0;
+  for (float a : acc) s += a;
+  return s;
+}
+
+float read_pass(const float* x, std::int64_t n) {
+  std::vector<float> part(static_cast<std::size_t>(at::get_num_threads()), 0.0f);
+  at::parallel_for(0, n, 1 << 16, [&](std::int64_t a, std::int64_t b) {
+    part[static_cast<std::size_t>(at::get_thread_num())] += read_pass_range(x + a, b - a);
+  });
+  float s = 0;
+  for (float p : part) s += p;
+  return s;
+}
+
+void parallel_memcpy(void* dst, const void* src, std::int64_t bytes) {
+  at::parallel_for(0, bytes, 1 << 18, [&](std::int64_t a, std::int64_t b) {
+    std::memcpy(static_cast<char*>(dst) + a, static_cast<const char*>(src) + a, static_cast<std::size_t>(b - a));
+  });
+}
+
+int threads_of(const benchmark::State& state) {
+  const int t = static_cast<int>(state.range(1));
+  return t > 0 ? t : static_cast<int>(std::thread::hardware_concurrency());
+}
+
+at::Tensor input(std::int64_t bytes) {
+  auto gen = at::detail::createCPUGenerator(42);
+  return at::randn({bytes / 4}, gen, at::kFloat);
+}
+
+// Times `kernel` (the benchmark's time), and per iteration a read pass, a memcpy and
+// `baseline` (when given) over the same input, then reports the ratios.
+template <class Kernel, class Baseline>
+void compare(benchmark::State& state, const at::Tensor& x, Kernel&& kernel, Baseline&& baseline, bool has_baseline) {
+  const int saved = at::get_num_threads();
+  at::set_num_threads(threads_of(state));
+  const std::int64_t bytes = x.numel() * static_cast<std::int64_t>(x.element_size());
+  at::Tensor copy = at::empty_like(x);
+  kernel();  // warm-up: workspaces grow to size, pages are touched
+  if (has_baseline) baseline();
+  double t_kernel = 0, t_read = 0, t_copy = 0, t_base = 0;
+  for (auto _ : state) {
+    auto a = Clock::now();
+    kernel();
+    auto b = Clock::now();
+    state.SetIterationTime(seconds(a, b));
+    t_kernel += seconds(a, b);
+    a = Clock::now();
+    benchmark::DoNotOptimize(read_pass(x.data_ptr<float>(), x.numel()));
+    b = Clock::now();
+    t_read += seconds(a, b);
+    a = Clock::now();
+    parallel_memcpy(copy.data_ptr(), x.data_ptr(), bytes);
+    benchmark::ClobberMemory();
+    b = Clock::now();
+    t_copy += seconds(a, b);
+    if (has_baseline) {
+      a = Clock::now();
+      baseline();
+      b = Clock::now();
+      t_base += seconds(a, b);
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.counters["x_read"] = t_read / t_kernel;
+  state.counters["x_memcpy"] = t_copy / t_kernel;
+  if (has_baseline) state.counters["x_torch"] = t_base / t_kernel;
+  state.counters["threads"] = threads_of(state);
+  at::set_num_threads(saved);
+}
+
+void compressor_bench(benchmark::State& state, CompressorSpec spec, const std::function<void(const at::Tensor&)>& base) {
+  at::Tensor x = input(state.range(0));
+  Compressor c(spec);
+  Payload p;
+  compare(state, x, [&] { c.compress(x, {}, p); }, [&] { base(x); }, static_cast<bool>(base));
+  state.counters["payload_bits"] = static_cast<double>(p.payload_bits());
+}
+
+void compressor_decode_bench(benchmark::State& state, CompressorSpec spec,
+                             const std::function<void(const at::Tensor&)>& base) {
+  at::Tensor x = input(state.range(0));
+  Compressor c(spec);
+  Payload p;
+  c.compress(x, {}, p);
+  at::Tensor out = at::empty_like(x);
+  compare(state, x, [&] { c.decompress_add(p, 0.5, out); }, [&] { base(x); }, static_cast<bool>(base));
+}
+
+// LibTorch versions of the same computations (the reference implementation's ops).
+at::Tensor torch_pack_signs(const at::Tensor& x) {
+  const std::int64_t W = x.numel() / 32;
+  static const at::Tensor shifts = at::arange(32, at::kInt);
+  return at::sign(x).lt(0).to(at::kInt).view({W, 32}).__lshift__(shifts).sum(1, false, at::kInt);
+}
+
+void BM_TopK(benchmark::State& state) {
+  CompressorSpec s{.kind = CompressorKind::top_k, .ratio = 0.01};
+  compressor_bench(state, s, [](const at::Tensor& x) {
+    const std::int64_t k = std::max<std::int64_t>(1, x.numel() / 100);
+    benchmark::DoNotOptimize(at::topk(x.abs(), k, 0, true, /*sorted=*/false));
+  });
+}
+
+void BM_Threshold(benchmark::State& state) {
+  CompressorSpec s{.kind = CompressorKind::threshold, .threshold = 2.5};
+  compressor_bench(state, s, [](const at::Tensor& x) {
+    at::Tensor idx = x.abs().ge(2.5).nonzero();
+    benchmark::DoNotOptimize(x.index_select(0, idx.flatten()));
+  });
+}
+
+void BM_RandomK(benchmark::State& state) {
+  CompressorSpec s{.kind = CompressorKind::random_k, .ratio = 0.01, .seed = 1};
+  compressor_bench(state, s, [](const at::Tensor& x) {
+    const std::int64_t k = std::max<std::int64_t>(1, x.numel() / 100);
+    at::Tensor idx = at::randperm(x.numel(), at::kLong).narrow(0, 0, k);
+    benchmark::DoNotOptimize(x.index_select(0, idx));
+  });
+}
+
+void BM_Sign(benchmark::State& state) {
+  compressor_bench(state, CompressorSpec{.kind = CompressorKind::sign},
+                   [](const at::Tensor& x) { benchmark::DoNotOptimize(torch_pack_signs(x)); });
+}
+
+void BM_ScaledSign(benchmark::State& state) {
+  compressor_bench(state, CompressorSpec{.kind = CompressorKind::scaled_sign}, [](const at::Tensor& x) {
+    benchmark::DoNotOptimize(x.abs().sum() / static_cast<double>(x.numel()));
+    benchmark::DoNotOptimize(torch_pack_signs(x));
+  });
+}
+
+void BM_Qsgd(benchmark::State& state) {
+  CompressorSpec s{.kind = CompressorKind::qsgd, .levels = 15, .seed = 1};
+  compressor_bench(state, s, [](const at::Tensor& x) {
+    // the reference's QSGD in torch ops (its output is fp32, not packed)
+    at::Tensor norm = x.norm();
+    at::Tensor y = x.abs() * (15 / norm);
+    at::Tensor fl = y.floor();
+    at::Tensor level = fl + at::rand_like(y).lt(y - fl).to(at::kFloat);
+    benchmark::DoNotOptimize(x.sign() * level * (norm / 15));
+  });
+}
+
+// at::quantize_per_tensor to 8 bits as ATen's own quantizer (deterministic, no norm).
+void BM_QsgdVsQuantizePerTensor(benchmark::State& state) {
+  CompressorSpec s{.kind = CompressorKind::qsgd, .levels = 127, .seed = 1};
+  compressor_bench(state, s, [](const at::Tensor& x) {
+    benchmark::DoNotOptimize(at::quantize_per_tensor(x, 0.05, 0, at::kQInt8));
+  });
+}
+
+void BM_Fp16(benchmark::State& state) {
+  compressor_bench(state, CompressorSpec{.kind = CompressorKind::fp16},
+                   [](const at::Tensor& x) { benchmark::DoNotOptimize(x.to(at::kHalf)); });
+}
+
+void BM_Bf16(benchmark::State& state) {
+  compressor_bench(state, CompressorSpec{.kind = CompressorKind::bf16},
+                   [](const at::Tensor& x) { benchmark::DoNotOptimize(x.to(at::kBFloat16)); });
+}
+
+void BM_SignDecodeAdd(benchmark::State& state) {
+  compressor_decode_bench(state, CompressorSpec{.kind = CompressorKind::scaled_sign}, [](const at::Tensor& x) {
+    benchmark::DoNotOptimize(x.add(at::sign(x), 0.5));
+  });
+}
+
+void BM_QsgdDecodeAdd(benchmark::State& state) {
+  compressor_decode_bench(state, CompressorSpec{.kind = CompressorKind::qsgd, .levels = 15}, {});
+}
+
+void BM_Fp16DecodeAdd(benchmark::State& state) {
+  static thread_local at::Tensor h;
+  compressor_decode_bench(state, CompressorSpec{.kind = CompressorKind::fp16}, [](const at::Tensor& x) {
+    if (!h.defined() || h.numel() != x.numel()) h = x.to(at::kHalf);
+    benchmark::DoNotOptimize(x.add(h.to(at::kFloat), 0.5));
+  });
+}
+
+void BM_TopKDecodeAdd(benchmark::State& state) {
+  compressor_decode_bench(state, CompressorSpec{.kind = CompressorKind::top_k, .ratio = 0.01}, {});
+}
+
+void BM_Average4(benchmark::State& state) {
+  std::vector<at::Tensor> xs;
+  for (int j = 0; j < 4; ++j) xs.push_back(input(state.range(0)));
+  at::Tensor out = at::empty_like(xs[0]);
+  compare(state, xs[0], [&] { average(out, xs); }, [&] { benchmark::DoNotOptimize(at::stack(xs).mean(0)); }, true);
+}
+
+void BM_ScatterAdd(benchmark::State& state) {
+  at::Tensor dense = input(state.range(0));
+  const std::int64_t m = std::max<std::int64_t>(1, dense.numel() / 100);
+  auto gen = at::detail::createCPUGenerator(3);
+  at::Tensor idx = at::randint(0, dense.numel(), {m}, gen, at::kLong);
+  at::Tensor val = at::randn({m}, gen, at::kFloat);
+  compare(state, dense, [&] { scatter_add(val, idx, dense); }, [&] { dense.index_add_(0, idx, val); }, true);
+}
+
+void BM_MajorityVote8(benchmark::State& state) {
+  at::Tensor x = input(state.range(0));
+  Compressor c(CompressorSpec{.kind = CompressorKind::sign});
+  std::vector<Payload> ps(8);
+  std::vector<at::Tensor> xs;
+  auto gen = at::detail::createCPUGenerator(4);
+  for (auto& p : ps) {
+    xs.push_back(at::randn({x.numel()}, gen, at::kFloat));
+    c.compress(xs.back(), {}, p);
+  }
+  at::Tensor out = at::empty_like(x);
+  compare(state, x, [&] { majority_vote(ps, out); },
+          [&] {
+            at::Tensor s = at::zeros_like(x);
+            for (auto& t : xs) s.add_(at::sign(t));
+            benchmark::DoNotOptimize(s.sign());
+          },
+          true);
+}
+
+// 4 KB .. 256 MB, one thread and all cores.
+void sizes(benchmark::internal::Benchmark* b) {
+  for (std::int64_t bytes : {std::int64_t{4} << 10, std::int64_t{256} << 10, std::int64_t{16} << 20,
+                             std::int64_t{64} << 20, std::int64_t{256} << 20})
+    for (int threads : {1, 0}) b->Args({bytes, threads});
+  b->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
+}
+
+BENCHMARK(BM_TopK)->Apply(sizes);
+BENCHMARK(BM_Threshold)->Apply(sizes);
+BENCHMARK(BM_RandomK)->Apply(sizes);
+BENCHMARK(BM_Sign)->Apply(sizes);
+BENCHMARK(BM_ScaledSign)->Apply(sizes);
+BENCHMARK(BM_Qsgd)->Apply(sizes);
+BENCHMARK(BM_QsgdVsQuantizePerTensor)->Apply(sizes);
+BENCHMARK(BM_Fp16)->Apply(sizes);
+BENCHMARK(BM_Bf16)->Apply(sizes);
+BENCHMARK(BM_SignDecodeAdd)->Apply(sizes);
+BENCHMARK(BM_QsgdDecodeAdd)->Apply(sizes);
+BENCHMARK(BM_Fp16DecodeAdd)->Apply(sizes);
+BENCHMARK(BM_TopKDecodeAdd)->Apply(sizes);
+BENCHMARK(BM_Average4)->Apply(sizes);
+BENCHMARK(BM_ScatterAdd)->Apply(sizes);
+BENCHMARK(BM_MajorityVote8)->Apply(sizes);
+
+}  // namespace

@@ -1,0 +1,128 @@
+// kernels::Compressor: every compressor of the CHOCO-SGD / sign-SGD / DGC family turns a
+// flat buffer (the concatenation of per-tensor segments) into a real packed payload and
+// back. compress() works per segment, as the reference compresses per parameter tensor
+// (k per tensor, one scale or norm per tensor); payload_bits() is the exact wire size.
+//
+// Wire layouts (little-endian; K = total kept elements, L = segments, n = elements,
+// E = element size of the input dtype, indices uint32 and local to their segment,
+// increasing within it; segment blocks follow segment order):
+//
+//   identity     n values (E bytes each)                                  8En bits
+//   fp16, bf16   n 16-bit values (input fp32)                             16n
+//   top_k        K indices, K values                                      32K + 8EK
+//   random_k     K indices, K values; with shared_seed K values only      32K + 8EK | 8EK
+//   threshold    L uint32 counts, K indices, K values                     32L + 32K + 8EK
+//   sign         ceil(n/32) uint32 words of sign bits                     32 ceil(n/32)
+//   scaled_sign  L fp32 scales (||x_l||_1 / n_l), then the sign words     32L + 32 ceil(n/32)
+//   qsgd         L fp32 norms, then ceil(n b / 32) uint32 words of b-bit   32L + 32 ceil(n b/32),
+//                codes, b = 1 + bit_width(s) (cpu/qsgd.hpp)                 b = 3..10
+//
+// so for fp32 the sign family is the reference's 32 ceil(d/32) + 32L and CHOCO's sparse
+// message 64k. A payload's metadata (numel, segment sizes, round) is what a receiver
+// knows without being told: the tensor shapes and the step.
+//
+// Semantics shared by every device (the CUDA kernels produce the same bytes):
+// - k = max(1, floor(numel * ratio)) per non-empty tensor, 0 for an empty one, as the
+//   reference (ratio is the fraction *kept*, the reference's 1 - compress_ratio). A
+//   ratio of 0 therefore still sends one element per tensor; k = 0 is reachable only at
+//   the kernel level (cpu::top_k).
+// - sign(0): 0 and -0 encode as +1, on both sides (only x < 0 sets the sign bit).
+// - NaN / Inf policy: nothing is checked or rejected. Top-k and threshold rank NaN above
+//   +Inf (so NaN is always sent), sign treats NaN as +1, a NaN or Inf makes that
+//   tensor's scaled-sign scale and QSGD norm non-finite (QSGD then decodes the whole
+//   tensor to NaN), and the casts keep NaN (cpu/cast.hpp).
+// - Ties at the k-th magnitude go to the lowest indices.
+// - Random draws (random_k indices, QSGD rounding) are pure functions of (seed, round,
+//   segment, element): identical seeds and rounds give identical payloads. round counts
+//   compress() calls; with shared_seed every rank must use the same seed and call
+//   compress() in lockstep, and the receiver decodes with the payload's round.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "kernels/cpu/select.hpp"
+
+namespace dtsim::kernels {
+
+enum class CompressorKind { identity, top_k, random_k, threshold, sign, scaled_sign, qsgd, fp16, bf16 };
+std::string_view to_string(CompressorKind kind);
+
+struct CompressorSpec {
+  CompressorKind kind = CompressorKind::identity;
+  double ratio = 0.01;       // top_k, random_k: fraction of each tensor kept, in [0, 1]
+  double threshold = 0.0;    // threshold: keep |x| >= threshold (finite, >= 0)
+  int levels = 15;           // qsgd: s, in [2, 256] (the reference's 2^bits - 1)
+  std::uint64_t seed = 0;    // random_k, qsgd
+  bool shared_seed = false;  // random_k: every rank draws the same indices, which are not sent
+  bool unbiased = false;     // random_k: values scaled by numel / k (the reference never does)
+  bool tau_rescale = false;  // qsgd: norm times 1 / (min(d / s^2, sqrt(d) / s) + 1), CHOCO's biased QSGD
+};
+
+struct Payload {
+  at::Tensor bytes;  // uint8, 1-D, on the input's device: exactly what goes on the wire
+  CompressorKind kind = CompressorKind::identity;
+  at::ScalarType dtype = at::kFloat;    // the dense buffer's element type
+  std::int64_t numel = 0;
+  std::vector<std::int64_t> segments;   // per-tensor element counts
+  std::uint64_t round = 0;              // the compress() call that produced it
+
+  std::int64_t payload_bits() const { return bytes.defined() ? 8 * bytes.numel() : 0; }
+};
+
+class Compressor {
+ public:
+  // Throws std::invalid_argument naming the bad field.
+  explicit Compressor(const CompressorSpec& spec);
+
+  const CompressorSpec& spec() const { return spec_; }
+  // Elements kept of a tensor of `numel` elements (top_k, random_k).
+  std::int64_t k_for(std::int64_t numel) const;
+  // The payload size in bytes for these segments and input dtype; for threshold (whose
+  // size depends on the data) throws std::logic_error.
+  std::int64_t payload_bytes(std::span<const std::int64_t> segments, at::ScalarType dtype) const;
+
+  // Compresses `flat` (contiguous fp32, or fp16 / bf16 for every kind but the casts; CPU
+  // or CUDA) whose segments have `segment_sizes` elements (an empty span: one segment).
+  // out.bytes is reused when it is on the right device (resized in place, so no
+  // allocation once it has grown to its largest size).
+  void compress(const at::Tensor& flat, std::span<const std::int64_t> segment_sizes, Payload& out);
+  // dense_out (contiguous, payload.numel elements of payload.dtype, on the payload's
+  // device) = decompress(payload).
+  void decompress(const Payload& payload, at::Tensor& dense_out);
+  // dense_inout += weight * decompress(payload), elementwise in fp32 (sparse kinds touch
+  // only the sent coordinates): the gossip sum and the sparse scatter-add.
+  void decompress_add(const Payload& payload, double weight, at::Tensor& dense_inout);
+
+  std::uint64_t round() const { return round_; }
+  void set_round(std::uint64_t r) { round_ = r; }
+
+ private:
+  void prepare_segments(std::span<const std::int64_t> sizes, std::int64_t numel, const char* what);
+  void compress_cpu(const at::Tensor& flat, Payload& out);
+  void decode(const Payload& payload, double weight, bool accumulate, at::Tensor& dense);
+  void decode_cpu(const Payload& payload, float weight, bool accumulate, at::Tensor& dense);
+#if DTSIM_TORCH_CUDA
+  void compress_cuda(const at::Tensor& flat, Payload& out);
+  void decode_cuda(const Payload& payload, float weight, bool accumulate, at::Tensor& dense);
+  at::Tensor device_ws_;  // device scratch, grown as needed
+#endif
+
+  CompressorSpec spec_;
+  std::uint64_t round_ = 0;
+  // Workspaces reused across calls.
+  std::vector<std::int64_t> offsets_, slot_begin_, k_;
+  std::vector<std::uint64_t> keys_;
+  std::vector<float> partials_, scalars_;
+  std::vector<std::uint32_t> indices_;
+  cpu::SelectWorkspace select_;
+};
+
+// The factory the algorithms call: validates `spec` (std::invalid_argument naming the field).
+Compressor make_compressor(const CompressorSpec& spec);
+
+}  // namespace dtsim::kernels

@@ -1,0 +1,76 @@
+// CUDA compression and aggregation kernels: plain C++ interface (raw device pointers,
+// a cudaStream_t passed as void*), so that it compiles with or without a CUDA LibTorch.
+// Every kernel is the device twin of a kernels/cpu one and produces the same bytes
+// (fp32 inputs; the canonical reduction order and tie rules of kernels/cpu/*.hpp). All
+// launches go on `stream`; nothing synchronizes except where a function says so.
+//
+// Segment tables (device arrays): offsets[L + 1] (element offset of each segment),
+// slot_begin[L + 1] (cpu::partial_slots), kbegin[L + 1] (running totals of kept elements).
+#pragma once
+
+#include <cstdint>
+
+namespace dtsim::kernels::cuda {
+
+// --- sign (cuda/sign.cu) -----------------------------------------------------------------
+// Packs sign bits (x < 0) into words[ceil(n/32)]. When scales is not null, also writes
+// scales[s] = (sum of |x| over segment s, canonical order) / n_s, using `partials`
+// (2 * slots floats of scratch).
+void pack_signs(const float* x, std::int64_t n, const std::int64_t* offsets, std::int64_t L,
+                const std::int64_t* slot_begin, std::int64_t slots, std::uint32_t* words, float* scales,
+                float* partials, void* stream);
+// out = value, or out + weight * value, value = (bit ? -1 : +1) * (scales ? scales[seg] : 1).
+void decode_signs(const std::uint32_t* words, std::int64_t n, const std::int64_t* offsets, std::int64_t L,
+                  const float* scales, float weight, bool accumulate, float* out, void* stream);
+// out_i = sign(sum_r (bit ? -1 : +1)); `words` is a device array of R device pointers.
+void majority_vote(const std::uint32_t* const* words, int R, std::int64_t n, float* out, void* stream);
+
+// --- QSGD (cuda/qsgd.cu) -----------------------------------------------------------------
+// wire_norms[s] = norm_s, or (float)((double)norm_s / tau_denominator[s]) when
+// tau_denominator is not null; codes as cpu::qsgd_encode. partials: 2 * slots floats,
+// norms: L floats of scratch.
+void qsgd_encode(const float* x, std::int64_t n, const std::int64_t* offsets, std::int64_t L,
+                 const std::int64_t* slot_begin, std::int64_t slots, const std::uint64_t* keys, int levels,
+                 const double* tau_denominator, float* partials, float* norms, float* wire_norms,
+                 std::uint32_t* words, void* stream);
+void qsgd_decode(const std::uint32_t* words, std::int64_t n, const std::int64_t* offsets, std::int64_t L,
+                 const float* wire_norms, int levels, float weight, bool accumulate, float* out, void* stream);
+
+// --- casts (cuda/cast.cu) ------------------------------------------------------------------
+void float_to_half(const float* x, std::int64_t n, std::uint16_t* out, void* stream);
+void float_to_bfloat16(const float* x, std::int64_t n, std::uint16_t* out, void* stream);
+void half_to_float(const std::uint16_t* h, std::int64_t n, float weight, bool accumulate, float* out, void* stream);
+void bfloat16_to_float(const std::uint16_t* h, std::int64_t n, float weight, bool accumulate, float* out,
+                       void* stream);
+
+// --- selection (cuda/select.cu) ------------------------------------------------------------
+// Scratch bytes that top_k and threshold need for n elements.
+std::int64_t select_workspace_bytes(std::int64_t n);
+// The k largest-magnitude elements of x[0..n) (radix select, 3 digit passes, then an
+// ordered compaction): indices increasing in idx[0..k), values in val[0..k); ties at the
+// k-th magnitude go to the lowest indices.
+void top_k(const float* x, std::int64_t n, std::int64_t k, void* workspace, std::uint32_t* idx, float* val,
+           void* stream);
+// Elements with |x| >= t or NaN: counts them (synchronizes the stream to return the
+// count), then threshold_select writes them as top_k does (same workspace, untouched between).
+std::int64_t threshold_count(const float* x, std::int64_t n, float t, void* workspace, void* stream);
+void threshold_select(const float* x, std::int64_t n, float t, void* workspace, std::uint32_t* idx, float* val,
+                      void* stream);
+
+// --- sparse and dense aggregation (cuda/sparse.cu) ------------------------------------------
+// val[j] = x[idx[j]] * scale.
+void gather(const float* x, const std::uint32_t* idx, std::int64_t m, float scale, float* val, void* stream);
+// out[idx[j]] = val[j], or += weight * val[j]; indices distinct.
+void scatter(const std::uint32_t* idx, const float* val, std::int64_t m, float weight, bool accumulate, float* out,
+             void* stream);
+// dense[idx[j]] += values[j] with atomics; out-of-range indices are skipped.
+void scatter_add(const float* values, const std::int64_t* idx, std::int64_t m, float* dense, std::int64_t n,
+                 void* stream);
+void scatter_add(const float* values, const std::int32_t* idx, std::int64_t m, float* dense, std::int64_t n,
+                 void* stream);
+// out[i] = out[i] + weight * v[i] (the identity payload's decompress_add).
+void add_scaled(const float* v, std::int64_t n, float weight, float* out, void* stream);
+// out = (in[0] + ... + in[k-1]) / k (host array of k device pointers).
+void average(float* out, const float* const* in, int k, std::int64_t n, void* stream);
+
+}  // namespace dtsim::kernels::cuda

@@ -1,0 +1,197 @@
+#include "sim/event_queue.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dtsim::sim {
+
+void EventQueue::heap_push(const QueuedEvent& e) {
+  heap_.push_back(e);
+  QueuedEvent* h = heap_.data();
+  std::size_t i = heap_.size() - 1;
+  while (i > 0) {
+    const std::size_t parent = (i - 1) / 4;
+    if (!(key(e) < key(h[parent]))) break;
+    h[i] = h[parent];
+    i = parent;
+  }
+  h[i] = e;
+}
+
+void EventQueue::heap_pop() noexcept {
+  const QueuedEvent last = heap_.back();
+  heap_.pop_back();
+  if (!heap_.empty()) sift_down(0, last);
+}
+
+void EventQueue::sift_down(std::size_t i, QueuedEvent e) noexcept {
+  QueuedEvent* h = heap_.data();
+  const std::size_t n = heap_.size();
+  const Key e_key = key(e);
+  // Move the hole at i down towards the smallest child until `e` fits.
+  for (;;) {
+    const std::size_t c = 4 * i + 1;
+    std::size_t m;
+    if (c + 3 < n) {
+      // Which sibling is smallest is a coin flip for the branch predictor: select by
+      // arithmetic on the comparison results instead of branching.
+      const std::size_t a = c + (key(h[c + 1]) < key(h[c]));
+      const std::size_t b = c + 2 + (key(h[c + 3]) < key(h[c + 2]));
+      const std::size_t b_wins = key(h[b]) < key(h[a]);
+      m = a + ((b - a) & (0 - b_wins));
+    } else {
+      if (c >= n) break;
+      m = c;
+      for (std::size_t k = c + 1; k < n; ++k)
+        if (key(h[k]) < key(h[m])) m = k;
+    }
+    if (!(key(h[m]) < e_key)) break;
+    h[i] = h[m];
+    i = m;
+  }
+  h[i] = e;
+}
+
+void EventQueue::advance() {
+  while (++cur_ < nbuckets_) {
+    const auto first = offsets_[cur_], end = offsets_[cur_ + 1];
+    std::uint32_t n = heads_[cur_];
+    if (first == end && n == kNil) continue;
+    active_limit_ = static_cast<double>(cur_ + 1);
+    run_.assign(laid_out_.begin() + first, laid_out_.begin() + end);
+    heads_[cur_] = kNil;
+    while (n != kNil) {
+      run_.push_back(nodes_[n].event);
+      const std::uint32_t next = nodes_[n].next;
+      nodes_[n].next = free_node_;
+      free_node_ = n;
+      n = next;
+    }
+    start_run();
+    return;
+  }
+  new_epoch();
+}
+
+void EventQueue::new_epoch() {
+  // Here the run, the heap and the buckets are empty: far_ holds every pending event.
+  double t_min = std::numeric_limits<double>::infinity();
+  double t_max = 0.0;
+  double sum = 0.0;
+  for (const auto& e : far_) {
+    const double t = std::bit_cast<double>(e.time_bits);
+    t_min = std::min(t_min, t);
+    t_max = std::max(t_max, t);
+    sum += t;
+  }
+  if (far_.size() <= kSmall) {
+    // Small: one bucket without end. Everything is sorted into the run, and every later
+    // push goes to the heap: its position is 0 (not, say, an overflow to infinity from
+    // an earlier epoch's scale).
+    run_.swap(far_);
+    far_.clear();
+    start_ = 0.0;
+    inv_width_ = 0.0;
+    nbuckets_ = 0;
+    cur_ = 0;
+    active_limit_ = std::numeric_limits<double>::infinity();
+    start_run();
+    return;
+  }
+  // The epoch spans twice the mean distance to the earliest event: all of a uniform
+  // spread, and robust to a few far-future outliers. About two events per bucket.
+  const double span = 2.0 * (sum / static_cast<double>(far_.size()) - t_min);
+  nbuckets_ = std::clamp<std::size_t>(far_.size() / kPerBucket, 1, kMaxBuckets);
+  inv_width_ = static_cast<double>(nbuckets_) / span;
+  start_ = t_min;
+  cur_ = 0;
+  active_limit_ = 1.0;
+  if (!(span > 0.0) || !std::isfinite(inv_width_)) {
+    // All at one time (a burst, like every rank starting at 0), or rounding made the
+    // span vanish. Buckets of no width: the earliest time is the first bucket, and any
+    // later time lands beyond the last. If all are at the earliest time, they are the
+    // run as they are.
+    inv_width_ = std::numeric_limits<double>::max();
+    if (t_max == t_min) {
+      run_.swap(far_);
+      far_.clear();
+      nbuckets_ = 1;
+      start_run();
+      return;
+    }
+  }
+  heads_.assign(nbuckets_, kNil);
+
+  // Counting sort by bucket: count, then place. The earliest event always lands in the
+  // run (position 0).
+  run_.clear();
+  offsets_.assign(nbuckets_ + 1, 0);
+  for (const auto& e : far_)
+    if (const double x = position(e); x >= active_limit_ && x < static_cast<double>(nbuckets_))
+      ++offsets_[static_cast<std::size_t>(x) + 1];
+  for (std::size_t j = 0; j < nbuckets_; ++j) offsets_[j + 1] += offsets_[j];
+  laid_out_.resize(offsets_[nbuckets_]);
+  fill_.assign(offsets_.begin(), offsets_.end() - 1);
+  std::size_t kept = 0;
+  for (std::size_t k = 0; k < far_.size(); ++k) {
+    const QueuedEvent e = far_[k];
+    const double x = position(e);
+    if (x < active_limit_) run_.push_back(e);
+    else if (x < static_cast<double>(nbuckets_)) laid_out_[fill_[static_cast<std::size_t>(x)]++] = e;
+    else far_[kept++] = e;
+  }
+  far_.resize(kept);
+  start_run();
+}
+
+void EventQueue::spread() {
+  // The heap grew large (in a small epoch, or from many pushes into the current
+  // bucket): hand everything active to far_ and lay out a new epoch. Buckets after the
+  // current one and far_ hold later events; they go along, so the new epoch sees all.
+  for (std::size_t i = run_pos_; i < run_.size(); ++i) far_.push_back(run_[i]);
+  run_.clear();
+  run_pos_ = 0;
+  for (std::size_t i = 0; i < heap_.size(); ++i) far_.push_back(heap_[i]);
+  heap_.clear();
+  for (std::size_t j = cur_ + 1; j < nbuckets_; ++j) {
+    far_.insert(far_.end(), laid_out_.begin() + offsets_[j], laid_out_.begin() + offsets_[j + 1]);
+    for (auto n = heads_[j]; n != kNil;) {
+      far_.push_back(nodes_[n].event);
+      const std::uint32_t next = nodes_[n].next;
+      nodes_[n].next = free_node_;
+      free_node_ = n;
+      n = next;
+    }
+    heads_[j] = kNil;
+  }
+  nbuckets_ = 0;
+  cur_ = 0;
+  new_epoch();
+}
+
+void EventQueue::start_run() {
+  run_pos_ = 0;
+  // Often sorted already: a burst at one time, appended in sequence order.
+  const auto before = [](const QueuedEvent& a, const QueuedEvent& b) { return key(a) < key(b); };
+  if (!std::is_sorted(run_.begin(), run_.end(), before)) std::sort(run_.begin(), run_.end(), before);
+}
+
+void EventQueue::clear() noexcept {
+  run_.clear();
+  run_pos_ = 0;
+  heap_.clear();
+  laid_out_.clear();
+  offsets_.clear();
+  nodes_.clear();
+  free_node_ = kNil;
+  heads_.clear();
+  far_.clear();
+  size_ = 0;
+  start_ = 0.0;
+  inv_width_ = 0.0;
+  active_limit_ = -std::numeric_limits<double>::infinity();
+  cur_ = 0;
+  nbuckets_ = 0;
+}
+
+}  // namespace dtsim::sim

@@ -1,0 +1,174 @@
+// sim::EventQueue: the engine's pending events, popped in exact (time, sequence) order.
+//
+// Comparing (time bits, sequence) as one 128-bit number is the exact order; sequences
+// are unique, so it is total.
+//
+// Structure: a calendar of time buckets in front of a sorted run and a small heap.
+//  - run_: the events of the current bucket, sorted when the bucket became current, and
+//    consumed from the front.
+//  - heap_: a 4-ary min-heap of events pushed into the current bucket (or before it)
+//    after it became current: zero-delay events and the like. (While the queue is
+//    small, the heap is all there is: see kSmall.)
+//  - bucket j for cur_ < j < nbuckets_: unsorted events whose time falls in bucket j
+//    of the current epoch (start_ + j * width, width = 1 / inv_width_).
+//  - far_: unsorted events beyond the epoch's last bucket.
+// The bucket of a time is floor((t - start_) * inv_width_), a non-decreasing function
+// of t, so every active event (run or heap) precedes every bucketed one, which precede
+// every far one: only the active ones need ordering, and they are about one bucket's
+// worth. When run and heap run dry the next non-empty bucket is sorted into the run;
+// after the last bucket a new epoch spreads far_ over fresh buckets sized to it. Each
+// event is thus appended a couple of times and sorted among a handful, instead of
+// sifting through log4(n) levels of one large heap. Bucket choice affects only speed:
+// equal times always share a bucket, and ties are ordered by sequence.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+namespace dtsim::sim {
+
+enum class EventKind : std::uint64_t { resume, call, completion };
+
+// One pending event, self-contained so that firing it needs no other lookup.
+struct QueuedEvent {
+  std::uint64_t time_bits;  // bits of a finite, non-negative double: order like it
+  std::uint64_t seq;        // insertion sequence: unique, increasing
+  void* target;             // the coroutine frame to resume, or the Completion to fire
+  std::uint64_t aux;        // kind | callback index << 2
+  EventKind kind() const noexcept { return static_cast<EventKind>(aux & 3); }
+};
+
+class EventQueue {
+ public:
+  __extension__ using Key = unsigned __int128;
+  static Key key(const QueuedEvent& e) noexcept { return (static_cast<Key>(e.time_bits) << 64) | e.seq; }
+
+  bool empty() const noexcept { return size_ == 0; }
+  std::size_t size() const noexcept { return size_; }
+
+  // `e` must not precede the last popped event.
+  void push(const QueuedEvent& e) {
+    const double x = position(e);
+    if (x < active_limit_) {
+      heap_push(e);
+      // Spreading costs O(size): only when the heap holds a good share of it.
+      if (const auto h = heap_.size(); h > kLargeHeap && h > size_ / 4) spread();
+    }
+    else if (x < static_cast<double>(nbuckets_)) bucket_push(static_cast<std::size_t>(x), e);
+    else far_.push_back(e);
+    ++size_;
+  }
+
+  // Removes and returns the earliest event. Requires !empty().
+  QueuedEvent pop() {
+    while (run_empty() && heap_.empty()) advance();  // e.g. the first pop: all is in far_
+    QueuedEvent next;
+    if (from_run()) {
+      next = run_[run_pos_++];
+      // The event after the next one is known too: start loading what it will resume,
+      // which is the slowest part of firing it when many programs are pending.
+      if (run_pos_ + 1 < run_.size()) __builtin_prefetch(run_[run_pos_ + 1].target);
+    } else {
+      next = heap_.front();
+      heap_pop();
+    }
+    // Activate the next bucket now rather than at the next pop, so that peek_hint()
+    // knows the next event. (Later pushes into earlier buckets go to the heap anyway.)
+    if (--size_ > 0 && run_empty() && heap_.empty()) advance();
+    return next;
+  }
+
+  // The event pop() returns next unless an earlier one is pushed first, or nullptr when
+  // empty. A hint for prefetching.
+  const QueuedEvent* peek_hint() const noexcept {
+    if (size_ == 0) return nullptr;
+    return from_run() ? &run_[run_pos_] : &heap_.front();
+  }
+
+  template <typename F>
+  void for_each(F&& f) const {
+    for (std::size_t i = run_pos_; i < run_.size(); ++i) f(run_[i]);
+    for (std::size_t i = 0; i < heap_.size(); ++i) f(heap_[i]);
+    for (std::size_t j = cur_ + 1; j < nbuckets_; ++j) {
+      for (auto k = offsets_[j]; k < offsets_[j + 1]; ++k) f(laid_out_[k]);
+      for (auto n = heads_[j]; n != kNil; n = nodes_[n].next) f(nodes_[n].event);
+    }
+    for (const auto& e : far_) f(e);
+  }
+
+  // Drops every pending event; the queue starts afresh (capacity is kept).
+  void clear() noexcept;
+
+ private:
+  static constexpr std::size_t kMaxBuckets = std::size_t{1} << 20;
+  static constexpr std::size_t kPerBucket = 2;
+  // Below kSmall events a plain heap beats any calendar: an epoch that starts that small
+  // takes everything into the heap, until the heap outgrows kLargeHeap (and a quarter of
+  // all events) and is spread over a calendar again.
+  static constexpr std::size_t kSmall = 64;
+  static constexpr std::size_t kLargeHeap = 1024;
+
+  // Where `e` falls in the current epoch, in buckets (fractional). Monotone in time.
+  double position(const QueuedEvent& e) const noexcept {
+    return (std::bit_cast<double>(e.time_bits) - start_) * inv_width_;
+  }
+  // A bucket is a contiguous slice of laid_out_ (filled by a counting sort when the epoch
+  // starts, so that going from bucket to bucket streams through memory), plus a list of
+  // the events pushed into it later: nodes in one pool with a free list, so pushing
+  // touches the bucket's head and a recycled node, and allocates nothing once the pool
+  // has grown to its peak.
+  struct Node {
+    QueuedEvent event;
+    std::uint32_t next;
+  };
+  static constexpr std::uint32_t kNil = 0xFFFFFFFFu;
+  void bucket_push(std::size_t bucket, const QueuedEvent& e) {
+    std::uint32_t n = free_node_;
+    if (n != kNil) {
+      free_node_ = nodes_[n].next;
+      nodes_[n] = Node{e, heads_[bucket]};
+    } else {
+      if (nodes_.size() >= kNil) throw std::length_error("EventQueue: too many pending events");
+      n = static_cast<std::uint32_t>(nodes_.size());
+      nodes_.push_back(Node{e, heads_[bucket]});
+    }
+    heads_[bucket] = n;
+  }
+  bool run_empty() const noexcept { return run_pos_ == run_.size(); }
+  // Whether the next event is the run's first (else the heap's root). Requires one of
+  // them to be non-empty.
+  bool from_run() const noexcept {
+    return !run_empty() && (heap_.empty() || key(run_[run_pos_]) < key(heap_.front()));
+  }
+  void start_run();
+  void heap_push(const QueuedEvent& e);
+  void heap_pop() noexcept;
+  void sift_down(std::size_t i, QueuedEvent e) noexcept;
+  void advance();
+  void new_epoch();
+  void spread();
+
+  std::vector<QueuedEvent> run_;  // the active bucket, sorted; run_[run_pos_] is next
+  std::size_t run_pos_ = 0;
+  std::vector<QueuedEvent> heap_;  // 4-ary: the children of i are 4i+1..4i+4
+  std::vector<QueuedEvent> laid_out_;
+  std::vector<std::uint32_t> offsets_;  // bucket j is laid_out_[offsets_[j], offsets_[j + 1])
+  std::vector<std::uint32_t> fill_;     // scratch for the counting sort
+  std::vector<Node> nodes_;
+  std::uint32_t free_node_ = kNil;
+  std::vector<std::uint32_t> heads_;  // first node of each bucket of the epoch
+  std::vector<QueuedEvent> far_;
+  // No epoch yet: everything goes to far_, and the first pop starts one.
+  double start_ = 0.0;
+  double inv_width_ = 0.0;
+  double active_limit_ = -std::numeric_limits<double>::infinity();  // cur_ + 1 within an epoch
+  std::size_t cur_ = 0;
+  std::size_t nbuckets_ = 0;
+  std::size_t size_ = 0;
+};
+
+}  // namespace dtsim::sim

@@ -1,0 +1,205 @@
+// Aggregation kernels beyond weighted_sum: average, scatter-add of sparse messages,
+// majority vote over packed signs, error feedback, and SINGA's fusion buckets. Each case
+// compares with a LibTorch expression or a hand-worked closed form.
+#include <gtest/gtest.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <vector>
+
+#include "kernels/aggregation.hpp"
+#include "kernels/compressor.hpp"
+#include "kernels/error_feedback.hpp"
+#include "kernels/fusion_buckets.hpp"
+#include "kernels/majority_vote.hpp"
+
+namespace dtsim::kernels {
+namespace {
+
+using Buckets = std::vector<std::vector<std::size_t>>;
+
+// average equals the left-to-right ATen sum divided by k, bit for bit.
+TEST(Average, MatchesATenSumThenDivide) {
+  auto gen = at::detail::createCPUGenerator(1);
+  for (std::int64_t n : {1, 33, 100000}) {
+    for (int k : {1, 3, 8}) {
+      std::vector<at::Tensor> xs;
+      for (int j = 0; j < k; ++j) xs.push_back(at::randn({n}, gen, at::kFloat));
+      at::Tensor want = xs[0].clone();
+      for (int j = 1; j < k; ++j) want = want + xs[j];
+      want = want / static_cast<float>(k);
+      at::Tensor out = at::empty({n});
+      average(out, xs);
+      EXPECT_TRUE(at::equal(out, want)) << n << " " << k;
+    }
+  }
+  at::Tensor out = at::empty({2});
+  std::vector<at::Tensor> none;
+  EXPECT_THROW(average(out, none), std::invalid_argument);
+}
+
+// scatter_add equals index_add_ (repeated indices included; integer-valued floats so that
+// any order gives the same sum), and rejects an out-of-range index naming it.
+TEST(ScatterAdd, MatchesIndexAddAndChecksBounds) {
+  auto gen = at::detail::createCPUGenerator(2);
+  at::Tensor dense = at::randint(-5, 5, {1000}, gen, at::kFloat);
+  at::Tensor idx = at::randint(0, 1000, {5000}, gen, at::kLong);
+  at::Tensor val = at::randint(-9, 9, {5000}, gen, at::kFloat);
+  at::Tensor want = dense.clone().index_add_(0, idx, val);
+  at::Tensor got = dense.clone();
+  scatter_add(val, idx, got);
+  EXPECT_TRUE(at::equal(got, want));
+  at::Tensor got32 = dense.clone();
+  scatter_add(val, idx.to(at::kInt), got32);
+  EXPECT_TRUE(at::equal(got32, want));
+  at::Tensor bad = at::tensor({3, 1000}, at::kLong);
+  at::Tensor two = at::ones({2});
+  try {
+    scatter_add(two, bad, got);
+    ADD_FAILURE() << "accepted index 1000";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("indices[1] = 1000"), std::string::npos) << e.what();
+  }
+}
+
+// Many ranks' top-k payloads decompress_add'ed into one buffer equal the ATen sum of
+// their decoded vectors: the sparse scatter-add of DGC's all-gather.
+TEST(ScatterAdd, SumOfRanksTopKPayloads) {
+  auto gen = at::detail::createCPUGenerator(3);
+  CompressorSpec s;
+  s.kind = CompressorKind::top_k;
+  s.ratio = 0.1;
+  Compressor c(s);
+  std::vector<std::int64_t> segs{300, 700};
+  at::Tensor sum = at::zeros({1000}), want = at::zeros({1000});
+  for (int r = 0; r < 5; ++r) {
+    at::Tensor x = at::randn({1000}, gen, at::kFloat);
+    Payload p;
+    c.compress(x, segs, p);
+    at::Tensor dense = at::empty({1000});
+    c.decompress(p, dense);
+    want = want + dense;
+    c.decompress_add(p, 1.0, sum);
+  }
+  EXPECT_TRUE(at::equal(sum, want));
+}
+
+// majority_vote = sign(sum_r where(x_r < 0, -1, +1)), ties 0, for odd and even rank counts.
+TEST(MajorityVote, MatchesSignOfSummedSigns) {
+  auto gen = at::detail::createCPUGenerator(4);
+  for (int ranks : {1, 2, 3, 4, 7}) {
+    const std::int64_t n = 1000 + ranks;
+    Compressor c(CompressorSpec{.kind = CompressorKind::sign});
+    Compressor cs(CompressorSpec{.kind = CompressorKind::scaled_sign});
+    std::vector<Payload> payloads(static_cast<std::size_t>(ranks));
+    at::Tensor votes = at::zeros({n});
+    for (int r = 0; r < ranks; ++r) {
+      at::Tensor x = at::randn({n}, gen, at::kFloat);
+      (r % 2 ? cs : c).compress(x, {}, payloads[static_cast<std::size_t>(r)]);
+      votes += at::where(x.lt(0), -at::ones({n}), at::ones({n}));
+    }
+    at::Tensor out = at::empty({n});
+    majority_vote(payloads, out);
+    EXPECT_TRUE(at::equal(out, at::sign(votes))) << ranks;
+    if (ranks % 2 == 0) {
+      EXPECT_TRUE(out.eq(0).any().item<bool>());
+    }
+  }
+}
+
+// error_feedback_step equals the three steps done one by one, for every kind, and
+// carries what was not sent: memory_new + decompress(q) == memory_old + x.
+TEST(ErrorFeedback, EqualsUnfusedStepsForEveryKind) {
+  auto gen = at::detail::createCPUGenerator(5);
+  std::vector<std::int64_t> segs{10, 1000, 3001};
+  for (auto kind : {CompressorKind::identity, CompressorKind::top_k, CompressorKind::random_k, CompressorKind::threshold,
+                    CompressorKind::sign, CompressorKind::scaled_sign, CompressorKind::qsgd, CompressorKind::fp16,
+                    CompressorKind::bf16}) {
+    CompressorSpec s;
+    s.kind = kind;
+    s.ratio = 0.05;
+    s.threshold = 1.0;
+    s.seed = 3;
+    Compressor fused(s), manual(s);
+    at::Tensor memory = at::randn({4011}, gen, at::kFloat), ref_memory = memory.clone();
+    for (int step = 0; step < 3; ++step) {
+      at::Tensor x = at::randn({4011}, gen, at::kFloat);
+      Payload q, q_ref;
+      error_feedback_step(fused, memory, x, segs, q);
+      ref_memory = ref_memory + x;
+      at::Tensor before = ref_memory.clone();
+      manual.compress(ref_memory, segs, q_ref);
+      at::Tensor decoded = at::empty({4011});
+      manual.decompress(q_ref, decoded);
+      ref_memory = ref_memory - decoded;
+      EXPECT_TRUE(at::equal(q.bytes, q_ref.bytes)) << to_string(kind);
+      EXPECT_TRUE(at::equal(memory, ref_memory)) << to_string(kind);
+      if (kind == CompressorKind::top_k) {  // the sent coordinates are cleared exactly
+        EXPECT_EQ(memory.eq(0).sum().item<std::int64_t>(), fused.k_for(10) + fused.k_for(1000) + fused.k_for(3001));
+        EXPECT_TRUE(at::equal(memory + decoded, before));
+      }
+    }
+  }
+}
+
+// SINGA's rule, hand-worked (threshold 10):
+//   sizes 4, 5, 3 -> staged 12 > 10 closes {0,1,2}; 20 is large: {3} at once;
+//   2 staged; 11 large: {5}, and the pending {4} is not flushed; 9 -> staged 11 closes {4,6};
+//   10 is not larger than 10: staged, left over last.
+TEST(FusionBuckets, SingaRuleHandWorked) {
+  std::vector<std::int64_t> sizes{4, 5, 3, 20, 2, 11, 9, 10};
+  EXPECT_EQ(fusion_buckets(sizes, 10), (Buckets{{0, 1, 2}, {3}, {5}, {4, 6}, {7}}));
+  // exactly reaching the threshold does not close (strictly greater)
+  std::vector<std::int64_t> exact{5, 5, 1};
+  EXPECT_EQ(fusion_buckets(exact, 10), (Buckets{{0, 1, 2}}));
+  std::vector<std::int64_t> none;
+  EXPECT_TRUE(fusion_buckets(none, 10).empty());
+  std::vector<std::int64_t> all_large{11, 12};
+  EXPECT_EQ(fusion_buckets(all_large, 10), (Buckets{{0}, {1}}));
+  // threshold 0: every non-empty tensor is its own bucket, empty ones are staged
+  std::vector<std::int64_t> zeros{0, 3, 0};
+  EXPECT_EQ(fusion_buckets(zeros, 0), (Buckets{{1}, {0, 2}}));
+  std::vector<std::int64_t> negative{1, -1};
+  EXPECT_THROW(fusion_buckets(negative, 10), std::invalid_argument);
+  // every index appears exactly once
+  auto gen = at::detail::createCPUGenerator(6);
+  at::Tensor rnd = at::randint(0, 100, {200}, gen, at::kLong);
+  std::vector<std::int64_t> many(rnd.data_ptr<std::int64_t>(), rnd.data_ptr<std::int64_t>() + 200);
+  std::vector<int> seen(200, 0);
+  for (const auto& b : fusion_buckets(many, 50))
+    for (auto i : b) ++seen[i];
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 200);
+}
+
+// CUDA average, scatter-add and majority vote equal the CPU kernels (GPU machine only).
+TEST(AggregationCuda, EqualsCpu) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  auto gen = at::detail::createCPUGenerator(7);
+  std::vector<at::Tensor> xs, xg;
+  for (int j = 0; j < 3; ++j) {
+    xs.push_back(at::randn({100001}, gen, at::kFloat));
+    xg.push_back(xs.back().to(at::kCUDA));
+  }
+  at::Tensor oc = at::empty({100001}), og = at::empty({100001}, at::TensorOptions().device(at::kCUDA));
+  average(oc, xs);
+  average(og, xg);
+  EXPECT_TRUE(at::equal(oc, og.cpu()));
+  at::Tensor idx = at::randperm(100001, gen, at::kLong).narrow(0, 0, 5000);
+  at::Tensor val = at::randn({5000}, gen, at::kFloat);
+  at::Tensor dc = xs[0].clone(), dg = xg[0].clone();
+  scatter_add(val, idx, dc);
+  scatter_add(val.to(at::kCUDA), idx.to(at::kCUDA), dg);
+  EXPECT_TRUE(at::equal(dc, dg.cpu()));
+  Compressor c(CompressorSpec{.kind = CompressorKind::sign});
+  std::vector<Payload> pc(3), pg(3);
+  for (int r = 0; r < 3; ++r) {
+    c.compress(xs[r], {}, pc[r]);
+    c.compress(xg[r], {}, pg[r]);
+  }
+  majority_vote(pc, oc);
+  majority_vote(pg, og);
+  EXPECT_TRUE(at::equal(oc, og.cpu()));
+}
+
+}  // namespace
+}  // namespace dtsim::kernels

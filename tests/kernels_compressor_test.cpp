@@ -1,0 +1,644 @@
+// Compressors (kernels/compressor.hpp) against plain LibTorch reference computations:
+// each case builds the expected payload or decoded tensor with ATen ops and compares,
+// bit for bit where the compressor is deterministic, statistically (fixed seeds) where
+// it is random.
+#include <gtest/gtest.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/compressor.hpp"
+#include "kernels/cpu/select.hpp"
+#include "kernels/detail/hash.hpp"
+
+namespace dtsim::kernels {
+namespace {
+
+using K = CompressorKind;
+
+CompressorSpec spec_of(K kind) {
+  CompressorSpec s;
+  s.kind = kind;
+  return s;
+}
+
+// `count` little-endian 32-bit words (or floats) of the payload from byte `offset`, as a tensor.
+at::Tensor words_at(const Payload& p, std::int64_t offset, std::int64_t count, at::ScalarType t = at::kInt) {
+  at::Tensor out = at::empty({count}, t);
+  if (count > 0) std::memcpy(out.data_ptr(), static_cast<const std::uint8_t*>(p.bytes.data_ptr()) + offset, 4 * count);
+  return out;
+}
+
+at::Tensor values_at(const Payload& p, std::int64_t offset, std::int64_t count, at::ScalarType t) {
+  at::Tensor out = at::empty({count}, t);
+  if (count > 0)
+    std::memcpy(out.data_ptr(), static_cast<const std::uint8_t*>(p.bytes.data_ptr()) + offset,
+                count * static_cast<std::int64_t>(c10::elementSize(t)));
+  return out;
+}
+
+// Reference top-k: a stable descending sort of |x| (NaN first, ties in index order),
+// the first k indices, sorted.
+at::Tensor ref_topk_indices(const at::Tensor& seg, std::int64_t k) {
+  at::Tensor order = std::get<1>(at::sort(seg.to(at::kFloat).abs(), /*stable=*/true, 0, /*descending=*/true));
+  return std::get<0>(at::sort(order.narrow(0, 0, k)));
+}
+
+// Reference packed signs: bit j of word w set iff x[32w + j] < 0.
+at::Tensor ref_sign_words(const at::Tensor& x) {
+  const std::int64_t n = x.numel(), W = (n + 31) / 32;
+  at::Tensor neg = at::zeros({W * 32}, at::kLong);
+  neg.narrow(0, 0, n).copy_(x.to(at::kFloat).lt(0).to(at::kLong));
+  at::Tensor weights = at::pow(at::full({32}, 2, at::kLong), at::arange(32, at::kLong));
+  return (neg.view({W, 32}) * weights).sum(1).to(at::kInt);  // wraps to the uint32 bit pattern
+}
+
+at::Tensor random_input(std::int64_t n, std::uint64_t seed, at::ScalarType t = at::kFloat) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  return at::randn({n}, gen, at::kFloat).to(t);
+}
+
+const std::vector<std::int64_t> kOddSizes{0, 1, 7, 31, 33, 100, 1023, 1025, 4099};
+
+// --- factory --------------------------------------------------------------------------
+
+// Bad specs are rejected with std::invalid_argument whose message names the field.
+TEST(CompressorSpec, FactoryNamesTheBadField) {
+  auto expect_field = [](CompressorSpec s, const std::string& field) {
+    try {
+      make_compressor(s);
+      ADD_FAILURE() << "accepted a bad " << field;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  CompressorSpec s = spec_of(K::top_k);
+  s.ratio = 1.5;
+  expect_field(s, "ratio");
+  s.ratio = std::nan("");
+  expect_field(s, "ratio");
+  s = spec_of(K::qsgd);
+  s.levels = 1;
+  expect_field(s, "levels");
+  s.levels = 257;
+  expect_field(s, "levels");
+  s = spec_of(K::threshold);
+  s.threshold = -1;
+  expect_field(s, "threshold");
+  s = spec_of(K::sign);
+  s.shared_seed = true;
+  expect_field(s, "shared_seed");
+  s = spec_of(K::top_k);
+  s.unbiased = true;
+  expect_field(s, "unbiased");
+  s = spec_of(K::random_k);
+  s.tau_rescale = true;
+  expect_field(s, "tau_rescale");
+  s.tau_rescale = false;
+  s.kind = static_cast<K>(42);
+  expect_field(s, "kind");
+}
+
+// k = max(1, floor(numel * ratio)) per non-empty tensor, as the reference computes it.
+TEST(CompressorSpec, KPerTensorFollowsTheReference) {
+  CompressorSpec s = spec_of(K::top_k);
+  s.ratio = 0.01;
+  Compressor c(s);
+  EXPECT_EQ(c.k_for(0), 0);
+  EXPECT_EQ(c.k_for(50), 1);
+  EXPECT_EQ(c.k_for(100), 1);
+  EXPECT_EQ(c.k_for(1000), 10);
+  s.ratio = 0.0;
+  EXPECT_EQ(Compressor(s).k_for(10), 1);  // a zero ratio still keeps one element
+  s.ratio = 1.0;
+  EXPECT_EQ(Compressor(s).k_for(10), 10);
+}
+
+// --- top-k ------------------------------------------------------------------------------
+
+// The payload is [indices][values] per segment block, and equals the reference's
+// selection exactly, for odd lengths, several segments and all three dtypes.
+TEST(TopK, MatchesSortedReferenceAcrossSegmentsAndDtypes) {
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    std::vector<std::int64_t> segs{1, 7, 0, 33, 1025, 4099, 100000};
+    std::int64_t n = 0;
+    for (auto s : segs) n += s;
+    at::Tensor x = random_input(n, 11, dtype);
+    CompressorSpec s = spec_of(K::top_k);
+    s.ratio = 0.05;
+    Compressor c(s);
+    Payload p;
+    c.compress(x, segs, p);
+    std::int64_t K_total = 0;
+    for (auto sz : segs) K_total += c.k_for(sz);
+    const std::int64_t E = static_cast<std::int64_t>(c10::elementSize(dtype));
+    ASSERT_EQ(p.payload_bits(), 8 * (4 + E) * K_total);
+    ASSERT_EQ(p.bytes.numel(), c.payload_bytes(segs, dtype));
+    at::Tensor idx = words_at(p, 0, K_total).to(at::kLong);
+    at::Tensor val = values_at(p, 4 * K_total, K_total, dtype);
+    std::int64_t off = 0, koff = 0;
+    for (auto sz : segs) {
+      const std::int64_t k = c.k_for(sz);
+      at::Tensor seg = x.narrow(0, off, sz);
+      at::Tensor want = ref_topk_indices(seg, k);
+      EXPECT_TRUE(at::equal(idx.narrow(0, koff, k), want)) << "segment of " << sz << " dtype " << dtype;
+      EXPECT_TRUE(at::equal(val.narrow(0, koff, k), seg.index_select(0, want)));
+      off += sz;
+      koff += k;
+    }
+    // decompress: the kept coordinates, zeros elsewhere; decompress_add adds w times that.
+    at::Tensor dense = at::full({n}, 3.0, dtype);
+    c.decompress(p, dense);
+    at::Tensor mask = dense.ne(0);
+    EXPECT_EQ(mask.sum().item<std::int64_t>(), K_total);  // randn has no zeros
+    EXPECT_TRUE(at::equal(dense.masked_select(mask), x.masked_select(mask)));
+    if (dtype == at::kFloat) {
+      at::Tensor acc = at::ones({n});
+      c.decompress_add(p, 0.5, acc);
+      EXPECT_TRUE(at::equal(acc, at::ones({n}) + dense * 0.5f));
+      // contraction: ||x - C(x)||^2 <= (1 - k/n) ||x||^2 per tensor, here overall
+      EXPECT_LE((x - dense).pow(2).sum().item<float>(), (1.0 - 0.05) * x.pow(2).sum().item<float>());
+    }
+  }
+}
+
+// Kernel level: k = 0 writes nothing, k = n returns everything in order; ties go to the
+// lowest indices; NaN ranks above Inf; -0 and +0 tie.
+TEST(TopK, EdgeCasesAtKernelLevel) {
+  cpu::SelectWorkspace ws;
+  for (std::int64_t n : kOddSizes) {
+    if (n == 0) continue;
+    at::Tensor x = random_input(n, 3);
+    for (std::int64_t k : {std::int64_t{0}, n / 2, n}) {
+      std::vector<std::uint32_t> idx(static_cast<std::size_t>(k) + 1, 0xDEADBEEF);
+      std::vector<float> val(static_cast<std::size_t>(k) + 1, 42.0f);
+      cpu::top_k(x.data_ptr<float>(), n, k, ws, idx.data(), val.data());
+      EXPECT_EQ(idx[static_cast<std::size_t>(k)], 0xDEADBEEF) << "wrote past k";
+      at::Tensor got = at::tensor(std::vector<std::int64_t>(idx.begin(), idx.begin() + k), at::kLong);
+      EXPECT_TRUE(at::equal(got, ref_topk_indices(x, k))) << "n=" << n << " k=" << k;
+    }
+  }
+  // ties: 1000 equal magnitudes with mixed signs, k = 10 -> indices 0..9
+  at::Tensor ties = at::ones({1000});
+  ties.index_put_({at::arange(0, 1000, 3)}, -1.0f);
+  std::vector<std::uint32_t> idx(10);
+  std::vector<float> val(10);
+  cpu::top_k(ties.data_ptr<float>(), 1000, 10, ws, idx.data(), val.data());
+  for (std::uint32_t j = 0; j < 10; ++j) EXPECT_EQ(idx[j], j);
+  // NaN > Inf > finite; +-0 tie
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> special{0.0f, -0.0f, 1.0f, -inf, nan, 2.0f, 0.0f, inf};
+  std::vector<std::uint32_t> i3(3);
+  std::vector<float> v3(3);
+  cpu::top_k(special.data(), 8, 3, ws, i3.data(), v3.data());
+  EXPECT_EQ(i3, (std::vector<std::uint32_t>{3, 4, 7}));
+  std::vector<std::uint32_t> i7(7);
+  std::vector<float> v7(7);
+  cpu::top_k(special.data(), 8, 7, ws, i7.data(), v7.data());
+  EXPECT_EQ(i7, (std::vector<std::uint32_t>{0, 1, 2, 3, 4, 5, 7}));  // of the three zeros, the first two
+  EXPECT_TRUE(std::signbit(v7[1]));
+}
+
+// Large inputs with few distinct values stress the radix refinement (many candidates,
+// ties deep in the low digits).
+TEST(TopK, HeavyTiesMatchReference) {
+  auto gen = at::detail::createCPUGenerator(5);
+  at::Tensor x = at::randint(-20, 20, {300000}, gen, at::kFloat) * 0.25f;
+  cpu::SelectWorkspace ws;
+  for (std::int64_t k : {1, 777, 150000, 299999}) {
+    std::vector<std::uint32_t> idx(static_cast<std::size_t>(k));
+    std::vector<float> val(static_cast<std::size_t>(k));
+    cpu::top_k(x.data_ptr<float>(), x.numel(), k, ws, idx.data(), val.data());
+    at::Tensor got = at::tensor(std::vector<std::int64_t>(idx.begin(), idx.end()), at::kLong);
+    EXPECT_TRUE(at::equal(got, ref_topk_indices(x, k))) << "k=" << k;
+  }
+}
+
+// Threshold keeps |x| >= t (and NaN), with per-segment counts on the wire.
+TEST(Threshold, MatchesMaskReference) {
+  std::vector<std::int64_t> segs{0, 5, 1025, 3000};
+  at::Tensor x = random_input(4030, 21);
+  x[7] = std::numeric_limits<float>::quiet_NaN();
+  x[8] = -std::numeric_limits<float>::infinity();
+  x[9] = 1.5f;  // exactly at the threshold: kept
+  CompressorSpec s = spec_of(K::threshold);
+  s.threshold = 1.5;
+  Compressor c(s);
+  Payload p;
+  c.compress(x, segs, p);
+  const std::int64_t L = 4;
+  at::Tensor counts = words_at(p, 0, L).to(at::kLong);
+  std::int64_t off = 0, total = 0;
+  std::vector<at::Tensor> want_idx;
+  for (std::int64_t j = 0; j < L; ++j) {
+    at::Tensor seg = x.narrow(0, off, segs[j]);
+    at::Tensor keep = seg.abs().ge(1.5).logical_or(seg.isnan());
+    at::Tensor wi = keep.nonzero().flatten();
+    EXPECT_EQ(counts[j].item<std::int64_t>(), wi.numel());
+    want_idx.push_back(wi);
+    total += wi.numel();
+    off += segs[j];
+  }
+  EXPECT_EQ(p.payload_bits(), 32 * L + 64 * total);
+  EXPECT_TRUE(at::equal(words_at(p, 4 * L, total).to(at::kLong), at::cat(want_idx)));
+  at::Tensor dense = at::empty({4030});
+  c.decompress(p, dense);
+  at::Tensor keep_all = x.abs().ge(1.5).logical_or(x.isnan());
+  at::Tensor want = at::where(keep_all, x, at::zeros_like(x));
+  EXPECT_TRUE(at::equal(dense.isnan(), want.isnan()));
+  EXPECT_TRUE(at::equal(at::nan_to_num(dense), at::nan_to_num(want)));
+}
+
+// --- random-k ----------------------------------------------------------------------------
+
+// Indices are distinct, increasing and in range; the same seed and round give the same
+// payload, another seed another; with a shared seed the indices are not sent and the
+// receiver (another Compressor with the same seed) rebuilds them.
+TEST(RandomK, DeterministicDistinctAndSharedSeedDecodes) {
+  std::vector<std::int64_t> segs{1, 31, 1000, 4099};
+  at::Tensor x = random_input(5131, 8);
+  CompressorSpec s = spec_of(K::random_k);
+  s.ratio = 0.1;
+  s.seed = 99;
+  Compressor a(s), b(s);
+  Payload pa, pb;
+  a.compress(x, segs, pa);
+  b.compress(x, segs, pb);
+  EXPECT_TRUE(at::equal(pa.bytes, pb.bytes));
+  s.seed = 100;
+  Compressor other(s);
+  Payload po;
+  other.compress(x, segs, po);
+  EXPECT_FALSE(at::equal(pa.bytes, po.bytes));
+  std::int64_t K_total = 0;
+  for (auto sz : segs) K_total += a.k_for(sz);
+  at::Tensor idx = words_at(pa, 0, K_total).to(at::kLong);
+  std::int64_t off = 0, koff = 0;
+  for (auto sz : segs) {
+    const std::int64_t k = a.k_for(sz);
+    at::Tensor si = idx.narrow(0, koff, k);
+    if (k > 1) {
+      EXPECT_TRUE(si.narrow(0, 1, k - 1).gt(si.narrow(0, 0, k - 1)).all().item<bool>());
+    }
+    EXPECT_TRUE(si.ge(0).logical_and(si.lt(sz)).all().item<bool>());
+    EXPECT_TRUE(at::equal(values_at(pa, 4 * K_total + 4 * koff, k, at::kFloat), x.narrow(0, off, sz).index_select(0, si)));
+    off += sz;
+    koff += k;
+  }
+  // shared seed: values only, decoded at the same coordinates as the index-carrying payload
+  CompressorSpec sh = spec_of(K::random_k);
+  sh.ratio = 0.1;
+  sh.seed = 99;
+  sh.shared_seed = true;
+  Compressor sender(sh), receiver(sh);
+  Payload ps;
+  sender.compress(x, segs, ps);
+  EXPECT_EQ(ps.payload_bits(), 32 * K_total);
+  at::Tensor from_shared = at::empty({5131}), from_full = at::empty({5131});
+  receiver.decompress(ps, from_shared);
+  a.decompress(pa, from_full);
+  EXPECT_TRUE(at::equal(from_shared, from_full));
+}
+
+// Each index is kept with probability k/n, and with `unbiased` the decoded vector's mean
+// over rounds is x: checked over 4000 rounds with a fixed seed (bounds at ~5 sigma).
+TEST(RandomK, UniformAndUnbiasedStatistically) {
+  const std::int64_t n = 50, rounds = 4000;
+  at::Tensor x = random_input(n, 4);
+  CompressorSpec s = spec_of(K::random_k);
+  s.ratio = 0.2;  // k = 10
+  s.unbiased = true;
+  s.seed = 7;
+  Compressor c(s);
+  Payload p;
+  at::Tensor sum = at::zeros({n}), hits = at::zeros({n}), dense = at::empty({n});
+  for (std::int64_t r = 0; r < rounds; ++r) {
+    c.compress(x, {}, p);
+    c.decompress(p, dense);
+    sum += dense;
+    hits += dense.ne(0).to(at::kFloat);
+  }
+  const double pk = 0.2, sd_hits = std::sqrt(rounds * pk * (1 - pk));
+  EXPECT_LT((hits - rounds * pk).abs().max().item<float>(), 5 * sd_hits);
+  // mean of (n/k) x_i B_i: variance x_i^2 (1/p - 1) / rounds
+  at::Tensor sd_mean = x.abs() * std::sqrt((1 / pk - 1) / rounds);
+  EXPECT_TRUE(((sum / rounds) - x).abs().le(5 * sd_mean + 1e-6).all().item<bool>());
+}
+
+// --- sign family --------------------------------------------------------------------------
+
+// Sign words equal the reference packing (x < 0 sets the bit: 0, -0 and NaN encode +1),
+// payload_bits = 32 ceil(n/32), and the decoder gives where(x < 0, -1, +1).
+TEST(Sign, PacksLikeReferenceAndDecodesPlusMinusOne) {
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    for (std::int64_t n : kOddSizes) {
+      at::Tensor x = random_input(n, 30 + n, dtype);
+      if (n > 5) {
+        x[0] = 0.0f;
+        x[1] = -0.0f;
+        x[2] = std::numeric_limits<float>::quiet_NaN();
+        x[3] = -std::numeric_limits<float>::infinity();
+      }
+      Compressor c(spec_of(K::sign));
+      Payload p;
+      c.compress(x, {}, p);
+      const std::int64_t W = (n + 31) / 32;
+      ASSERT_EQ(p.payload_bits(), 32 * W);
+      EXPECT_TRUE(at::equal(words_at(p, 0, W), ref_sign_words(x))) << "n=" << n << " " << dtype;
+      at::Tensor dense = at::empty({n}, dtype);
+      c.decompress(p, dense);
+      at::Tensor want = at::where(x.lt(0), at::full({n}, -1.0, dtype), at::full({n}, 1.0, dtype));
+      EXPECT_TRUE(at::equal(dense, want));
+    }
+  }
+}
+
+// Scaled sign: one fp32 scale per tensor, ||x_l||_1 / n_l (to fp32 summation error), and
+// decoded = scale_l * sign; payload_bits = 32 L + 32 ceil(n/32), the reference's n_bits.
+TEST(ScaledSign, ScalesAreMeanAbsPerSegment) {
+  std::vector<std::int64_t> segs{3, 0, 1024, 29, 5000, 2047};
+  std::int64_t n = 0;
+  for (auto s : segs) n += s;
+  const auto L = static_cast<std::int64_t>(segs.size());
+  at::Tensor x = random_input(n, 77);
+  Compressor c(spec_of(K::scaled_sign));
+  Payload p;
+  c.compress(x, segs, p);
+  ASSERT_EQ(p.payload_bits(), 32 * L + 32 * ((n + 31) / 32));
+  at::Tensor scales = words_at(p, 0, L, at::kFloat);
+  EXPECT_TRUE(at::equal(words_at(p, 4 * L, (n + 31) / 32), ref_sign_words(x)));
+  std::int64_t off = 0;
+  at::Tensor want = at::empty({n});
+  for (std::int64_t j = 0; j < L; ++j) {
+    at::Tensor seg = x.narrow(0, off, segs[j]);
+    const double ref = segs[j] ? seg.to(at::kDouble).abs().mean().item<double>() : 0.0;
+    EXPECT_NEAR(scales[j].item<float>(), ref, 1e-6 * std::abs(ref)) << "segment " << j;
+    want.narrow(0, off, segs[j]).copy_(at::where(seg.lt(0), -scales[j], scales[j]));
+    off += segs[j];
+  }
+  at::Tensor dense = at::empty({n});
+  c.decompress(p, dense);
+  EXPECT_TRUE(at::equal(dense, want));
+  // a NaN makes its tensor's scale NaN, and only that tensor's
+  x[5] = std::numeric_limits<float>::quiet_NaN();
+  c.compress(x, segs, p);
+  at::Tensor s2 = words_at(p, 0, L, at::kFloat);
+  EXPECT_TRUE(std::isnan(s2[2].item<float>()));
+  EXPECT_EQ(s2[4].item<float>(), scales[4].item<float>());
+}
+
+// --- QSGD -----------------------------------------------------------------------------------
+
+// With the same uniforms (kernels/detail/hash.hpp), the ATen formula
+// sign(x) * (floor(y) + [u < y - floor(y)]) * norm / s, y = |x| s / norm, gives the
+// decoded tensor exactly; the norm is ||x||_2 to fp32 summation error; code width is
+// 1 + bit_width(s) bits.
+TEST(Qsgd, MatchesAtenFormulaWithSameUniforms) {
+  for (int levels : {2, 15, 255, 256}) {
+    for (auto dtype : {at::kFloat, at::kBFloat16}) {
+      std::vector<std::int64_t> segs{1, 63, 64, 65, 0, 3000};
+      std::int64_t n = 0;
+      for (auto s : segs) n += s;
+      const auto L = static_cast<std::int64_t>(segs.size());
+      at::Tensor x = random_input(n, 5 + levels, dtype);
+      CompressorSpec s = spec_of(K::qsgd);
+      s.levels = levels;
+      s.seed = 1234;
+      Compressor c(s);
+      c.set_round(17);
+      Payload p;
+      c.compress(x, segs, p);
+      EXPECT_EQ(p.round, 17u);
+      const int bits = 1 + static_cast<int>(std::ceil(std::log2(levels + 1)));
+      ASSERT_EQ(p.payload_bits(), 32 * L + 32 * ((n * bits + 31) / 32)) << levels;
+      at::Tensor norms = words_at(p, 0, L, at::kFloat);
+      at::Tensor dense = at::empty({n}, dtype);
+      c.decompress(p, dense);
+      std::int64_t off = 0;
+      for (std::int64_t j = 0; j < L; ++j) {
+        at::Tensor seg = x.narrow(0, off, segs[j]).to(at::kFloat);
+        const float norm = norms[j].item<float>();
+        EXPECT_NEAR(norm, seg.to(at::kDouble).norm().item<double>(), 1e-6 * norm + 1e-30);
+        std::vector<float> u(static_cast<std::size_t>(segs[j]));
+        const std::uint64_t key = detail::stream_key(1234, 17, static_cast<std::uint64_t>(j));
+        for (std::size_t i = 0; i < u.size(); ++i) u[i] = detail::uniform24(key, static_cast<std::uint32_t>(i));
+        at::Tensor ut = at::tensor(u, at::kFloat);
+        at::Tensor y = seg.abs() * (static_cast<float>(levels) / norm);
+        at::Tensor fl = y.floor();
+        at::Tensor level = (fl + ut.lt(y - fl).to(at::kFloat)).clamp_max(levels);
+        at::Tensor mag = level * (norm / static_cast<float>(levels));
+        at::Tensor want = at::where(seg.lt(0), -mag, mag).to(dtype);
+        EXPECT_TRUE(at::equal(dense.narrow(0, off, segs[j]), want)) << "levels=" << levels << " seg " << j;
+        off += segs[j];
+      }
+    }
+  }
+}
+
+// E[decoded] = x: the mean over 3000 rounds is within 5 sigma of x, where the per-round
+// variance of element i is (norm/s)^2 p(1-p) with p the fractional part of y.
+TEST(Qsgd, UnbiasedStatistically) {
+  const std::int64_t n = 64, rounds = 3000;
+  at::Tensor x = random_input(n, 9);
+  CompressorSpec s = spec_of(K::qsgd);
+  s.levels = 4;
+  s.seed = 3;
+  Compressor c(s);
+  Payload p;
+  at::Tensor sum = at::zeros({n}), dense = at::empty({n});
+  for (std::int64_t r = 0; r < rounds; ++r) {
+    c.compress(x, {}, p);
+    c.decompress(p, dense);
+    sum += dense;
+  }
+  const float norm = x.norm().item<float>();
+  at::Tensor y = x.abs() * (4 / norm);
+  at::Tensor frac = y - y.floor();
+  at::Tensor sd = (norm / 4) * (frac * (1 - frac) / rounds).sqrt();
+  EXPECT_TRUE((sum / rounds - x).abs().le(5 * sd + 1e-5).all().item<bool>());
+}
+
+// tau_rescale multiplies the wire norm by 1 / (min(d/s^2, sqrt(d)/s) + 1); NaN in a
+// tensor decodes that whole tensor to NaN; a zero tensor decodes to zeros.
+TEST(Qsgd, TauRescaleAndNonFinitePolicy) {
+  at::Tensor x = random_input(400, 2);
+  CompressorSpec s = spec_of(K::qsgd);
+  s.levels = 3;
+  Compressor plain(s);
+  s.tau_rescale = true;
+  Compressor tau(s);
+  Payload a, b;
+  plain.compress(x, {}, a);
+  tau.compress(x, {}, b);
+  const double d = 400, tau_factor = 1.0 / (std::min(d / 9, std::sqrt(d) / 3) + 1);
+  EXPECT_FLOAT_EQ(words_at(b, 0, 1, at::kFloat).item<float>(),
+                  static_cast<float>(words_at(a, 0, 1, at::kFloat).item<float>() * tau_factor));
+  std::vector<std::int64_t> segs{100, 100, 200};
+  at::Tensor y = x.clone();
+  y.narrow(0, 100, 100).zero_();
+  y[250] = std::numeric_limits<float>::quiet_NaN();
+  plain.compress(y, segs, a);
+  at::Tensor dense = at::empty({400});
+  plain.decompress(a, dense);
+  EXPECT_FALSE(dense.narrow(0, 0, 100).isnan().any().item<bool>());
+  EXPECT_TRUE(dense.narrow(0, 100, 100).eq(0).all().item<bool>());
+  EXPECT_TRUE(dense.narrow(0, 200, 200).isnan().all().item<bool>());
+}
+
+// --- casts and identity -------------------------------------------------------------------
+
+// fp16 / bf16 payloads hold exactly the bits of torch's .to(); NaN follows c10's rule
+// (fp16: sign | 0x7E00, bf16: 0x7FC0); decoding gives the exact widening.
+TEST(Casts, MatchTorchConversionBitForBit) {
+  for (std::int64_t n : kOddSizes) {
+    at::Tensor x = random_input(n, 50 + n) * 1000.0f;
+    if (n > 8) {
+      x[0] = 1e-6f;  // fp16 subnormal
+      x[1] = 70000.0f;  // fp16 overflow -> Inf
+      x[2] = -std::numeric_limits<float>::quiet_NaN();
+      x[3] = 1.0009765625f + 0x1.0p-11f;  // a tie in fp16: rounds to even
+      x[4] = std::numeric_limits<float>::denorm_min();
+    }
+    for (K kind : {K::fp16, K::bf16}) {
+      const auto t = kind == K::fp16 ? at::kHalf : at::kBFloat16;
+      Compressor c(spec_of(kind));
+      Payload p;
+      c.compress(x, {}, p);
+      ASSERT_EQ(p.payload_bits(), 16 * n);
+      at::Tensor bits = values_at(p, 0, n, at::kShort);
+      at::Tensor ref = x.to(t);
+      at::Tensor ref_bits = at::empty({n}, at::kShort);
+      if (n > 0) std::memcpy(ref_bits.data_ptr(), ref.data_ptr(), 2 * n);
+      at::Tensor finite = x.isnan().logical_not();
+      EXPECT_TRUE(at::equal(bits.masked_select(finite), ref_bits.masked_select(finite))) << n << " " << t;
+      if (n > 8) {
+        EXPECT_EQ(static_cast<std::uint16_t>(bits[2].item<std::int16_t>()), kind == K::fp16 ? 0xFE00 : 0x7FC0);
+      }
+      at::Tensor dense = at::empty({n});
+      c.decompress(p, dense);
+      at::Tensor want = ref.to(at::kFloat);
+      EXPECT_TRUE(at::equal(at::nan_to_num(dense), at::nan_to_num(want)));
+      at::Tensor acc = at::full({n}, 2.0f);
+      c.decompress_add(p, -0.5, acc);
+      EXPECT_TRUE(at::equal(at::nan_to_num(acc), at::nan_to_num(at::full({n}, 2.0f) + want * -0.5f)));
+    }
+  }
+}
+
+TEST(Identity, RoundTripsEveryDtypeExactly) {
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    at::Tensor x = random_input(1001, 1, dtype);
+    Compressor c(spec_of(K::identity));
+    Payload p;
+    c.compress(x, {}, p);
+    EXPECT_EQ(p.payload_bits(), 8 * 1001 * static_cast<std::int64_t>(c10::elementSize(dtype)));
+    at::Tensor dense = at::empty({1001}, dtype);
+    c.decompress(p, dense);
+    EXPECT_TRUE(at::equal(dense, x));
+  }
+}
+
+// --- common properties --------------------------------------------------------------------
+
+// Every kind handles an empty buffer (and empty segments), and rejects segment sizes that
+// do not add up, a payload of another kind, and a dense buffer of the wrong size.
+TEST(Compressor, EmptyInputsAndMisuse) {
+  for (K kind : {K::identity, K::top_k, K::random_k, K::threshold, K::sign, K::scaled_sign, K::qsgd, K::fp16, K::bf16}) {
+    Compressor c(spec_of(kind));
+    Payload p;
+    at::Tensor empty = at::empty({0});
+    std::vector<std::int64_t> zero_segs{0, 0};
+    c.compress(empty, zero_segs, p);
+    const std::int64_t L = (kind == K::scaled_sign || kind == K::qsgd || kind == K::threshold) ? 2 : 0;
+    EXPECT_EQ(p.payload_bits(), 32 * L) << to_string(kind);
+    at::Tensor out = at::empty({0});
+    c.decompress(p, out);
+    std::vector<std::int64_t> bad{3};
+    EXPECT_THROW(c.compress(at::ones({4}), bad, p), std::invalid_argument);
+    c.compress(at::ones({4}), {}, p);
+    at::Tensor wrong = at::empty({5});
+    EXPECT_THROW(c.decompress(p, wrong), std::invalid_argument);
+    Compressor other(spec_of(kind == K::sign ? K::identity : K::sign));
+    at::Tensor four = at::empty({4});
+    EXPECT_THROW(other.decompress(p, four), std::invalid_argument);
+  }
+}
+
+// Reusing one Payload across steps keeps its storage (no allocation once grown) and
+// payload_bytes() predicts every fixed-size payload.
+TEST(Compressor, ReusesPayloadStorage) {
+  CompressorSpec s = spec_of(K::top_k);
+  s.ratio = 0.1;
+  Compressor c(s);
+  Payload p;
+  at::Tensor x = random_input(10000, 1);
+  c.compress(x, {}, p);
+  const void* storage = p.bytes.data_ptr();
+  for (int step = 0; step < 3; ++step) {
+    c.compress(random_input(10000, 2 + step), {}, p);
+    EXPECT_EQ(p.bytes.data_ptr(), storage);
+  }
+  std::vector<std::int64_t> segs{10000};
+  EXPECT_EQ(p.bytes.numel(), c.payload_bytes(segs, at::kFloat));
+}
+
+// Payloads do not depend on the thread count: the parallel kernels split work into
+// parts whose results are combined in a fixed order (300K elements: several parts).
+TEST(Compressor, ThreadCountDoesNotChangePayloads) {
+  std::vector<std::int64_t> segs{200000, 3, 100000};
+  at::Tensor x = random_input(300003, 12);
+  const int saved = at::get_num_threads();
+  for (K kind : {K::identity, K::top_k, K::random_k, K::threshold, K::sign, K::scaled_sign, K::qsgd, K::fp16, K::bf16}) {
+    CompressorSpec s = spec_of(kind);
+    s.threshold = 2.5;
+    s.seed = 8;
+    std::vector<at::Tensor> bytes, decoded;
+    for (int threads : {1, 3}) {
+      at::set_num_threads(threads);
+      Compressor c(s);
+      Payload p;
+      c.compress(x, segs, p);
+      bytes.push_back(p.bytes.clone());
+      decoded.push_back(at::empty({300003}));
+      c.decompress(p, decoded.back());
+    }
+    EXPECT_TRUE(at::equal(bytes[0], bytes[1])) << to_string(kind);
+    EXPECT_TRUE(at::equal(decoded[0], decoded[1])) << to_string(kind);
+  }
+  at::set_num_threads(saved);
+}
+
+// --- CUDA versus CPU (runs on a GPU machine only) -------------------------------------------
+
+// Every deterministic kind gives the same payload bytes and the same decoded tensor on
+// the GPU as on the CPU, seeded kinds included (same seed and round).
+TEST(CompressorCuda, EqualsCpuBitForBit) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  std::vector<std::int64_t> segs{1, 33, 0, 1025, 70000, 5};
+  std::int64_t n = 0;
+  for (auto s : segs) n += s;
+  at::Tensor x = random_input(n, 61);
+  for (K kind : {K::identity, K::top_k, K::random_k, K::threshold, K::sign, K::scaled_sign, K::qsgd, K::fp16, K::bf16}) {
+    CompressorSpec s = spec_of(kind);
+    s.ratio = 0.01;
+    s.threshold = 2.0;
+    s.seed = 5;
+    Compressor cpu_c(s), gpu_c(s);
+    Payload pc, pg;
+    cpu_c.compress(x, segs, pc);
+    gpu_c.compress(x.to(at::kCUDA), segs, pg);
+    EXPECT_TRUE(at::equal(pc.bytes, pg.bytes.cpu())) << to_string(kind);
+    at::Tensor dc = at::empty({n}), dg = at::empty({n}, at::TensorOptions().device(at::kCUDA));
+    cpu_c.decompress(pc, dc);
+    gpu_c.decompress(pg, dg);
+    EXPECT_TRUE(at::equal(dc, dg.cpu())) << to_string(kind);
+  }
+}
+
+}  // namespace
+}  // namespace dtsim::kernels
