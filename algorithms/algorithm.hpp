@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "kernels/compressor.hpp"
 #include "comm/phase_timer.hpp"
 #include "network_models/topology.hpp"
 #include "sim/task.hpp"
@@ -25,10 +26,20 @@ struct OptimizerSpec {
   bool nesterov = false;
 };
 
+// Everything a scenario can say about an algorithm. Each algorithm reads the fields it
+// uses; algorithm_fields(name) lists them, and a scenario setting any other is an error.
 struct AlgorithmSpec {
-  std::string name;     // "parallel_sgd"
+  std::string name;     // see algorithm_names()
   std::string variant;  // parallel_sgd: "centralized" or "decentralized"
   OptimizerSpec optimizer;
+  kernels::CompressorSpec compressor;      // C, for the compressed algorithms
+  double consensus_stepsize = 1.0;         // gamma (CHOCO-SGD, DeepSqueeze)
+  bool overlap = true;                     // CHOCO-SGD: round t's exchange overlaps round t+1's compute
+  std::int64_t local_steps = 1;            // H (local SGD family): sync every H-th step
+  std::int64_t turn_on_local_steps_from = 0;  // post-local SGD: every step syncs before this step index
+  bool majority_vote = true;               // sign SGD: sign of the sum (true) or the mean of signs
+  bool mask_momentum = false;              // sparsified SGD: zero momentum at the sent coordinates
+  bool packed_signs = false;               // local EF-sign SGD: 1-bit packed exchange instead of fp32 all-reduce
 };
 
 // What a step needs from the training loop.
@@ -50,6 +61,9 @@ class Algorithm {
 
 // The algorithm names make_algorithm knows, for error messages.
 const std::vector<std::string>& algorithm_names();
+// The scenario fields (keys of the "algorithm" object besides "name") that algorithm
+// `name` reads; setting any other is an error naming the field.
+const std::vector<std::string>& algorithm_fields(const std::string& name);
 
 // Builds `spec` for `rank`; throws std::invalid_argument naming what is unknown.
 std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSpec& spec, const net::Topology& topology, int rank);

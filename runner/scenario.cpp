@@ -35,6 +35,8 @@ class ObjectReader {
 
   std::string where(const std::string& key = "") const { return key.empty() ? (path_.empty() ? "/" : path_) : path_ + "/" + key; }
 
+  auto items() const { return object_.items(); }
+
   const json* find(const std::string& key) {
     seen_.insert(key);
     auto it = object_.find(key);
@@ -137,10 +139,17 @@ Scenario parse_scenario(const json& doc) {
   }
   {
     auto a = root.object("algorithm", true);
-    s.algorithm.name = a.choice("name", std::nullopt, algorithms::algorithm_names());
-    if (s.algorithm.name == "parallel_sgd")
-      s.algorithm.variant = a.choice("variant", std::nullopt, {"centralized", "decentralized"});
-    auto& o = s.algorithm.optimizer;
+    auto& alg = s.algorithm;
+    alg.name = a.choice("name", std::nullopt, algorithms::algorithm_names());
+    const auto& allowed = algorithms::algorithm_fields(alg.name);
+    auto uses = [&](const char* key) { return std::find(allowed.begin(), allowed.end(), key) != allowed.end(); };
+    // A field the algorithm does not read is an error, not silently ignored.
+    for (const auto& [key, value] : a.items())
+      if (key != "name" && !uses(key.c_str()))
+        throw ScenarioError(a.where(key), fmt::format("not a field of algorithm {} (its fields: {})", alg.name,
+                                                      fmt::join(allowed, ", ")));
+    if (uses("variant")) alg.variant = a.choice("variant", std::nullopt, {"centralized", "decentralized"});
+    auto& o = alg.optimizer;
     o.lr = a.number("lr", std::nullopt, 0.0, kInf);
     o.momentum = a.number("momentum", 0.0, 0.0, 1.0);
     o.dampening = a.number("dampening", 0.0, 0.0, 1.0);
@@ -148,6 +157,34 @@ Scenario parse_scenario(const json& doc) {
     o.nesterov = a.boolean("nesterov", false);
     if (o.nesterov && (o.momentum == 0.0 || o.dampening != 0.0))
       throw ScenarioError(a.where("nesterov"), "expected momentum > 0 and dampening 0 with nesterov");
+    if (uses("compressor")) {
+      auto c = a.object("compressor", false);
+      auto& cs = alg.compressor;
+      const std::vector<std::string> kinds{"identity", "top_k", "random_k", "threshold", "sign",
+                                           "scaled_sign", "qsgd", "fp16", "bf16"};
+      const auto kind = c.choice("kind", "identity", kinds);
+      cs.kind = static_cast<kernels::CompressorKind>(std::find(kinds.begin(), kinds.end(), kind) - kinds.begin());
+      cs.ratio = c.number("ratio", 0.01, 0.0, 1.0);
+      cs.threshold = c.number("threshold", 0.0, 0.0, kInf);
+      cs.levels = static_cast<int>(c.integer("levels", 15, 2, 256));
+      cs.seed = static_cast<std::uint64_t>(c.integer("seed", static_cast<std::int64_t>(s.seed), 0, kIntMax));
+      cs.shared_seed = c.boolean("shared_seed", false);
+      cs.unbiased = c.boolean("unbiased", false);
+      cs.tau_rescale = c.boolean("tau_rescale", false);
+      c.finish();
+      try {
+        kernels::Compressor check(cs);
+      } catch (const std::invalid_argument& e) {
+        throw ScenarioError(a.where("compressor"), e.what());
+      }
+    }
+    if (uses("consensus_stepsize")) alg.consensus_stepsize = a.number("consensus_stepsize", 1.0, 0.0, 1.0, true);
+    if (uses("overlap")) alg.overlap = a.boolean("overlap", true);
+    if (uses("local_steps")) alg.local_steps = a.integer("local_steps", 1, 1, kIntMax);
+    if (uses("turn_on_local_steps_from")) alg.turn_on_local_steps_from = a.integer("turn_on_local_steps_from", 0, 0, kIntMax);
+    if (uses("majority_vote")) alg.majority_vote = a.boolean("majority_vote", true);
+    if (uses("mask_momentum")) alg.mask_momentum = a.boolean("mask_momentum", false);
+    if (uses("packed_signs")) alg.packed_signs = a.boolean("packed_signs", false);
     a.finish();
   }
   {
@@ -299,13 +336,32 @@ Scenario load_scenario(const std::filesystem::path& file) {
 
 json Scenario::to_json() const {
   const bool measured = compute.kind == comm::ComputeTiming::Kind::Measured;
-  json algo = {{"name", algorithm.name},
-               {"lr", algorithm.optimizer.lr},
-               {"momentum", algorithm.optimizer.momentum},
-               {"dampening", algorithm.optimizer.dampening},
-               {"weight_decay", algorithm.optimizer.weight_decay},
-               {"nesterov", algorithm.optimizer.nesterov}};
-  if (!algorithm.variant.empty()) algo["variant"] = algorithm.variant;
+  const auto& alg = algorithm;
+  json algo = {{"name", alg.name},
+               {"lr", alg.optimizer.lr},
+               {"momentum", alg.optimizer.momentum},
+               {"dampening", alg.optimizer.dampening},
+               {"weight_decay", alg.optimizer.weight_decay},
+               {"nesterov", alg.optimizer.nesterov}};
+  const auto& fields = algorithms::algorithm_fields(alg.name);
+  auto uses = [&](const char* key) { return std::find(fields.begin(), fields.end(), key) != fields.end(); };
+  if (uses("variant")) algo["variant"] = alg.variant;
+  if (uses("compressor"))
+    algo["compressor"] = {{"kind", std::string(kernels::to_string(alg.compressor.kind))},
+                          {"ratio", alg.compressor.ratio},
+                          {"threshold", alg.compressor.threshold},
+                          {"levels", alg.compressor.levels},
+                          {"seed", alg.compressor.seed},
+                          {"shared_seed", alg.compressor.shared_seed},
+                          {"unbiased", alg.compressor.unbiased},
+                          {"tau_rescale", alg.compressor.tau_rescale}};
+  if (uses("consensus_stepsize")) algo["consensus_stepsize"] = alg.consensus_stepsize;
+  if (uses("overlap")) algo["overlap"] = alg.overlap;
+  if (uses("local_steps")) algo["local_steps"] = alg.local_steps;
+  if (uses("turn_on_local_steps_from")) algo["turn_on_local_steps_from"] = alg.turn_on_local_steps_from;
+  if (uses("majority_vote")) algo["majority_vote"] = alg.majority_vote;
+  if (uses("mask_momentum")) algo["mask_momentum"] = alg.mask_momentum;
+  if (uses("packed_signs")) algo["packed_signs"] = alg.packed_signs;
   json topo = {{"kind", topology.kind}};
   if (topology.kind == "torus") topo["dims"] = topology.dims;
   if (topology.kind == "fat_tree") topo["k"] = topology.k;
@@ -323,7 +379,7 @@ json Scenario::to_json() const {
                                {"bandwidth_GBps", e.params.bandwidth_bytes_per_s / 1e9}});
   }
   json algorithms = json::object();
-  for (const auto& [kind, alg] : network.algorithms) algorithms[net::to_string(kind)] = net::to_string(alg);
+  for (const auto& [kind, choice] : network.algorithms) algorithms[net::to_string(kind)] = net::to_string(choice);
   json net = {{"model", network.model},
               {"latency_us", network.nominal.latency_s * 1e6},
               {"bandwidth_GBps", network.nominal.bandwidth_bytes_per_s / 1e9},

@@ -75,6 +75,9 @@ const std::vector<BadCase>& bad_cases() {
       {"straggler out of range", [](json& d) { d["compute"] = {{"stragglers", {{{"rank", 9}, {"slowdown", 2}}}}}; },
        "/compute/stragglers/0/rank: expected an integer >= 0 and <= 3, got 9"},
       {"unknown key", [](json& d) { d["network"]["latency_ms"] = 1; }, "/network/latency_ms: unknown field"},
+      {"field of another algorithm", [](json& d) { d["algorithm"]["consensus_stepsize"] = 0.5; },
+       "/algorithm/consensus_stepsize: not a field of algorithm parallel_sgd (its fields: lr, momentum, dampening, "
+       "weight_decay, nesterov, variant)"},
       {"fractional steps", [](json& d) { d["steps"] = 2.5; }, "/steps: expected an integer, got number 2.5"},
       {"zero bandwidth", [](json& d) { d["network"]["bandwidth_GBps"] = 0; },
        "/network/bandwidth_GBps: expected a number in (0, inf], got 0"},
