@@ -25,6 +25,7 @@ struct Args {
   std::string scenario;
   std::string out_dir;
   std::string dump_params;
+  std::string trace;
   bool quiet = false;
 };
 
@@ -63,6 +64,9 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "Run a scenario emulated: all ranks in this process, time from the network "
                                         "model; prints the latency/bits table and writes <scenario>.result.json");
   add_common(run, args);
+  run->add_option("--trace", args.trace,
+                  "Write the run's timeline (phases per rank, every message) as Chrome/Perfetto trace JSON "
+                  "(open in ui.perfetto.dev)");
   auto* live = app.add_subcommand(
       "live", "Run a scenario as one rank of a live job over Gloo; the rank, world size and rendezvous come from "
               "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (or OMPI_COMM_WORLD_* / SLURM_*); DTSIM_TIMEOUT_S bounds "
@@ -103,6 +107,7 @@ int main(int argc, char** argv) {
 
   runner::RunOptions options;
   if (!args.dump_params.empty()) options.dump_params_prefix = args.dump_params;
+  if (!args.trace.empty()) options.trace_file = args.trace;
   if (collective->parsed()) {
     try {
       runner::CollectiveSweep sweep;

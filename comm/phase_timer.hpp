@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "sim/trace_writer.hpp"
 
 namespace dtsim::comm {
 
@@ -23,7 +24,11 @@ class PhaseTimer {
     Scope(PhaseTimer& timer, std::size_t index) : timer_(&timer), index_(index), start_(timer.comm_->now()) {}
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
-    ~Scope() { timer_->current_[index_] += timer_->comm_->now() - start_; }
+    ~Scope() {
+      const double end = timer_->comm_->now();
+      timer_->current_[index_] += end - start_;
+      if (timer_->trace_) timer_->trace_->complete(timer_->track_, timer_->names_[index_], start_, end);
+    }
 
    private:
     PhaseTimer* timer_;
@@ -34,6 +39,12 @@ class PhaseTimer {
   // Times the enclosing scope under `name` (accumulated if the name repeats in a step).
   Scope phase(std::string_view name);
 
+  // Also record every phase as a span on `track` of `trace` (a timeline for Perfetto).
+  void record_to(sim::TraceWriter* trace, sim::TraceWriter::TrackId track) {
+    trace_ = trace;
+    track_ = track;
+  }
+
   // Phase names in order of first use.
   const std::vector<std::string>& names() const { return names_; }
   // Seconds spent in each phase (indexed like names()) since the last take_step().
@@ -43,6 +54,8 @@ class PhaseTimer {
   const Communicator* comm_;
   std::vector<std::string> names_;
   std::vector<double> current_;
+  sim::TraceWriter* trace_ = nullptr;
+  sim::TraceWriter::TrackId track_{0};
 };
 
 }  // namespace dtsim::comm

@@ -39,6 +39,13 @@ Transport::Transport(sim::Engine& engine, Topology topology, Perturbations pertu
 void Transport::send(int src, int dst, double bytes, std::function<void()> arrived) {
   ++messages_;
   bytes_ += bytes;
+  if (trace_) {
+    arrived = [this, src, dst, bytes, start = engine_.now(), inner = std::move(arrived)] {
+      trace_->complete(trace_->track("network", fmt::format("{}->{}", src, dst)), "message", start, engine_.now(),
+                       {{"bytes", bytes}});
+      inner();
+    };
+  }
   double delay = perturbations_.overhead_s + topology_.route_latency(src, dst);
   if (perturbations_.jitter_s > 0)
     delay += std::uniform_real_distribution<double>(0.0, perturbations_.jitter_s)(jitter_rng_);

@@ -28,6 +28,7 @@
 
 #include "network_models/topology.hpp"
 #include "sim/engine.hpp"
+#include "sim/trace_writer.hpp"
 
 namespace dtsim::net {
 
@@ -64,6 +65,8 @@ class Transport {
 
   const Topology& topology() const { return topology_; }
   sim::Engine& engine() { return engine_; }
+  // Record every message as a span (send to last byte) on a track per (src, dst) pair.
+  void record_to(sim::TraceWriter* trace) { trace_ = trace; }
   std::uint64_t messages_sent() const { return messages_; }
   double bytes_sent() const { return bytes_; }
 
@@ -82,6 +85,7 @@ class Transport {
   Perturbations perturbations_;
   std::vector<double> bandwidth_;  // current bandwidth per directed link
   std::mt19937_64 jitter_rng_;
+  sim::TraceWriter* trace_ = nullptr;
   std::uint64_t messages_ = 0;
   double bytes_ = 0.0;
 };

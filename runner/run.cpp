@@ -13,6 +13,7 @@
 #include "network_models/network.hpp"
 #include "network_models/topology_spec.hpp"
 #include "sim/engine.hpp"
+#include "sim/trace_writer.hpp"
 #include "sim/task.hpp"
 #include "workloads/logistic_regression.hpp"
 
@@ -40,7 +41,7 @@ void dump_params(const std::filesystem::path& prefix, int rank, const std::vecto
 // rank's RunResult identical (per-step records and the averaged model).
 sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const net::Topology& topology,
                              std::shared_ptr<const workloads::SyntheticDataset> data, const RunOptions& options,
-                             RunResult& result) {
+                             RunResult& result, sim::TraceWriter* trace = nullptr) {
   const int rank = comm.rank();
   auto workload = workloads::make_logistic_regression(s.workload, data, s.seed, rank, s.ranks);
   auto algorithm = algorithms::make_algorithm(s.algorithm, topology, rank);
@@ -49,6 +50,7 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
   for (const auto& p : params) grads.push_back(at::zeros_like(p));
 
   comm::PhaseTimer timer(comm);
+  if (trace) timer.record_to(trace, trace->track(fmt::format("rank {}", rank), "phases"));
   const auto steps = static_cast<std::size_t>(s.steps);
   std::vector<double> step_time, n_bits, wire, calls, loss;
   std::vector<std::vector<double>> phase_steps;
@@ -70,6 +72,7 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
     calls.push_back(static_cast<double>(comm.traffic().calls - traffic_before.calls));
     phase_steps.push_back(timer.take_step());
   }
+  co_await algorithm->finish(comm);  // joins communication still in flight (CHOCO's overlap)
   if (options.dump_params_prefix) dump_params(*options.dump_params_prefix, rank, workload->parameter_names(), params);
 
   // Average the records over ranks: one fp64 all-reduce of everything.
@@ -81,6 +84,7 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
     for (const auto& step : phase_steps) sum += p < step.size() ? step[p] : 0.0;
     record.push_back(sum / static_cast<double>(steps));
   }
+  record.push_back(static_cast<double>(algorithm->state_bytes()));
   at::Tensor summary = at::tensor(record, at::kDouble);
   co_await comm.all_reduce(summary, comm::ReduceOp::Average);
 
@@ -104,6 +108,9 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
   take(result.loss);
   result.phase_names = names;
   result.phase_mean_s.assign(v, v + names.size());
+  result.algorithm_state_bytes = v[names.size()];
+  for (std::size_t t = 0; t < result.loss.size() && result.diverged_at_step == 0; ++t)
+    if (!(result.loss[t] <= kDivergedLoss)) result.diverged_at_step = static_cast<std::int64_t>(t) + 1;
   model.buffer().copy_(mean_model);
   model.unpack(params);
   const auto eval = workload->evaluate(params);
@@ -130,11 +137,28 @@ RunResult run_emulated(const Scenario& s, const RunOptions& options) {
   const auto& topology = network->topology();
   comm::EmulatedWorld world(engine, network, s.compute);
   auto data = workloads::SyntheticDataset::generate(s.workload, s.seed);
+  std::unique_ptr<sim::TraceWriter> trace;
+  if (options.trace_file) {
+    trace = std::make_unique<sim::TraceWriter>();
+    network->transport().record_to(trace.get());
+  }
   std::vector<RunResult> results(s.ranks);
   for (int r = 0; r < s.ranks; ++r)
-    engine.spawn(rank_program(world.communicator(r), s, topology, data, options, results[r]), fmt::format("rank {}", r));
+    engine.spawn(rank_program(world.communicator(r), s, topology, data, options, results[r], trace.get()),
+                 fmt::format("rank {}", r));
   engine.run();
   results[0].mode = "emulated";
+  results[0].event_trace_hash = engine.trace_hash();
+  if (trace) {
+    if (options.trace_file->has_parent_path()) std::filesystem::create_directories(options.trace_file->parent_path());
+    const auto tmp = options.trace_file->string() + ".tmp";
+    {
+      std::ofstream out(tmp);
+      trace->write(out);
+      if (!out) throw std::runtime_error(fmt::format("cannot write {}", tmp));
+    }
+    std::filesystem::rename(tmp, *options.trace_file);
+  }
   return results[0];
 }
 
@@ -167,6 +191,9 @@ json RunResult::to_json() const {
           {"wire_bytes_per_step", mean_wire_bytes()},
           {"calls_per_step", mean_calls()},
           {"final", {{"loss", final_loss}, {"accuracy", final_accuracy}, {"consensus_distance", consensus_distance}}},
+          {"algorithm_state_bytes", algorithm_state_bytes},
+          {"diverged_at_step", diverged_at_step > 0 ? json(diverged_at_step) : json(nullptr)},
+          {"event_trace_hash", fmt::format("{:016x}", event_trace_hash)},
           {"per_step",
            {{"time_s", step_time_s}, {"n_bits", n_bits}, {"wire_bytes", wire_bytes}, {"calls", calls}, {"loss", loss}}}};
 }

@@ -18,6 +18,9 @@ struct RunOptions {
   // When set, every rank writes its parameters after the last step to
   // "<prefix>.rank<r>.json" (for comparing runs and backends).
   std::optional<std::filesystem::path> dump_params_prefix;
+  // When set, an emulated run writes its timeline (every rank's phases, every message)
+  // as Chrome/Perfetto trace-event JSON to this file.
+  std::optional<std::filesystem::path> trace_file;
 };
 
 // What a run measured. All figures are per rank, averaged over ranks (and over steps
@@ -34,6 +37,15 @@ struct RunResult {
   double final_loss = 0.0;
   double final_accuracy = 0.0;
   double consensus_distance = 0.0;  // mean_i ||x_i - x_bar||^2
+  // Bytes of model-sized algorithm state per rank (Algorithm::state_bytes after the last
+  // step: replicas, memories), mean over ranks.
+  double algorithm_state_bytes = 0.0;
+  // The first step (1-based) whose rank-mean loss exceeds kDivergedLoss or is NaN, as the
+  // reference's divergence abort; 0 when the run did not diverge (it still runs to the end).
+  std::int64_t diverged_at_step = 0;
+  // Emulated runs: a hash of the engine's fired events (time, order, kind), equal for
+  // two runs exactly when their event traces are; 0 for live runs.
+  std::uint64_t event_trace_hash = 0;
 
   double mean_step_time_s() const;
   double mean_n_bits() const;
@@ -41,6 +53,8 @@ struct RunResult {
   double mean_calls() const;
   nlohmann::json to_json() const;
 };
+
+inline constexpr double kDivergedLoss = 1e3;
 
 RunResult run_emulated(const Scenario& scenario, const RunOptions& options = {});
 RunResult run_live(const Scenario& scenario, const comm::LiveEnv& env, const RunOptions& options = {});

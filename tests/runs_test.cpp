@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "runner/report.hpp"
 #include "runner/run.hpp"
@@ -81,6 +82,52 @@ TEST(Runs, DecentralizedSgdOnARing) {
 TEST(Runs, DecentralizedSgdOnCompleteGraphIsExactAveraging) {
   auto r = run_emulated(small("decentralized", "complete"));
   EXPECT_LT(r.consensus_distance, 1e-10);
+}
+
+// The engine's event trace (every fired event's time, order and kind) hashes the same
+// for two runs of one scenario, on the flow model too, and differently for another seed.
+TEST(Runs, EventTraceIsDeterministic) {
+  auto s = small("decentralized", "ring", 6);
+  s.network.model = "flow";
+  const auto a = run_emulated(s), b = run_emulated(s);
+  EXPECT_NE(a.event_trace_hash, 0u);
+  EXPECT_EQ(a.event_trace_hash, b.event_trace_hash);
+  EXPECT_EQ(a.step_time_s, b.step_time_s);
+  s.network.perturbations.jitter_s = 1e-6;  // seeded jitter changes the times, not the math
+  const auto c = run_emulated(s);
+  EXPECT_NE(c.event_trace_hash, a.event_trace_hash);
+  EXPECT_EQ(c.loss, a.loss);
+}
+
+// --trace writes Chrome/Perfetto trace-event JSON: a track per rank with its phases, and
+// a track per (src, dst) pair of the network with every message and its bytes.
+TEST(Runs, TraceFileHasRankPhasesAndMessages) {
+  auto dir = testing::fresh_dir("trace");
+  RunOptions options;
+  options.trace_file = dir / "trace.json";
+  auto s = small("decentralized", "ring", 4);
+  s.steps = 3;
+  run_emulated(s, options);
+  const auto trace = testing::read_json(dir / "trace.json");
+  std::map<int, std::string> process;
+  int phases = 0, messages = 0;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "process_name") process[e["pid"].get<int>()] = e["args"]["name"];
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const auto& owner = process.at(e["pid"].get<int>());
+    if (owner == "network") {
+      if (e["args"]["bytes"].get<double>() == 4.0 * 9) ++messages;  // the 9-parameter model
+    } else {
+      ++phases;
+      EXPECT_EQ(owner.rfind("rank ", 0), 0u);
+    }
+    EXPECT_GE(e["dur"].get<double>(), 0.0);
+  }
+  // 4 ranks x 3 steps x 6 phases; each step every rank sends its model to 2 neighbours
+  // (the final reductions' ring messages have other sizes).
+  EXPECT_EQ(phases, 4 * 3 * 6);
+  EXPECT_EQ(messages, 4 * 3 * 2);
 }
 
 TEST(Runs, TableNamesEveryPhase) {
