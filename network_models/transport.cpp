@@ -196,6 +196,27 @@ void FlowTransport::solve() {
           component_links_.push_back(m);
         }
     }
+  if (component_flows_.size() <= 1) {
+    // The common case in collectives: a flow alone on its links gets the bottleneck
+    // bandwidth; no progressive filling needed.
+    for (int l : component_links_) link_seen_[l] = 0;
+    if (component_flows_.empty()) return;
+    const int id = component_flows_.front();
+    flow_seen_[id] = 0;
+    Flow& f = flows_[id];
+    f.remaining = std::max(0.0, f.remaining - f.rate * (now - f.updated_at));
+    f.updated_at = now;
+    double rate = std::numeric_limits<double>::infinity();
+    for (int l : *f.route) rate = std::min(rate, link_bandwidth(l));
+    if (rate != f.rate) {  // otherwise its completion entry is still right
+      f.rate = rate;
+      f.finish_at = now + f.remaining / f.rate;
+      ++f.version;
+      due_.push({f.finish_at, start_order_[id], id, f.version});
+    }
+    schedule_next_completion();
+    return;
+  }
   using Entry = std::pair<double, int>;  // (fair share, link), smallest first; ties by link id
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
   for (int l : component_links_) {
