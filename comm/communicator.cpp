@@ -16,5 +16,7 @@ Op Communicator::exchange(const at::Tensor&, std::span<const int>, std::vector<a
   unsupported("exchange");
 }
 Op Communicator::broadcast(at::Tensor&, int) { unsupported("broadcast"); }
+Op Communicator::send(const at::Tensor&, int) { unsupported("send"); }
+Op Communicator::recv(at::Tensor&, int) { unsupported("recv"); }
 
 }  // namespace dtsim::comm

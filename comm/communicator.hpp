@@ -85,6 +85,11 @@ class Communicator {
   // from each peer, a tensor of the same size and dtype into `received[k]` (k indexing
   // `peers`). Every peer must list this rank among its own peers.
   virtual Op exchange(const at::Tensor& send, std::span<const int> peers, std::vector<at::Tensor>& received);
+  // Point-to-point: sends `tensor` to `peer` (its data is copied when the op starts),
+  // and receives from `peer` into `tensor` (same size and dtype as what `peer` sends).
+  // Messages between two ranks are matched in order, separately from exchange().
+  virtual Op send(const at::Tensor& tensor, int peer);
+  virtual Op recv(at::Tensor& tensor, int peer);
   // Broadcasts `tensor` from `root` into every rank's `tensor`.
   virtual Op broadcast(at::Tensor& tensor, int root);
 

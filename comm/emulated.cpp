@@ -50,7 +50,8 @@ struct EmulatedWorld::PendingCollective {
 struct EmulatedWorld::Exchange {
   sim::Engine* engine;
   std::shared_ptr<sim::Completion> done;
-  std::vector<at::Tensor>* received;
+  std::vector<at::Tensor>* received;  // exchange: one tensor per peer
+  at::Tensor target;                   // recv: the tensor the message lands in
   std::vector<at::Tensor> delivered;
   std::int64_t numel;
   at::ScalarType dtype;
@@ -103,6 +104,8 @@ class EmulatedCommunicator final : public Communicator {
   }
 
   Op exchange(const at::Tensor& send, std::span<const int> peers, std::vector<at::Tensor>& received) override;
+  Op send(const at::Tensor& tensor, int peer) override;
+  Op recv(at::Tensor& tensor, int peer) override;
 
   void add_wire_bytes(std::uint64_t b) { traffic_.wire_bytes += b; }
 
@@ -260,6 +263,56 @@ Op EmulatedCommunicator::exchange(const at::Tensor& send, std::span<const int> p
   return Op(std::make_shared<EmulatedOp>(ex->done));
 }
 
+// Plain messages travel on their own channels (tag 1), so they never match an exchange's.
+Op EmulatedCommunicator::send(const at::Tensor& tensor, int peer) {
+  require_contiguous(tensor, "send");
+  if (peer < 0 || peer >= size() || peer == rank_)
+    throw std::invalid_argument(fmt::format("send: rank {} cannot send to rank {}", rank_, peer));
+  ++traffic_.calls;
+  auto ex = std::make_shared<EmulatedWorld::Exchange>();
+  ex->engine = &world_.engine_;
+  ex->done = std::make_shared<sim::Completion>(world_.engine_);
+  ex->received = nullptr;
+  ex->numel = tensor.numel();
+  ex->dtype = tensor.scalar_type();
+  ex->rank = rank_;
+  ex->remaining = 1;
+  const auto bytes = tensor.numel() * tensor.element_size();
+  traffic_.wire_bytes += static_cast<std::uint64_t>(bytes);
+  world_.network_->send(rank_, peer, static_cast<double>(bytes), [this, ex, peer, payload = tensor.clone()] {
+    world_.deliver(rank_ + EmulatedWorld::kPointToPoint, peer, payload);
+    if (--ex->remaining == 0) EmulatedWorld::finish_exchange(ex);
+  });
+  return Op(std::make_shared<EmulatedOp>(ex->done));
+}
+
+Op EmulatedCommunicator::recv(at::Tensor& tensor, int peer) {
+  require_contiguous(tensor, "recv");
+  if (peer < 0 || peer >= size() || peer == rank_)
+    throw std::invalid_argument(fmt::format("recv: rank {} cannot receive from rank {}", rank_, peer));
+  ++traffic_.calls;
+  auto ex = std::make_shared<EmulatedWorld::Exchange>();
+  ex->engine = &world_.engine_;
+  ex->done = std::make_shared<sim::Completion>(world_.engine_);
+  ex->received = nullptr;
+  ex->target = tensor;
+  ex->delivered.resize(1);
+  ex->numel = tensor.numel();
+  ex->dtype = tensor.scalar_type();
+  ex->rank = rank_;
+  ex->remaining = 1;
+  const std::pair<int, int> channel{peer + EmulatedWorld::kPointToPoint, rank_};
+  auto& early = world_.arrived_[channel];
+  if (!early.empty()) {
+    at::Tensor payload = std::move(early.front());
+    early.pop_front();
+    world_.receive_matched({ex, 0}, std::move(payload), peer);
+  } else {
+    world_.receivers_[channel].push_back({ex, 0});
+  }
+  return Op(std::make_shared<EmulatedOp>(ex->done));
+}
+
 void EmulatedWorld::deliver(int src, int dst, at::Tensor payload) {
   auto& waiting = receivers_[{src, dst}];
   if (waiting.empty()) {
@@ -268,13 +321,13 @@ void EmulatedWorld::deliver(int src, int dst, at::Tensor payload) {
   }
   auto rv = std::move(waiting.front());
   waiting.pop_front();
-  receive_matched(rv, std::move(payload), src);
+  receive_matched(rv, std::move(payload), src >= kPointToPoint ? src - kPointToPoint : src);
 }
 
 void EmulatedWorld::receive_matched(const PendingReceive& rv, at::Tensor payload, int src) {
   auto& x = *rv.exchange;
   if (payload.numel() != x.numel || payload.scalar_type() != x.dtype)
-    throw std::runtime_error(fmt::format("exchange: rank {} sent {} {} elements to rank {}, which expects {} {} elements",
+    throw std::runtime_error(fmt::format("message: rank {} sent {} {} elements to rank {}, which expects {} {} elements",
                                          src, payload.numel(), c10::toString(payload.scalar_type()), x.rank, x.numel,
                                          c10::toString(x.dtype)));
   x.delivered[rv.slot] = std::move(payload);
@@ -284,6 +337,12 @@ void EmulatedWorld::receive_matched(const PendingReceive& rv, at::Tensor payload
 // Every send has arrived and every receive is matched: the rank sees its data now.
 void EmulatedWorld::finish_exchange(const std::shared_ptr<Exchange>& ex) {
   ex->done->fire_at(ex->engine->now(), [ex]() {
+    if (ex->target.defined()) {  // a recv
+      ex->target.copy_(ex->delivered.front().view(ex->target.sizes()));
+      ex->delivered.clear();
+      return;
+    }
+    if (!ex->received) return;  // a send
     auto& out = *ex->received;
     out.resize(ex->delivered.size());
     for (std::size_t j = 0; j < ex->delivered.size(); ++j) {

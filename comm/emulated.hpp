@@ -48,6 +48,9 @@ class EmulatedWorld {
 
  private:
   friend class EmulatedCommunicator;
+  // Channel keys: exchange messages use (src, dst); plain send/recv use
+  // (src + kPointToPoint, dst), so the two kinds never match each other.
+  static constexpr int kPointToPoint = 1 << 24;
   struct PendingCollective;
   struct Exchange;
   struct PendingReceive {

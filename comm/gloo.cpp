@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <map>
 
 namespace dtsim::comm {
 
@@ -119,7 +120,7 @@ class GlooCommunicator final : public Communicator {
 
   Op exchange(const at::Tensor& send, std::span<const int> peers, std::vector<at::Tensor>& received) override {
     ++traffic_.calls;
-    const int tag = static_cast<int>(exchange_seq_++ % (1 << 30));
+    const int tag = 2 * static_cast<int>(exchange_seq_++ % (1 << 29));  // even: exchanges
     received.resize(peers.size());
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
     auto send_list = std::make_shared<std::vector<at::Tensor>>(1, send.contiguous());
@@ -133,6 +134,24 @@ class GlooCommunicator final : public Communicator {
       traffic_.wire_bytes += static_cast<std::uint64_t>(send.numel() * send.element_size());
     }
     return Op(std::make_shared<GlooOp>(label("exchange"), std::move(works), env_.timeout, [send_list]() {}));
+  }
+
+  // Odd tags: plain messages, counted per peer on both sides so that they match in order.
+  Op send(const at::Tensor& tensor, int peer) override {
+    ++traffic_.calls;
+    traffic_.wire_bytes += static_cast<std::uint64_t>(tensor.numel() * tensor.element_size());
+    const int tag = 2 * static_cast<int>(sent_to_[peer]++ % (1 << 29)) + 1;
+    auto list = std::make_shared<std::vector<at::Tensor>>(1, tensor.contiguous().clone());
+    auto work = group_->send(*list, peer, tag);
+    return Op(std::make_shared<GlooOp>(label("send"), std::vector{work}, env_.timeout, [list]() {}));
+  }
+
+  Op recv(at::Tensor& tensor, int peer) override {
+    ++traffic_.calls;
+    const int tag = 2 * static_cast<int>(received_from_[peer]++ % (1 << 29)) + 1;
+    std::vector<at::Tensor> list{tensor};
+    auto work = group_->recv(list, peer, tag);
+    return Op(std::make_shared<GlooOp>(label("recv"), std::vector{work}, env_.timeout));
   }
 
   Op broadcast(at::Tensor& tensor, int root) override {
@@ -160,6 +179,7 @@ class GlooCommunicator final : public Communicator {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   std::uint64_t exchange_seq_ = 0;
+  std::map<int, std::uint64_t> sent_to_, received_from_;
 };
 
 }  // namespace

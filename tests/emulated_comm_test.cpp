@@ -270,6 +270,29 @@ TEST(Emulated, FlowModelAllReduceAndContention) {
 namespace dtsim::comm {
 namespace {
 
+// Point-to-point: a ring of sends, each rank receiving from its left neighbour; the
+// message takes alpha + S/beta; plain messages do not match exchange messages.
+TEST(Emulated, SendAndReceiveAroundARing) {
+  const int n = 4;
+  World w(n);
+  std::vector<at::Tensor> got(n);
+  std::vector<double> finish(n);
+  w.run([&](Communicator& c) -> sim::Task<void> {
+    const int r = c.rank();
+    got[r] = at::empty({100});
+    const at::Tensor mine = at::full({100}, static_cast<float>(r));
+    auto out = c.send(mine, (r + 1) % n);
+    co_await c.recv(got[r], (r + n - 1) % n);
+    co_await out;
+    finish[r] = c.now();
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(at::equal(got[r], at::full({100}, static_cast<float>((r + n - 1) % n))));
+    EXPECT_DOUBLE_EQ(finish[r], kAlpha + 400.0 / kBeta);
+    EXPECT_EQ(w.world->communicator(r).traffic().wire_bytes, 400u);
+  }
+}
+
 // Packed byte payloads travel like any tensor: rank r gathers every rank's bytes and
 // exchanges its bytes with its ring neighbours.
 TEST(Emulated, PackedBytePayloads) {

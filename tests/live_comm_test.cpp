@@ -57,6 +57,13 @@ sim::Task<void> program(Communicator& c, json& out) {
   const at::Tensor payload = at::full({6}, static_cast<float>(r) + 0.5f);
   co_await c.exchange(payload, topo.neighbors(r), received);
   for (auto& x : received) out["exchange"].push_back(to_json(x));
+  // Point-to-point around the ring, received in order from the left neighbour.
+  const at::Tensor note = at::full({3}, 100.0 + r, at::kDouble);
+  at::Tensor heard = at::empty({3}, at::kDouble);
+  auto sent = c.send(note, (r + 1) % c.size());
+  co_await c.recv(heard, (r + c.size() - 1) % c.size());
+  co_await sent;
+  out["recv"] = to_json(heard);
   out["wire_bytes"] = c.traffic().wire_bytes;
   out["calls"] = c.traffic().calls;
 }
