@@ -57,6 +57,12 @@ class Algorithm {
   // One optimizer step. Returns n_bits: the bits this rank transmits in the step,
   // under the reference implementation's convention for this algorithm.
   virtual sim::Task<std::uint64_t> step(StepContext& ctx) = 0;
+  // Joins communication still in flight after the last step (CHOCO-SGD's overlapped
+  // exchange); called once, after the last step. Most algorithms have nothing to join.
+  virtual sim::Task<void> finish(comm::Communicator& /*comm*/) { co_return; }
+  // Bytes of the model-sized state the algorithm keeps between steps (replicas, memories;
+  // not the momentum buffer or per-step scratch), at its peak so far.
+  virtual std::uint64_t state_bytes() const { return 0; }
 };
 
 // The algorithm names make_algorithm knows, for error messages.
