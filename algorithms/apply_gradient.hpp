@@ -25,6 +25,9 @@ class LocalOptimizer {
   // Roughly what apply_gradient reads, writes and computes over `elements` parameters.
   sim::ComputeCost cost(std::int64_t elements) const;
   const OptimizerSpec& spec() const { return spec_; }
+  // Per-tensor momentum buffers (none before the first step, undefined without momentum); sparsified
+  // SGD's mask_momentum zeroes them at the sent coordinates.
+  std::vector<at::Tensor>& momentum_buffers() { return momentum_buffers_; }
 
  private:
   OptimizerSpec spec_;

@@ -45,6 +45,10 @@ std::string format_table(const RunResult& r) {
                      r.mean_n_bits(), r.mean_wire_bytes(), r.mean_calls());
   out += fmt::format("final loss (rank-averaged model): {:.6f}   accuracy: {:.2f}%   consensus distance: {:.3g}\n",
                      r.final_loss, 100.0 * r.final_accuracy, r.consensus_distance);
+  if (r.algorithm_state_bytes > 0)
+    out += fmt::format("algorithm state/rank: {:.0f} bytes\n", r.algorithm_state_bytes);
+  if (r.diverged_at_step > 0)
+    out += fmt::format("diverged at step {} (mean loss > {:g} or NaN)\n", r.diverged_at_step, kDivergedLoss);
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <future>
+#include <map>
 #include <vector>
 
 #include "test_util.hpp"
@@ -32,7 +33,64 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
+// The centralized compressed and local-SGD algorithms, by test parameter name; sync and
+// local steps both occur in the 20 steps of the local family (H = 3, every step before 4).
+json centralized_local_algorithm(const std::string& name) {
+  const json momentum = {{"momentum", 0.9}, {"weight_decay", 1e-4}};
+  const std::map<std::string, json> algorithms = {
+      {"sparsified_top_k", {{"name", "sparsified_sgd"}, {"lr", 0.5}, {"mask_momentum", true},
+                            {"compressor", {{"kind", "top_k"}, {"ratio", 0.2}}}}},
+      {"sparsified_qsgd", {{"name", "sparsified_sgd"}, {"lr", 0.5}, {"compressor", {{"kind", "qsgd"}, {"levels", 15}}}}},
+      {"sign_sgd", {{"name", "sign_sgd"}, {"lr", 0.02}}},
+      {"ef_sign_sgd", {{"name", "ef_sign_sgd"}, {"lr", 0.3}}},
+      {"local_sgd", {{"name", "local_sgd"}, {"lr", 0.5}, {"local_steps", 3}, {"turn_on_local_steps_from", 4}}},
+      {"local_sign_sgd", {{"name", "local_sign_sgd"}, {"lr", 0.02}, {"local_steps", 3}, {"turn_on_local_steps_from", 4}}},
+      {"local_ef_sign_sgd", {{"name", "local_ef_sign_sgd"}, {"lr", 0.5}, {"local_steps", 3}, {"turn_on_local_steps_from", 4}}},
+      {"local_ef_sign_sgd_packed",
+       {{"name", "local_ef_sign_sgd"}, {"lr", 0.5}, {"local_steps", 3}, {"turn_on_local_steps_from", 4},
+        {"packed_signs", true}}}};
+  auto it = algorithms.find(name);
+  if (it == algorithms.end()) return nullptr;
+  json a = it->second;
+  for (auto& [k, v] : momentum.items()) a[k] = v;
+  return a;
+}
+
+// The compressed gossip algorithms on the ring of 4, by test parameter name: each
+// exchanges real packed payloads with its neighbours (CHOCO also with the exchange held
+// across steps).
+json decentralized_algorithm(const std::string& name) {
+  const std::map<std::string, json> algorithms = {
+      {"choco_sgd_sign", {{"name", "choco_sgd"}, {"compressor", {{"kind", "scaled_sign"}}}, {"consensus_stepsize", 0.4}}},
+      {"choco_sgd_top_k_blocking",
+       {{"name", "choco_sgd"}, {"compressor", {{"kind", "top_k"}, {"ratio", 0.2}}}, {"consensus_stepsize", 0.3},
+        {"overlap", false}}},
+      {"dcd_psgd_qsgd", {{"name", "dcd_psgd"}, {"compressor", {{"kind", "qsgd"}, {"levels", 15}}}}},
+      {"ecd_psgd_random_k", {{"name", "ecd_psgd"}, {"compressor", {{"kind", "random_k"}, {"ratio", 0.25}}}}},
+      {"deepsqueeze_top_k",
+       {{"name", "deepsqueeze"}, {"compressor", {{"kind", "top_k"}, {"ratio", 0.2}}}, {"consensus_stepsize", 0.5}}}};
+  auto it = algorithms.find(name);
+  if (it == algorithms.end()) return nullptr;
+  json a = it->second;
+  a["lr"] = 0.3;
+  a["momentum"] = 0.9;
+  a["weight_decay"] = 1e-4;
+  return a;
+}
+
 json scenario(const std::string& variant) {
+  if (json a = decentralized_algorithm(variant); !a.is_null()) {
+    json doc = scenario("decentralized");
+    doc["name"] = "live-" + variant;
+    doc["algorithm"] = a;
+    return doc;
+  }
+  if (json a = centralized_local_algorithm(variant); !a.is_null()) {
+    json doc = scenario("centralized");
+    doc["name"] = "live-" + variant;
+    doc["algorithm"] = a;
+    return doc;
+  }
   return {{"name", "live-" + variant},
           {"ranks", 4},
           {"steps", 20},
@@ -98,6 +156,12 @@ TEST_P(LiveVersusEmulated, SameParametersAndBytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gloo, LiveVersusEmulated, ::testing::Values("centralized", "decentralized"));
+INSTANTIATE_TEST_SUITE_P(CentralizedLocal, LiveVersusEmulated,
+                         ::testing::Values("sparsified_top_k", "sparsified_qsgd", "sign_sgd", "ef_sign_sgd", "local_sgd",
+                                           "local_sign_sgd", "local_ef_sign_sgd", "local_ef_sign_sgd_packed"));
+INSTANTIATE_TEST_SUITE_P(Decentralized, LiveVersusEmulated,
+                         ::testing::Values("choco_sgd_sign", "choco_sgd_top_k_blocking", "dcd_psgd_qsgd",
+                                           "ecd_psgd_random_k", "deepsqueeze_top_k"));
 
 // A peer that never arrives ends the job within the timeout with a one-line error,
 // not a hang.

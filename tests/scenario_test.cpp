@@ -46,8 +46,14 @@ TEST(Scenario, ValidScenarioParsesWithDefaults) {
 struct BadCase {
   const char* what;
   std::function<void(json&)> edit;
-  const char* message;
+  std::string message;
 };
+
+std::string algorithm_list() {
+  std::string list;
+  for (const auto& name : algorithms::algorithm_names()) list += (list.empty() ? "" : ", ") + name;
+  return list;
+}
 
 // Each case breaks one thing; the message starts with its JSON path.
 const std::vector<BadCase>& bad_cases() {
@@ -56,7 +62,7 @@ const std::vector<BadCase>& bad_cases() {
        "/algorithm/lr: expected a number, got string \"fast\""},
       {"missing field", [](json& d) { d.erase("steps"); }, "/steps: missing required field (expected an integer)"},
       {"unknown algorithm", [](json& d) { d["algorithm"]["name"] = "adam"; },
-       "/algorithm/name: expected one of parallel_sgd, got \"adam\""},
+       "/algorithm/name: expected one of " + algorithm_list() + ", got \"adam\""},
       {"zero ranks", [](json& d) { d["ranks"] = 0; },
        "/ranks: expected an integer >= 1 and <= 1048576, got 0"},
       {"negative ranks", [](json& d) { d["ranks"] = -3; },

@@ -1,0 +1,74 @@
+#include "algorithms/dcd_psgd.hpp"
+
+#include "kernels/aggregation.hpp"
+
+namespace dtsim::algorithms {
+
+DcdPsgd::DcdPsgd(const AlgorithmSpec& spec, const net::Topology& topology, int rank)
+    : optimizer_(spec.optimizer),
+      hood_(Neighborhood::of(topology, rank)),
+      compressor_(make_gossip_compressor(spec.compressor, rank, "dcd_psgd")) {
+  weights_.push_back(hood_.self_weight);
+  weights_.insert(weights_.end(), hood_.peer_weights.begin(), hood_.peer_weights.end());
+}
+
+std::uint64_t DcdPsgd::state_bytes() const {
+  std::uint64_t bytes = 0;
+  for (const auto& r : replicas_) bytes += static_cast<std::uint64_t>(r.nbytes());
+  return bytes;
+}
+
+sim::Task<std::uint64_t> DcdPsgd::step(StepContext& ctx) {
+  auto& comm = ctx.comm;
+  const auto d = total_elements(ctx.params);
+  const double k = static_cast<double>(weights_.size());
+  {
+    auto phase = ctx.timer.phase("grad.apply_grad");
+    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, false); });
+  }
+  {
+    auto phase = ctx.timer.phase("grad.get_grads");
+    co_await comm.compute(elementwise_cost(d, 0.0, 16.0), [&] {
+      if (flat_params_.count() == 0) {
+        flat_params_ = kernels::TensorBuffer(ctx.params);
+        flat_grads_ = kernels::TensorBuffer(ctx.grads);
+        for (const auto& p : ctx.params) segments_.push_back(p.numel());
+        for (std::size_t j = 0; j < weights_.size(); ++j) replicas_.push_back(flat_params_.buffer().clone());
+        half_ = at::empty_like(flat_params_.buffer());
+      } else {
+        flat_params_.pack(ctx.params);
+        flat_grads_.pack(ctx.grads);
+      }
+    });
+  }
+  {
+    auto phase = ctx.timer.phase("grad.apply_local_gradient");
+    co_await comm.compute(elementwise_cost(d, 2.0 * k + 2.0, 4.0 * (k + 3.0)), [&] {
+      kernels::weighted_sum(half_, replicas_, weights_);
+      half_.sub_(flat_grads_.buffer(), optimizer_.spec().lr);
+    });
+  }
+  {
+    auto phase = ctx.timer.phase("grad.compress");
+    co_await comm.compute(elementwise_cost(d, 6.0, 16.0), [&] {
+      half_.sub_(flat_params_.buffer());  // half_ now holds x_{t+1/2} - x_i
+      message_.compress(compressor_, half_, segments_);
+    });
+  }
+  {
+    auto phase = ctx.timer.phase("grad.sync");
+    co_await message_.exchange(comm, hood_.peers);
+  }
+  {
+    auto phase = ctx.timer.phase("grad.unflatten_to_update");
+    co_await comm.compute(elementwise_cost(d, 2.0 * k, 12.0 * k + 8.0), [&] {
+      message_.add_own(compressor_, 1.0, replicas_[0]);
+      for (std::size_t j = 0; j < hood_.degree(); ++j) message_.add_peer(compressor_, j, 1.0, replicas_[j + 1]);
+      flat_params_.buffer().copy_(replicas_[0]);
+      flat_params_.unpack(ctx.params);
+    });
+  }
+  co_return reference_n_bits(compressor_, segments_);
+}
+
+}  // namespace dtsim::algorithms

@@ -1,0 +1,82 @@
+#include "algorithms/ecd_psgd.hpp"
+
+#include "kernels/aggregation.hpp"
+
+namespace dtsim::algorithms {
+
+EcdPsgd::EcdPsgd(const AlgorithmSpec& spec, const net::Topology& topology, int rank)
+    : optimizer_(spec.optimizer),
+      hood_(Neighborhood::of(topology, rank)),
+      compressor_(make_gossip_compressor(spec.compressor, rank, "ecd_psgd")) {
+  weights_.push_back(hood_.self_weight);
+  weights_.insert(weights_.end(), hood_.peer_weights.begin(), hood_.peer_weights.end());
+}
+
+std::uint64_t EcdPsgd::state_bytes() const {
+  std::uint64_t bytes = 0;
+  for (const auto& r : replicas_) bytes += static_cast<std::uint64_t>(r.nbytes());
+  return bytes;
+}
+
+sim::Task<std::uint64_t> EcdPsgd::step(StepContext& ctx) {
+  auto& comm = ctx.comm;
+  const auto d = total_elements(ctx.params);
+  const double k = static_cast<double>(weights_.size());
+  const double t = static_cast<double>(ctx.local_index);
+  {
+    auto phase = ctx.timer.phase("grad.apply_grad");
+    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, false); });
+  }
+  {
+    auto phase = ctx.timer.phase("grad.get_params");
+    co_await comm.compute(elementwise_cost(d, 0.0, 16.0), [&] {
+      if (flat_params_.count() == 0) {
+        flat_params_ = kernels::TensorBuffer(ctx.params);
+        flat_grads_ = kernels::TensorBuffer(ctx.grads);
+        for (const auto& p : ctx.params) segments_.push_back(p.numel());
+        for (std::size_t j = 0; j < weights_.size(); ++j) replicas_.push_back(flat_params_.buffer().clone());
+        next_ = at::empty_like(flat_params_.buffer());
+        z_ = at::empty_like(next_);
+      } else {
+        flat_params_.pack(ctx.params);
+        flat_grads_.pack(ctx.grads);
+      }
+    });
+  }
+  {
+    auto phase = ctx.timer.phase("grad.get_extrapolated_model");
+    co_await comm.compute(elementwise_cost(d, 2.0 * k, 4.0 * (k + 1.0)),
+                          [&] { kernels::weighted_sum(next_, replicas_, weights_); });
+  }
+  auto& x = flat_params_.buffer();
+  {
+    auto phase = ctx.timer.phase("grad.unflatten_to_update");
+    co_await comm.compute(elementwise_cost(d, 5.0, 28.0), [&] {
+      next_.sub_(flat_grads_.buffer(), optimizer_.spec().lr);
+      // z = (1 - t/2) x_t + (t/2) x+ ; then x <- x+.
+      z_.copy_(x).mul_(1.0 - 0.5 * t);
+      z_.add_(next_, 0.5 * t);
+      x.copy_(next_);
+      flat_params_.unpack(ctx.params);
+    });
+  }
+  {
+    auto phase = ctx.timer.phase("grad.compress");
+    co_await comm.compute(elementwise_cost(d, 6.0, 8.0), [&] { message_.compress(compressor_, z_, segments_); });
+  }
+  {
+    auto phase = ctx.timer.phase("grad.sync");
+    co_await message_.exchange(comm, hood_.peers);
+  }
+  {
+    auto phase = ctx.timer.phase("grad.unflatten_to_update");
+    co_await comm.compute(elementwise_cost(d, 3.0 * k, 16.0 * k), [&] {
+      for (auto& y : replicas_) y.mul_(1.0 - 2.0 / t);
+      message_.add_own(compressor_, 2.0 / t, replicas_[0]);
+      for (std::size_t j = 0; j < hood_.degree(); ++j) message_.add_peer(compressor_, j, 2.0 / t, replicas_[j + 1]);
+    });
+  }
+  co_return reference_n_bits(compressor_, segments_);
+}
+
+}  // namespace dtsim::algorithms

@@ -1,0 +1,84 @@
+#include "algorithms/ef_sign_sgd.hpp"
+
+namespace dtsim::algorithms {
+
+namespace {
+sim::ComputeCost copy_cost(std::int64_t elements) { return {0.0, 8.0 * static_cast<double>(elements)}; }
+
+kernels::CompressorSpec scaled_sign_spec() {
+  kernels::CompressorSpec c;
+  c.kind = kernels::CompressorKind::scaled_sign;
+  return c;
+}
+}  // namespace
+
+EfSignSgd::EfSignSgd(const AlgorithmSpec& spec)
+    : optimizer_(spec.optimizer), compressor_(kernels::make_compressor(scaled_sign_spec())) {}
+
+sim::Task<std::uint64_t> EfSignSgd::step(StepContext& ctx) {
+  auto& comm = ctx.comm;
+  const auto d = total_elements(ctx.params);
+  const auto dd = static_cast<double>(d);
+  const double n = static_cast<double>(comm.size());
+  {
+    auto phase = ctx.timer.phase("sync.apply_grad");
+    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, false); });
+  }
+  {
+    auto phase = ctx.timer.phase("sync.get_data");
+    co_await comm.compute(copy_cost(d), [&] {
+      if (flat_.count() == 0) {
+        flat_ = kernels::TensorBuffer(ctx.grads);
+        memory_ = at::zeros_like(flat_.buffer());
+        update_ = at::zeros_like(flat_.buffer());
+        for (const auto& g : ctx.grads) segments_.push_back(g.numel());
+      } else {
+        flat_.pack(ctx.grads);
+      }
+    });
+  }
+  {
+    auto phase = ctx.timer.phase("sync.use_memory");
+    co_await comm.compute({dd, 12.0 * dd}, [&] { flat_.buffer().add_(memory_); });
+  }
+  {
+    auto phase = ctx.timer.phase("sync.compress");
+    co_await comm.compute({2.0 * dd, 4.5 * dd}, [&] { compressor_.compress(flat_.buffer(), segments_, payload_); });
+  }
+  {
+    auto phase = ctx.timer.phase("sync.sync");
+    co_await comm.all_gather(payload_.bytes, gathered_);
+  }
+  {
+    auto phase = ctx.timer.phase("sync.update_memory");
+    co_await comm.compute({2.0 * dd, 12.0 * dd}, [&] {
+      memory_.copy_(flat_.buffer());
+      compressor_.decompress_add(payload_, -1.0, memory_);
+    });
+  }
+  {
+    auto phase = ctx.timer.phase("sync.decompress");
+    co_await comm.compute({2.0 * n * dd, n * dd / 8.0 + 8.0 * dd}, [&] {
+      update_.zero_();
+      received_ = payload_;
+      for (const auto& bytes : gathered_) {
+        received_.bytes = bytes;
+        compressor_.decompress_add(received_, 1.0, update_);
+      }
+      update_.div_(n);
+    });
+  }
+  {
+    auto phase = ctx.timer.phase("sync.apply_grad");
+    co_await comm.compute({2.0 * dd, 12.0 * dd}, [&] {
+      std::int64_t offset = 0;
+      for (auto& p : ctx.params) {
+        p.add_(update_.narrow(0, offset, p.numel()).view_as(p), -optimizer_.spec().lr);
+        offset += p.numel();
+      }
+    });
+  }
+  co_return static_cast<std::uint64_t>(payload_.payload_bits());
+}
+
+}  // namespace dtsim::algorithms

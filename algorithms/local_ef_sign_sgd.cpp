@@ -1,0 +1,104 @@
+#include "algorithms/local_ef_sign_sgd.hpp"
+
+namespace dtsim::algorithms {
+
+namespace {
+kernels::CompressorSpec sign_spec() {
+  kernels::CompressorSpec c;
+  c.kind = kernels::CompressorKind::sign;
+  return c;
+}
+}  // namespace
+
+LocalEfSignSgd::LocalEfSignSgd(const AlgorithmSpec& spec)
+    : optimizer_(spec.optimizer),
+      schedule_(spec),
+      packed_(spec.packed_signs),
+      compressor_(kernels::make_compressor(sign_spec())) {}
+
+sim::Task<std::uint64_t> LocalEfSignSgd::step(StepContext& ctx) {
+  auto& comm = ctx.comm;
+  const auto d = total_elements(ctx.params);
+  const auto dd = static_cast<double>(d);
+  const auto L = static_cast<std::int64_t>(ctx.params.size());
+  const double n = static_cast<double>(comm.size());
+  {
+    auto phase = ctx.timer.phase("sync.local_update");
+    co_await comm.compute(optimizer_.cost(d), [&] {
+      if (consensus_.count() == 0) {  // x_bar = x_0, e = 0
+        consensus_ = kernels::TensorBuffer(ctx.params);
+        flat_params_ = kernels::TensorBuffer(ctx.params);
+        offsets_ = flat_offsets(ctx.params);
+        for (const auto& p : ctx.params) segments_.push_back(p.numel());
+        memory_ = at::zeros_like(consensus_.buffer());
+        input_ = at::zeros_like(memory_);
+        own_signs_ = at::zeros_like(memory_);
+        signs_ = at::zeros_like(memory_);
+        own_scales_ = at::zeros({L}, memory_.options());
+        scales_ = at::zeros({L}, memory_.options());
+      }
+      optimizer_.apply_gradient(ctx.params, ctx.grads, true);
+    });
+  }
+  if (!schedule_.sync_step(ctx.local_index)) co_return 0;
+  {
+    auto phase = ctx.timer.phase("sync.get_params");
+    co_await comm.compute({0.0, 8.0 * dd}, [&] { flat_params_.pack(ctx.params); });
+  }
+  {
+    auto phase = ctx.timer.phase("sync.memory_and_compress");
+    co_await comm.compute({6.0 * dd, 40.0 * dd}, [&] {
+      at::sub_out(input_, consensus_.buffer(), flat_params_.buffer());
+      memory_.add_(input_);
+      if (packed_) {
+        compressor_.compress(memory_, segments_, payload_);
+        compressor_.decompress(payload_, own_signs_);
+      } else {
+        at::sign_out(own_signs_, memory_);
+      }
+      float* s = own_scales_.data_ptr<float>();
+      for (std::int64_t l = 0; l < L; ++l) {
+        auto e = memory_.narrow(0, offsets_[l], offsets_[l + 1] - offsets_[l]);
+        s[l] = e.abs().sum().item<float>() / static_cast<float>(e.numel());
+        e.sub_(own_signs_.narrow(0, offsets_[l], offsets_[l + 1] - offsets_[l]) * s[l]);
+      }
+      scales_.copy_(own_scales_);
+      if (!packed_) signs_.copy_(own_signs_);
+    });
+  }
+  if (packed_) {
+    auto phase = ctx.timer.phase("sync.directions_1bit");
+    co_await comm.all_gather(payload_.bytes, gathered_);
+    co_await comm.compute({2.0 * n * dd, n * dd / 8.0 + 8.0 * dd}, [&] {
+      signs_.zero_();
+      received_ = payload_;
+      for (const auto& bytes : gathered_) {
+        received_.bytes = bytes;
+        compressor_.decompress_add(received_, 1.0, signs_);
+      }
+      signs_.div_(n);
+    });
+  } else {
+    auto phase = ctx.timer.phase("sync.directions");
+    co_await comm.all_reduce(signs_, comm::ReduceOp::Average);
+  }
+  {
+    auto phase = ctx.timer.phase("sync.magnitudes");
+    co_await comm.all_reduce(scales_, comm::ReduceOp::Average);
+  }
+  {
+    auto phase = ctx.timer.phase("sync.update_consensus");
+    co_await comm.compute({2.0 * dd, 20.0 * dd}, [&] {
+      const float* s = scales_.data_ptr<float>();
+      for (std::int64_t l = 0; l < L; ++l) {
+        auto x_bar = consensus_.buffer().narrow(0, offsets_[l], offsets_[l + 1] - offsets_[l]);
+        x_bar.sub_(signs_.narrow(0, offsets_[l], offsets_[l + 1] - offsets_[l]) * s[l]);
+      }
+      consensus_.unpack(ctx.params);
+    });
+  }
+  const auto sign_bits = packed_ ? static_cast<std::uint64_t>(payload_.payload_bits()) : 32ULL * static_cast<std::uint64_t>(d);
+  co_return sign_bits + 32ULL * static_cast<std::uint64_t>(L);
+}
+
+}  // namespace dtsim::algorithms

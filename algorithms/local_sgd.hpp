@@ -1,0 +1,58 @@
+// Local SGD and post-local SGD (Stich, "Local SGD Converges Fast and Communicates
+// Little", ICLR 2019; Lin, Stich, Patel, Jaggi, "Don't Use Large Mini-Batches, Use Local
+// SGD", ICLR 2020): the reference code's local_sgd.py::LocalSGD. Rank i, step t >= 1:
+//
+//   x_i   -= lr * d_i                         every step; d_i after weight decay and
+//                                             local momentum (never synchronised)
+//                                             (sync.local_update)
+//   sync step (t < turn_on_local_steps_from, or t mod H == 0):   (sync.sync_and_update)
+//     Delta  = (1/n) sum_r (x_bar - x_r)       fp32 all-reduce
+//     x_bar -= Delta                           (= the mean of the x_r)
+//     x_i    = x_bar
+//
+// x_bar starts at x_0. Post-local SGD = mini-batch SGD (H = 1) for the first
+// turn_on_local_steps_from - 1 steps, local SGD with H afterwards.
+// n_bits = 32 d on a sync step, 0 on a local step.
+#pragma once
+
+#include "algorithms/algorithm.hpp"
+#include "algorithms/apply_gradient.hpp"
+#include "kernels/tensor_buffer.hpp"
+
+namespace dtsim::algorithms {
+
+// When the local-SGD family synchronises.
+class LocalSchedule {
+ public:
+  explicit LocalSchedule(const AlgorithmSpec& spec) : h_(spec.local_steps), turn_on_(spec.turn_on_local_steps_from) {}
+  // True when step t (>= 1) synchronises.
+  bool sync_step(std::int64_t t) const { return t < turn_on_ || t % h_ == 0; }
+
+ private:
+  std::int64_t h_;
+  std::int64_t turn_on_;
+};
+
+// Element offset of each tensor in the flat buffer; back() = total.
+inline std::vector<std::int64_t> flat_offsets(const std::vector<at::Tensor>& tensors) {
+  std::vector<std::int64_t> offsets{0};
+  for (const auto& t : tensors) offsets.push_back(offsets.back() + t.numel());
+  return offsets;
+}
+
+class LocalSgd final : public Algorithm {
+ public:
+  explicit LocalSgd(const AlgorithmSpec& spec) : optimizer_(spec.optimizer), schedule_(spec) {}
+  sim::Task<std::uint64_t> step(StepContext& ctx) override;
+
+  // x_bar, flat over all tensors.
+  const at::Tensor& consensus() const { return consensus_.buffer(); }
+
+ private:
+  LocalOptimizer optimizer_;
+  LocalSchedule schedule_;
+  kernels::TensorBuffer consensus_, flat_params_;
+  at::Tensor diff_;
+};
+
+}  // namespace dtsim::algorithms

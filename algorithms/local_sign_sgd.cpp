@@ -1,0 +1,57 @@
+#include "algorithms/local_sign_sgd.hpp"
+
+namespace dtsim::algorithms {
+
+sim::Task<std::uint64_t> LocalSignSgd::step(StepContext& ctx) {
+  auto& comm = ctx.comm;
+  const auto d = total_elements(ctx.params);
+  const auto dd = static_cast<double>(d);
+  const auto L = static_cast<std::int64_t>(ctx.params.size());
+  {
+    auto phase = ctx.timer.phase("sync.local_update");
+    co_await comm.compute({optimizer_.cost(d).flops + 2.0 * dd, optimizer_.cost(d).bytes + 12.0 * dd}, [&] {
+      if (consensus_.count() == 0) {  // x_bar = x_0
+        consensus_ = kernels::TensorBuffer(ctx.params);
+        flat_params_ = kernels::TensorBuffer(ctx.params);
+        signs_ = at::empty_like(consensus_.buffer());
+        scales_ = at::empty({L}, consensus_.buffer().options());
+        offsets_ = flat_offsets(ctx.params);
+      }
+      optimizer_.apply_gradient(ctx.params, ctx.grads, false);
+      for (std::size_t i = 0; i < ctx.params.size(); ++i) ctx.params[i].add_(at::sign(ctx.grads[i]), -optimizer_.spec().lr);
+    });
+  }
+  if (!schedule_.sync_step(ctx.local_index)) co_return 0;
+  {
+    auto phase = ctx.timer.phase("sync.get_params");
+    co_await comm.compute({3.0 * dd, 20.0 * dd}, [&] {
+      flat_params_.pack(ctx.params);
+      at::sub_out(signs_, consensus_.buffer(), flat_params_.buffer());  // x_bar - x
+      float* s = scales_.data_ptr<float>();
+      for (std::int64_t l = 0; l < L; ++l) {
+        const auto v = signs_.narrow(0, offsets_[l], offsets_[l + 1] - offsets_[l]);
+        s[l] = v.abs().sum().item<float>() / static_cast<float>(v.numel());
+      }
+      signs_.sign_();
+    });
+  }
+  {
+    auto phase = ctx.timer.phase("sync.sync_and_decompress");
+    co_await comm.all_reduce(signs_, comm::ReduceOp::Average);
+    co_await comm.all_reduce(scales_, comm::ReduceOp::Average);
+  }
+  {
+    auto phase = ctx.timer.phase("sync.update_consensus");
+    co_await comm.compute({2.0 * dd, 20.0 * dd}, [&] {
+      const float* s = scales_.data_ptr<float>();
+      for (std::int64_t l = 0; l < L; ++l) {
+        auto x_bar = consensus_.buffer().narrow(0, offsets_[l], offsets_[l + 1] - offsets_[l]);
+        x_bar.sub_(signs_.narrow(0, offsets_[l], offsets_[l + 1] - offsets_[l]) * s[l]);
+      }
+      consensus_.unpack(ctx.params);
+    });
+  }
+  co_return 32ULL * static_cast<std::uint64_t>(d + L);
+}
+
+}  // namespace dtsim::algorithms

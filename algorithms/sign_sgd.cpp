@@ -1,0 +1,79 @@
+#include "algorithms/sign_sgd.hpp"
+
+#include "kernels/majority_vote.hpp"
+
+namespace dtsim::algorithms {
+
+namespace {
+sim::ComputeCost copy_cost(std::int64_t elements) { return {0.0, 8.0 * static_cast<double>(elements)}; }
+
+kernels::CompressorSpec sign_spec() {
+  kernels::CompressorSpec c;
+  c.kind = kernels::CompressorKind::sign;
+  return c;
+}
+}  // namespace
+
+SignSgd::SignSgd(const AlgorithmSpec& spec)
+    : optimizer_(spec.optimizer), compressor_(kernels::make_compressor(sign_spec())), majority_vote_(spec.majority_vote) {}
+
+sim::Task<std::uint64_t> SignSgd::step(StepContext& ctx) {
+  auto& comm = ctx.comm;
+  const auto d = total_elements(ctx.params);
+  const auto dd = static_cast<double>(d);
+  const double n = static_cast<double>(comm.size());
+  {
+    auto phase = ctx.timer.phase("sync/get_data");
+    co_await comm.compute(copy_cost(d), [&] {
+      if (flat_params_.count() == 0) {
+        flat_params_ = kernels::TensorBuffer(ctx.params);
+        update_ = at::zeros_like(flat_params_.buffer());
+        for (const auto& p : ctx.params) segments_.push_back(p.numel());
+      } else {
+        flat_params_.pack(ctx.params);
+      }
+    });
+  }
+  {
+    auto phase = ctx.timer.phase("sync/apply_grad");
+    co_await comm.compute({optimizer_.cost(d).flops, optimizer_.cost(d).bytes + 8.0 * dd}, [&] {
+      optimizer_.apply_gradient(ctx.params, ctx.grads, false);
+      if (flat_grads_.count() == 0)
+        flat_grads_ = kernels::TensorBuffer(ctx.grads);
+      else
+        flat_grads_.pack(ctx.grads);
+    });
+  }
+  {
+    auto phase = ctx.timer.phase("sync/compress");
+    co_await comm.compute({dd, 4.5 * dd}, [&] { compressor_.compress(flat_grads_.buffer(), segments_, payload_); });
+  }
+  {
+    auto phase = ctx.timer.phase("sync/sync_and_decompress");
+    co_await comm.all_gather(payload_.bytes, gathered_);
+    co_await comm.compute({n * dd, n * dd / 8.0 + 4.0 * dd}, [&] {
+      received_.resize(gathered_.size());
+      for (std::size_t r = 0; r < gathered_.size(); ++r) {
+        received_[r] = payload_;
+        received_[r].bytes = gathered_[r];
+      }
+      if (majority_vote_) {
+        kernels::majority_vote(received_, update_);
+      } else {
+        update_.zero_();
+        for (const auto& p : received_) compressor_.decompress_add(p, 1.0, update_);
+        update_.div_(n);
+      }
+    });
+  }
+  {
+    auto phase = ctx.timer.phase("sync/apply_grad");
+    co_await comm.compute({2.0 * dd, 12.0 * dd}, [&] {
+      flat_params_.buffer().add_(update_, -optimizer_.spec().lr);
+      flat_params_.unpack(ctx.params);
+    });
+  }
+  co_return static_cast<std::uint64_t>(payload_.payload_bits());
+}
+
+}  // namespace dtsim::algorithms

@@ -1,0 +1,162 @@
+#include "algorithms/sparsified_sgd.hpp"
+
+#include <bit>
+#include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "kernels/error_feedback.hpp"
+
+namespace dtsim::algorithms {
+
+namespace {
+using kernels::CompressorKind;
+
+sim::ComputeCost copy_cost(std::int64_t elements) { return {0.0, 8.0 * static_cast<double>(elements)}; }
+
+kernels::CompressorSpec rank_compressor(const AlgorithmSpec& spec, int rank) {
+  auto c = spec.compressor;
+  const auto kind = c.kind;
+  if (kind != CompressorKind::top_k && kind != CompressorKind::random_k && kind != CompressorKind::threshold &&
+      kind != CompressorKind::qsgd)
+    throw std::invalid_argument(fmt::format(
+        "sparsified_sgd: compressor.kind must be top_k, random_k, threshold or qsgd, got {}", kernels::to_string(kind)));
+  if (spec.mask_momentum && kind == CompressorKind::random_k && c.shared_seed)
+    throw std::invalid_argument("sparsified_sgd: mask_momentum needs the sent indices; random_k with shared_seed sends none");
+  if (!c.shared_seed) c.seed += static_cast<std::uint64_t>(rank);
+  return c;
+}
+}  // namespace
+
+SparsifiedSgd::SparsifiedSgd(const AlgorithmSpec& spec, int rank)
+    : optimizer_(spec.optimizer),
+      compressor_(kernels::make_compressor(rank_compressor(spec, rank))),
+      quantized_(spec.compressor.kind == CompressorKind::qsgd),
+      mask_momentum_(spec.mask_momentum) {}
+
+void SparsifiedSgd::init(const std::vector<at::Tensor>& grads) {
+  flat_ = kernels::TensorBuffer(grads);
+  segments_.clear();
+  for (const auto& g : grads) segments_.push_back(g.numel());
+  memory_ = at::zeros_like(flat_.buffer());
+  update_ = at::zeros_like(flat_.buffer());
+}
+
+// The momentum buffer is zeroed where this rank's payload sent a coordinate. Wire layouts
+// (kernels/compressor.hpp): top_k / random_k = K uint32 indices first; threshold = L
+// uint32 counts, then the indices; indices local to their tensor, tensors in order.
+void SparsifiedSgd::zero_momentum_at_sent() {
+  auto& buffers = optimizer_.momentum_buffers();
+  const auto* base = payload_.bytes.data_ptr<std::uint8_t>();
+  const auto L = static_cast<std::int64_t>(segments_.size());
+  std::vector<std::int64_t> counts(segments_.size());
+  const std::uint8_t* indices = base;
+  if (payload_.kind == CompressorKind::threshold) {
+    for (std::int64_t s = 0; s < L; ++s) {
+      std::uint32_t c = 0;
+      std::memcpy(&c, base + 4 * s, 4);
+      counts[s] = c;
+    }
+    indices = base + 4 * L;
+  } else {
+    for (std::int64_t s = 0; s < L; ++s) counts[s] = compressor_.k_for(segments_[s]);
+  }
+  for (std::int64_t s = 0; s < L; ++s) {
+    auto& buf = buffers.at(static_cast<std::size_t>(s));
+    if (buf.defined()) {
+      float* b = buf.data_ptr<float>();
+      for (std::int64_t j = 0; j < counts[s]; ++j) {
+        std::uint32_t i = 0;
+        std::memcpy(&i, indices + 4 * j, 4);
+        b[i] = 0.0f;
+      }
+    }
+    indices += 4 * counts[s];
+  }
+}
+
+sim::Task<std::uint64_t> SparsifiedSgd::step(StepContext& ctx) {
+  auto& comm = ctx.comm;
+  const auto d = total_elements(ctx.grads);
+  const double n = static_cast<double>(comm.size());
+  const double lr = optimizer_.spec().lr;
+  {
+    auto phase = ctx.timer.phase("grad.apply_grad");
+    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, false); });
+  }
+  {
+    auto phase = ctx.timer.phase("grad.recover_hat_params");
+    co_await comm.compute(copy_cost(d), [&] {
+      if (flat_.count() == 0)
+        init(ctx.grads);
+      else
+        flat_.pack(ctx.grads);
+    });
+  }
+  std::uint64_t n_bits = 0;
+  if (quantized_) {
+    {
+      auto phase = ctx.timer.phase("grad.compress");
+      co_await comm.compute({4.0 * static_cast<double>(d), 12.0 * static_cast<double>(d)}, [&] {
+        compressor_.compress(flat_.buffer(), segments_, payload_);
+        compressor_.decompress(payload_, flat_.buffer());
+      });
+    }
+    {
+      auto phase = ctx.timer.phase("grad.sync");
+      co_await comm.all_reduce(flat_.buffer(), comm::ReduceOp::Sum);
+    }
+    {
+      auto phase = ctx.timer.phase("grad.recover_info");
+      co_await comm.compute({static_cast<double>(d), 8.0 * static_cast<double>(d)},
+                            [&] { at::div_out(update_, flat_.buffer(), n); });
+    }
+    const auto b = static_cast<std::uint64_t>(std::bit_width(static_cast<unsigned>(compressor_.spec().levels)));
+    n_bits = b * static_cast<std::uint64_t>(d);
+  } else {
+    {
+      auto phase = ctx.timer.phase("grad.compress");
+      co_await comm.compute({4.0 * static_cast<double>(d), 16.0 * static_cast<double>(d)}, [&] {
+        kernels::error_feedback_step(compressor_, memory_, flat_.buffer(), segments_, payload_);
+        if (mask_momentum_) zero_momentum_at_sent();
+      });
+    }
+    {
+      auto phase = ctx.timer.phase("grad.sync");
+      co_await comm.all_gather(payload_.bytes, gathered_);
+    }
+    std::int64_t k = 0;
+    for (auto s : segments_) k += compressor_.k_for(s);
+    if (payload_.kind == CompressorKind::threshold)
+      k = (payload_.bytes.numel() - 4 * static_cast<std::int64_t>(segments_.size())) / 8;
+    {
+      auto phase = ctx.timer.phase("grad.recover_info");
+      const double received = static_cast<double>(k) * n;
+      co_await comm.compute({received + static_cast<double>(d), 12.0 * received + 8.0 * static_cast<double>(d)}, [&] {
+        received_.resize(gathered_.size());
+        update_.zero_();
+        for (std::size_t r = 0; r < gathered_.size(); ++r) {
+          received_[r] = payload_;
+          received_[r].bytes = gathered_[r];
+          compressor_.decompress_add(received_[r], 1.0, update_);
+        }
+        update_.div_(n);
+      });
+    }
+    n_bits = 96ULL * static_cast<std::uint64_t>(k);
+  }
+  {
+    auto phase = ctx.timer.phase("grad.update_model");
+    co_await comm.compute(copy_cost(d), [&] {
+      std::int64_t offset = 0;
+      for (auto& p : ctx.params) {
+        p.add_(update_.narrow(0, offset, p.numel()).view_as(p), -lr);
+        offset += p.numel();
+      }
+    });
+  }
+  co_return n_bits;
+}
+
+}  // namespace dtsim::algorithms

@@ -1,0 +1,58 @@
+// Sparsified SGD with memory, in the style of Deep Gradient Compression (Lin, Han, Mao,
+// Wang, Dally, ICLR 2018; memory analysed by Stich, Cordonnier, Jaggi, "Sparsified SGD
+// with Memory", NeurIPS 2018): the reference code's dgc.py::DGC. Rank i, per tensor:
+//
+//   d_i  = apply_gradient(g_i)              weight decay, local momentum   (grad.apply_grad)
+//   g'_i = d_i + m_i                                                        (grad.recover_hat_params
+//   (v_i, idx_i) = C(g'_i)                  top-k, random-k or threshold     and grad.compress)
+//   m_i  = g'_i - scatter(v_i, idx_i)       g'_i with the sent coordinates zeroed
+//          [mask_momentum: momentum buffer zeroed at idx_i too]
+//   (v_r, idx_r) from every rank r          all-gather, sizes may differ    (grad.sync)
+//   x   -= lr * (1/n) sum_r scatter(v_r, idx_r)                             (grad.recover_info,
+//                                                                             grad.update_model)
+// With C = qsgd (the reference's quantize_qsgd) there is no memory:
+//   x -= lr * (1/n) all_reduce_sum(Q(d_i))  (the decoded fp32 values, as the reference sends)
+//
+// n_bits (the reference's): 96 k for the sparse kinds (k values plus k indices counted as
+// int64; k = sum over tensors of max(1, floor(ratio * numel)), or the threshold count);
+// b d for QSGD with b = log2(levels + 1), the reference's quantize_level.
+// random_k draws with seed + rank (independent ranks) unless shared_seed is set.
+// No compression-ratio warm-up: the ratio is constant.
+#pragma once
+
+#include "algorithms/algorithm.hpp"
+#include "algorithms/apply_gradient.hpp"
+#include "kernels/tensor_buffer.hpp"
+
+namespace dtsim::algorithms {
+
+class SparsifiedSgd final : public Algorithm {
+ public:
+  // Throws std::invalid_argument unless spec.compressor is top_k, random_k, threshold or qsgd.
+  SparsifiedSgd(const AlgorithmSpec& spec, int rank);
+  sim::Task<std::uint64_t> step(StepContext& ctx) override;
+
+  // m, flat over all tensors (zeros with qsgd), after the last step.
+  const at::Tensor& memory() const { return memory_; }
+  // What this rank sent in the last step.
+  const kernels::Payload& sent() const { return payload_; }
+  kernels::Compressor& compressor() { return compressor_; }
+  LocalOptimizer& optimizer() { return optimizer_; }
+
+ private:
+  void init(const std::vector<at::Tensor>& grads);
+  void zero_momentum_at_sent();
+
+  LocalOptimizer optimizer_;
+  kernels::Compressor compressor_;
+  bool quantized_;
+  bool mask_momentum_;
+  kernels::TensorBuffer flat_;  // d, then (qsgd) the quantized and reduced values
+  std::vector<std::int64_t> segments_;
+  at::Tensor memory_, update_;
+  kernels::Payload payload_;
+  std::vector<at::Tensor> gathered_;
+  std::vector<kernels::Payload> received_;
+};
+
+}  // namespace dtsim::algorithms
