@@ -110,7 +110,14 @@ void Engine::run() {
     // frame (or Completion) now, so the miss overlaps this event's work instead of
     // stalling the next resume.
     if (const QueuedEvent* after = queue_.peek_hint()) __builtin_prefetch(after->target);
-    fire(next);
+    try {
+      fire(next);
+    } catch (...) {
+      // A callback failed (e.g. a link failure that disconnects the network): the run is
+      // over, and the suspended programs must go now, while what they refer to still lives.
+      abandon();
+      throw;
+    }
     // A failed root ends the run at once: its peers would otherwise wait forever.
     if (failed_) rethrow_first_failure();
   }

@@ -398,3 +398,31 @@ TEST(Task, RunBlockingReturnsTheResult) { EXPECT_EQ(run_blocking(chain(5)), 21);
 
 }  // namespace
 }  // namespace dtsim::sim
+
+namespace dtsim::sim {
+namespace {
+
+struct SetOnDestroy {
+  bool* flag;
+  ~SetOnDestroy() { *flag = true; }
+};
+
+Task<void> holds_guard(Engine& engine, bool& destroyed) {
+  SetOnDestroy guard{&destroyed};
+  co_await engine.sleep_for(10.0);
+}
+
+// A callback that throws ends the run with its exception, and the programs still
+// suspended are destroyed before run() returns, not later when the engine dies (by then
+// the objects they point at may be gone).
+TEST(Engine, ThrowingCallbackAbandonsSuspendedPrograms) {
+  Engine engine;
+  bool destroyed = false;
+  engine.spawn(holds_guard(engine, destroyed), "rank 0");
+  engine.call_at(1.0, [] { throw std::invalid_argument("link 2-3 failed"); });
+  EXPECT_THROW(engine.run(), std::invalid_argument);
+  EXPECT_TRUE(destroyed);
+}
+
+}  // namespace
+}  // namespace dtsim::sim
