@@ -37,11 +37,13 @@ sim::Task<std::uint64_t> CentralizedSgd::step(StepContext& ctx) {
   co_return fp32_bits(d);
 }
 
-DecentralizedSgd::DecentralizedSgd(OptimizerSpec spec, const net::Topology& topology, int rank)
-    : optimizer_(spec), peers_(topology.neighbors(rank)) {
+DecentralizedSgd::DecentralizedSgd(const AlgorithmSpec& spec, const net::Topology& topology, int rank)
+    : optimizer_(spec.optimizer), peers_(topology.neighbors(rank)) {
   const auto& row = topology.mixing_row(rank);
   weights_.push_back(row[rank]);
   for (int peer : peers_) weights_.push_back(row[peer]);
+  if (spec.compressor.kind != kernels::CompressorKind::identity)
+    compressor_.emplace(make_gossip_compressor(spec.compressor, rank, "parallel_sgd"));
 }
 
 sim::Task<std::uint64_t> DecentralizedSgd::step(StepContext& ctx) {
@@ -57,12 +59,24 @@ sim::Task<std::uint64_t> DecentralizedSgd::step(StepContext& ctx) {
       if (flat_params_.count() == 0) {
         flat_params_ = kernels::TensorBuffer(ctx.params);
         mixed_ = at::empty_like(flat_params_.buffer());
+        for (const auto& p : ctx.params) segments_.push_back(p.numel());
       } else {
         flat_params_.pack(ctx.params);
       }
     });
   }
-  {
+  if (compressor_) {
+    auto phase = ctx.timer.phase("sync/sync");
+    co_await comm.compute(elementwise_cost(d, 6.0, 16.0), [&] { message_.compress(*compressor_, flat_params_.buffer(), segments_); });
+    co_await message_.exchange(comm, peers_);
+    // x_i <- w_ii x_i + sum_j w_ij decompress(q_j)
+    const double k = static_cast<double>(weights_.size());
+    co_await comm.compute(elementwise_cost(d, 2.0 * k, 12.0 * k + 8.0), [&] {
+      mixed_.copy_(flat_params_.buffer()).mul_(weights_[0]);
+      for (std::size_t j = 0; j < peers_.size(); ++j) message_.add_peer(*compressor_, j, weights_[j + 1], mixed_);
+      flat_params_.buffer().copy_(mixed_);
+    });
+  } else {
     auto phase = ctx.timer.phase("sync/sync");
     co_await comm.exchange(flat_params_.buffer(), peers_, received_);
     // x_i <- w_ii x_i + sum_j w_ij x_j
@@ -78,7 +92,7 @@ sim::Task<std::uint64_t> DecentralizedSgd::step(StepContext& ctx) {
     auto phase = ctx.timer.phase("sync/update_model");
     co_await comm.compute(copy_cost(d), [&] { flat_params_.unpack(ctx.params); });
   }
-  co_return fp32_bits(d);
+  co_return compressor_ ? reference_n_bits(*compressor_, segments_) : fp32_bits(d);
 }
 
 }  // namespace dtsim::algorithms

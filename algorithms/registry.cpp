@@ -36,7 +36,7 @@ const std::vector<std::string>& algorithm_fields(const std::string& name) {
       all.insert(all.end(), extra.begin(), extra.end());
       return all;
     };
-    m["parallel_sgd"] = with({"variant"});
+    m["parallel_sgd"] = with({"variant", "compressor"});  // compressor: decentralized only
     m["choco_sgd"] = with({"compressor", "consensus_stepsize", "overlap"});
     m["dcd_psgd"] = with({"compressor"});
     m["ecd_psgd"] = with({"compressor"});
@@ -56,8 +56,17 @@ const std::vector<std::string>& algorithm_fields(const std::string& name) {
 
 std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSpec& spec, const net::Topology& topology, int rank) {
   if (spec.name == "parallel_sgd") {
-    if (spec.variant == "centralized") return std::make_unique<CentralizedSgd>(spec.optimizer);
-    if (spec.variant == "decentralized") return std::make_unique<DecentralizedSgd>(spec.optimizer, topology, rank);
+    if (spec.variant == "centralized") {
+      // The scenario parser accepts "compressor" for parallel_sgd whatever the variant; a
+      // centralized run cannot use one (its default, identity, is the plain algorithm).
+      if (spec.compressor.kind != kernels::CompressorKind::identity)
+        throw std::invalid_argument(
+            fmt::format("/algorithm/compressor: parallel_sgd variant centralized takes no compressor (got {}; only "
+                        "the decentralized variant does)",
+                        kernels::to_string(spec.compressor.kind)));
+      return std::make_unique<CentralizedSgd>(spec.optimizer);
+    }
+    if (spec.variant == "decentralized") return std::make_unique<DecentralizedSgd>(spec, topology, rank);
     throw std::invalid_argument(
         fmt::format("parallel_sgd: unknown variant \"{}\" (expected centralized or decentralized)", spec.variant));
   }

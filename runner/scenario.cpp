@@ -128,9 +128,35 @@ Scenario parse_scenario(const json& doc) {
   {
     auto w = root.object("workload", true);
     w.choice("kind", std::nullopt, {"logistic_regression"});
-    s.workload.samples = w.integer("samples", 4096, 1, kIntMax);
-    s.workload.features = w.integer("features", 32, 1, kIntMax);
-    s.workload.batch_size = w.integer("batch_size", 32, 1, kIntMax);
+    if (const json* file = w.find("libsvm_file")) {
+      // Data from a LIBSVM file (load_scenario has made a relative path relative to the
+      // scenario file's directory): samples is the file's; features defaults to its
+      // largest index.
+      if (!file->is_string() || file->get<std::string>().empty())
+        throw ScenarioError(w.where("libsvm_file"), "expected a non-empty path string, got " + describe(*file));
+      if (w.find("samples"))
+        throw ScenarioError(w.where("samples"), "expected no samples with libsvm_file (the file's lines are the samples)");
+      s.workload.libsvm_file = file->get<std::string>();
+      s.workload.features = w.integer("features", 0, 1, kIntMax);
+      try {
+        const auto data = workloads::load_libsvm(s.workload.libsvm_file, s.workload.features);
+        s.workload.samples = data->x.size(0);
+        s.workload.features = data->x.size(1);
+      } catch (const std::invalid_argument& e) {
+        throw ScenarioError(w.where("libsvm_file"), e.what());
+      }
+    } else {
+      s.workload.samples = w.integer("samples", 4096, 1, kIntMax);
+      s.workload.features = w.integer("features", 32, 1, kIntMax);
+    }
+    // batch_size: a positive integer, or "full" / 0 for the whole shard every step.
+    if (const json* b = w.find("batch_size"); b && b->is_string()) {
+      if (b->get<std::string>() != "full")
+        throw ScenarioError(w.where("batch_size"), "expected a positive integer, 0 or \"full\", got " + describe(*b));
+      s.workload.batch_size = 0;
+    } else {
+      s.workload.batch_size = w.integer("batch_size", 32, 0, kIntMax);
+    }
     s.workload.partition = w.choice("partition", "iid", {"iid", "sorted"});
     if (s.workload.samples < s.ranks)
       throw ScenarioError(w.where("samples"),
@@ -331,6 +357,14 @@ Scenario load_scenario(const std::filesystem::path& file) {
       if (s[i] == '\n') ++line, col = 0;
     throw ScenarioError("/", fmt::format("invalid JSON at line {}, column {}", line, col));
   }
+  // A relative /workload/libsvm_file is relative to the scenario file's directory.
+  if (doc.is_object() && doc.contains("workload") && doc["workload"].is_object()) {
+    auto& w = doc["workload"];
+    if (w.contains("libsvm_file") && w["libsvm_file"].is_string()) {
+      const std::filesystem::path data = w["libsvm_file"].get<std::string>();
+      if (!data.empty() && data.is_relative()) w["libsvm_file"] = (file.parent_path() / data).lexically_normal().string();
+    }
+  }
   return parse_scenario(doc);
 }
 
@@ -404,16 +438,20 @@ json Scenario::to_json() const {
     for (std::size_t r = 0; r < compute.slowdown.size(); ++r)
       if (compute.slowdown[r] != 1.0) comp["stragglers"].push_back({{"rank", r}, {"slowdown", compute.slowdown[r]}});
   }
+  json work = {{"kind", "logistic_regression"},
+               {"samples", workload.samples},
+               {"features", workload.features},
+               {"batch_size", workload.batch_size},
+               {"partition", workload.partition}};
+  if (!workload.libsvm_file.empty()) {  // the file's sample count is implied (and not a field then)
+    work.erase("samples");
+    work["libsvm_file"] = workload.libsvm_file;
+  }
   return {{"name", name},
           {"ranks", ranks},
           {"steps", steps},
           {"seed", seed},
-          {"workload",
-           {{"kind", "logistic_regression"},
-            {"samples", workload.samples},
-            {"features", workload.features},
-            {"batch_size", workload.batch_size},
-            {"partition", workload.partition}}},
+          {"workload", work},
           {"algorithm", algo},
           {"topology", topo},
           {"network", net},

@@ -84,6 +84,74 @@ TEST(Runs, DecentralizedSgdOnCompleteGraphIsExactAveraging) {
   EXPECT_LT(r.consensus_distance, 1e-10);
 }
 
+// D-PSGD with a compressor (naive compressed gossip, x_i <- w_ii x_i + sum_j w_ij C(x_j)).
+RunResult with_compressor(const json& compressor, std::int64_t features = 8) {
+  auto doc = json{{"name", "compressed"},
+                  {"ranks", 4},
+                  {"steps", 30},
+                  {"seed", 3},
+                  {"workload", {{"kind", "logistic_regression"}, {"samples", 512}, {"features", features}, {"batch_size", 16}}},
+                  {"algorithm",
+                   {{"name", "parallel_sgd"}, {"variant", "decentralized"}, {"lr", 0.2}, {"momentum", 0.9}, {"weight_decay", 1e-4}}},
+                  {"topology", {{"kind", "ring"}}},
+                  {"network", {{"model", "alpha_beta"}, {"latency_us", 3}, {"bandwidth_GBps", 2}}}};
+  if (!compressor.is_null()) doc["algorithm"]["compressor"] = compressor;
+  return run_emulated(parse_scenario(doc));
+}
+
+// The identity compressor (explicit or the default) is plain D-PSGD, bit for bit:
+// the same trajectory, messages and n_bits = 32 d as before compressors existed.
+TEST(Runs, DecentralizedSgdIdentityCompressorIsThePlainAlgorithm) {
+  const auto plain = with_compressor(nullptr), identity = with_compressor({{"kind", "identity"}});
+  const auto base = run_emulated(small("decentralized"));
+  for (const auto* r : {&plain, &identity}) {
+    EXPECT_EQ(r->loss, base.loss);
+    EXPECT_EQ(r->final_loss, base.final_loss);
+    EXPECT_EQ(r->consensus_distance, base.consensus_distance);
+    EXPECT_EQ(r->event_trace_hash, base.event_trace_hash);
+    for (double bits : r->n_bits) EXPECT_EQ(bits, 32 * 9);
+  }
+}
+
+// top_k keeping everything sends every value: the same mixing as identity (up to the
+// order of the float additions), at 64 bits per value.
+TEST(Runs, DecentralizedSgdTopKRatioOneMatchesIdentity) {
+  const auto identity = with_compressor(nullptr);
+  const auto top_all = with_compressor({{"kind", "top_k"}, {"ratio", 1.0}});
+  ASSERT_EQ(top_all.loss.size(), identity.loss.size());
+  for (std::size_t t = 0; t < identity.loss.size(); ++t) EXPECT_NEAR(top_all.loss[t], identity.loss[t], 1e-6) << t;
+  EXPECT_NEAR(top_all.final_loss, identity.final_loss, 1e-6);
+  EXPECT_NEAR(top_all.consensus_distance, identity.consensus_distance, 1e-8);
+  for (double bits : top_all.n_bits) EXPECT_EQ(bits, 64 * 9);
+}
+
+// n_bits = 64 K for top_k (gossip.hpp): 100 weights and a bias at 10% keep
+// K = 10 + max(1, floor(0.1)) = 11 values; each message is K (value, index) pairs.
+TEST(Runs, DecentralizedSgdTopKNBits) {
+  const auto r = with_compressor({{"kind", "top_k"}, {"ratio", 0.1}}, 100);
+  for (double bits : r.n_bits) EXPECT_EQ(bits, 64 * 11);
+  for (double bytes : r.wire_bytes) EXPECT_EQ(bytes, 2 * 8 * 11);  // to both ring neighbours
+  EXPECT_TRUE(std::isfinite(r.final_loss));
+  EXPECT_LT(r.final_loss, r.loss.front());
+  EXPECT_EQ(r.phase_names, (std::vector<std::string>{"forward_pass", "backward_pass", "sync/apply_grad",
+                                                     "sync/get_data", "sync/sync", "sync/update_model"}));
+}
+
+// Centralized SGD takes no compressor: a non-identity one is an error naming the field.
+TEST(Runs, CentralizedSgdRejectsACompressor) {
+  auto doc = small("centralized").to_json();
+  doc["algorithm"]["compressor"] = {{"kind", "top_k"}, {"ratio", 0.5}};
+  try {
+    run_emulated(parse_scenario(doc));
+    ADD_FAILURE() << "no error";
+  } catch (const std::exception& e) {  // the engine prefixes the failing rank
+    EXPECT_NE(std::string(e.what()).find("/algorithm/compressor: parallel_sgd variant centralized takes no compressor (got "
+                                         "top_k; only the decentralized variant does)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // The engine's event trace (every fired event's time, order and kind) hashes the same
 // for two runs of one scenario, on the flow model too, and differently for another seed.
 TEST(Runs, EventTraceIsDeterministic) {

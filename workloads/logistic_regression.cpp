@@ -2,7 +2,17 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <stdexcept>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -17,7 +27,7 @@ class LogisticRegression final : public Workload {
   LogisticRegression(const LogisticRegressionSpec& spec, std::shared_ptr<const SyntheticDataset> data,
                      std::uint64_t seed, int rank, int ranks)
       : spec_(spec), data_(std::move(data)), gen_(generator(seed * 1000003ULL + 7919ULL * (rank + 1))) {
-    const std::int64_t n = spec.samples;
+    const std::int64_t n = data_->x.size(0);
     if (n < ranks)
       throw std::invalid_argument(fmt::format("logistic regression: {} samples for {} ranks", n, ranks));
     at::Tensor order;
@@ -32,16 +42,20 @@ class LogisticRegression final : public Workload {
     const std::int64_t begin = rank * base + std::min<std::int64_t>(rank, extra);
     const std::int64_t count = base + (rank < extra ? 1 : 0);
     shard_ = order.narrow(0, begin, count).clone();
-    batch_ = std::min(spec.batch_size, count);
+    full_batch_ = spec.batch_size == 0;
+    batch_ = full_batch_ ? count : std::min(spec.batch_size, count);
   }
 
   std::vector<at::Tensor> initial_parameters() const override {
-    return {at::zeros({spec_.features}, at::kFloat), at::zeros({1}, at::kFloat)};
+    return {at::zeros({data_->x.size(1)}, at::kFloat), at::zeros({1}, at::kFloat)};
   }
   std::vector<std::string> parameter_names() const override { return {"weight", "bias"}; }
 
   double forward(const std::vector<at::Tensor>& params) override {
-    if (cursor_ + batch_ > shard_.numel() || epoch_order_.numel() == 0) {
+    if (full_batch_) {
+      epoch_order_ = shard_;  // the whole shard, in shard order, every step
+      cursor_ = 0;
+    } else if (cursor_ + batch_ > shard_.numel() || epoch_order_.numel() == 0) {
       epoch_order_ = shard_.index_select(0, at::randperm(shard_.numel(), gen_, at::kLong));
       cursor_ = 0;
     }
@@ -62,11 +76,11 @@ class LogisticRegression final : public Workload {
   // A forward pass reads the batch and weights (B d + d floats), does 2 B d flops for
   // X w and about 20 B for softplus; backward re-reads the batch for X^T r.
   sim::ComputeCost forward_cost() const override {
-    const double b = static_cast<double>(batch_), d = static_cast<double>(spec_.features);
+    const double b = static_cast<double>(batch_), d = static_cast<double>(data_->x.size(1));
     return {2.0 * b * d + 20.0 * b, 4.0 * (b * d + d + 3.0 * b)};
   }
   sim::ComputeCost backward_cost() const override {
-    const double b = static_cast<double>(batch_), d = static_cast<double>(spec_.features);
+    const double b = static_cast<double>(batch_), d = static_cast<double>(data_->x.size(1));
     return {2.0 * b * d + 10.0 * b + d, 4.0 * (b * d + 2.0 * d + 3.0 * b)};
   }
 
@@ -84,12 +98,87 @@ class LogisticRegression final : public Workload {
   at::Generator gen_;
   at::Tensor shard_, epoch_order_, xb_, yb_, z_;
   std::int64_t cursor_ = 0, batch_ = 0;
+  bool full_batch_ = false;
 };
+
+std::string token_text(std::string_view t) {
+  return t.size() > 40 ? std::string(t.substr(0, 37)) + "..." : std::string(t);
+}
+
+// A whole token as a finite double, or nullopt.
+std::optional<double> parse_double(std::string_view t) {
+  if (t.empty()) return std::nullopt;
+  std::string s(t);
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
 
 }  // namespace
 
+std::shared_ptr<const SyntheticDataset> parse_libsvm(std::istream& in, const std::string& name, std::int64_t features) {
+  std::vector<float> labels;
+  std::vector<std::vector<std::pair<std::int64_t, float>>> rows;
+  std::int64_t largest = 0;
+  std::string line;
+  for (std::int64_t number = 1; std::getline(in, line); ++number) {
+    auto fail = [&](const std::string& what) {
+      return std::invalid_argument(fmt::format("{}:{}: {}", name, number, what));
+    };
+    if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream tokens(line);
+    std::string token;
+    if (!(tokens >> token)) continue;  // blank or comment-only line
+    const auto label = parse_double(token);
+    if (!label || (*label != 1.0 && *label != -1.0 && *label != 0.0))
+      throw fail(fmt::format("expected a label +1, -1, 1 or 0, got \"{}\"", token_text(token)));
+    labels.push_back(*label == 1.0 ? 1.0f : 0.0f);
+    auto& row = rows.emplace_back();
+    std::int64_t previous = 0;
+    while (tokens >> token) {
+      const auto colon = token.find(':');
+      std::int64_t index = 0;
+      const std::string_view index_text = std::string_view(token).substr(0, colon);
+      const auto [ptr, ec] = std::from_chars(index_text.data(), index_text.data() + index_text.size(), index);
+      const auto value = colon == std::string::npos ? std::nullopt : parse_double(std::string_view(token).substr(colon + 1));
+      if (colon == std::string::npos || ec != std::errc() || ptr != index_text.data() + index_text.size() || index < 1 ||
+          !value)
+        throw fail(fmt::format("expected index:value (an integer index >= 1 and a finite number), got \"{}\"",
+                               token_text(token)));
+      if (index <= previous)
+        throw fail(fmt::format("expected ascending indices, got {} after {}", index, previous));
+      if (features > 0 && index > features)
+        throw fail(fmt::format("expected indices <= features ({}), got {}", features, index));
+      previous = index;
+      largest = std::max(largest, index);
+      row.emplace_back(index - 1, static_cast<float>(*value));
+    }
+  }
+  if (in.bad()) throw std::invalid_argument(fmt::format("{}: read error", name));
+  if (labels.empty()) throw std::invalid_argument(fmt::format("{}: expected at least one sample, got none", name));
+  const std::int64_t d = features > 0 ? features : largest;
+  if (d < 1) throw std::invalid_argument(fmt::format("{}: expected at least one feature index, got none", name));
+  auto data = std::make_shared<SyntheticDataset>();
+  const auto n = static_cast<std::int64_t>(labels.size());
+  data->x = at::zeros({n, d}, at::kFloat);
+  auto x = data->x.accessor<float, 2>();
+  for (std::int64_t i = 0; i < n; ++i)
+    for (const auto& [j, v] : rows[static_cast<std::size_t>(i)]) x[i][j] = v;
+  data->y = at::tensor(labels, at::kFloat);
+  return data;
+}
+
+std::shared_ptr<const SyntheticDataset> load_libsvm(const std::string& path, std::int64_t features) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument(fmt::format("cannot read LIBSVM file {}", path));
+  return parse_libsvm(in, path, features);
+}
+
 std::shared_ptr<const SyntheticDataset> SyntheticDataset::generate(const LogisticRegressionSpec& spec,
                                                                    std::uint64_t seed) {
+  if (!spec.libsvm_file.empty()) return load_libsvm(spec.libsvm_file, spec.features);
   auto gen = generator(seed);
   auto data = std::make_shared<SyntheticDataset>();
   const double d = static_cast<double>(spec.features);

@@ -10,9 +10,15 @@
 // (sizes differ by at most one); "sorted": samples sorted by label, then cut (non-iid).
 // Each rank draws mini-batches by reshuffling its shard every local epoch, from a
 // generator seeded by (seed, rank).
+// Full batch (batch_size 0, "full" in a scenario): every step uses the rank's whole shard
+// in shard order, never reshuffled; with the zero-initialised parameters the run is then
+// exactly reproducible and each step's gradient is the shard's full gradient.
+// LIBSVM data (libsvm_file set): the dataset is read from the file instead of generated
+// (see load_libsvm); samples = its number of lines with a label.
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <memory>
 #include <string>
 
@@ -23,16 +29,27 @@ namespace dtsim::workloads {
 struct LogisticRegressionSpec {
   std::int64_t samples = 4096;
   std::int64_t features = 32;
-  std::int64_t batch_size = 32;
+  std::int64_t batch_size = 32;   // 0: full batch (the whole shard, in shard order)
   std::string partition = "iid";  // "iid" or "sorted"
+  std::string libsvm_file;        // when set, the data comes from this LIBSVM file
 };
 
 // The full dataset, shared by all ranks of an emulated run.
 struct SyntheticDataset {
   at::Tensor x;  // [samples, features] fp32
   at::Tensor y;  // [samples] fp32 in {0, 1}
+  // The synthetic dataset of (spec, seed), or, when spec.libsvm_file is set, that file's
+  // data (load_libsvm with spec.features).
   static std::shared_ptr<const SyntheticDataset> generate(const LogisticRegressionSpec& spec, std::uint64_t seed);
 };
+
+// LIBSVM text: one sample a line, `label index:value index:value ...`, indices 1-based and
+// ascending (absent ones are 0); labels +1 / 1 -> 1, -1 / 0 -> 0; everything after '#' and
+// blank lines ignored. features = the largest index when `features` is 0, else `features`
+// (a larger index is an error). Malformed input throws std::invalid_argument
+// "<name>:<line>: expected ..., got ...". `name` is only used in messages.
+std::shared_ptr<const SyntheticDataset> parse_libsvm(std::istream& in, const std::string& name, std::int64_t features = 0);
+std::shared_ptr<const SyntheticDataset> load_libsvm(const std::string& path, std::int64_t features = 0);
 
 std::unique_ptr<Workload> make_logistic_regression(const LogisticRegressionSpec& spec,
                                                    std::shared_ptr<const SyntheticDataset> data, std::uint64_t seed,
