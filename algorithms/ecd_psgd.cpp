@@ -7,16 +7,10 @@ namespace dtsim::algorithms {
 EcdPsgd::EcdPsgd(const AlgorithmSpec& spec, const net::Topology& topology, int rank)
     : optimizer_(spec.optimizer),
       hood_(Neighborhood::of(topology, rank)),
-      compressor_(make_gossip_compressor(spec.compressor, rank, "ecd_psgd")) {
-  weights_.push_back(hood_.self_weight);
-  weights_.insert(weights_.end(), hood_.peer_weights.begin(), hood_.peer_weights.end());
-}
+      compressor_(make_gossip_compressor(spec.compressor, rank, "ecd_psgd")),
+      weights_(hood_.self_then_peer_weights()) {}
 
-std::uint64_t EcdPsgd::state_bytes() const {
-  std::uint64_t bytes = 0;
-  for (const auto& r : replicas_) bytes += static_cast<std::uint64_t>(r.nbytes());
-  return bytes;
-}
+std::uint64_t EcdPsgd::state_bytes() const { return tensor_bytes(replicas_); }
 
 sim::Task<std::uint64_t> EcdPsgd::step(StepContext& ctx) {
   auto& comm = ctx.comm;

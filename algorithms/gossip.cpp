@@ -74,4 +74,16 @@ void GossipMessage::add_peer(kernels::Compressor& compressor, std::size_t k, dou
   compressor.decompress_add(peer_, weight, dense);
 }
 
+std::vector<double> Neighborhood::self_then_peer_weights() const {
+  std::vector<double> w{self_weight};
+  w.insert(w.end(), peer_weights.begin(), peer_weights.end());
+  return w;
+}
+
+std::uint64_t tensor_bytes(const std::vector<at::Tensor>& tensors) {
+  std::uint64_t bytes = 0;
+  for (const auto& t : tensors) bytes += static_cast<std::uint64_t>(t.nbytes());
+  return bytes;
+}
+
 }  // namespace dtsim::algorithms

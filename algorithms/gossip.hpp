@@ -46,7 +46,12 @@ struct Neighborhood {
   std::vector<double> peer_weights;  // w_ij, in peers order
   static Neighborhood of(const net::Topology& topology, int rank);
   std::size_t degree() const { return peers.size(); }
+  // w_ii, then w_ij in peers order: the weights of a replica list kept self first.
+  std::vector<double> self_then_peer_weights() const;
 };
+
+// Bytes held by a list of tensors (e.g. model replicas), for Algorithm::state_bytes().
+std::uint64_t tensor_bytes(const std::vector<at::Tensor>& tensors);
 
 // The compressor rank `rank` uses for `algorithm` (see the seed rule above); throws
 // std::invalid_argument naming the algorithm for threshold or an invalid spec.
