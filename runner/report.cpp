@@ -1,5 +1,6 @@
 #include "runner/report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -29,18 +30,20 @@ std::string format_table(const RunResult& r) {
                      s.topology.kind, s.network.model, s.network.nominal.latency_s * 1e6,
                      s.network.nominal.bandwidth_bytes_per_s / 1e9, s.steps, mode);
   const double step = r.mean_step_time_s();
-  out += fmt::format("| {:<22} | {:>14} | {:>7} |\n", "phase", "time/step", "share");
-  out += fmt::format("|{:-<24}|{:->15}:|{:->8}:|\n", "", "", "");
+  std::size_t w = 22;  // the phase column fits the longest phase name
+  for (const auto& name : r.phase_names) w = std::max(w, name.size());
+  out += fmt::format("| {:<{}} | {:>14} | {:>7} |\n", "phase", w, "time/step", "share");
+  out += fmt::format("|{:-<{}}|{:->15}:|{:->8}:|\n", "", w + 2, "", "");
   double accounted = 0.0;
   for (std::size_t i = 0; i < r.phase_names.size(); ++i) {
     accounted += r.phase_mean_s[i];
-    out += fmt::format("| {:<22} | {:>14} | {:>6.1f}% |\n", r.phase_names[i], human_time(r.phase_mean_s[i]),
+    out += fmt::format("| {:<{}} | {:>14} | {:>6.1f}% |\n", r.phase_names[i], w, human_time(r.phase_mean_s[i]),
                        step > 0 ? 100.0 * r.phase_mean_s[i] / step : 0.0);
   }
   if (step - accounted > 1e-12 * step)
-    out += fmt::format("| {:<22} | {:>14} | {:>6.1f}% |\n", "(outside phases)", human_time(step - accounted),
+    out += fmt::format("| {:<{}} | {:>14} | {:>6.1f}% |\n", "(outside phases)", w, human_time(step - accounted),
                        100.0 * (step - accounted) / step);
-  out += fmt::format("| {:<22} | {:>14} | {:>6.1f}% |\n\n", "**step**", human_time(step), step > 0 ? 100.0 : 0.0);
+  out += fmt::format("| {:<{}} | {:>14} | {:>6.1f}% |\n\n", "**step**", w, human_time(step), step > 0 ? 100.0 : 0.0);
   out += fmt::format("bits/step/rank (n_bits): {:.0f}   wire bytes/step/rank: {:.0f}   collective calls/step: {:g}\n",
                      r.mean_n_bits(), r.mean_wire_bytes(), r.mean_calls());
   out += fmt::format("final loss (rank-averaged model): {:.6f}   accuracy: {:.2f}%   consensus distance: {:.3g}\n",
