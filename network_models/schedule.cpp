@@ -56,54 +56,43 @@ Schedule ring_all_gather(const CollectiveSpec& c) {
   return ring_schedule(c.ranks, c.ranks - 1, c.ranks, block_bytes(c));
 }
 
-// Direct: every rank sends to every other rank at once (multi-port).
+// Direct: one step in which every rank sends to every other rank at once (multi-port);
+// rank r sends bytes_of(r, p) to p and receives from every p.
+template <typename BytesOf>
+void all_to_all_step(Schedule& s, BytesOf bytes_of) {
+  const int n = s.size();
+  if (n == 1) return;
+  for (int r = 0; r < n; ++r) {
+    Step step;
+    for (int p = 0; p < n; ++p)
+      if (p != r) {
+        step.sends.push_back({p, bytes_of(r, p)});
+        step.receives.push_back(p);
+      }
+    s.lanes[r][0].push_back(std::move(step));
+  }
+}
+
 Schedule direct_all_gather(const CollectiveSpec& c) {
   auto s = empty_schedule("direct", c.ranks);
   const auto blocks = block_bytes(c);
-  const int n = c.ranks;
-  if (n == 1) return s;
-  for (int r = 0; r < n; ++r) {
-    Step step;
-    for (int p = 0; p < n; ++p)
-      if (p != r) {
-        step.sends.push_back({p, blocks[r]});
-        step.receives.push_back(p);
-      }
-    s.lanes[r][0].push_back(std::move(step));
-  }
+  all_to_all_step(s, [&](int r, int) { return blocks[r]; });
   return s;
 }
 
-Schedule direct_reduce_scatter(const CollectiveSpec& c, Schedule s) {
-  const int n = c.ranks;
-  if (n == 1) return s;
-  const auto chunk = chunks(c, n);
-  for (int r = 0; r < n; ++r) {
-    Step step;
-    for (int p = 0; p < n; ++p)
-      if (p != r) {
-        step.sends.push_back({p, chunk[p]});  // p reduces chunk p
-        step.receives.push_back(p);
-      }
-    s.lanes[r][0].push_back(std::move(step));
-  }
+// Reduce-scatter: rank p reduces chunk p, so everyone sends it chunk p.
+Schedule direct_reduce_scatter(const CollectiveSpec& c) {
+  auto s = empty_schedule("direct", c.ranks);
+  const auto chunk = chunks(c, c.ranks);
+  all_to_all_step(s, [&](int, int p) { return chunk[p]; });
   return s;
 }
 
+// Then all-gather: rank r sends its reduced chunk r to everyone.
 Schedule direct_all_reduce(const CollectiveSpec& c) {
-  auto s = direct_reduce_scatter(c, empty_schedule("direct", c.ranks));
-  const int n = c.ranks;
-  if (n == 1) return s;
-  const auto chunk = chunks(c, n);
-  for (int r = 0; r < n; ++r) {
-    Step step;
-    for (int p = 0; p < n; ++p)
-      if (p != r) {
-        step.sends.push_back({p, chunk[r]});
-        step.receives.push_back(p);
-      }
-    s.lanes[r][0].push_back(std::move(step));
-  }
+  auto s = direct_reduce_scatter(c);
+  const auto chunk = chunks(c, c.ranks);
+  all_to_all_step(s, [&](int r, int) { return chunk[r]; });
   return s;
 }
 
@@ -279,7 +268,7 @@ Schedule make_schedule(const CollectiveSpec& c) {
       break;
     case K::ReduceScatter:
       if (c.algorithm == A::Ring) return ring_reduce_scatter(c);
-      if (c.algorithm == A::Direct) return direct_reduce_scatter(c, empty_schedule("direct", c.ranks));
+      if (c.algorithm == A::Direct) return direct_reduce_scatter(c);
       break;
     case K::AllGather:
       if (c.algorithm == A::Ring) return ring_all_gather(c);
