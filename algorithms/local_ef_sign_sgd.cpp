@@ -88,14 +88,8 @@ sim::Task<std::uint64_t> LocalEfSignSgd::step(StepContext& ctx) {
   }
   {
     auto phase = ctx.timer.phase("sync.update_consensus");
-    co_await comm.compute({2.0 * dd, 20.0 * dd}, [&] {
-      const float* s = scales_.data_ptr<float>();
-      for (std::int64_t l = 0; l < L; ++l) {
-        auto x_bar = consensus_.buffer().narrow(0, offsets_[l], offsets_[l + 1] - offsets_[l]);
-        x_bar.sub_(signs_.narrow(0, offsets_[l], offsets_[l + 1] - offsets_[l]) * s[l]);
-      }
-      consensus_.unpack(ctx.params);
-    });
+    co_await comm.compute({2.0 * dd, 20.0 * dd},
+                          [&] { apply_scaled_signs(consensus_, signs_, scales_, offsets_, ctx.params); });
   }
   const auto sign_bits = packed_ ? static_cast<std::uint64_t>(payload_.payload_bits()) : 32ULL * static_cast<std::uint64_t>(d);
   co_return sign_bits + 32ULL * static_cast<std::uint64_t>(L);

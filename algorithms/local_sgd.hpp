@@ -40,6 +40,18 @@ inline std::vector<std::int64_t> flat_offsets(const std::vector<at::Tensor>& ten
   return offsets;
 }
 
+// The local sign family's consensus update, per tensor l: x_bar_l -= scale_l * sign_l
+// (scales and signs already averaged over ranks), then x <- x_bar.
+inline void apply_scaled_signs(kernels::TensorBuffer& consensus, const at::Tensor& signs, const at::Tensor& scales,
+                               const std::vector<std::int64_t>& offsets, std::vector<at::Tensor>& params) {
+  const float* s = scales.data_ptr<float>();
+  for (std::size_t l = 0; l + 1 < offsets.size(); ++l) {
+    const auto len = offsets[l + 1] - offsets[l];
+    consensus.buffer().narrow(0, offsets[l], len).sub_(signs.narrow(0, offsets[l], len) * s[l]);
+  }
+  consensus.unpack(params);
+}
+
 class LocalSgd final : public Algorithm {
  public:
   explicit LocalSgd(const AlgorithmSpec& spec) : optimizer_(spec.optimizer), schedule_(spec) {}
