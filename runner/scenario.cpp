@@ -1,6 +1,7 @@
 #include "runner/scenario.hpp"
 
 #include <fstream>
+#include <optional>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -313,11 +314,29 @@ Scenario parse_scenario(const json& doc) {
     }
     n.finish();
   }
+  std::optional<net::Topology> topology;
   try {  // the topology must be buildable (e.g. a fat-tree large enough for the ranks)
-    net::make_topology(s.topology, s.ranks, s.network.nominal);
+    topology = net::make_topology(s.topology, s.ranks, s.network.nominal);
   } catch (const std::invalid_argument& e) {
     throw ScenarioError("/topology", e.what());
   }
+  // Bandwidth changes and failures must name cables that exist.
+  auto is_link = [&](int a, int b) {
+    for (const auto& link : topology->links())
+      if (link.src == a && link.dst == b) return true;
+    return false;
+  };
+  const auto& p = s.network.perturbations;
+  for (std::size_t i = 0; i < p.bandwidth_trace.size(); ++i)
+    if (!is_link(p.bandwidth_trace[i].a, p.bandwidth_trace[i].b))
+      throw ScenarioError(fmt::format("/network/bandwidth_trace/{}", i),
+                          fmt::format("expected a link of the topology, but there is none between nodes {} and {}",
+                                      p.bandwidth_trace[i].a, p.bandwidth_trace[i].b));
+  for (std::size_t i = 0; i < p.failures.size(); ++i)
+    if (!is_link(p.failures[i].a, p.failures[i].b))
+      throw ScenarioError(fmt::format("/network/failures/{}", i),
+                          fmt::format("expected a link of the topology, but there is none between nodes {} and {}",
+                                      p.failures[i].a, p.failures[i].b));
   {
     auto c = root.object("compute", false);
     const auto timing = c.choice("timing", "cost_model", {"cost_model", "measured"});

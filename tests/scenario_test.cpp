@@ -74,6 +74,8 @@ const std::vector<BadCase>& bad_cases() {
        "/topology/dims: expected dimensions whose product is ranks (4), got 2x3"},
       {"fat-tree too small", [](json& d) { d["ranks"] = 20; d["workload"]["samples"] = 64; d["topology"] = {{"kind", "fat_tree"}, {"k", 4}}; },
        "/topology: fat_tree: a 4-ary fat-tree holds at most 16 ranks, got 20"},
+      {"failure of a missing link", [](json& d) { d["network"]["failures"] = {{{"time_s", 1}, {"a", 0}, {"b", 2}}}; },
+       "/network/failures/0: expected a link of the topology, but there is none between nodes 0 and 2"},
       {"unknown network model", [](json& d) { d["network"]["model"] = "packet"; },
        "/network/model: expected one of analytical, alpha_beta, flow, got \"packet\""},
       {"algorithm for the wrong collective", [](json& d) { d["network"]["algorithms"] = {{"broadcast", "ring"}}; },
