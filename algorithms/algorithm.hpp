@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -42,6 +43,18 @@ struct AlgorithmSpec {
   bool packed_signs = false;               // local EF-sign SGD: 1-bit packed exchange instead of fp32 all-reduce
 };
 
+// The backward pass of the current step, for algorithms that overlap communication with
+// it (Algorithm::drives_backward). Stage k computes the gradients of stage_params(k) into
+// StepContext::grads and advances the rank's clock by the stage's compute time; stages run
+// in order 0..stages()-1, each exactly once per step.
+class BackwardPass {
+ public:
+  virtual ~BackwardPass() = default;
+  virtual std::size_t stages() const = 0;
+  virtual const std::vector<std::size_t>& stage_params(std::size_t k) const = 0;
+  virtual sim::Task<void> run_stage(std::size_t k) = 0;
+};
+
 // What a step needs from the training loop.
 struct StepContext {
   comm::Communicator& comm;
@@ -49,6 +62,9 @@ struct StepContext {
   std::vector<at::Tensor>& params;  // updated in place
   std::vector<at::Tensor>& grads;   // this step's local gradients (may be overwritten)
   std::int64_t local_index;         // t, the local step index, starting at 1
+  // Set only for algorithms that drive the backward pass (drives_backward() true): the
+  // training loop then runs forward only, and the step runs every backward stage itself.
+  BackwardPass* backward = nullptr;
 };
 
 class Algorithm {
@@ -63,6 +79,9 @@ class Algorithm {
   // Bytes of the model-sized state the algorithm keeps between steps (replicas, memories;
   // not the momentum buffer or per-step scratch), at its peak so far.
   virtual std::uint64_t state_bytes() const { return 0; }
+  // True when step() runs the backward pass itself through StepContext::backward, to
+  // overlap communication with it; the training loop then does not run backward.
+  virtual bool drives_backward() const { return false; }
 };
 
 // The algorithm names make_algorithm knows, for error messages.

@@ -8,6 +8,7 @@ packages=(
   libtorch-dev libgloo-dev            # LibTorch 1.13 (CPU) with c10d's Gloo
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  zlib1g-dev dataset-fashion-mnist    # Fashion-MNIST IDX files (gzip) for the mlp and cnn workloads
 )
 
 missing=()

@@ -3,12 +3,25 @@
 
 #include <ATen/ATen.h>
 
+#include <cstddef>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "sim/compute_cost.hpp"
 
 namespace dtsim::workloads {
+
+// One piece of the backward pass: it computes the gradients of `params` (indices into the
+// parameter list) at compute cost `cost`. A workload's stages, in order, are the order in
+// which backward produces its gradients (roughly reverse layer order), so an optimizer
+// that overlaps communication with backward (SINGA's DistOpt) sees each gradient appear
+// at the simulated time the backward pass would produce it.
+struct BackwardStage {
+  std::vector<std::size_t> params;
+  sim::ComputeCost cost;
+};
 
 struct Evaluation {
   double loss = 0.0;
@@ -30,8 +43,25 @@ class Workload {
   virtual sim::ComputeCost forward_cost() const = 0;
   virtual sim::ComputeCost backward_cost() const = 0;
 
+  // The backward pass as stages (see BackwardStage). Running backward_stage(k) for every k
+  // in order after a forward pass writes the same gradients as backward(). The default is
+  // one stage that produces every gradient at backward_cost().
+  virtual std::vector<BackwardStage> backward_stages() const {
+    BackwardStage all{{}, backward_cost()};
+    for (std::size_t i = 0; i < initial_parameters().size(); ++i) all.params.push_back(i);
+    return {all};
+  }
+  virtual void backward_stage(std::size_t k, const std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads) {
+    if (k != 0) throw std::out_of_range("backward_stage: this workload has one backward stage");
+    backward(params, grads);
+  }
+
   // Loss and accuracy of `params` on the whole training set (all ranks' shards).
   virtual Evaluation evaluate(const std::vector<at::Tensor>& params) const = 0;
+  // Loss and accuracy on the held-out test set, for workloads that have one.
+  virtual std::optional<Evaluation> evaluate_test(const std::vector<at::Tensor>& /*params*/) const {
+    return std::nullopt;
+  }
 };
 
 }  // namespace dtsim::workloads

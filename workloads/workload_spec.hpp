@@ -1,0 +1,46 @@
+// workloads::WorkloadSpec and make_workload: every workload a scenario can name, built
+// for one rank. The dataset is loaded once per process (WorkloadData) and shared by all
+// ranks of an emulated run.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "workloads/logistic_regression.hpp"
+#include "workloads/workload.hpp"
+
+namespace dtsim::workloads {
+
+struct WorkloadSpec {
+  // "logistic_regression"; "mlp", "cnn" (Fashion-MNIST); shape-only models for
+  // communication sweeps: "resnet20", "resnet50", "bert_base", "gpt2_small".
+  std::string type = "logistic_regression";
+  LogisticRegressionSpec logistic;  // type "logistic_regression"
+
+  // Fashion-MNIST models (mlp, cnn).
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";  // the IDX files (.gz or plain)
+  std::int64_t batch_size = 32;       // per rank
+  std::string partition = "iid";      // "iid" or "by_label" (non-iid)
+  std::int64_t train_samples = 0;     // use the first N training images; 0: all 60,000
+  std::int64_t test_samples = 0;      // use the first N test images; 0: all 10,000
+};
+
+// The names make_workload knows, for error messages.
+const std::vector<std::string>& workload_types();
+
+// Whatever a workload type needs once per process (a dataset); may be null.
+struct WorkloadData {
+  virtual ~WorkloadData() = default;
+};
+
+// Loads the data `spec` needs; throws std::invalid_argument naming a missing or malformed
+// file or an unknown type.
+std::shared_ptr<const WorkloadData> load_workload_data(const WorkloadSpec& spec, std::uint64_t seed);
+
+// Rank `rank`'s workload over `data` (from load_workload_data with the same spec and seed).
+std::unique_ptr<Workload> make_workload(const WorkloadSpec& spec, std::shared_ptr<const WorkloadData> data,
+                                        std::uint64_t seed, int rank, int ranks);
+
+}  // namespace dtsim::workloads
