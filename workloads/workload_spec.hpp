@@ -21,10 +21,14 @@ struct WorkloadSpec {
 
   // Fashion-MNIST models (mlp, cnn).
   std::string data_dir = "/usr/share/datasets/fashion-mnist";  // the IDX files (.gz or plain)
-  std::int64_t batch_size = 32;       // per rank
+  std::int64_t batch_size = 32;       // per rank (also the shape-only models' batch)
   std::string partition = "iid";      // "iid" or "by_label" (non-iid)
   std::int64_t train_samples = 0;     // use the first N training images; 0: all 60,000
   std::int64_t test_samples = 0;      // use the first N test images; 0: all 10,000
+
+  // Shape-only models: per-rank batch (images, or sequences for the transformers) and
+  // sequence length, which set the per-layer FLOPs of the cost model.
+  std::int64_t sequence_length = 128;
 };
 
 // The names make_workload knows, for error messages.
