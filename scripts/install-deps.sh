@@ -9,6 +9,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev dataset-fashion-mnist    # Fashion-MNIST IDX files (gzip) for the mlp and cnn workloads
+  libopenblas0-serial                 # LibTorch's BLAS: OpenBLAS instead of the reference BLAS (17x faster GEMM)
 )
 
 missing=()

@@ -3,6 +3,11 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "workloads/fashion_mnist.hpp"
+#include "workloads/image_models.hpp"
+#include "workloads/shape_models.hpp"
 
 namespace dtsim::workloads {
 
@@ -12,10 +17,33 @@ struct LogisticData : WorkloadData {
   std::shared_ptr<const SyntheticDataset> dataset;
 };
 
+struct FashionMnistData : WorkloadData {
+  std::shared_ptr<const FashionMnist> dataset;
+};
+
+struct ShapePoolData : WorkloadData {
+  at::Tensor pool;
+};
+
+bool is_image_model(const std::string& type) { return type == "mlp" || type == "cnn"; }
+
+std::invalid_argument unknown_type(const std::string& type) {
+  return std::invalid_argument(
+      fmt::format("/workload/type: unknown workload type '{}' (expected one of: {})", type, fmt::join(workload_types(), ", ")));
+}
+
+template <class T>
+const T& data_for(const std::shared_ptr<const WorkloadData>& data, const std::string& type) {
+  const auto* d = dynamic_cast<const T*>(data.get());
+  if (!d) throw std::invalid_argument(fmt::format("make_workload: data was not loaded for {}", type));
+  return *d;
+}
+
 }  // namespace
 
 const std::vector<std::string>& workload_types() {
-  static const std::vector<std::string> types{"logistic_regression"};
+  static const std::vector<std::string> types{"logistic_regression", "mlp", "cnn", "resnet20", "resnet50",
+                                              "bert_base", "gpt2_small"};
   return types;
 }
 
@@ -25,17 +53,31 @@ std::shared_ptr<const WorkloadData> load_workload_data(const WorkloadSpec& spec,
     data->dataset = SyntheticDataset::generate(spec.logistic, seed);
     return data;
   }
-  throw std::invalid_argument(fmt::format("unknown workload type '{}'", spec.type));
+  if (is_image_model(spec.type)) {
+    auto data = std::make_shared<FashionMnistData>();
+    data->dataset = FashionMnist::load(spec.data_dir, spec.train_samples, spec.test_samples);
+    return data;
+  }
+  if (is_shape_model(spec.type)) {
+    shape_model(spec.type, spec.sequence_length);  // validates the sequence length
+    auto data = std::make_shared<ShapePoolData>();
+    data->pool = make_shape_pool(seed);
+    return data;
+  }
+  throw unknown_type(spec.type);
 }
 
 std::unique_ptr<Workload> make_workload(const WorkloadSpec& spec, std::shared_ptr<const WorkloadData> data,
                                         std::uint64_t seed, int rank, int ranks) {
-  if (spec.type == "logistic_regression") {
-    const auto* logistic = dynamic_cast<const LogisticData*>(data.get());
-    if (!logistic) throw std::invalid_argument("make_workload: data was not loaded for logistic_regression");
-    return make_logistic_regression(spec.logistic, logistic->dataset, seed, rank, ranks);
-  }
-  throw std::invalid_argument(fmt::format("unknown workload type '{}'", spec.type));
+  if (spec.type == "logistic_regression")
+    return make_logistic_regression(spec.logistic, data_for<LogisticData>(data, spec.type).dataset, seed, rank, ranks);
+  if (is_image_model(spec.type))
+    return make_image_workload(spec.type, data_for<FashionMnistData>(data, spec.type).dataset, spec.batch_size,
+                               spec.partition, seed, rank, ranks);
+  if (is_shape_model(spec.type))
+    return make_shape_workload(spec.type, spec.batch_size, spec.sequence_length,
+                               data_for<ShapePoolData>(data, spec.type).pool, seed, rank);
+  throw unknown_type(spec.type);
 }
 
 }  // namespace dtsim::workloads
