@@ -4,7 +4,8 @@
 //              (1.0 = the kernel consumes its input as fast as memory can be read)
 //   x_memcpy = time of a memcpy of the input's bytes / kernel time
 //   x_torch  = time of the equivalent LibTorch computation / kernel time (the speedup)
-// bytes_per_second counts the input bytes. Args: input bytes, threads (0 = all cores);
+//   (ratios of per-iteration medians; kernel_GBps = input bytes / median kernel time)
+// bytes_per_second counts the input bytes (mean time). Args: input bytes, threads (0 = all cores);
 // at::set_num_threads sets the count for dtsim's kernels and LibTorch alike.
 //
 // Napkin math: a read pass moves `bytes` once; sign writes bytes/32 more, the casts
@@ -16,13 +17,16 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 
 #include "kernels/aggregation.hpp"
 #include "kernels/compressor.hpp"
+#include "kernels/error_feedback.hpp"
 #include "kernels/majority_vote.hpp"
 
 namespace {
@@ -73,45 +77,70 @@ at::Tensor input(std::int64_t bytes) {
   return at::randn({bytes / 4}, gen, at::kFloat);
 }
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+// A yardstick timed against the kernel: its counter name and the computation.
+struct Yardstick {
+  const char* counter;
+  std::function<void()> run;
+};
+
 // Times `kernel` (the benchmark's time), and per iteration a read pass, a memcpy and
-// `baseline` (when given) over the same input, then reports the ratios.
-template <class Kernel, class Baseline>
-void compare(benchmark::State& state, const at::Tensor& x, Kernel&& kernel, Baseline&& baseline, bool has_baseline) {
+// each yardstick over the same input, then reports the ratios (yardstick time / kernel time).
+template <class Kernel>
+void compare(benchmark::State& state, const at::Tensor& x, Kernel&& kernel, const std::vector<Yardstick>& yardsticks) {
   const int saved = at::get_num_threads();
   at::set_num_threads(threads_of(state));
   const std::int64_t bytes = x.numel() * static_cast<std::int64_t>(x.element_size());
   at::Tensor copy = at::empty_like(x);
   kernel();  // warm-up: workspaces grow to size, pages are touched
-  if (has_baseline) baseline();
-  double t_kernel = 0, t_read = 0, t_copy = 0, t_base = 0;
+  for (const auto& y : yardsticks) y.run();
+  parallel_memcpy(copy.data_ptr(), x.data_ptr(), bytes);
+  std::vector<double> t_kernel, t_read, t_copy;
+  std::vector<std::vector<double>> t_yard(yardsticks.size());
   for (auto _ : state) {
     auto a = Clock::now();
     kernel();
     auto b = Clock::now();
     state.SetIterationTime(seconds(a, b));
-    t_kernel += seconds(a, b);
+    t_kernel.push_back(seconds(a, b));
     a = Clock::now();
     benchmark::DoNotOptimize(read_pass(x.data_ptr<float>(), x.numel()));
     b = Clock::now();
-    t_read += seconds(a, b);
+    t_read.push_back(seconds(a, b));
     a = Clock::now();
     parallel_memcpy(copy.data_ptr(), x.data_ptr(), bytes);
     benchmark::ClobberMemory();
     b = Clock::now();
-    t_copy += seconds(a, b);
-    if (has_baseline) {
+    t_copy.push_back(seconds(a, b));
+    for (std::size_t j = 0; j < yardsticks.size(); ++j) {
       a = Clock::now();
-      baseline();
+      yardsticks[j].run();
       b = Clock::now();
-      t_base += seconds(a, b);
+      t_yard[j].push_back(seconds(a, b));
     }
   }
   state.SetBytesProcessed(state.iterations() * bytes);
-  state.counters["x_read"] = t_read / t_kernel;
-  state.counters["x_memcpy"] = t_copy / t_kernel;
-  if (has_baseline) state.counters["x_torch"] = t_base / t_kernel;
+  // Ratios of per-iteration medians: a preempted iteration (a busy machine) moves a mean
+  // by a lot and a median hardly at all.
+  const double k = median(t_kernel);
+  state.counters["x_read"] = median(t_read) / k;
+  state.counters["x_memcpy"] = median(t_copy) / k;
+  state.counters["kernel_GBps"] = static_cast<double>(bytes) / k / 1e9;  // from the median time
+  for (std::size_t j = 0; j < yardsticks.size(); ++j) state.counters[yardsticks[j].counter] = median(t_yard[j]) / k;
   state.counters["threads"] = threads_of(state);
   at::set_num_threads(saved);
+}
+
+template <class Kernel, class Baseline>
+void compare(benchmark::State& state, const at::Tensor& x, Kernel&& kernel, Baseline&& baseline, bool has_baseline) {
+  std::vector<Yardstick> ys;
+  if (has_baseline) ys.push_back({"x_torch", std::function<void()>(baseline)});
+  compare(state, x, std::forward<Kernel>(kernel), ys);
 }
 
 void compressor_bench(benchmark::State& state, CompressorSpec spec, const std::function<void(const at::Tensor&)>& base) {
@@ -264,10 +293,77 @@ void BM_MajorityVote8(benchmark::State& state) {
           true);
 }
 
+// Error feedback: memory += x; q = C(memory); memory -= decompress(q). The kernel is the
+// fused error_feedback_step; x_unfused times the same step as the three Compressor calls
+// (memory.add_, compress, decompress_add), x_torch the reference's LibTorch ops (its
+// compressed message unpacked: sign(memory), the fp16 round trip, QSGD's formula).
+// Napkin math: reads memory and x, writes memory (3 * bytes), plus the payload; scaled
+// sign and QSGD read memory once more (the scale or norm comes first).
+void ef_bench(benchmark::State& state, CompressorSpec spec, const std::function<void(at::Tensor&, const at::Tensor&)>& base) {
+  at::Tensor x = input(state.range(0));
+  auto gen = at::detail::createCPUGenerator(9);
+  at::Tensor memory = at::randn({x.numel()}, gen, at::kFloat), ref = memory.clone(), tm = memory.clone();
+  Compressor fused(spec), manual(spec);
+  Payload p, q;
+  compare(state, x, [&] { error_feedback_step(fused, memory, x, {}, p); },
+          {{"x_unfused",
+            [&] {
+              ref.add_(x);
+              manual.compress(ref, {}, q);
+              manual.decompress_add(q, -1.0, ref);
+            }},
+           {"x_torch", [&] { base(tm, x); }}});
+  state.counters["payload_bits"] = static_cast<double>(p.payload_bits());
+}
+
+void BM_ErrorFeedbackSign(benchmark::State& state) {
+  ef_bench(state, CompressorSpec{.kind = CompressorKind::sign}, [](at::Tensor& m, const at::Tensor& x) {
+    m.add_(x);
+    m.sub_(at::where(m.lt(0), -1.0f, 1.0f));
+  });
+}
+
+void BM_ErrorFeedbackScaledSign(benchmark::State& state) {
+  ef_bench(state, CompressorSpec{.kind = CompressorKind::scaled_sign}, [](at::Tensor& m, const at::Tensor& x) {
+    m.add_(x);
+    m.sub_(at::where(m.lt(0), -1.0f, 1.0f) * (m.abs().sum() / static_cast<double>(m.numel())));
+  });
+}
+
+void BM_ErrorFeedbackQsgd(benchmark::State& state) {
+  ef_bench(state, CompressorSpec{.kind = CompressorKind::qsgd, .levels = 15, .seed = 1},
+           [](at::Tensor& m, const at::Tensor& x) {
+             m.add_(x);
+             at::Tensor norm = m.norm();
+             at::Tensor y = m.abs() * (15 / norm);
+             at::Tensor fl = y.floor();
+             at::Tensor level = fl + at::rand_like(y).lt(y - fl).to(at::kFloat);
+             m.sub_(m.sign() * level * (norm / 15));
+           });
+}
+
+void BM_ErrorFeedbackFp16(benchmark::State& state) {
+  ef_bench(state, CompressorSpec{.kind = CompressorKind::fp16}, [](at::Tensor& m, const at::Tensor& x) {
+    m.add_(x);
+    m.sub_(m.to(at::kHalf).to(at::kFloat));
+  });
+}
+
+void BM_MajorityVote32(benchmark::State& state) {
+  at::Tensor x = input(state.range(0));
+  Compressor c(CompressorSpec{.kind = CompressorKind::sign});
+  std::vector<Payload> ps(32);
+  auto gen = at::detail::createCPUGenerator(4);
+  for (auto& p : ps) c.compress(at::randn({x.numel()}, gen, at::kFloat), {}, p);
+  at::Tensor out = at::empty_like(x);
+  compare(state, x, [&] { majority_vote(ps, out); }, std::vector<Yardstick>{});
+}
+
 // 4 KB .. 256 MB, one thread and all cores.
 void sizes(benchmark::internal::Benchmark* b) {
-  for (std::int64_t bytes : {std::int64_t{4} << 10, std::int64_t{256} << 10, std::int64_t{16} << 20,
-                             std::int64_t{64} << 20, std::int64_t{256} << 20})
+  for (std::int64_t bytes : {std::int64_t{4} << 10, std::int64_t{256} << 10, std::int64_t{1} << 20,
+                             std::int64_t{4} << 20, std::int64_t{16} << 20, std::int64_t{64} << 20,
+                             std::int64_t{256} << 20})
     for (int threads : {1, 0}) b->Args({bytes, threads});
   b->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
 }
@@ -288,5 +384,10 @@ BENCHMARK(BM_TopKDecodeAdd)->Apply(sizes);
 BENCHMARK(BM_Average4)->Apply(sizes);
 BENCHMARK(BM_ScatterAdd)->Apply(sizes);
 BENCHMARK(BM_MajorityVote8)->Apply(sizes);
+BENCHMARK(BM_MajorityVote32)->Apply(sizes);
+BENCHMARK(BM_ErrorFeedbackSign)->Apply(sizes);
+BENCHMARK(BM_ErrorFeedbackScaledSign)->Apply(sizes);
+BENCHMARK(BM_ErrorFeedbackQsgd)->Apply(sizes);
+BENCHMARK(BM_ErrorFeedbackFp16)->Apply(sizes);
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 
 #include "kernels/cpu/cast.hpp"
@@ -145,13 +146,7 @@ void Compressor::compress(const at::Tensor& flat, std::span<const std::int64_t> 
   if ((spec_.kind == CompressorKind::fp16 || spec_.kind == CompressorKind::bf16) && flat.scalar_type() != at::kFloat)
     throw std::invalid_argument(fmt::format("Compressor::compress: {} casts fp32 input, got {}", to_string(spec_.kind),
                                             c10::toString(flat.scalar_type())));
-  prepare_segments(segment_sizes, flat.numel(), "Compressor::compress");
-  out.kind = spec_.kind;
-  out.dtype = flat.scalar_type();
-  out.numel = flat.numel();
-  out.segments.assign(segment_sizes.begin(), segment_sizes.end());
-  if (segment_sizes.empty()) out.segments.assign(1, flat.numel());
-  out.round = round_++;
+  begin_payload(flat, segment_sizes, out);
   if (flat.is_cuda()) {
 #if DTSIM_TORCH_CUDA
     compress_cuda(flat, out);
@@ -162,6 +157,126 @@ void Compressor::compress(const at::Tensor& flat, std::span<const std::int64_t> 
   }
   if (!flat.is_cpu()) throw std::invalid_argument("Compressor::compress: flat must be on the CPU or a CUDA device");
   compress_cpu(flat, out);
+}
+
+void Compressor::begin_payload(const at::Tensor& flat, std::span<const std::int64_t> segment_sizes, Payload& out) {
+  prepare_segments(segment_sizes, flat.numel(), "Compressor::compress");
+  out.kind = spec_.kind;
+  out.dtype = flat.scalar_type();
+  out.numel = flat.numel();
+  out.segments.assign(segment_sizes.begin(), segment_sizes.end());
+  if (segment_sizes.empty()) out.segments.assign(1, flat.numel());
+  out.round = round_++;
+}
+
+void Compressor::finish_scales(std::uint8_t* base) {
+  const auto L = static_cast<std::int64_t>(offsets_.size()) - 1;
+  const std::int64_t* off = offsets_.data();
+  scalars_.resize(static_cast<std::size_t>(L));
+  cpu::fold_partials(partials_.data(), slot_begin_.data(), L, scalars_.data());
+  for (std::int64_t s = 0; s < L; ++s) {
+    const std::int64_t ns = off[s + 1] - off[s];
+    scalars_[s] = ns > 0 ? scalars_[s] / static_cast<float>(ns) : 0.0f;
+  }
+  if (L > 0) std::memcpy(base, scalars_.data(), static_cast<std::size_t>(4 * L));
+}
+
+void Compressor::finish_norms(std::uint64_t round) {
+  const auto L = static_cast<std::int64_t>(offsets_.size()) - 1;
+  const std::int64_t* off = offsets_.data();
+  scalars_.resize(static_cast<std::size_t>(2 * L));
+  cpu::fold_partials(partials_.data(), slot_begin_.data(), L, scalars_.data());
+  keys_.resize(static_cast<std::size_t>(L));
+  for (std::int64_t s = 0; s < L; ++s) {
+    scalars_[s] = std::sqrt(scalars_[s]);
+    keys_[s] = detail::stream_key(spec_.seed, round, static_cast<std::uint64_t>(s));
+    float wire = scalars_[s];
+    if (spec_.tau_rescale) {
+      const double d = static_cast<double>(off[s + 1] - off[s]), sl = spec_.levels;
+      wire = static_cast<float>(static_cast<double>(wire) / (std::min(d / (sl * sl), std::sqrt(d) / sl) + 1.0));
+    }
+    scalars_[L + s] = wire;
+  }
+}
+
+void Compressor::compress_feedback(at::Tensor& memory, const at::Tensor& x, std::span<const std::int64_t> segment_sizes,
+                                   Payload& out) {
+  if (!memory.defined() || !x.defined() || !memory.is_contiguous() || memory.numel() != x.numel() ||
+      memory.scalar_type() != x.scalar_type() || memory.device() != x.device())
+    throw std::invalid_argument("error_feedback_step: memory and x must be contiguous, same dtype, size and device");
+  const auto kind = spec_.kind;
+  const bool elementwise = kind == CompressorKind::identity || kind == CompressorKind::sign ||
+                           kind == CompressorKind::scaled_sign || kind == CompressorKind::qsgd ||
+                           kind == CompressorKind::fp16 || kind == CompressorKind::bf16;
+  const auto* mb = static_cast<const char*>(memory.data_ptr());
+  const auto* xb = static_cast<const char*>(x.data_ptr());
+  const std::int64_t span_bytes = 4 * memory.numel();
+  const bool overlap = x.is_contiguous() && xb < mb + span_bytes && mb < xb + span_bytes;  // x aliases memory
+  if (!elementwise || !memory.is_cpu() || memory.scalar_type() != at::kFloat || overlap) {
+    memory.add_(x.view_as(memory));  // one vectorized pass, in place (no allocation)
+    compress(memory, segment_sizes, out);
+    decompress_add(out, -1.0, memory);
+    return;
+  }
+  const at::Tensor xc = x.is_contiguous() ? x : x.contiguous();
+  begin_payload(memory, segment_sizes, out);
+  const std::int64_t n = memory.numel();
+  const auto L = static_cast<std::int64_t>(offsets_.size()) - 1;
+  const std::int64_t* off = offsets_.data();
+  float* m = memory.data_ptr<float>();
+  const float* xp = xc.data_ptr<float>();
+  switch (kind) {
+    case CompressorKind::identity: {
+      ensure_bytes(out, 4 * n, memory.device());
+      float* v = static_cast<float*>(out.bytes.data_ptr());
+      at::parallel_for(0, n, 1 << 16, [&](std::int64_t a, std::int64_t b) {
+        for (std::int64_t i = a; i < b; ++i) {
+          const float s = m[i] + xp[i];
+          v[i] = s;
+          m[i] = s + -1.0f * s;
+        }
+      });
+      return;
+    }
+    case CompressorKind::fp16:
+    case CompressorKind::bf16: {
+      ensure_bytes(out, 2 * n, memory.device());
+      auto* h = static_cast<std::uint16_t*>(out.bytes.data_ptr());
+      if (kind == CompressorKind::fp16)
+        cpu::add_float_to_half_feedback(m, xp, n, h);
+      else
+        cpu::add_float_to_bfloat16_feedback(m, xp, n, h);
+      return;
+    }
+    case CompressorKind::sign:
+    case CompressorKind::scaled_sign: {
+      const bool scaled = kind == CompressorKind::scaled_sign;
+      ensure_bytes(out, (scaled ? 4 * L : 0) + 4 * ((n + 31) / 32), memory.device());
+      auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+      auto* words = reinterpret_cast<std::uint32_t*>(base + (scaled ? 4 * L : 0));
+      if (!scaled) return cpu::add_pack_signs(m, xp, n, off, L, nullptr, words, nullptr, true);
+      slot_begin_.resize(static_cast<std::size_t>(L) + 1);
+      partials_.resize(static_cast<std::size_t>(cpu::partial_slots(off, L, slot_begin_.data())));
+      cpu::add_pack_signs(m, xp, n, off, L, slot_begin_.data(), words, partials_.data(), false);
+      finish_scales(base);
+      cpu::decode_signs(words, n, off, L, scalars_.data(), -1.0f, true, m);
+      return;
+    }
+    case CompressorKind::qsgd: {
+      const int bits = cpu::qsgd_code_bits(spec_.levels);
+      ensure_bytes(out, 4 * L + 4 * ((n * bits + 31) / 32), memory.device());
+      auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+      slot_begin_.resize(static_cast<std::size_t>(L) + 1);
+      partials_.resize(static_cast<std::size_t>(cpu::partial_slots(off, L, slot_begin_.data())));
+      cpu::add_sum_squares_partials(m, xp, n, off, L, slot_begin_.data(), partials_.data());
+      finish_norms(out.round);
+      cpu::qsgd_encode_feedback(m, n, off, L, scalars_.data(), scalars_.data() + L, keys_.data(), spec_.levels,
+                                reinterpret_cast<std::uint32_t*>(base + 4 * L));
+      if (L > 0) std::memcpy(base, scalars_.data() + L, static_cast<std::size_t>(4 * L));
+      return;
+    }
+    default: return;
+  }
 }
 
 void Compressor::compress_cpu(const at::Tensor& flat, Payload& out) {
@@ -201,13 +316,7 @@ void Compressor::compress_cpu(const at::Tensor& flat, Payload& out) {
         slot_begin_.resize(static_cast<std::size_t>(L) + 1);
         partials_.resize(static_cast<std::size_t>(cpu::partial_slots(off, L, slot_begin_.data())));
         cpu::pack_signs(x, n, off, L, slot_begin_.data(), words, partials_.data());
-        scalars_.resize(static_cast<std::size_t>(L));
-        cpu::fold_partials(partials_.data(), slot_begin_.data(), L, scalars_.data());
-        for (std::int64_t s = 0; s < L; ++s) {
-          const std::int64_t ns = off[s + 1] - off[s];
-          scalars_[s] = ns > 0 ? scalars_[s] / static_cast<float>(ns) : 0.0f;
-        }
-        if (L > 0) std::memcpy(base, scalars_.data(), static_cast<std::size_t>(4 * L));
+        finish_scales(base);
         return;
       }
       case CompressorKind::qsgd: {
@@ -217,19 +326,7 @@ void Compressor::compress_cpu(const at::Tensor& flat, Payload& out) {
         slot_begin_.resize(static_cast<std::size_t>(L) + 1);
         partials_.resize(static_cast<std::size_t>(cpu::partial_slots(off, L, slot_begin_.data())));
         cpu::sum_squares_partials(x, n, off, L, slot_begin_.data(), partials_.data());
-        scalars_.resize(static_cast<std::size_t>(2 * L));
-        cpu::fold_partials(partials_.data(), slot_begin_.data(), L, scalars_.data());
-        keys_.resize(static_cast<std::size_t>(L));
-        for (std::int64_t s = 0; s < L; ++s) {
-          scalars_[s] = std::sqrt(scalars_[s]);
-          keys_[s] = detail::stream_key(spec_.seed, out.round, static_cast<std::uint64_t>(s));
-          float wire = scalars_[s];
-          if (spec_.tau_rescale) {
-            const double d = static_cast<double>(off[s + 1] - off[s]), sl = spec_.levels;
-            wire = static_cast<float>(static_cast<double>(wire) / (std::min(d / (sl * sl), std::sqrt(d) / sl) + 1.0));
-          }
-          scalars_[L + s] = wire;
-        }
+        finish_norms(out.round);
         cpu::qsgd_encode(x, n, off, L, scalars_.data(), keys_.data(), spec_.levels,
                          reinterpret_cast<std::uint32_t*>(base + 4 * L));
         if (L > 0) std::memcpy(base, scalars_.data() + L, static_cast<std::size_t>(4 * L));

@@ -98,12 +98,27 @@ class Compressor {
   // only the sent coordinates): the gossip sum and the sparse scatter-add.
   void decompress_add(const Payload& payload, double weight, at::Tensor& dense_inout);
 
+  // Error feedback (error_feedback.hpp): memory += x; out = C(memory);
+  // memory += -1 * decompress(out). Equal, bit for bit, to those three calls; for the
+  // elementwise kinds on fp32 CPU buffers (identity, sign, fp16, bf16: one pass over
+  // memory; scaled_sign, qsgd: two, the scale or norm being needed before the rest) it
+  // runs fused, otherwise as the three calls. memory: contiguous; x: same numel, dtype
+  // and device.
+  void compress_feedback(at::Tensor& memory, const at::Tensor& x, std::span<const std::int64_t> segment_sizes,
+                         Payload& out);
+
   std::uint64_t round() const { return round_; }
   void set_round(std::uint64_t r) { round_ = r; }
 
  private:
   void prepare_segments(std::span<const std::int64_t> sizes, std::int64_t numel, const char* what);
   void compress_cpu(const at::Tensor& flat, Payload& out);
+  void begin_payload(const at::Tensor& flat, std::span<const std::int64_t> segment_sizes, Payload& out);
+  // scaled_sign: folds partials_ into the per-segment scales, written to `base`.
+  void finish_scales(std::uint8_t* base);
+  // qsgd: folds partials_ into norms (scalars_[0, L)), wire norms (scalars_[L, 2L)) and
+  // the segments' stream keys (keys_) for `round`.
+  void finish_norms(std::uint64_t round);
   void decode(const Payload& payload, double weight, bool accumulate, at::Tensor& dense);
   void decode_cpu(const Payload& payload, float weight, bool accumulate, at::Tensor& dense);
 #if DTSIM_TORCH_CUDA

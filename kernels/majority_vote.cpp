@@ -20,7 +20,8 @@ void majority_vote(std::span<const Payload> signs, at::Tensor& out) {
     throw std::invalid_argument("majority_vote: out must be contiguous fp32");
   const std::int64_t n = signs[0].numel;
   const std::int64_t words = (n + 31) / 32;
-  std::vector<const std::uint32_t*> ptrs;
+  thread_local std::vector<const std::uint32_t*> ptrs;  // reused: no allocation once grown
+  ptrs.clear();
   for (std::size_t r = 0; r < signs.size(); ++r) {
     const Payload& p = signs[r];
     if (p.kind != CompressorKind::sign && p.kind != CompressorKind::scaled_sign)

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 
 #include <vector>
 
@@ -105,6 +106,62 @@ TEST(MajorityVote, MatchesSignOfSummedSigns) {
       EXPECT_TRUE(out.eq(0).any().item<bool>());
     }
   }
+}
+
+// The bit-sliced vote (16 words per block, counters of bit_width(R) bits) at rank counts
+// that fill the counter exactly (8, 15, 16, 31, 32) and beyond (33, 64), on inputs that
+// leave a partial 16-word block and a partial last word; inputs with few distinct
+// values make ties common for even R.
+TEST(MajorityVote, BitSlicedCountersAtManyRanks) {
+  auto gen = at::detail::createCPUGenerator(8);
+  const std::int64_t n = 16 * 32 * 5 + 32 * 3 + 7;
+  for (int ranks : {8, 15, 16, 31, 32, 33, 64}) {
+    Compressor c(CompressorSpec{.kind = CompressorKind::sign});
+    std::vector<Payload> payloads(static_cast<std::size_t>(ranks));
+    at::Tensor votes = at::zeros({n});
+    for (int r = 0; r < ranks; ++r) {
+      at::Tensor x = at::randint(-1, 1, {n}, gen, at::kFloat) + 0.5f;  // +-0.5
+      c.compress(x, {}, payloads[static_cast<std::size_t>(r)]);
+      votes += at::where(x.lt(0), -at::ones({n}), at::ones({n}));
+    }
+    at::Tensor out = at::empty({n});
+    majority_vote(payloads, out);
+    EXPECT_TRUE(at::equal(out, at::sign(votes))) << ranks;
+  }
+}
+
+// The fused error feedback does not depend on the thread count (300K elements: several
+// parallel parts) and equals the unfused steps under both.
+TEST(ErrorFeedback, FusedIsThreadCountIndependent) {
+  auto gen = at::detail::createCPUGenerator(9);
+  std::vector<std::int64_t> segs{200000, 3, 100000};
+  at::Tensor x = at::randn({300003}, gen, at::kFloat), m0 = at::randn({300003}, gen, at::kFloat);
+  const int saved = at::get_num_threads();
+  for (auto kind : {CompressorKind::identity, CompressorKind::sign, CompressorKind::scaled_sign, CompressorKind::qsgd,
+                    CompressorKind::fp16, CompressorKind::bf16}) {
+    CompressorSpec s;
+    s.kind = kind;
+    s.seed = 4;
+    s.tau_rescale = kind == CompressorKind::qsgd;
+    std::vector<at::Tensor> memories, bytes;
+    for (int threads : {1, 3}) {
+      at::set_num_threads(threads);
+      Compressor fused(s), manual(s);
+      at::Tensor m = m0.clone(), ref = m0.clone();
+      Payload q, q_ref;
+      error_feedback_step(fused, m, x, segs, q);
+      ref.add_(x);
+      manual.compress(ref, segs, q_ref);
+      manual.decompress_add(q_ref, -1.0, ref);
+      EXPECT_TRUE(at::equal(q.bytes, q_ref.bytes)) << to_string(kind) << " threads " << threads;
+      EXPECT_TRUE(at::equal(m, ref)) << to_string(kind) << " threads " << threads;
+      memories.push_back(m);
+      bytes.push_back(q.bytes.clone());
+    }
+    EXPECT_TRUE(at::equal(memories[0], memories[1])) << to_string(kind);
+    EXPECT_TRUE(at::equal(bytes[0], bytes[1])) << to_string(kind);
+  }
+  at::set_num_threads(saved);
 }
 
 // error_feedback_step equals the three steps done one by one, for every kind, and

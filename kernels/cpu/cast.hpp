@@ -15,4 +15,9 @@ void float_to_bfloat16(const float* x, std::int64_t n, std::uint16_t* out);
 void half_to_float(const std::uint16_t* h, std::int64_t n, float weight, bool accumulate, float* out);
 void bfloat16_to_float(const std::uint16_t* h, std::int64_t n, float weight, bool accumulate, float* out);
 
+// Error feedback in one pass: m_i = m_i + x_i; h_i = cast(m_i); m_i = m_i + (-1) * float(h_i)
+// (the decoder's formula with weight -1).
+void add_float_to_half_feedback(float* m, const float* x, std::int64_t n, std::uint16_t* h);
+void add_float_to_bfloat16_feedback(float* m, const float* x, std::int64_t n, std::uint16_t* h);
+
 }  // namespace dtsim::kernels::cpu

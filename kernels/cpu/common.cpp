@@ -1,11 +1,38 @@
 #include "kernels/cpu/common.hpp"
 
+#include <cstdlib>
+#include <cstring>
+
 namespace dtsim::kernels::cpu {
+
+namespace {
+
+// DTSIM_KERNELS_ISA=baseline | avx2 caps the paths picked at run time (to test the
+// portable ones on a machine that has more); unset or anything else: no cap.
+int isa_cap() {
+  const char* v = std::getenv("DTSIM_KERNELS_ISA");
+  if (v && std::strcmp(v, "baseline") == 0) return 0;
+  if (v && std::strcmp(v, "avx2") == 0) return 1;
+  return 2;
+}
+
+}  // namespace
 
 bool has_avx2() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+  static const bool yes = isa_cap() >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                           __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+bool has_avx512() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool yes = isa_cap() >= 2 && has_avx2() && __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512vl");
   return yes;
 #else
   return false;

@@ -30,7 +30,21 @@ inline std::uint32_t mag_key(c10::Half v) { return static_cast<std::uint32_t>(v.
 inline std::uint32_t mag_key(c10::BFloat16 v) { return static_cast<std::uint32_t>(v.x & 0x7FFFU) << 16; }
 
 // True when this CPU runs x86-64-v3 code (AVX2, FMA, F16C, BMI2): the fast paths.
+// DTSIM_KERNELS_ISA=baseline (or avx2) in the environment turns them (or the AVX-512
+// ones) off, so that the portable paths can be tested on any machine.
 bool has_avx2();
+// True when it also runs AVX-512 F/BW/DQ/VL (x86-64-v4): 16-lane paths for the kernels
+// that are compute-bound at 8 lanes (QSGD's hash). Same IEEE operations, same bits.
+bool has_avx512();
+// Function attributes of the code paths picked at run time (the build itself stays
+// x86-64 baseline): [[DTSIM_TARGET_AVX2]] void f_avx2(...).
+#define DTSIM_TARGET_AVX2 gnu::target("avx2,fma,f16c,bmi2")
+#if defined(__clang__)  // clang has no prefer-vector-width target attribute
+#define DTSIM_TARGET_AVX512 gnu::target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi2")
+#else
+#define DTSIM_TARGET_AVX512 \
+  gnu::target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi2,prefer-vector-width=512")
+#endif
 
 // The canonical order of a per-segment sum (of |x| or x^2), identical on CPU and GPU so
 // that scales and norms, and hence the payloads, agree bit for bit:

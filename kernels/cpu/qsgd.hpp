@@ -35,4 +35,13 @@ template <class T>
 void qsgd_decode(const std::uint32_t* words, std::int64_t n, const std::int64_t* offsets, std::int64_t L,
                  const float* wire_norms, int levels, float weight, bool accumulate, T* out);
 
+// Error feedback (fp32), in two passes over the memory m instead of four:
+// add_sum_squares_partials: m_i = m_i + x_i, and the partials of the new m (as above);
+// qsgd_encode_feedback: the codes of m (as qsgd_encode), and in the same pass
+// m_i = m_i + (-1) * decoded_i with norm_w = wire_norms (as qsgd_decode with weight -1).
+void add_sum_squares_partials(float* m, const float* x, std::int64_t n, const std::int64_t* offsets, std::int64_t L,
+                              const std::int64_t* slot_begin, float* partials);
+void qsgd_encode_feedback(float* m, std::int64_t n, const std::int64_t* offsets, std::int64_t L, const float* norms,
+                          const float* wire_norms, const std::uint64_t* keys, int levels, std::uint32_t* words);
+
 }  // namespace dtsim::kernels::cpu

@@ -3,6 +3,8 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <bit>
+#include <type_traits>
 #include <cmath>
 
 #include "kernels/cpu/common.hpp"
@@ -46,7 +48,7 @@ void full_chunk_generic(const T* x, std::uint32_t* words, float* partial) {
 #if defined(__x86_64__)
 // The same with AVX2: compare + movemask for the bits, four 8-lane accumulators holding
 // lanes 0-7, 8-15, 16-23, 24-31, folded in the same order as fold32.
-[[gnu::target("avx2,fma,f16c,bmi2")]] void full_chunk_avx2(const float* x, std::uint32_t* words, float* partial) {
+[[DTSIM_TARGET_AVX2]] void full_chunk_avx2(const float* x, std::uint32_t* words, float* partial) {
   const __m256 zero = _mm256_setzero_ps();
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   __m256 a0 = zero, a1 = zero, a2 = zero, a3 = zero;
@@ -77,12 +79,50 @@ void full_chunk_generic(const T* x, std::uint32_t* words, float* partial) {
     *partial = acc[0];
   }
 }
+
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized (their _mm512_undefined_* operands).
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// AVX-512: compare into a mask register for the bits, two 16-lane accumulators holding
+// lanes 0-15 and 16-31 (half the additions of the AVX2 path), folded as fold32.
+[[DTSIM_TARGET_AVX512]] void full_chunk_avx512(const float* x, std::uint32_t* words, float* partial) {
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  __m512 a0 = zero, a1 = zero;
+  for (int r = 0; r < 32; ++r) {
+    const float* p = x + 32 * r;
+    const __m512 v0 = _mm512_loadu_ps(p), v1 = _mm512_loadu_ps(p + 16);
+    const unsigned m0 = _mm512_cmp_ps_mask(v0, zero, _CMP_LT_OQ);
+    const unsigned m1 = _mm512_cmp_ps_mask(v1, zero, _CMP_LT_OQ);
+    words[r] = m0 | (m1 << 16);
+    if (partial) {
+      a0 = _mm512_add_ps(a0, _mm512_and_ps(v0, absmask));
+      a1 = _mm512_add_ps(a1, _mm512_and_ps(v1, absmask));
+    }
+  }
+  if (partial) {
+    a0 = _mm512_add_ps(a0, a1);  // offset 16
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a0), _mm512_extractf32x8_ps(a0, 1));  // offset 8
+    alignas(32) float acc[8];
+    _mm256_store_ps(acc, h);
+    for (int off = 4; off >= 1; off /= 2)
+      for (int l = 0; l < off; ++l) acc[l] += acc[l + off];
+    *partial = acc[0];
+  }
+}
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 #endif
 
 template <class T>
 void full_chunk(const T* x, std::uint32_t* words, float* partial) {
 #if defined(__x86_64__)
   if constexpr (std::is_same_v<T, float>) {
+    if (has_avx512()) return full_chunk_avx512(x, words, partial);
     if (has_avx2()) return full_chunk_avx2(x, words, partial);
   }
 #endif
@@ -136,6 +176,119 @@ void pack_signs(const T* x, std::int64_t n, const std::int64_t* offsets, std::in
   });
 }
 
+namespace {
+
+// Words [w0, w1) of segment [a, b): value = (bit ? -sc : sc); out = value, or
+// out + weight * value. Full words are fixed 32-lane loops (vectorized with a variable
+// shift per lane in the AVX2 / AVX-512 clones).
+template <class T>
+[[gnu::always_inline]] inline void decode_words(const std::uint32_t* words, std::int64_t w0, std::int64_t w1,
+                                                std::int64_t a, std::int64_t b, float sc, float weight,
+                                                bool accumulate, T* out) {
+  for (std::int64_t w = w0; w < w1; ++w) {
+    const std::uint32_t bits = words[w];
+    const std::int64_t lo = std::max(a, 32 * w), hi = std::min(b, 32 * w + 32);
+    T* __restrict o = out + 32 * w;
+    if (lo == 32 * w && hi == 32 * w + 32) {
+      if (accumulate) {
+        for (int j = 0; j < 32; ++j) {
+          const float v = ((bits >> j) & 1U) ? -sc : sc;
+          o[j] = static_cast<T>(to_float(o[j]) + weight * v);
+        }
+      } else {
+        for (int j = 0; j < 32; ++j) o[j] = static_cast<T>(((bits >> j) & 1U) ? -sc : sc);
+      }
+    } else {
+      for (std::int64_t i = lo; i < hi; ++i) {
+        const float v = ((bits >> (i - 32 * w)) & 1U) ? -sc : sc;
+        out[i] = accumulate ? static_cast<T>(to_float(out[i]) + weight * v) : static_cast<T>(v);
+      }
+    }
+  }
+}
+template <class T>
+void decode_words_base(const std::uint32_t* words, std::int64_t w0, std::int64_t w1, std::int64_t a, std::int64_t b,
+                       float sc, float weight, bool accumulate, T* out) {
+  decode_words(words, w0, w1, a, b, sc, weight, accumulate, out);
+}
+#if defined(__x86_64__)
+[[DTSIM_TARGET_AVX2]] void decode_words_avx2(const std::uint32_t* words, std::int64_t w0, std::int64_t w1,
+                                             std::int64_t a, std::int64_t b, float sc, float weight, bool accumulate,
+                                             float* out) {
+  decode_words(words, w0, w1, a, b, sc, weight, accumulate, out);
+}
+#endif
+
+// Majority vote over words [w0, w1) (all full: 32 elements each), 16 words at a time:
+// a bit-sliced counter per bit position (counter bit k of the 16 words in c[k][0..16))
+// counts the negative votes, ripple-carry adding one rank's words per step; then the
+// count is compared with R / 2 bit-serially (MSB first) and the result expanded to floats.
+constexpr int kVoteWords = 16;
+
+[[gnu::always_inline]] inline void vote_block(const std::uint32_t* const* words, std::int64_t R, int K,
+                                              std::int64_t w, int cnt, float* __restrict out) {
+  std::uint32_t c[33][kVoteWords];
+  for (int k = 0; k < K; ++k)
+    for (int l = 0; l < kVoteWords; ++l) c[k][l] = 0;
+  std::uint32_t carry[kVoteWords];
+  for (std::int64_t r = 0; r < R; ++r) {
+    const std::uint32_t* src = words[r] + w;
+    if (cnt == kVoteWords) {
+      for (int l = 0; l < kVoteWords; ++l) carry[l] = src[l];
+    } else {
+      for (int l = 0; l < kVoteWords; ++l) carry[l] = l < cnt ? src[l] : 0U;
+    }
+    for (int k = 0; k < K; ++k)
+      for (int l = 0; l < kVoteWords; ++l) {
+        const std::uint32_t t = c[k][l] & carry[l];
+        c[k][l] ^= carry[l];
+        carry[l] = t;
+      }
+  }
+  // neg > floor(R/2): the sum is negative; neg == R/2 with R even: a tie.
+  const auto T = static_cast<std::uint64_t>(R / 2);
+  std::uint32_t gt[kVoteWords] = {}, eq[kVoteWords];
+  for (int l = 0; l < kVoteWords; ++l) eq[l] = ~0U;
+  for (int k = K - 1; k >= 0; --k) {
+    if ((T >> k) & 1U) {
+      for (int l = 0; l < kVoteWords; ++l) eq[l] &= c[k][l];
+    } else {
+      for (int l = 0; l < kVoteWords; ++l) {
+        gt[l] |= eq[l] & c[k][l];
+        eq[l] &= ~c[k][l];
+      }
+    }
+  }
+  if (R % 2 == 1)
+    for (int l = 0; l < kVoteWords; ++l) eq[l] = 0;
+  for (int l = 0; l < cnt; ++l) {
+    float* __restrict o = out + 32 * (w + l);
+    const std::uint32_t g = gt[l], t = eq[l];
+    for (int j = 0; j < 32; ++j) {
+      const auto neg = static_cast<std::int32_t>((g >> j) & 1U), tie = static_cast<std::int32_t>((t >> j) & 1U);
+      o[j] = static_cast<float>(1 - 2 * neg - tie);  // -1, 0 or +1
+    }
+  }
+}
+
+[[gnu::always_inline]] inline void vote_words(const std::uint32_t* const* words, std::int64_t R, int K, std::int64_t w0,
+                                              std::int64_t w1, float* out) {
+  for (std::int64_t w = w0; w < w1; w += kVoteWords)
+    vote_block(words, R, K, w, static_cast<int>(std::min<std::int64_t>(kVoteWords, w1 - w)), out);
+}
+void vote_words_base(const std::uint32_t* const* words, std::int64_t R, int K, std::int64_t w0, std::int64_t w1,
+                     float* out) {
+  vote_words(words, R, K, w0, w1, out);
+}
+#if defined(__x86_64__)
+[[DTSIM_TARGET_AVX2]] void vote_words_avx2(const std::uint32_t* const* words, std::int64_t R, int K, std::int64_t w0,
+                                           std::int64_t w1, float* out) {
+  vote_words(words, R, K, w0, w1, out);
+}
+#endif
+
+}  // namespace
+
 template <class T>
 void decode_signs(const std::uint32_t* words, std::int64_t n, const std::int64_t* offsets, std::int64_t L,
                   const float* scales, float weight, bool accumulate, T* out) {
@@ -144,45 +297,82 @@ void decode_signs(const std::uint32_t* words, std::int64_t n, const std::int64_t
     const float sc = scales ? scales[s] : 1.0f;
     const std::int64_t a = offsets[s], b = offsets[s + 1];
     at::parallel_for(a / 32, (b + 31) / 32, 2048, [&](std::int64_t w0, std::int64_t w1) {
-      for (std::int64_t w = w0; w < w1; ++w) {
-        const std::uint32_t bits = words[w];
-        const std::int64_t lo = std::max(a, 32 * w), hi = std::min(b, 32 * w + 32);
-        T* o = out + 32 * w;
-        if (lo == 32 * w && hi == 32 * w + 32) {
-          if (accumulate) {
-            for (int j = 0; j < 32; ++j) {
-              const float v = ((bits >> j) & 1U) ? -sc : sc;
-              o[j] = static_cast<T>(to_float(o[j]) + weight * v);
-            }
-          } else {
-            for (int j = 0; j < 32; ++j) o[j] = static_cast<T>(((bits >> j) & 1U) ? -sc : sc);
-          }
-        } else {
-          for (std::int64_t i = lo; i < hi; ++i) {
-            const float v = ((bits >> (i - 32 * w)) & 1U) ? -sc : sc;
-            out[i] = accumulate ? static_cast<T>(to_float(out[i]) + weight * v) : static_cast<T>(v);
-          }
-        }
+#if defined(__x86_64__)
+      if constexpr (std::is_same_v<T, float>) {
+        if (has_avx2()) return decode_words_avx2(words, w0, w1, a, b, sc, weight, accumulate, out);
       }
+#endif
+      decode_words_base(words, w0, w1, a, b, sc, weight, accumulate, out);
     });
   }
 }
 
-void majority_vote(const std::uint32_t* const* words, std::int64_t R, std::int64_t n, float* out) {
-  at::parallel_for(0, (n + 31) / 32, 1024, [&](std::int64_t w0, std::int64_t w1) {
-    for (std::int64_t w = w0; w < w1; ++w) {
-      std::int32_t neg[32] = {};
-      for (std::int64_t r = 0; r < R; ++r) {
-        const std::uint32_t bits = words[r][w];
-        for (int j = 0; j < 32; ++j) neg[j] += static_cast<std::int32_t>((bits >> j) & 1U);
+namespace {
+
+[[gnu::always_inline]] inline void add_range(float* __restrict m, const float* __restrict x, std::int64_t count) {
+  for (std::int64_t i = 0; i < count; ++i) m[i] = m[i] + x[i];
+}
+void add_range_base(float* m, const float* x, std::int64_t count) { add_range(m, x, count); }
+#if defined(__x86_64__)
+[[DTSIM_TARGET_AVX2]] void add_range_avx2(float* m, const float* x, std::int64_t count) { add_range(m, x, count); }
+#endif
+
+}  // namespace
+
+void add_pack_signs(float* m, const float* x, std::int64_t n, const std::int64_t* offsets, std::int64_t L,
+                    const std::int64_t* slot_begin, std::uint32_t* words, float* abs_partials, bool subtract_unit) {
+  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+  const bool avx2 = has_avx2();
+  at::parallel_for(0, chunks, 64, [&](std::int64_t c0, std::int64_t c1) {
+    std::int64_t seg = std::upper_bound(offsets, offsets + L + 1, c0 * kChunk) - offsets - 1;
+    for (std::int64_t c = c0; c < c1; ++c) {
+      // one chunk (4 KB) at a time, so the three sweeps below read memory once
+      const std::int64_t base = c * kChunk, end = std::min(n, base + kChunk);
+#if defined(__x86_64__)
+      if (avx2)
+        add_range_avx2(m + base, x + base, end - base);
+      else
+#endif
+        add_range_base(m + base, x + base, end - base);
+      while (seg < L && offsets[seg + 1] <= base) ++seg;
+      if (end == base + kChunk && seg < L && offsets[seg] <= base && offsets[seg + 1] >= end) {
+        float* partial = abs_partials ? abs_partials + slot_begin[seg] + c - offsets[seg] / kChunk : nullptr;
+        full_chunk(static_cast<const float*>(m + base), words + base / 32, partial);
+      } else {
+        boundary_chunk(static_cast<const float*>(m), n, c, offsets, L, seg, slot_begin, words, abs_partials);
       }
-      const std::int64_t hi = std::min<std::int64_t>(32, n - 32 * w);
-      for (std::int64_t j = 0; j < hi; ++j) {
-        const std::int64_t sum = R - 2 * static_cast<std::int64_t>(neg[j]);
-        out[32 * w + j] = sum > 0 ? 1.0f : (sum < 0 ? -1.0f : 0.0f);
+      if (!subtract_unit) continue;
+#if defined(__x86_64__)
+      if (avx2) {
+        decode_words_avx2(words, base / 32, (end + 31) / 32, base, end, 1.0f, -1.0f, true, m);
+        continue;
       }
+#endif
+      decode_words_base(words, base / 32, (end + 31) / 32, base, end, 1.0f, -1.0f, true, m);
     }
   });
+  (void)avx2;
+}
+
+void majority_vote(const std::uint32_t* const* words, std::int64_t R, std::int64_t n, float* out) {
+  const std::int64_t full = n / 32;  // words whose 32 elements all exist
+  const int K = std::bit_width(static_cast<std::uint64_t>(R));  // counter bits: the count is <= R
+  at::parallel_for(0, (full + kVoteWords - 1) / kVoteWords, 64, [&](std::int64_t b0, std::int64_t b1) {
+    const std::int64_t w0 = b0 * kVoteWords, w1 = std::min(full, b1 * kVoteWords);
+#if defined(__x86_64__)
+    if (has_avx2()) return vote_words_avx2(words, R, K, w0, w1, out);
+#endif
+    vote_words_base(words, R, K, w0, w1, out);
+  });
+  if (full * 32 < n) {  // the last, partial word
+    std::int64_t neg[32] = {};
+    for (std::int64_t r = 0; r < R; ++r)
+      for (int j = 0; j < 32; ++j) neg[j] += (words[r][full] >> j) & 1U;
+    for (std::int64_t i = full * 32; i < n; ++i) {
+      const std::int64_t sum = R - 2 * neg[i - full * 32];
+      out[i] = sum > 0 ? 1.0f : (sum < 0 ? -1.0f : 0.0f);
+    }
+  }
 }
 
 #define DTSIM_SIGN_INSTANTIATE(T)                                                                        \

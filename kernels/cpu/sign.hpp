@@ -23,8 +23,16 @@ template <class T>
 void decode_signs(const std::uint32_t* words, std::int64_t n, const std::int64_t* offsets, std::int64_t L,
                   const float* scales, float weight, bool accumulate, T* out);
 
+// Error feedback (fp32) in one pass over the memory m: m_i = m_i + x_i, then the signs
+// (and |m| partials) of the new m as pack_signs; with subtract_unit (the unscaled sign)
+// also m_i = m_i + (-1) * (bit_i ? -1 : +1), as decode_signs(accumulate, weight -1).
+void add_pack_signs(float* m, const float* x, std::int64_t n, const std::int64_t* offsets, std::int64_t L,
+                    const std::int64_t* slot_begin, std::uint32_t* words, float* abs_partials, bool subtract_unit);
+
 // out_i = sign(sum_r (bit_{r,i} ? -1 : +1)) in {-1, 0, +1} (a tie gives 0), for R
-// packed sign vectors of n elements.
+// packed sign vectors of n elements: bit-sliced counters over 16 words at a time (one
+// ripple-carry add of a rank's words per step, R * bit_width(R) word operations per
+// 512 elements), compared with R / 2 bit-serially.
 void majority_vote(const std::uint32_t* const* words, std::int64_t R, std::int64_t n, float* out);
 
 }  // namespace dtsim::kernels::cpu
