@@ -11,11 +11,18 @@ ScheduledExecution::ScheduledExecution(Transport& transport, std::shared_ptr<con
   if (schedule_->size() != transport_.topology().size())
     throw std::invalid_argument(fmt::format("{} schedule for {} ranks on a {}-rank topology", schedule_->name,
                                             schedule_->size(), transport_.topology().size()));
-  state_.resize(schedule_->size());
+  if (schedule_->size() > kMaxRanks)
+    throw std::invalid_argument(fmt::format("{} schedule for {} ranks: at most {} supported", schedule_->name,
+                                            schedule_->size(), kMaxRanks));
+  first_lane_.push_back(0);
   for (int r = 0; r < schedule_->size(); ++r) {
-    state_[r].resize(schedule_->lane_count(r));
+    if (schedule_->lane_count(r) > kMaxLanes)
+      throw std::invalid_argument(
+          fmt::format("{} schedule: rank {} has {} lanes, at most {}", schedule_->name, r, schedule_->lane_count(r), kMaxLanes));
+    first_lane_.push_back(first_lane_.back() + schedule_->lane_count(r));
     lanes_left_.push_back(schedule_->lane_count(r));
   }
+  lanes_.resize(static_cast<std::size_t>(first_lane_.back()));
 }
 
 void ScheduledExecution::arrive(int rank) {
@@ -23,14 +30,14 @@ void ScheduledExecution::arrive(int rank) {
     done_(rank);
     return;
   }
-  for (int lane = 0; lane < static_cast<int>(state_[rank].size()); ++lane) {
-    state_[rank][lane].started = true;
+  for (int lane = 0; lane < first_lane_[rank + 1] - first_lane_[rank]; ++lane) {
+    state(rank, lane).started = true;
     start_step(rank, lane);
   }
 }
 
 void ScheduledExecution::start_step(int rank, int lane) {
-  auto& st = state_[rank][lane];
+  auto& st = state(rank, lane);
   if (st.step == schedule_->step_count(rank, lane)) {
     if (--lanes_left_[rank] == 0) done_(rank);
     return;
@@ -47,18 +54,26 @@ void ScheduledExecution::start_step(int rank, int lane) {
       ++st.pending_receives;
     }
   }
-  auto self = shared_from_this();
-  for (const auto& t : step.sends)
-    transport_.send(rank, t.peer, t.bytes, [self, rank, lane, peer = t.peer] {
-      self->deliver(peer, lane, rank);
-      --self->state_[rank][lane].pending_sends;
-      self->maybe_advance(rank, lane);
-    });
+  if (!step.sends.empty()) {
+    // Each message holds the execution alive until it arrives (a shared_ptr copy, no
+    // allocation), as a captured shared_ptr did in a callback.
+    const auto self = shared_from_this();
+    for (const auto& t : step.sends) transport_.send(rank, t.peer, t.bytes, self, pack(rank, lane, t.peer));
+  }
+  maybe_advance(rank, lane);
+}
+
+void ScheduledExecution::message_arrived(std::uint64_t tag) {
+  const int rank = static_cast<int>(tag >> (kPeerBits + kLaneBits));
+  const int lane = static_cast<int>((tag >> kPeerBits) & ((1u << kLaneBits) - 1));
+  const int peer = static_cast<int>(tag & ((std::uint64_t{1} << kPeerBits) - 1));
+  deliver(peer, lane, rank);
+  --state(rank, lane).pending_sends;
   maybe_advance(rank, lane);
 }
 
 void ScheduledExecution::deliver(int to, int lane, int from) {
-  auto& st = state_[to][lane];
+  auto& st = state(to, lane);
   int& waiting = st.waiting[from];
   if (st.started && waiting > 0) {
     --waiting;
@@ -70,7 +85,7 @@ void ScheduledExecution::deliver(int to, int lane, int from) {
 }
 
 void ScheduledExecution::maybe_advance(int rank, int lane) {
-  auto& st = state_[rank][lane];
+  auto& st = state(rank, lane);
   if (st.pending_sends > 0 || st.pending_receives > 0) return;
   if (st.step >= schedule_->step_count(rank, lane)) return;
   ++st.step;

@@ -8,6 +8,7 @@
 //   everyone a closed-form time later: no contention, cheapest, for big sweeps.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -26,20 +27,33 @@ class Execution {
   virtual void arrive(int rank) = 0;
 };
 
-class ScheduledExecution final : public Execution, public std::enable_shared_from_this<ScheduledExecution> {
+class ScheduledExecution final : public Execution,
+                                 public Transport::Sink,
+                                 public std::enable_shared_from_this<ScheduledExecution> {
  public:
   ScheduledExecution(Transport& transport, std::shared_ptr<const Schedule> schedule, RankDone done);
   void arrive(int rank) override;
   const Schedule& schedule() const { return *schedule_; }
+  // A message of this execution has arrived: `tag` packs sender, lane and receiver.
+  void message_arrived(std::uint64_t tag) override;
 
  private:
-  // Per-peer counters in a small flat list: a step talks to few peers.
+  // Per-peer counters: a step talks to few peers, so the first two are kept inline (no
+  // pointer to chase when a message arrives) and any more in a list.
   struct PeerCounts {
-    std::vector<std::pair<int, int>> items;
+    std::pair<int, int> inline_items[2] = {};
+    int inline_count = 0;
+    std::vector<std::pair<int, int>> more;
     int& operator[](int peer) {
-      for (auto& [p, c] : items)
+      for (int i = 0; i < inline_count; ++i)
+        if (inline_items[i].first == peer) return inline_items[i].second;
+      for (auto& [p, c] : more)
         if (p == peer) return c;
-      return items.emplace_back(peer, 0).second;
+      if (inline_count < 2) {
+        inline_items[inline_count] = {peer, 0};
+        return inline_items[inline_count++].second;
+      }
+      return more.emplace_back(peer, 0).second;
     }
   };
   struct LaneState {
@@ -50,6 +64,13 @@ class ScheduledExecution final : public Execution, public std::enable_shared_fro
     PeerCounts mailbox;  // peer -> messages arrived before they were awaited
     bool started = false;
   };
+  // A message's tag: sender, lane, receiver.
+  static constexpr int kPeerBits = 28, kLaneBits = 8;
+  static constexpr int kMaxRanks = 1 << kPeerBits, kMaxLanes = 1 << kLaneBits;
+  static std::uint64_t pack(int rank, int lane, int peer) {
+    return (static_cast<std::uint64_t>(rank) << (kPeerBits + kLaneBits)) |
+           (static_cast<std::uint64_t>(lane) << kPeerBits) | static_cast<std::uint64_t>(peer);
+  }
   void start_step(int rank, int lane);
   void maybe_advance(int rank, int lane);
   void deliver(int to, int lane, int from);
@@ -58,7 +79,10 @@ class ScheduledExecution final : public Execution, public std::enable_shared_fro
   std::shared_ptr<const Schedule> schedule_;
   Step scratch_;
   RankDone done_;
-  std::vector<std::vector<LaneState>> state_;
+  // Every rank's lanes in one array: rank r's lane k is lanes_[first_lane_[r] + k].
+  LaneState& state(int rank, int lane) { return lanes_[static_cast<std::size_t>(first_lane_[rank] + lane)]; }
+  std::vector<LaneState> lanes_;
+  std::vector<int> first_lane_;  // size() + 1 entries
   std::vector<int> lanes_left_;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -25,6 +26,9 @@ void add_edge(std::vector<Edge>& edges, std::set<std::pair<int, int>>& seen, int
   if (!seen.insert({std::min(a, b), std::max(a, b)}).second) return;
   edges.push_back({a, b, p});
 }
+
+// Where a (src, dst) key starts probing the route table (Fibonacci hashing).
+std::size_t route_hash(std::uint64_t key) { return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> 32); }
 
 }  // namespace
 
@@ -76,29 +80,59 @@ const std::vector<int>& Topology::parents_from(int src) const {
   return parents_.emplace(src, std::move(parent)).first->second;
 }
 
-const std::vector<int>& Topology::route(int src, int dst) const {
-  auto key = std::make_pair(src, dst);
-  if (auto it = routes_.find(key); it != routes_.end()) return it->second;
-  require(src >= 0 && src < nodes() && dst >= 0 && dst < nodes(),
-          fmt::format("{}: route {} -> {} outside {} nodes", kind_, src, dst, nodes()));
+const Topology::Route& Topology::route_info(int src, int dst) const {
+  if (src < 0 || src >= nodes() || dst < 0 || dst >= nodes())
+    throw std::invalid_argument(fmt::format("{}: route {} -> {} outside {} nodes", kind_, src, dst, nodes()));
+  const std::uint64_t key =
+      (static_cast<std::uint64_t>(static_cast<std::uint32_t>(src)) << 32 | static_cast<std::uint32_t>(dst)) + 1;
+  if (!route_keys_.empty()) {
+    const std::size_t mask = route_keys_.size() - 1;
+    for (std::size_t i = route_hash(key) & mask;; i = (i + 1) & mask) {
+      if (route_keys_[i] == key) return routes_[route_slots_[i]];
+      if (route_keys_[i] == 0) break;
+    }
+  }
   const auto& parent = parents_from(src);
   require(parent[dst] != -2, fmt::format("{}: no route from {} to {}", kind_, src, dst));
-  std::vector<int> path;
-  for (int v = dst; v != src; v = links_[parent[v]].src) path.push_back(parent[v]);
-  std::reverse(path.begin(), path.end());
-  return routes_.emplace(key, std::move(path)).first->second;
+  Route r;
+  for (int v = dst; v != src; v = links_[parent[v]].src) r.links.push_back(parent[v]);
+  std::reverse(r.links.begin(), r.links.end());
+  r.bandwidth_bytes_per_s = std::numeric_limits<double>::infinity();
+  for (int l : r.links) {
+    r.latency_s += links_[l].params.latency_s;
+    r.bandwidth_bytes_per_s = std::min(r.bandwidth_bytes_per_s, links_[l].params.bandwidth_bytes_per_s);
+  }
+  // Keep the table at most half full: double it (and re-insert every key) when needed.
+  if (2 * (routes_.size() + 1) > route_keys_.size()) {
+    const std::size_t capacity = std::max<std::size_t>(64, 2 * route_keys_.size());
+    std::vector<std::uint64_t> keys(capacity, 0);
+    std::vector<std::uint32_t> slots(capacity, 0);
+    for (std::size_t j = 0; j < route_keys_.size(); ++j) {
+      if (route_keys_[j] == 0) continue;
+      const std::uint64_t k = route_keys_[j];
+      std::size_t i = route_hash(k) & (capacity - 1);
+      while (keys[i] != 0) i = (i + 1) & (capacity - 1);
+      keys[i] = k;
+      slots[i] = route_slots_[j];
+    }
+    route_keys_ = std::move(keys);
+    route_slots_ = std::move(slots);
+  }
+  const std::size_t mask = route_keys_.size() - 1;
+  std::size_t i = route_hash(key) & mask;
+  while (route_keys_[i] != 0) i = (i + 1) & mask;
+  route_keys_[i] = key;
+  route_slots_[i] = static_cast<std::uint32_t>(routes_.size());
+  routes_.push_back(std::move(r));
+  return routes_.back();
 }
 
-double Topology::route_latency(int src, int dst) const {
-  double t = 0.0;
-  for (int l : route(src, dst)) t += links_[l].params.latency_s;
-  return t;
-}
-
-double Topology::route_bandwidth(int src, int dst) const {
-  double bw = std::numeric_limits<double>::infinity();
-  for (int l : route(src, dst)) bw = std::min(bw, links_[l].params.bandwidth_bytes_per_s);
-  return bw;
+void Topology::clear_routes() {
+  ++routes_version_;
+  parents_.clear();
+  routes_.clear();
+  route_keys_.clear();
+  route_slots_.clear();
 }
 
 const std::vector<std::vector<int>>& Topology::gossip_graph() const {
@@ -167,8 +201,7 @@ void Topology::fail_link(int a, int b) {
       found = true;
     }
   require(found, fmt::format("{}: no link {}-{} to fail", kind_, a, b));
-  parents_.clear();
-  routes_.clear();
+  clear_routes();
   for (int r = 0; r < ranks_; ++r) {
     const auto& parent = parents_from(r);
     for (int j = 0; j < ranks_; ++j)

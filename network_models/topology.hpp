@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <span>
@@ -77,12 +78,23 @@ class Topology {
   // Outgoing link ids of a node, in ascending order of their destination.
   const std::vector<int>& out_links(int node) const { return adjacency_.at(node); }
 
+  // A route with the sums a transport needs, computed once per (src, dst) pair.
+  struct Route {
+    std::vector<int> links;  // link ids from src to dst (empty when src == dst)
+    double latency_s = 0.0;  // sum of the links' latencies
+    double bandwidth_bytes_per_s = 0.0;  // the smallest link bandwidth (infinity when empty)
+  };
+  // The route from rank/node `src` to `dst`. Throws std::invalid_argument naming both
+  // when no path exists. The reference stays valid until the next fail_link().
+  const Route& route_info(int src, int dst) const;
   // Link ids along the route from rank/node `src` to `dst` (empty when src == dst).
-  // Throws std::invalid_argument naming both when no path exists.
-  const std::vector<int>& route(int src, int dst) const;
+  const std::vector<int>& route(int src, int dst) const { return route_info(src, dst).links; }
+  // Changes whenever routes are recomputed (fail_link): a Route reference taken under
+  // an earlier value may dangle.
+  std::uint64_t routes_version() const { return routes_version_; }
   int hops(int src, int dst) const { return static_cast<int>(route(src, dst).size()); }
-  double route_latency(int src, int dst) const;
-  double route_bandwidth(int src, int dst) const;  // bottleneck bandwidth
+  double route_latency(int src, int dst) const { return route_info(src, dst).latency_s; }
+  double route_bandwidth(int src, int dst) const { return route_info(src, dst).bandwidth_bytes_per_s; }
 
   // Gossip neighbours of `rank`, ascending, without `rank` itself.
   const std::vector<int>& neighbors(int rank) const { return gossip_graph().at(rank); }
@@ -106,9 +118,16 @@ class Topology {
   std::vector<bool> failed_;
   std::vector<std::vector<int>> adjacency_;  // node -> outgoing link ids
   mutable std::vector<std::vector<int>> gossip_;
-  // Route caches, filled lazily: BFS parent link per source, and routes per pair.
+  // Route caches, filled lazily: BFS parent link per source, and routes per pair. The
+  // routes live in a deque (references stay valid as it grows), found through an
+  // open-addressing table of (src, dst) keys: a lookup is a multiply and, usually, one
+  // probe, instead of a walk down a tree of pairs.
   mutable std::map<int, std::vector<int>> parents_;
-  mutable std::map<std::pair<int, int>, std::vector<int>> routes_;
+  mutable std::deque<Route> routes_;
+  mutable std::vector<std::uint64_t> route_keys_;  // (src << 32 | dst) + 1; 0 = empty slot
+  mutable std::vector<std::uint32_t> route_slots_;  // index into routes_ of each key
+  std::uint64_t routes_version_ = 0;
+  void clear_routes();
 };
 
 // The topology kinds known to make_topology, for error messages.

@@ -1,6 +1,7 @@
 #include "network_models/transport.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 
@@ -36,35 +37,95 @@ Transport::Transport(sim::Engine& engine, Topology topology, Perturbations pertu
     });
 }
 
-void Transport::send(int src, int dst, double bytes, std::function<void()> arrived) {
+int Transport::new_message(int src, int dst, double bytes) {
   ++messages_;
   bytes_ += bytes;
-  if (trace_) {
-    arrived = [this, src, dst, bytes, start = engine_.now(), inner = std::move(arrived)] {
-      trace_->complete(trace_->track("network", fmt::format("{}->{}", src, dst)), "message", start, engine_.now(),
-                       {{"bytes", bytes}});
-      inner();
-    };
+  int id;
+  if (free_messages_.empty()) {
+    id = static_cast<int>(in_flight_.size());
+    in_flight_.emplace_back();
+  } else {
+    id = free_messages_.back();
+    free_messages_.pop_back();
   }
-  double delay = perturbations_.overhead_s + topology_.route_latency(src, dst);
-  if (perturbations_.jitter_s > 0)
-    delay += std::uniform_real_distribution<double>(0.0, perturbations_.jitter_s)(jitter_rng_);
-  if (src == dst) {
-    engine_.call_at(engine_.now() + delay, std::move(arrived));
-    return;
-  }
-  // The route is taken when the bytes start to flow, so a failure during the latency
-  // phase is already avoided.
-  engine_.call_at(engine_.now() + delay, [this, src, dst, bytes, arrived = std::move(arrived)]() mutable {
-    transmit(topology_.route(src, dst), bytes, std::move(arrived));
-  });
+  Message& m = in_flight_[id];
+  m.bytes = bytes;
+  m.sent_at = engine_.now();
+  m.src = src;
+  m.dst = dst;
+  return id;
 }
 
-void UncontendedTransport::transmit(const std::vector<int>& route, double bytes, std::function<void()> arrived) {
+void Transport::send(int src, int dst, double bytes, std::function<void()> arrived) {
+  const int id = new_message(src, dst, bytes);
+  in_flight_[id].arrived = std::move(arrived);
+  send_message(id);
+}
+
+void Transport::send(int src, int dst, double bytes, std::shared_ptr<Sink> sink, std::uint64_t tag) {
+  const int id = new_message(src, dst, bytes);
+  in_flight_[id].sink = std::move(sink);
+  in_flight_[id].tag = tag;
+  send_message(id);
+}
+
+void Transport::send_message(int id) {
+  const int src = in_flight_[id].src, dst = in_flight_[id].dst;
+  try {
+    const Topology::Route& route = topology_.route_info(src, dst);
+    in_flight_[id].route = &route;
+    in_flight_[id].routes_version = topology_.routes_version();
+    double delay = perturbations_.overhead_s + route.latency_s;
+    if (perturbations_.jitter_s > 0)
+      delay += std::uniform_real_distribution<double>(0.0, perturbations_.jitter_s)(jitter_rng_);
+    if (src == dst) {
+      deliver_at(engine_.now() + delay, id);
+      return;
+    }
+    // The route is taken when the bytes start to flow, so a failure during the latency
+    // phase is already avoided: the one looked up at send unless routes changed since.
+    engine_.call_at(engine_.now() + delay, *this, static_cast<std::uint64_t>(id) << 1 | 1);
+  } catch (...) {  // e.g. no route: the message never leaves
+    in_flight_[id].arrived = nullptr;
+    in_flight_[id].sink.reset();
+    free_messages_.push_back(id);
+    throw;
+  }
+}
+
+void Transport::deliver(int id) {
+  Message& m = in_flight_[id];
+  const auto arrived = std::move(m.arrived);
+  m.arrived = nullptr;
+  const auto sink = std::move(m.sink);
+  const auto tag = m.tag;
+  if (trace_)
+    trace_->complete(trace_->track("network", fmt::format("{}->{}", m.src, m.dst)), "message", m.sent_at,
+                     engine_.now(), {{"bytes", m.bytes}});
+  // Freed first: the receiver may send (and so reuse the entry, or grow the pool).
+  free_messages_.push_back(id);
+  if (sink) sink->message_arrived(tag);
+  else if (arrived) arrived();
+}
+
+void Transport::deliver_at(double t, int id) { engine_.call_at(t, *this, static_cast<std::uint64_t>(id) << 1); }
+
+void Transport::on_event(std::uint64_t arg) {
+  const int id = static_cast<int>(arg >> 1);
+  if (!(arg & 1)) {
+    deliver(id);
+    return;
+  }
+  const Message& m = in_flight_[id];
+  transmit(m.routes_version == topology_.routes_version() ? *m.route : topology_.route_info(m.src, m.dst), m.bytes,
+           id);
+}
+
+void UncontendedTransport::transmit(const Topology::Route& route, double bytes, int message) {
   double bottleneck = std::numeric_limits<double>::infinity();
-  for (int l : route) bottleneck = std::min(bottleneck, link_bandwidth(l));
-  const double duration = route.empty() ? 0.0 : bytes / bottleneck;
-  engine_.call_at(engine_.now() + duration, std::move(arrived));
+  for (int l : route.links) bottleneck = std::min(bottleneck, link_bandwidth(l));
+  const double duration = route.links.empty() ? 0.0 : bytes / bottleneck;
+  deliver_at(engine_.now() + duration, message);
 }
 
 FlowTransport::FlowTransport(sim::Engine& engine, Topology topology, Perturbations perturbations)
@@ -98,9 +159,9 @@ void FlowTransport::mark_dirty(int link) {
   dirty_links_.push_back(link);
 }
 
-void FlowTransport::transmit(const std::vector<int>& route, double bytes, std::function<void()> arrived) {
-  if (bytes <= 0.0 || route.empty()) {
-    engine_.call_at(engine_.now(), std::move(arrived));
+void FlowTransport::transmit(const Topology::Route& route, double bytes, int message) {
+  if (bytes <= 0.0 || route.links.empty()) {
+    deliver_at(engine_.now(), message);
     return;
   }
   int id;
@@ -114,13 +175,13 @@ void FlowTransport::transmit(const std::vector<int>& route, double bytes, std::f
     free_ids_.pop_back();
   }
   Flow& f = flows_[id];
-  f.route = &route;
+  f.route = &route.links;
   f.remaining = bytes;
   f.rate = 0.0;
   f.updated_at = engine_.now();
-  f.arrived = std::move(arrived);
-  f.src = topology_.links()[route.front()].src;
-  f.dst = topology_.links()[route.back()].dst;
+  f.message = message;
+  f.src = topology_.links()[route.links.front()].src;
+  f.dst = topology_.links()[route.links.back()].dst;
   f.active = true;
   ++f.version;
   start_order_[id] = started_++;
@@ -170,60 +231,76 @@ void FlowTransport::request_solve() {
 // Max-min fairness by progressive filling: repeatedly take the link whose remaining
 // capacity divided by its unfrozen flows is smallest, give each of those flows that
 // share, and remove them from every link they cross.
+//
+// Only the flows connected (through shared links) to a dirty link can change rate, and
+// each connected component is solved on its own: rates in one never depend on another,
+// and most components in a collective are one flow alone on its links, which needs no
+// filling at all.
 void FlowTransport::solve() {
   if (dirty_links_.empty()) return;
   ++solves_;
   const double now = engine_.now();
-  // The component: every flow reachable from a dirty link through shared links.
-  component_links_.clear();
-  component_flows_.clear();
-  for (int l : dirty_links_) {
-    link_dirty_[l] = 0;
-    if (!link_seen_[l]) {
-      link_seen_[l] = 1;
-      component_links_.push_back(l);
-    }
+  for (int l : dirty_links_) link_dirty_[l] = 0;
+  std::vector<int> dirty;  // the member's buffer, lent for this call
+  dirty.swap(dirty_links_);
+  component_links_.clear();  // every link seen in this solve, component by component
+  for (int start : dirty) {
+    if (link_seen_[start]) continue;  // in a component solved already
+    const std::size_t first_link = component_links_.size();
+    link_seen_[start] = 1;
+    component_links_.push_back(start);
+    component_flows_.clear();
+    for (std::size_t i = first_link; i < component_links_.size(); ++i)
+      for (int id : on_link_[component_links_[i]]) {
+        if (flow_seen_[id]) continue;
+        flow_seen_[id] = 1;
+        component_flows_.push_back(id);
+        for (int m : *flows_[id].route)
+          if (!link_seen_[m]) {
+            link_seen_[m] = 1;
+            component_links_.push_back(m);
+          }
+      }
+    if (component_flows_.size() == 1) solve_alone(component_flows_.front(), now);
+    else if (!component_flows_.empty()) fill(first_link, now);
   }
-  dirty_links_.clear();
-  for (std::size_t i = 0; i < component_links_.size(); ++i)
-    for (int id : on_link_[component_links_[i]]) {
-      if (flow_seen_[id]) continue;
-      flow_seen_[id] = 1;
-      component_flows_.push_back(id);
-      for (int m : *flows_[id].route)
-        if (!link_seen_[m]) {
-          link_seen_[m] = 1;
-          component_links_.push_back(m);
-        }
-    }
-  if (component_flows_.size() <= 1) {
-    // The common case in collectives: a flow alone on its links gets the bottleneck
-    // bandwidth; no progressive filling needed.
-    for (int l : component_links_) link_seen_[l] = 0;
-    if (component_flows_.empty()) return;
-    const int id = component_flows_.front();
-    flow_seen_[id] = 0;
-    Flow& f = flows_[id];
-    f.remaining = std::max(0.0, f.remaining - f.rate * (now - f.updated_at));
-    f.updated_at = now;
-    double rate = std::numeric_limits<double>::infinity();
-    for (int l : *f.route) rate = std::min(rate, link_bandwidth(l));
-    if (rate != f.rate) {  // otherwise its completion entry is still right
-      f.rate = rate;
-      f.finish_at = now + f.remaining / f.rate;
-      ++f.version;
-      due_.push({f.finish_at, start_order_[id], id, f.version});
-    }
-    schedule_next_completion();
-    return;
+  for (int l : component_links_) link_seen_[l] = 0;
+  dirty.clear();
+  dirty_links_.swap(dirty);  // nothing was marked dirty meanwhile: hand the buffer back
+  due_.seal();
+  schedule_next_completion();
+}
+
+// A flow alone on its links gets the bottleneck bandwidth.
+void FlowTransport::solve_alone(int id, double now) {
+  flow_seen_[id] = 0;
+  Flow& f = flows_[id];
+  f.remaining = std::max(0.0, f.remaining - f.rate * (now - f.updated_at));
+  f.updated_at = now;
+  double rate = std::numeric_limits<double>::infinity();
+  for (int l : *f.route) rate = std::min(rate, link_bandwidth(l));
+  if (rate != f.rate) {  // otherwise its completion entry is still right
+    f.rate = rate;
+    f.finish_at = now + f.remaining / f.rate;
+    ++f.version;
+    due_.push({f.finish_at, start_order_[id], id, f.version});
   }
+}
+
+// Progressive filling over component_flows_ and the links component_links_[first_link..].
+void FlowTransport::fill(std::size_t first_link, double now) {
   using Entry = std::pair<double, int>;  // (fair share, link), smallest first; ties by link id
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
-  for (int l : component_links_) {
-    link_seen_[l] = 0;
+  const auto later = std::greater<Entry>();
+  auto& heap = share_heap_;
+  heap.clear();
+  for (std::size_t i = first_link; i < component_links_.size(); ++i) {
+    const int l = component_links_[i];
     capacity_[l] = link_bandwidth(l);
     unfrozen_[l] = static_cast<int>(on_link_[l].size());
-    if (unfrozen_[l] > 0) heap.push({capacity_[l] / unfrozen_[l], l});
+    if (unfrozen_[l] > 0) {
+      heap.push_back({capacity_[l] / unfrozen_[l], l});
+      std::push_heap(heap.begin(), heap.end(), later);
+    }
   }
   for (int id : component_flows_) {  // bring the bytes left up to date at the old rates
     Flow& f = flows_[id];
@@ -231,8 +308,9 @@ void FlowTransport::solve() {
     f.updated_at = now;
   }
   while (!heap.empty()) {
-    auto [share, l] = heap.top();
-    heap.pop();
+    std::pop_heap(heap.begin(), heap.end(), later);
+    const auto [share, l] = heap.back();
+    heap.pop_back();
     if (unfrozen_[l] == 0 || share != capacity_[l] / unfrozen_[l]) continue;  // stale entry
     for (int id : on_link_[l]) {
       if (!flow_seen_[id]) continue;  // already frozen
@@ -240,7 +318,10 @@ void FlowTransport::solve() {
       flows_[id].rate = share;
       for (int m : *flows_[id].route) {
         capacity_[m] = std::max(0.0, capacity_[m] - share);
-        if (--unfrozen_[m] > 0 && m != l) heap.push({capacity_[m] / unfrozen_[m], m});
+        if (--unfrozen_[m] > 0 && m != l) {
+          heap.push_back({capacity_[m] / unfrozen_[m], m});
+          std::push_heap(heap.begin(), heap.end(), later);
+        }
       }
     }
   }
@@ -250,7 +331,53 @@ void FlowTransport::solve() {
     ++f.version;
     if (f.rate > 0) due_.push({f.finish_at, start_order_[id], id, f.version});
   }
-  schedule_next_completion();
+}
+
+void FlowTransport::DueQueue::seal() {
+  if (open_.empty()) return;
+  int id;
+  if (free_runs_.empty()) {
+    id = static_cast<int>(runs_.size());
+    runs_.emplace_back();
+  } else {
+    id = free_runs_.back();
+    free_runs_.pop_back();
+  }
+  Run& run = runs_[id];
+  run.entries.swap(open_);  // the open batch becomes the run; the run's old buffer is reused
+  open_.clear();
+  run.pos = 0;
+  if (!std::is_sorted(run.entries.begin(), run.entries.end())) std::sort(run.entries.begin(), run.entries.end());
+  heap_.push_back(id);
+  for (std::size_t i = heap_.size() - 1; i > 0;) {
+    const std::size_t parent = (i - 1) / 2;
+    if (!later(heap_[parent], heap_[i])) break;
+    std::swap(heap_[parent], heap_[i]);
+    i = parent;
+  }
+}
+
+void FlowTransport::DueQueue::pop() {
+  const int id = heap_.front();
+  Run& run = runs_[id];
+  if (++run.pos == run.entries.size()) {
+    free_runs_.push_back(id);
+    heap_.front() = heap_.back();
+    heap_.pop_back();
+  }
+  if (!heap_.empty()) sift_down(0);
+}
+
+void FlowTransport::DueQueue::sift_down(std::size_t i) {
+  for (;;) {
+    const std::size_t l = 2 * i + 1, r = l + 1;
+    std::size_t m = i;
+    if (l < heap_.size() && later(heap_[m], heap_[l])) m = l;
+    if (r < heap_.size() && later(heap_[m], heap_[r])) m = r;
+    if (m == i) return;
+    std::swap(heap_[i], heap_[m]);
+    i = m;
+  }
 }
 
 void FlowTransport::schedule_next_completion() {
@@ -271,7 +398,9 @@ void FlowTransport::schedule_next_completion() {
 
 void FlowTransport::complete_due() {
   const double now = engine_.now();
-  std::vector<std::function<void()>> done;
+  std::vector<int> done;  // the member's buffer, lent for this call
+  done.swap(completed_);
+  done.clear();
   while (!due_.empty() && due_.top().time <= now) {
     const Due d = due_.top();
     due_.pop();
@@ -280,12 +409,13 @@ void FlowTransport::complete_due() {
     f.active = false;
     --active_count_;
     detach(d.flow);
-    done.push_back(std::move(f.arrived));
-    f.arrived = nullptr;
+    done.push_back(f.message);
+    f.message = -1;
     free_ids_.push_back(d.flow);
   }
-  // Messages sent by these callbacks at this instant join the same solve.
-  for (auto& arrived : done) arrived();
+  // Messages sent by their receivers at this instant join the same solve.
+  for (int message : done) deliver(message);
+  completed_.swap(done);
   if (!dirty_links_.empty()) request_solve();
   schedule_next_completion();
 }

@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <queue>
 #include <random>
 #include <string>
 #include <vector>
@@ -51,8 +50,17 @@ struct Perturbations {
   std::vector<LinkFailure> failures;
 };
 
-class Transport {
+class Transport : private sim::Engine::Handler {
  public:
+  // What a message tells on arrival when sent with a sink instead of a function: one
+  // virtual call with the sender's tag, no allocation per message (collective
+  // executions send millions).
+  class Sink {
+   public:
+    virtual ~Sink() = default;
+    virtual void message_arrived(std::uint64_t tag) = 0;
+  };
+
   Transport(sim::Engine& engine, Topology topology, Perturbations perturbations);
   virtual ~Transport() = default;
   Transport(const Transport&) = delete;
@@ -62,6 +70,8 @@ class Transport {
   // Sends `bytes` from node `src` to node `dst` now; `arrived` runs at the time the
   // last byte arrives.
   void send(int src, int dst, double bytes, std::function<void()> arrived);
+  // The same, telling `sink` (kept alive until then) `tag` at that time.
+  void send(int src, int dst, double bytes, std::shared_ptr<Sink> sink, std::uint64_t tag);
 
   const Topology& topology() const { return topology_; }
   sim::Engine& engine() { return engine_; }
@@ -71,8 +81,13 @@ class Transport {
   double bytes_sent() const { return bytes_; }
 
  protected:
-  // The message has paid its overhead and latency; its bytes start flowing now.
-  virtual void transmit(const std::vector<int>& route, double bytes, std::function<void()> arrived) = 0;
+  // Message `message` has paid its overhead and latency; its bytes start flowing now.
+  // The transport calls deliver(message) (or schedules it) when the last byte arrives.
+  virtual void transmit(const Topology::Route& route, double bytes, int message) = 0;
+  // Tells the message's receiver that it has arrived, and frees the message.
+  void deliver(int message);
+  // Schedules deliver(message) at absolute time `t`.
+  void deliver_at(double t, int message);
   virtual void on_bandwidth_change() {}
   virtual void before_link_failure() {}  // routes are still valid here
   virtual void on_link_failure() {}      // routes have been recomputed
@@ -88,6 +103,25 @@ class Transport {
   sim::TraceWriter* trace_ = nullptr;
   std::uint64_t messages_ = 0;
   double bytes_ = 0.0;
+  // Messages in flight, by id, recycled through a free list: the engine's events and the
+  // flows refer to them by id, so a message costs no allocation once the pool has grown.
+  struct Message {
+    std::function<void()> arrived;  // either this,
+    std::shared_ptr<Sink> sink;     // or this with the tag
+    std::uint64_t tag = 0;
+    double bytes = 0.0;
+    double sent_at = 0.0;
+    const Topology::Route* route = nullptr;  // looked up at send, valid while
+    std::uint64_t routes_version = 0;        // the topology's routes are this version
+    int src = 0, dst = 0;
+  };
+  int new_message(int src, int dst, double bytes);
+  void send_message(int message);
+  // The engine's events for messages: arg = message id << 1 | 1 to start the transfer
+  // after the latency phase, << 1 | 0 to deliver.
+  void on_event(std::uint64_t arg) override;
+  std::vector<Message> in_flight_;
+  std::vector<int> free_messages_;
 };
 
 class UncontendedTransport final : public Transport {
@@ -96,7 +130,7 @@ class UncontendedTransport final : public Transport {
   std::string name() const override { return "alpha_beta"; }
 
  protected:
-  void transmit(const std::vector<int>& route, double bytes, std::function<void()> arrived) override;
+  void transmit(const Topology::Route& route, double bytes, int message) override;
 };
 
 class FlowTransport final : public Transport {
@@ -107,7 +141,7 @@ class FlowTransport final : public Transport {
   std::uint64_t rate_solves() const { return solves_; }
 
  protected:
-  void transmit(const std::vector<int>& route, double bytes, std::function<void()> arrived) override;
+  void transmit(const Topology::Route& route, double bytes, int message) override;
   void on_bandwidth_change() override;
   void before_link_failure() override;
   void on_link_failure() override;
@@ -120,7 +154,7 @@ class FlowTransport final : public Transport {
     double updated_at = 0.0;
     double finish_at = 0.0;
     std::uint64_t version = 0;  // bumped whenever finish_at changes
-    std::function<void()> arrived;
+    int message = -1;           // the Transport's message this flow carries
     int src = 0, dst = 0;
     bool active = false;
   };
@@ -129,13 +163,42 @@ class FlowTransport final : public Transport {
     std::uint64_t sequence;  // start order, so simultaneous completions keep it
     int flow;
     std::uint64_t version;
-    bool operator>(const Due& o) const { return time != o.time ? time > o.time : sequence > o.sequence; }
+    bool operator<(const Due& o) const { return time != o.time ? time < o.time : sequence < o.sequence; }
+  };
+  // The completion candidates in (time, start order) order. A solve's candidates arrive
+  // together and mostly in order already (a batch of flows that started together):
+  // each batch is sorted once into a run, and the runs are merged through a small heap
+  // of their fronts, so taking the next candidate is O(1) plus a sift among the few
+  // live batches rather than a sift through one heap of every flow.
+  class DueQueue {
+   public:
+    void push(const Due& d) { open_.push_back(d); }  // into the open batch
+    void seal();  // closes the open batch: its candidates become visible
+    bool empty() const { return heap_.empty(); }
+    const Due& top() const { return runs_[heap_.front()].entries[runs_[heap_.front()].pos]; }
+    void pop();
+
+   private:
+    struct Run {
+      std::vector<Due> entries;
+      std::size_t pos = 0;
+    };
+    bool later(int a, int b) const {  // for a min-heap of run ids by front
+      return runs_[b].entries[runs_[b].pos] < runs_[a].entries[runs_[a].pos];
+    }
+    void sift_down(std::size_t i);
+    std::vector<Due> open_;
+    std::vector<Run> runs_;
+    std::vector<int> free_runs_;
+    std::vector<int> heap_;  // binary min-heap of the non-empty runs
   };
   void mark_dirty(int link);
   void request_solve();
   // Max-min rates for the flows connected (through shared links) to the dirty links:
   // rates elsewhere cannot change, so only that component is re-solved.
   void solve();
+  void solve_alone(int id, double now);
+  void fill(std::size_t first_link, double now);
   void schedule_next_completion();
   void complete_due();
   void attach(int id);
@@ -149,14 +212,16 @@ class FlowTransport final : public Transport {
   std::vector<std::vector<int>> on_link_;  // active flow ids per directed link
   std::vector<int> dirty_links_;
   std::vector<char> link_dirty_;
-  std::priority_queue<Due, std::vector<Due>, std::greater<>> due_;
+  DueQueue due_;
   double scheduled_at_ = -1.0;  // time of the pending completion event, or -1
   bool solve_pending_ = false;
   std::uint64_t solves_ = 0;
   // Solver workspaces, reused across solves.
   std::vector<double> capacity_;
   std::vector<int> unfrozen_, component_links_, component_flows_;
+  std::vector<std::pair<double, int>> share_heap_;
   std::vector<char> link_seen_, flow_seen_;
+  std::vector<int> completed_;  // messages completed at this instant (complete_due's scratch)
 };
 
 // Which transport a model name selects: "alpha_beta" or "flow".

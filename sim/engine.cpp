@@ -45,6 +45,11 @@ void Engine::call_at(double t, Callback fn) {
   }
 }
 
+void Engine::call_at(double t, Handler& handler, std::uint64_t arg) {
+  if (arg >> 62) throw std::invalid_argument(fmt::format("Engine::call_at: handler argument {} needs over 62 bits", arg));
+  schedule(t, EventKind::handler, &handler, arg);
+}
+
 void Engine::fire(const QueuedEvent& e) {
   now_ = std::bit_cast<double>(e.time_bits);
   ++fired_;
@@ -68,6 +73,9 @@ void Engine::fire(const QueuedEvent& e) {
     }
     case EventKind::completion:
       static_cast<Completion*>(e.target)->fire();
+      break;
+    case EventKind::handler:
+      static_cast<Handler*>(e.target)->on_event(e.aux >> 2);
       break;
   }
 }
@@ -109,7 +117,7 @@ void Engine::run() {
     // What fires after this is most likely known already: start loading its coroutine
     // frame (or Completion) now, so the miss overlaps this event's work instead of
     // stalling the next resume.
-    if (const QueuedEvent* after = queue_.peek_hint()) __builtin_prefetch(after->target);
+    if (const QueuedEvent* after = queue_.peek_hint()) prefetch_target(after->target);
     try {
       fire(next);
     } catch (...) {

@@ -2,14 +2,15 @@
 //
 // Events fire in order of (time, insertion sequence): ties go to the event scheduled
 // first, so a run is a deterministic function of its inputs. An event either resumes a
-// coroutine, calls a function, or fires a Completion. Rank programs are Tasks spawned on
-// the engine; run() fires events until none are left, then reports ranks that never
-// finished (a deadlock in the simulated program) instead of hanging.
+// coroutine, calls a function, fires a Completion, or calls a Handler with an argument.
+// Rank programs are Tasks spawned on the engine; run() fires events until none are
+// left, then reports ranks that never finished (a deadlock in the simulated program)
+// instead of hanging.
 //
 // The queue (event_queue.hpp) holds self-contained 32-byte entries (time, sequence, what
-// to resume or fire), so scheduling and firing a coroutine or a Completion allocates
-// nothing and needs no lookup. trace_hash() folds every fired event into a running hash
-// so two runs can be checked for the same event order.
+// to resume or fire), so scheduling and firing a coroutine, a Completion or a Handler
+// allocates nothing and needs no lookup. trace_hash() folds every fired event into a
+// running hash so two runs can be checked for the same event order.
 #pragma once
 
 #include <coroutine>
@@ -42,6 +43,13 @@ struct RootState {
 class Engine {
  public:
   using Callback = std::function<void()>;
+  // An object the engine calls with a 62-bit argument: for models that schedule millions
+  // of events (a transport's messages), one virtual call and no std::function to store.
+  class Handler {
+   public:
+    virtual ~Handler() = default;
+    virtual void on_event(std::uint64_t arg) = 0;
+  };
 
   Engine() = default;
   ~Engine();
@@ -54,15 +62,18 @@ class Engine {
   std::size_t events_pending() const noexcept { return queue_.size(); }
 
   // A running hash of every event fired so far: its time, its insertion sequence and
-  // its kind (resume / call / completion), in firing order. Equal for two runs of the same
-  // program exactly when (up to hash collisions) they fired the same events in the same
-  // order at the same times.
+  // its kind (resume / call / completion / handler), in firing order. Equal for two runs
+  // of the same program exactly when (up to hash collisions) they fired the same events
+  // in the same order at the same times.
   std::uint64_t trace_hash() const noexcept { return trace_hash_; }
 
   // Schedules `h` to resume at absolute time `t` (finite, t >= now()).
   void resume_at(double t, std::coroutine_handle<> h);
   // Schedules `fn` to run at absolute time `t` (finite, t >= now()).
   void call_at(double t, Callback fn);
+  // Schedules handler.on_event(arg) at absolute time `t`; `arg` < 2^62. The handler must
+  // outlive the event (a dropped event is simply not called).
+  void call_at(double t, Handler& handler, std::uint64_t arg);
 
   // Starts `task` at the current time as a root program named `name` (e.g. "rank 3").
   void spawn(Task<void> task, std::string name);

@@ -84,6 +84,7 @@ void EventQueue::new_epoch() {
     t_max = std::max(t_max, t);
     sum += t;
   }
+  ahead_ = ahead_end_ = 0;
   if (far_.size() <= kSmall) {
     // Small: one bucket without end. Everything is sorted into the run, and every later
     // push goes to the heap: its position is 0 (not, say, an overflow to infinity from
@@ -141,6 +142,10 @@ void EventQueue::new_epoch() {
     else far_[kept++] = e;
   }
   far_.resize(kept);
+  // With few events pending, their targets stay in cache: prefetching ahead would only
+  // cost instructions.
+  ahead_ = 0;
+  ahead_end_ = laid_out_.size() >= kLookaheadFrom ? laid_out_.size() : 0;
   start_run();
 }
 
@@ -177,6 +182,9 @@ void EventQueue::start_run() {
 }
 
 void EventQueue::clear() noexcept {
+  now_.clear();
+  now_pos_ = 0;
+  now_bits_ = 0;
   run_.clear();
   run_pos_ = 0;
   heap_.clear();
@@ -187,6 +195,7 @@ void EventQueue::clear() noexcept {
   heads_.clear();
   far_.clear();
   size_ = 0;
+  ahead_ = ahead_end_ = 0;
   start_ = 0.0;
   inv_width_ = 0.0;
   active_limit_ = -std::numeric_limits<double>::infinity();

@@ -4,8 +4,13 @@
 // are unique, so it is total.
 //
 // Structure: a calendar of time buckets in front of a sorted run and a small heap.
+//  - now_: events pushed at exactly the time of the last pop (zero delays: a program
+//    spawned, a message to itself, a solve batched at this instant). Their sequences
+//    exceed those of every other event pending at that time, and their time precedes
+//    every other, so arriving in order they are sorted: a FIFO, no sift, no sort.
 //  - run_: the events of the current bucket, sorted when the bucket became current, and
-//    consumed from the front.
+//    consumed from the front; while the heap is empty, an event pushed into the current
+//    bucket after the whole run is appended to it (it only has to be sorted in itself).
 //  - heap_: a 4-ary min-heap of events pushed into the current bucket (or before it)
 //    after it became current: zero-delay events and the like. (While the queue is
 //    small, the heap is all there is: see kSmall.)
@@ -31,16 +36,25 @@
 
 namespace dtsim::sim {
 
-enum class EventKind : std::uint64_t { resume, call, completion };
+enum class EventKind : std::uint64_t { resume, call, completion, handler };
 
 // One pending event, self-contained so that firing it needs no other lookup.
 struct QueuedEvent {
   std::uint64_t time_bits;  // bits of a finite, non-negative double: order like it
   std::uint64_t seq;        // insertion sequence: unique, increasing
-  void* target;             // the coroutine frame to resume, or the Completion to fire
-  std::uint64_t aux;        // kind | callback index << 2
+  void* target;             // the coroutine frame to resume, the Completion to fire, or the Handler
+  std::uint64_t aux;        // kind | callback index (or the handler's argument) << 2
   EventKind kind() const noexcept { return static_cast<EventKind>(aux & 3); }
 };
+
+// Starts loading the first two cache lines of what an event resumes or fires: a
+// coroutine frame's resume pointer and its suspend point usually straddle them.
+// Integer arithmetic, since the target may be null (a call event).
+inline void prefetch_target(const void* target) noexcept {
+  const auto a = reinterpret_cast<std::uintptr_t>(target);
+  __builtin_prefetch(reinterpret_cast<const void*>(a));
+  __builtin_prefetch(reinterpret_cast<const void*>(a + 64));
+}
 
 class EventQueue {
  public:
@@ -52,8 +66,40 @@ class EventQueue {
 
   // `e` must not precede the last popped event.
   void push(const QueuedEvent& e) {
+    if (e.time_bits == now_bits_) {
+      // At the time of the last popped event (a zero delay): after every event pending
+      // at that time (pushed earlier) and before every later one, so in arrival order.
+      if (now_pos_ >= 4096 && 2 * now_pos_ >= now_.size()) {  // drop the consumed front
+        now_.erase(now_.begin(), now_.begin() + static_cast<std::ptrdiff_t>(now_pos_));
+        now_pos_ = 0;
+      }
+      now_.push_back(e);
+      ++size_;
+      return;
+    }
     const double x = position(e);
     if (x < active_limit_) {
+      // While the heap is empty, an event after the whole run joins its end (a burst at
+      // one future time arrives in order): no sift. Once one goes to the heap, the rest
+      // follow until it drains, so that with random times the choice stays predictable.
+      if (heap_.empty()) {
+        if (run_empty()) {
+          run_.clear();
+          run_pos_ = 0;
+          run_.push_back(e);
+          ++size_;
+          return;
+        }
+        if (key(run_.back()) < key(e)) {
+          if (run_pos_ >= 4096 && 2 * run_pos_ >= run_.size()) {  // drop the consumed front
+            run_.erase(run_.begin(), run_.begin() + static_cast<std::ptrdiff_t>(run_pos_));
+            run_pos_ = 0;
+          }
+          run_.push_back(e);
+          ++size_;
+          return;
+        }
+      }
       heap_push(e);
       // Spreading costs O(size): only when the heap holds a good share of it.
       if (const auto h = heap_.size(); h > kLargeHeap && h > size_ / 4) spread();
@@ -65,32 +111,52 @@ class EventQueue {
 
   // Removes and returns the earliest event. Requires !empty().
   QueuedEvent pop() {
+    if (from_now()) {
+      const QueuedEvent next = now_[now_pos_];
+      --size_;
+      if (++now_pos_ == now_.size()) {
+        now_.clear();
+        now_pos_ = 0;
+        if (size_ > 0 && run_empty() && heap_.empty()) advance();  // as below
+      }
+      return next;
+    }
     while (run_empty() && heap_.empty()) advance();  // e.g. the first pop: all is in far_
     QueuedEvent next;
     if (from_run()) {
       next = run_[run_pos_++];
       // The event after the next one is known too: start loading what it will resume,
       // which is the slowest part of firing it when many programs are pending.
-      if (run_pos_ + 1 < run_.size()) __builtin_prefetch(run_[run_pos_ + 1].target);
+      if (run_pos_ + 1 < run_.size()) prefetch_target(run_[run_pos_ + 1].target);
+      // Further ahead: the laid-out events of the next few buckets.
+      if (ahead_ < ahead_end_ && ahead_ < offsets_[cur_ + 1] + kLookahead) {
+        prefetch_target(laid_out_[ahead_].target);
+        ++ahead_;
+      }
     } else {
       next = heap_.front();
       heap_pop();
     }
+    now_bits_ = next.time_bits;
     // Activate the next bucket now rather than at the next pop, so that peek_hint()
     // knows the next event. (Later pushes into earlier buckets go to the heap anyway.)
-    if (--size_ > 0 && run_empty() && heap_.empty()) advance();
+    --size_;
+    if (run_empty() && heap_.empty() && size_ > now_.size() - now_pos_) advance();
     return next;
   }
 
   // The event pop() returns next unless an earlier one is pushed first, or nullptr when
-  // empty. A hint for prefetching.
+  // empty (or not yet known: the next bucket is activated by pop). A hint for
+  // prefetching.
   const QueuedEvent* peek_hint() const noexcept {
-    if (size_ == 0) return nullptr;
+    if (from_now()) return &now_[now_pos_];
+    if (run_empty() && heap_.empty()) return nullptr;
     return from_run() ? &run_[run_pos_] : &heap_.front();
   }
 
   template <typename F>
   void for_each(F&& f) const {
+    for (std::size_t i = now_pos_; i < now_.size(); ++i) f(now_[i]);
     for (std::size_t i = run_pos_; i < run_.size(); ++i) f(run_[i]);
     for (std::size_t i = 0; i < heap_.size(); ++i) f(heap_[i]);
     for (std::size_t j = cur_ + 1; j < nbuckets_; ++j) {
@@ -131,6 +197,9 @@ class EventQueue {
     if (n != kNil) {
       free_node_ = nodes_[n].next;
       nodes_[n] = Node{e, heads_[bucket]};
+      // The free list is cold (nodes freed epochs ago, anywhere in the pool): start
+      // loading the node the next push takes.
+      if (free_node_ != kNil) __builtin_prefetch(&nodes_[free_node_], 1);
     } else {
       if (nodes_.size() >= kNil) throw std::length_error("EventQueue: too many pending events");
       n = static_cast<std::uint32_t>(nodes_.size());
@@ -139,6 +208,14 @@ class EventQueue {
     heads_[bucket] = n;
   }
   bool run_empty() const noexcept { return run_pos_ == run_.size(); }
+  // Whether the next event is the first of now_: it has the time of the last pop, so
+  // only events pending at that time from before (with smaller sequences) precede it,
+  // and those are in the run or the heap.
+  bool from_now() const noexcept {
+    if (now_pos_ == now_.size()) return false;
+    const Key k = key(now_[now_pos_]);
+    return (run_empty() || k < key(run_[run_pos_])) && (heap_.empty() || k < key(heap_.front()));
+  }
   // Whether the next event is the run's first (else the heap's root). Requires one of
   // them to be non-empty.
   bool from_run() const noexcept {
@@ -152,6 +229,11 @@ class EventQueue {
   void new_epoch();
   void spread();
 
+  // Events pushed at the time of the last pop, in arrival (= key) order; now_[now_pos_]
+  // is the first not yet popped.
+  std::vector<QueuedEvent> now_;
+  std::size_t now_pos_ = 0;
+  std::uint64_t now_bits_ = 0;  // time of the last pop (0.0 before the first)
   std::vector<QueuedEvent> run_;  // the active bucket, sorted; run_[run_pos_] is next
   std::size_t run_pos_ = 0;
   std::vector<QueuedEvent> heap_;  // 4-ary: the children of i are 4i+1..4i+4
@@ -168,6 +250,12 @@ class EventQueue {
   double active_limit_ = -std::numeric_limits<double>::infinity();  // cur_ + 1 within an epoch
   std::size_t cur_ = 0;
   std::size_t nbuckets_ = 0;
+  // Prefetching: laid_out_[ahead_] is the next laid-out event whose target is not yet
+  // being loaded; it stays at most kLookahead entries past the current bucket, and
+  // ahead_end_ is 0 when the epoch laid out fewer than kLookaheadFrom events.
+  static constexpr std::size_t kLookahead = 16;
+  static constexpr std::size_t kLookaheadFrom = 16384;  // laid-out events in the epoch
+  std::size_t ahead_ = 0, ahead_end_ = 0;
   std::size_t size_ = 0;
 };
 

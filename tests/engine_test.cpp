@@ -35,6 +35,26 @@ TEST(Engine, FiresByTimeThenInsertionOrder) {
   EXPECT_EQ(engine.events_fired(), 4u);
 }
 
+// A Handler is called with its argument at its time, interleaved with other events in
+// the same (time, insertion) order; arguments need at most 62 bits.
+TEST(Engine, CallsHandlersInOrder) {
+  struct Recorder : Engine::Handler {
+    Engine* engine = nullptr;
+    std::vector<std::pair<double, std::uint64_t>> calls;
+    void on_event(std::uint64_t arg) override { calls.push_back({engine->now(), arg}); }
+  };
+  Engine engine;
+  Recorder recorder;
+  recorder.engine = &engine;
+  engine.call_at(2.0, recorder, 7);
+  engine.call_at(1.0, [&] { engine.call_at(1.0, recorder, (std::uint64_t{1} << 62) - 1); });
+  engine.call_at(2.0, recorder, 3);
+  EXPECT_THROW(engine.call_at(3.0, recorder, std::uint64_t{1} << 62), std::invalid_argument);
+  engine.run();
+  EXPECT_EQ(recorder.calls, (std::vector<std::pair<double, std::uint64_t>>{
+                                {1.0, (std::uint64_t{1} << 62) - 1}, {2.0, 7}, {2.0, 3}}));
+}
+
 TEST(Engine, RejectsEventsInThePast) {
   Engine engine;
   engine.call_at(1.0, [&] { EXPECT_THROW(engine.call_at(0.5, [] {}), std::logic_error); });
@@ -280,6 +300,27 @@ TEST(EngineQueue, OrdersPushesAfterABurstShrinksToAHeap) {
   EXPECT_EQ(pop_time(), 3.0);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(pop_time(), 5.0);
   EXPECT_TRUE(queue.empty());
+}
+
+// An event pushed at the time of the last pop (a zero delay) goes after the events
+// already pending at that time, which were pushed before it, and before every later
+// one; events pushed in increasing order after everything in the current bucket, and
+// one pushed between them, keep their order too.
+TEST(EngineQueue, ZeroDelaysFollowEventsPendingAtTheSameTime) {
+  EventQueue queue;
+  std::uint64_t seq = 0;
+  auto push = [&](double t) { queue.push(QueuedEvent{std::bit_cast<std::uint64_t>(t), seq++, nullptr, 0}); };
+  push(1.0);  // seq 0
+  push(1.0);  // seq 1
+  push(2.0);  // seq 2
+  EXPECT_EQ(queue.pop().seq, 0u);
+  push(1.0);  // seq 3: after seq 1, pending at the same time from before
+  push(1.5);  // seq 4
+  push(1.5);  // seq 5
+  push(1.2);  // seq 6: before both
+  std::vector<std::uint64_t> order;
+  while (!queue.empty()) order.push_back(queue.pop().seq);
+  EXPECT_EQ(order, (std::vector<std::uint64_t>{1, 3, 6, 4, 5, 2}));
 }
 
 // Times whose mean rounds to the smallest of them (256 values near 2^52, whose sum is
