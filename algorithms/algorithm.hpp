@@ -41,6 +41,14 @@ struct AlgorithmSpec {
   bool majority_vote = true;               // sign SGD: sign of the sum (true) or the mean of signs
   bool mask_momentum = false;              // sparsified SGD: zero momentum at the sent coordinates
   bool packed_signs = false;               // local EF-sign SGD: 1-bit packed exchange instead of fp32 all-reduce
+  // distopt (Apache SINGA's DistOpt; variant "sync", "half", "partial" or "sparse"):
+  std::int64_t threshold = 2097152;        // elements: larger tensors are reduced alone, smaller ones fused
+  std::int64_t buffer_size = 4194304;      // elements of the fused buffer; needs threshold <= buffer_size / 2
+  bool clipping = false;                   // half: clip every gradient element to [-clip_value, clip_value]
+  double clip_value = 100.0;
+  double spars = 0.05;                     // sparse: fraction kept (top_k) or magnitude threshold
+  bool top_k = false;                      // sparse: top-k by magnitude instead of |g| >= spars
+  bool corr = true;                        // sparse: error-feedback residual per partition
 };
 
 // The backward pass of the current step, for algorithms that overlap communication with
@@ -76,6 +84,15 @@ class Algorithm {
   // Joins communication still in flight after the last step (CHOCO-SGD's overlapped
   // exchange); called once, after the last step. Most algorithms have nothing to join.
   virtual sim::Task<void> finish(comm::Communicator& /*comm*/) { co_return; }
+  // Called once with the initial parameters, before the first step (SINGA's partial
+  // update averages them over ranks). Most algorithms have nothing to do.
+  virtual sim::Task<void> start(comm::Communicator& /*comm*/, std::vector<at::Tensor>& /*params*/) { co_return; }
+  // Called on every rank before the model is evaluated between steps and after the last
+  // step (SINGA's partial update replaces every rank's parameters by their average, as
+  // its example does before each evaluation). Most algorithms leave them alone.
+  virtual sim::Task<void> before_evaluation(comm::Communicator& /*comm*/, std::vector<at::Tensor>& /*params*/) {
+    co_return;
+  }
   // Bytes of the model-sized state the algorithm keeps between steps (replicas, memories;
   // not the momentum buffer or per-step scratch), at its peak so far.
   virtual std::uint64_t state_bytes() const { return 0; }

@@ -8,6 +8,7 @@
 #include "algorithms/parallel_sgd.hpp"
 #include "algorithms/choco_sgd.hpp"
 #include "algorithms/dcd_psgd.hpp"
+#include "algorithms/distopt.hpp"
 #include "algorithms/deepsqueeze.hpp"
 #include "algorithms/ecd_psgd.hpp"
 #include "algorithms/ef_sign_sgd.hpp"
@@ -23,7 +24,7 @@ const std::vector<std::string>& algorithm_names() {
   static const std::vector<std::string> names{"parallel_sgd",
                                               "choco_sgd", "dcd_psgd", "ecd_psgd", "deepsqueeze",
                                               "sparsified_sgd", "sign_sgd", "ef_sign_sgd",
-                                              "local_sgd", "local_sign_sgd", "local_ef_sign_sgd"};
+                                              "local_sgd", "local_sign_sgd", "local_ef_sign_sgd", "distopt"};
   return names;
 }
 
@@ -47,6 +48,7 @@ const std::vector<std::string>& algorithm_fields(const std::string& name) {
     m["local_sgd"] = with({"local_steps", "turn_on_local_steps_from"});
     m["local_sign_sgd"] = with({"local_steps", "turn_on_local_steps_from"});
     m["local_ef_sign_sgd"] = with({"local_steps", "turn_on_local_steps_from", "packed_signs"});
+    m["distopt"] = with({"variant", "threshold", "buffer_size", "clipping", "clip_value", "spars", "top_k", "corr"});
     return m;
   }();
   auto it = fields.find(name);
@@ -80,6 +82,7 @@ std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSpec& spec, const net::
   if (spec.name == "local_sgd") return std::make_unique<LocalSgd>(spec);
   if (spec.name == "local_sign_sgd") return std::make_unique<LocalSignSgd>(spec);
   if (spec.name == "local_ef_sign_sgd") return std::make_unique<LocalEfSignSgd>(spec);
+  if (spec.name == "distopt") return std::make_unique<DistOpt>(spec);
   throw std::invalid_argument(
       fmt::format("unknown algorithm \"{}\" (expected one of: {})", spec.name, fmt::join(algorithm_names(), ", ")));
 }

@@ -93,10 +93,27 @@ class Communicator {
   // Broadcasts `tensor` from `root` into every rank's `tensor`.
   virtual Op broadcast(at::Tensor& tensor, int root);
 
+  // The communication stream: one ordered queue of collectives per rank, as a GPU
+  // communication stream (SINGA's DistOpt issues every fused all-reduce on one NCCL
+  // stream). A stream operation is issued now (it takes its place in the collective
+  // order at once) but this rank's part starts only when its previous stream operation
+  // has completed, so stream operations never overlap one another while they overlap
+  // the rank's compute. Emulated: the rank's arrival is deferred to the previous stream
+  // operation's completion, in simulated time. The default (blocking and live backends)
+  // is the plain operation: the library runs a rank's collectives in issue order.
+  virtual Op stream_all_reduce(at::Tensor& tensor, ReduceOp op) { return all_reduce(tensor, op); }
+  virtual Op stream_all_gather(const at::Tensor& input, std::vector<at::Tensor>& outputs) {
+    return all_gather(input, outputs);
+  }
+
   const Traffic& traffic() const { return traffic_; }
+  // Seconds this rank has spent in compute() so far (its clock's advance there: the cost
+  // model's time emulated, wall time live).
+  double compute_seconds() const { return compute_seconds_; }
 
  protected:
   Traffic traffic_;
+  double compute_seconds_ = 0.0;  // every backend's compute() adds to it
 
  private:
   [[noreturn]] void unsupported(const char* op) const;

@@ -43,6 +43,7 @@ struct EmulatedWorld::PendingCollective {
   std::vector<at::Tensor> tensors;
   std::vector<std::vector<at::Tensor>*> gather_outputs;
   std::vector<std::shared_ptr<sim::Completion>> done;
+  std::vector<char> on_stream;        // per rank: a stream collective (starts the rank's next)
   at::Tensor result;                  // all-reduce sum, or the broadcast root's data
   std::vector<at::Tensor> gathered;   // all-gather blocks
 };
@@ -80,6 +81,7 @@ class EmulatedCommunicator final : public Communicator {
     }
     const auto& slow = world_.timing_.slowdown;
     if (!slow.empty()) seconds *= slow.at(rank_);
+    compute_seconds_ += seconds;
     auto done = std::make_shared<sim::Completion>(world_.engine_);
     done->fire_at(now() + seconds);
     return Op(std::make_shared<EmulatedOp>(std::move(done)));
@@ -107,9 +109,55 @@ class EmulatedCommunicator final : public Communicator {
   Op send(const at::Tensor& tensor, int peer) override;
   Op recv(at::Tensor& tensor, int peer) override;
 
+  Op stream_all_reduce(at::Tensor& tensor, ReduceOp op) override {
+    require_contiguous(tensor, "stream_all_reduce");
+    return stream_collective(CollectiveKind::AllReduce, tensor, static_cast<int>(op), nullptr);
+  }
+  Op stream_all_gather(const at::Tensor& input, std::vector<at::Tensor>& outputs) override {
+    require_contiguous(input, "stream_all_gather");
+    if (input.dim() != 1) throw std::invalid_argument("stream_all_gather: input must be 1-D");
+    return stream_collective(CollectiveKind::AllGather, input, 0, &outputs);
+  }
+
   void add_wire_bytes(std::uint64_t b) { traffic_.wire_bytes += b; }
 
+  // This rank's part of its current stream collective has completed: start the next.
+  void stream_op_done() {
+    stream_busy_ = false;
+    if (stream_queue_.empty()) return;
+    StreamOp next = std::move(stream_queue_.front());
+    stream_queue_.pop_front();
+    start_stream(next);
+  }
+
  private:
+  // A stream collective issued (its sequence number taken) but not yet arrived.
+  struct StreamOp {
+    std::uint64_t seq;
+    CollectiveKind kind;
+    at::Tensor tensor;
+    int variant;
+    std::vector<at::Tensor>* outputs;
+    std::shared_ptr<sim::Completion> done;
+  };
+
+  Op stream_collective(CollectiveKind kind, const at::Tensor& tensor, int variant, std::vector<at::Tensor>* outputs) {
+    ++traffic_.calls;
+    auto done = std::make_shared<sim::Completion>(world_.engine_);
+    StreamOp op{collective_seq_++, kind, tensor, variant, outputs, done};
+    if (stream_busy_)
+      stream_queue_.push_back(std::move(op));
+    else
+      start_stream(op);
+    return Op(std::make_shared<EmulatedOp>(std::move(done)));
+  }
+  void start_stream(StreamOp& op) {
+    stream_busy_ = true;  // before arriving: a one-rank collective may complete inside arrive
+    world_.arrive(rank_, op.seq, op.kind, op.tensor, op.variant, op.outputs, std::move(op.done), true);
+  }
+
+  std::deque<StreamOp> stream_queue_;
+  bool stream_busy_ = false;
   Op collective(CollectiveKind kind, const at::Tensor& tensor, int variant, std::vector<at::Tensor>* outputs) {
     ++traffic_.calls;
     auto done = std::make_shared<sim::Completion>(world_.engine_);
@@ -135,7 +183,8 @@ EmulatedWorld::~EmulatedWorld() = default;
 Communicator& EmulatedWorld::communicator(int rank) { return *ranks_.at(rank); }
 
 void EmulatedWorld::arrive(int rank, std::uint64_t seq, CollectiveKind kind, const at::Tensor& tensor, int variant,
-                           std::vector<at::Tensor>* gather_outputs, std::shared_ptr<sim::Completion> done) {
+                           std::vector<at::Tensor>* gather_outputs, std::shared_ptr<sim::Completion> done,
+                           bool on_stream) {
   const int n = size();
   auto& p = collectives_[seq];
   if (p.first_rank < 0) {
@@ -145,6 +194,7 @@ void EmulatedWorld::arrive(int rank, std::uint64_t seq, CollectiveKind kind, con
     p.tensors.resize(n);
     p.gather_outputs.assign(n, nullptr);
     p.done.resize(n);
+    p.on_stream.assign(n, 0);
     p.spec.kind = kind;
     p.spec.elements = tensor.numel();
     p.spec.element_size = tensor.element_size();
@@ -162,6 +212,7 @@ void EmulatedWorld::arrive(int rank, std::uint64_t seq, CollectiveKind kind, con
   p.tensors[rank] = tensor;
   p.gather_outputs[rank] = gather_outputs;
   p.done[rank] = std::move(done);
+  p.on_stream[rank] = on_stream ? 1 : 0;
   ++p.arrived;
 
   if (kind == CollectiveKind::Broadcast && rank == variant) p.result = tensor.clone();  // sent when the root arrives
@@ -216,7 +267,9 @@ void EmulatedWorld::rank_done(std::uint64_t seq, int rank) {
     case CollectiveKind::ReduceScatter: break;
   }
   p.done[rank]->fire_at(engine_.now(), std::move(deliver));
+  const bool on_stream = p.on_stream[rank] != 0;
   if (++p.finished == size()) collectives_.erase(seq);
+  if (on_stream) ranks_[rank]->stream_op_done();  // the rank's next stream collective arrives now
 }
 
 Op EmulatedCommunicator::exchange(const at::Tensor& send, std::span<const int> peers,

@@ -8,7 +8,10 @@
 // (its first sends) when it arrives; the result becomes visible to a rank only when its
 // part completes in simulated time. Variable-size all-gathers start when the last rank
 // arrives, since the schedule needs every block's size. Point-to-point messages of
-// `exchange` are matched first-in first-out per (sender, receiver) pair.
+// `exchange` are matched first-in first-out per (sender, receiver) pair. Stream
+// collectives (Communicator::stream_all_reduce / stream_all_gather) take their place in
+// the collective order when issued; the rank arrives when its previous stream collective
+// completes (at once if none is in flight).
 #pragma once
 
 #include <deque>
@@ -59,8 +62,9 @@ class EmulatedWorld {
   };
 
   // Registers rank `r`'s part of its `seq`-th collective.
+  // `on_stream`: a stream operation, whose completion starts the rank's next one.
   void arrive(int rank, std::uint64_t seq, net::CollectiveKind kind, const at::Tensor& tensor, int variant,
-              std::vector<at::Tensor>* gather_outputs, std::shared_ptr<sim::Completion> done);
+              std::vector<at::Tensor>* gather_outputs, std::shared_ptr<sim::Completion> done, bool on_stream = false);
   void start(PendingCollective& p, std::uint64_t seq);
   static void finish_exchange(const std::shared_ptr<Exchange>& ex);
   void rank_done(std::uint64_t seq, int rank);

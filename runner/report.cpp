@@ -46,8 +46,24 @@ std::string format_table(const RunResult& r) {
   out += fmt::format("| {:<{}} | {:>14} | {:>6.1f}% |\n\n", "**step**", w, human_time(step), step > 0 ? 100.0 : 0.0);
   out += fmt::format("bits/step/rank (n_bits): {:.0f}   wire bytes/step/rank: {:.0f}   collective calls/step: {:g}\n",
                      r.mean_n_bits(), r.mean_wire_bytes(), r.mean_calls());
-  out += fmt::format("final loss (rank-averaged model): {:.6f}   accuracy: {:.2f}%   consensus distance: {:.3g}\n",
-                     r.final_loss, 100.0 * r.final_accuracy, r.consensus_distance);
+  const double compute = r.mean_compute_time_s();
+  const double exposed = std::max(0.0, step - compute);  // rounding can leave -0.0
+  out += fmt::format("compute/step: {} ({:.1f}%)   exposed communication/step: {} ({:.1f}%)\n", human_time(compute),
+                     step > 0 ? 100.0 * compute / step : 0.0, human_time(exposed),
+                     step > 0 ? 100.0 * exposed / step : 0.0);
+  out += fmt::format("final loss (rank-averaged model): {:.6f}   accuracy: {:.2f}%", r.final_loss,
+                     100.0 * r.final_accuracy);
+  if (!std::isnan(r.final_test_accuracy))
+    out += fmt::format("   test loss: {:.6f}   test accuracy: {:.2f}%", r.final_test_loss,
+                       100.0 * r.final_test_accuracy);
+  out += fmt::format("   consensus distance: {:.3g}\n", r.consensus_distance);
+  if (r.eval.size() > 1) {
+    out += "\n| step | time | train loss | test accuracy |\n|---:|---:|---:|---:|\n";
+    for (const auto& p : r.eval)
+      out += fmt::format("| {} | {} | {:.6f} | {} |\n", p.step, human_time(p.time_s), p.train_loss,
+                         std::isnan(p.test_accuracy) ? std::string("-") : fmt::format("{:.2f}%", 100.0 * p.test_accuracy));
+    out += "\n";
+  }
   if (r.algorithm_state_bytes > 0)
     out += fmt::format("algorithm state/rank: {:.0f} bytes\n", r.algorithm_state_bytes);
   if (r.diverged_at_step > 0)

@@ -1,13 +1,19 @@
 #include "runner/run.hpp"
 
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <numeric>
+#include <sstream>
 
 #include <fmt/format.h>
 
 #include "algorithms/algorithm.hpp"
 #include "comm/emulated.hpp"
 #include "comm/gloo.hpp"
+#include "comm/nccl.hpp"
 #include "comm/phase_timer.hpp"
 #include "kernels/tensor_buffer.hpp"
 #include "network_models/network.hpp"
@@ -15,7 +21,7 @@
 #include "sim/engine.hpp"
 #include "sim/trace_writer.hpp"
 #include "sim/task.hpp"
-#include "workloads/logistic_regression.hpp"
+#include "workloads/workload_spec.hpp"
 
 namespace dtsim::runner {
 
@@ -37,13 +43,75 @@ void dump_params(const std::filesystem::path& prefix, int rank, const std::vecto
   if (!out) throw std::runtime_error(fmt::format("cannot write {}", file.string()));
 }
 
+// The workload's backward stages, for an algorithm that drives the backward pass
+// (Algorithm::drives_backward): stage k runs backward_stage(k) under the
+// "backward_pass" phase and advances the rank's clock by the stage's cost.
+class StagedBackward final : public algorithms::BackwardPass {
+ public:
+  StagedBackward(comm::Communicator& comm, comm::PhaseTimer& timer, workloads::Workload& workload,
+                 const std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads)
+      : comm_(comm), timer_(timer), workload_(workload), params_(params), grads_(grads),
+        stages_(workload.backward_stages()) {}
+
+  std::size_t stages() const override { return stages_.size(); }
+  const std::vector<std::size_t>& stage_params(std::size_t k) const override { return stages_.at(k).params; }
+  sim::Task<void> run_stage(std::size_t k) override {
+    if (k != next_)
+      throw std::logic_error(fmt::format("backward stage {} run out of order (expected stage {})", k, next_));
+    ++next_;
+    auto phase = timer_.phase("backward_pass");
+    co_await comm_.compute(stages_[k].cost, [&] { workload_.backward_stage(k, params_, grads_); });
+  }
+  // A new step: every stage must run again, in order.
+  void restart() { next_ = 0; }
+  bool ran_all() const { return next_ == stages_.size(); }
+
+ private:
+  comm::Communicator& comm_;
+  comm::PhaseTimer& timer_;
+  workloads::Workload& workload_;
+  const std::vector<at::Tensor>& params_;
+  std::vector<at::Tensor>& grads_;
+  std::vector<workloads::BackwardStage> stages_;
+  std::size_t next_ = 0;
+};
+
+// Loss and accuracy of the rank-averaged model on the training and test sets, after the
+// algorithm's before_evaluation: [train loss, train accuracy, test loss, test accuracy]
+// (test NaN without a test set), on every rank. Rank 0 evaluates; the figures reach the
+// others in one all-reduce.
+sim::Task<std::array<double, 4>> evaluate_average(comm::Communicator& comm, algorithms::Algorithm& algorithm,
+                                                  const workloads::Workload& workload, std::vector<at::Tensor>& params) {
+  co_await algorithm.before_evaluation(comm, params);
+  kernels::TensorBuffer model(params);
+  co_await comm.all_reduce(model.buffer(), comm::ReduceOp::Average);
+  at::Tensor figures = at::zeros({4}, at::kDouble);
+  if (comm.rank() == 0) {
+    std::vector<at::Tensor> mean_params;
+    for (const auto& p : params) mean_params.push_back(at::empty_like(p));
+    model.unpack(mean_params);
+    const auto train = workload.evaluate(mean_params);
+    const auto test = workload.evaluate_test(mean_params);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    double* f = figures.data_ptr<double>();
+    f[0] = train.loss;
+    f[1] = train.accuracy;
+    f[2] = test ? test->loss : nan;
+    f[3] = test ? test->accuracy : nan;
+  }
+  co_await comm.all_reduce(figures, comm::ReduceOp::Sum);  // rank 0's figures plus zeros
+  const double* f = figures.data_ptr<double>();
+  const std::array<double, 4> out{f[0], f[1], f[2], f[3]};
+  co_return out;
+}
+
 // One rank's whole job: `steps` training steps, then the reductions that make every
 // rank's RunResult identical (per-step records and the averaged model).
 sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const net::Topology& topology,
-                             std::shared_ptr<const workloads::SyntheticDataset> data, const RunOptions& options,
+                             std::shared_ptr<const workloads::WorkloadData> data, const RunOptions& options,
                              RunResult& result, sim::TraceWriter* trace = nullptr) {
   const int rank = comm.rank();
-  auto workload = workloads::make_logistic_regression(s.workload, data, s.seed, rank, s.ranks);
+  auto workload = workloads::make_workload(s.workload, data, s.seed, rank, s.ranks);
   auto algorithm = algorithms::make_algorithm(s.algorithm, topology, rank);
   auto params = workload->initial_parameters();
   std::vector<at::Tensor> grads;
@@ -51,40 +119,65 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
 
   comm::PhaseTimer timer(comm);
   if (trace) timer.record_to(trace, trace->track(fmt::format("rank {}", rank), "phases"));
+  const bool staged = algorithm->drives_backward();
+  StagedBackward backward(comm, timer, *workload, params, grads);
+  co_await algorithm->start(comm, params);
+
   const auto steps = static_cast<std::size_t>(s.steps);
-  std::vector<double> step_time, n_bits, wire, calls, loss;
+  std::vector<double> step_time, n_bits, wire, calls, loss, compute;
   std::vector<std::vector<double>> phase_steps;
+  std::vector<RunResult::EvalPoint> curve;
+  double evaluating = 0.0;  // clock time spent in evaluations so far
   for (std::size_t t = 0; t < steps; ++t) {
     const double start = comm.now();
     const auto traffic_before = comm.traffic();
+    const double compute_before = comm.compute_seconds();
     {
       auto phase = timer.phase("forward_pass");
       co_await comm.compute(workload->forward_cost(), [&] { loss.push_back(workload->forward(params)); });
     }
-    {
+    if (!staged) {
       auto phase = timer.phase("backward_pass");
       co_await comm.compute(workload->backward_cost(), [&] { workload->backward(params, grads); });
     }
     algorithms::StepContext ctx{comm, timer, params, grads, static_cast<std::int64_t>(t) + 1};
+    if (staged) {
+      backward.restart();
+      ctx.backward = &backward;
+    }
     n_bits.push_back(static_cast<double>(co_await algorithm->step(ctx)));
+    if (staged && !backward.ran_all())
+      throw std::logic_error(fmt::format("{} did not run every backward stage in step {}", s.algorithm.name, t + 1));
     step_time.push_back(comm.now() - start);
+    compute.push_back(comm.compute_seconds() - compute_before);
     wire.push_back(static_cast<double>(comm.traffic().wire_bytes - traffic_before.wire_bytes));
     calls.push_back(static_cast<double>(comm.traffic().calls - traffic_before.calls));
     phase_steps.push_back(timer.take_step());
+    if (s.eval_every > 0 && (t + 1) % static_cast<std::size_t>(s.eval_every) == 0 && t + 1 < steps) {
+      const double at_step_end = comm.now();
+      const auto f = co_await evaluate_average(comm, *algorithm, *workload, params);
+      curve.push_back({static_cast<std::int64_t>(t) + 1, at_step_end - evaluating, f[0], f[1], f[2], f[3]});
+      evaluating += comm.now() - at_step_end;
+    }
   }
   co_await algorithm->finish(comm);  // joins communication still in flight (CHOCO's overlap)
+  const double end_time = comm.now() - evaluating;
   if (options.dump_params_prefix) dump_params(*options.dump_params_prefix, rank, workload->parameter_names(), params);
 
-  // Average the records over ranks: one fp64 all-reduce of everything.
+  // Average the records over ranks: one fp64 all-reduce of everything. The curve's times
+  // are rank means too.
   const auto& names = timer.names();
   std::vector<double> record;
-  for (const auto* series : {&step_time, &n_bits, &wire, &calls, &loss}) record.insert(record.end(), series->begin(), series->end());
+  for (const auto* series : {&step_time, &n_bits, &wire, &calls, &loss, &compute})
+    record.insert(record.end(), series->begin(), series->end());
   for (std::size_t p = 0; p < names.size(); ++p) {
     double sum = 0.0;
     for (const auto& step : phase_steps) sum += p < step.size() ? step[p] : 0.0;
     record.push_back(sum / static_cast<double>(steps));
   }
   record.push_back(static_cast<double>(algorithm->state_bytes()));
+  for (const auto& point : curve) record.push_back(point.time_s);
+  record.push_back(end_time);
   at::Tensor summary = at::tensor(record, at::kDouble);
   co_await comm.all_reduce(summary, comm::ReduceOp::Average);
 
@@ -93,6 +186,7 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
   co_await comm.all_reduce(mean_model, comm::ReduceOp::Average);
   at::Tensor distance = at::full({1}, (model.buffer() - mean_model).pow(2).sum().item<double>(), at::kDouble);
   co_await comm.all_reduce(distance, comm::ReduceOp::Average);
+  const auto final_figures = co_await evaluate_average(comm, *algorithm, *workload, params);
 
   const double* v = summary.data_ptr<double>();
   auto take = [&](std::vector<double>& out) {
@@ -106,21 +200,35 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
   take(result.wire_bytes);
   take(result.calls);
   take(result.loss);
+  take(result.compute_time_s);
   result.phase_names = names;
   result.phase_mean_s.assign(v, v + names.size());
-  result.algorithm_state_bytes = v[names.size()];
+  v += names.size();
+  result.algorithm_state_bytes = *v++;
+  for (auto& point : curve) point.time_s = *v++;
+  curve.push_back({s.steps, *v++, final_figures[0], final_figures[1], final_figures[2], final_figures[3]});
+  result.eval = curve;
   for (std::size_t t = 0; t < result.loss.size() && result.diverged_at_step == 0; ++t)
     if (!(result.loss[t] <= kDivergedLoss)) result.diverged_at_step = static_cast<std::int64_t>(t) + 1;
-  model.buffer().copy_(mean_model);
-  model.unpack(params);
-  const auto eval = workload->evaluate(params);
-  result.final_loss = eval.loss;
-  result.final_accuracy = eval.accuracy;
+  result.final_loss = final_figures[0];
+  result.final_accuracy = final_figures[1];
+  result.final_test_loss = final_figures[2];
+  result.final_test_accuracy = final_figures[3];
   result.consensus_distance = distance.item<double>();
 }
 
 double mean(const std::vector<double>& v) {
   return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+// The workload's data, once per process; a missing or malformed data file is bad input.
+std::shared_ptr<const workloads::WorkloadData> load_data(const Scenario& s) {
+  try {
+    return workloads::load_workload_data(s.workload, s.seed);
+  } catch (const std::invalid_argument& e) {
+    const bool images = s.workload.type == "mlp" || s.workload.type == "cnn";
+    throw ScenarioError(images ? "/workload/data_dir" : "/workload", e.what());
+  }
 }
 
 }  // namespace
@@ -129,6 +237,7 @@ double RunResult::mean_step_time_s() const { return mean(step_time_s); }
 double RunResult::mean_n_bits() const { return mean(n_bits); }
 double RunResult::mean_wire_bytes() const { return mean(wire_bytes); }
 double RunResult::mean_calls() const { return mean(calls); }
+double RunResult::mean_compute_time_s() const { return mean(compute_time_s); }
 
 RunResult run_emulated(const Scenario& s, const RunOptions& options) {
   sim::Engine engine;
@@ -136,7 +245,7 @@ RunResult run_emulated(const Scenario& s, const RunOptions& options) {
       std::make_shared<net::Network>(engine, net::make_topology(s.topology, s.ranks, s.network.nominal), s.network);
   const auto& topology = network->topology();
   comm::EmulatedWorld world(engine, network, s.compute);
-  auto data = workloads::SyntheticDataset::generate(s.workload, s.seed);
+  auto data = load_data(s);
   std::unique_ptr<sim::TraceWriter> trace;
   if (options.trace_file) {
     trace = std::make_unique<sim::TraceWriter>();
@@ -166,15 +275,58 @@ RunResult run_live(const Scenario& s, const comm::LiveEnv& env, const RunOptions
   if (env.world_size != s.ranks)
     throw ScenarioError("/ranks", fmt::format("the scenario has {} ranks but WORLD_SIZE is {}", s.ranks, env.world_size));
   auto topology = net::make_topology(s.topology, s.ranks, s.network.nominal);
-  auto comm = comm::make_gloo_communicator(env, s.network);
-  auto data = workloads::SyntheticDataset::generate(s.workload, s.seed);
+  auto comm = options.live_backend == "nccl" ? comm::make_nccl_communicator(env, s.network)
+                                             : comm::make_gloo_communicator(env, s.network);
+  auto data = load_data(s);
   RunResult result;
-  sim::run_blocking(rank_program(*comm, s, topology, data, options, result));
+  sim::TraceWriter timeline;  // this rank's phases, kept for the partial record of a failed run
+  try {
+    sim::run_blocking(rank_program(*comm, s, topology, data, options, result, &timeline));
+  } catch (const std::exception& e) {
+    // What this rank measured before the failure: per step (each starts with its first
+    // phase), the step time (steps that ended) and every phase's seconds.
+    std::ostringstream text;
+    timeline.write(text);
+    const json events = json::parse(text.str())["traceEvents"];
+    json phases = json::object();
+    std::vector<double> starts;
+    std::string first;
+    for (const auto& ev : events) {
+      if (ev["ph"] != "X") continue;
+      const std::string name = ev["name"];
+      if (first.empty()) first = name;
+      if (name == first) starts.push_back(ev["ts"].get<double>() * 1e-6);
+      auto& series = phases[name];
+      while (series.size() < starts.size()) series.push_back(0.0);
+      series[starts.size() - 1] = series[starts.size() - 1].get<double>() + ev["dur"].get<double>() * 1e-6;
+    }
+    std::vector<double> step_time;
+    for (std::size_t t = 0; t + 1 < starts.size(); ++t) step_time.push_back(starts[t + 1] - starts[t]);
+    throw LiveRunFailed(e.what(), {{"dtsim_partial_version", 1},
+                                   {"mode", "live"},
+                                   {"backend", comm->backend()},
+                                   {"rank", env.rank},
+                                   {"error", e.what()},
+                                   {"scenario", s.to_json()},
+                                   {"steps_started", starts.size()},
+                                   {"wire_bytes_so_far", comm->traffic().wire_bytes},
+                                   {"calls_so_far", comm->traffic().calls},
+                                   {"per_step", {{"time_s", step_time}, {"phases_s", phases}}}});
+  }
   result.mode = "live";
   return result;
 }
 
 json RunResult::to_json() const {
+  auto or_null = [](double x) { return std::isnan(x) ? json(nullptr) : json(x); };
+  json eval_curve = json::array();
+  for (const auto& p : eval)
+    eval_curve.push_back({{"step", p.step},
+                          {"time_s", p.time_s},
+                          {"train_loss", p.train_loss},
+                          {"train_accuracy", p.train_accuracy},
+                          {"test_loss", or_null(p.test_loss)},
+                          {"test_accuracy", or_null(p.test_accuracy)}});
   json phases = json::array();
   const double step = mean_step_time_s();
   for (std::size_t i = 0; i < phase_names.size(); ++i)
@@ -190,12 +342,25 @@ json RunResult::to_json() const {
           {"n_bits_per_step", mean_n_bits()},
           {"wire_bytes_per_step", mean_wire_bytes()},
           {"calls_per_step", mean_calls()},
-          {"final", {{"loss", final_loss}, {"accuracy", final_accuracy}, {"consensus_distance", consensus_distance}}},
+          {"compute_s_per_step", mean_compute_time_s()},
+          {"exposed_comm_s_per_step", std::max(0.0, step - mean_compute_time_s())},
+          {"final",
+           {{"loss", final_loss},
+            {"accuracy", final_accuracy},
+            {"test_loss", or_null(final_test_loss)},
+            {"test_accuracy", or_null(final_test_accuracy)},
+            {"consensus_distance", consensus_distance}}},
+          {"eval", eval_curve},
           {"algorithm_state_bytes", algorithm_state_bytes},
           {"diverged_at_step", diverged_at_step > 0 ? json(diverged_at_step) : json(nullptr)},
           {"event_trace_hash", fmt::format("{:016x}", event_trace_hash)},
           {"per_step",
-           {{"time_s", step_time_s}, {"n_bits", n_bits}, {"wire_bytes", wire_bytes}, {"calls", calls}, {"loss", loss}}}};
+           {{"time_s", step_time_s},
+            {"compute_time_s", compute_time_s},
+            {"n_bits", n_bits},
+            {"wire_bytes", wire_bytes},
+            {"calls", calls},
+            {"loss", loss}}}};
 }
 
 }  // namespace dtsim::runner

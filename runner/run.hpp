@@ -21,6 +21,20 @@ struct RunOptions {
   // When set, an emulated run writes its timeline (every rank's phases, every message)
   // as Chrome/Perfetto trace-event JSON to this file.
   std::optional<std::filesystem::path> trace_file;
+  // Live runs: the communication backend, "gloo" or "nccl".
+  std::string live_backend = "gloo";
+};
+
+// A live run that failed part-way: the one-line error, and what this rank measured so far
+// (per-step times and phases, traffic), which `dtsim live` writes as a partial result.
+class LiveRunFailed : public std::runtime_error {
+ public:
+  LiveRunFailed(const std::string& what, nlohmann::json partial)
+      : std::runtime_error(what), partial_(std::move(partial)) {}
+  const nlohmann::json& partial() const { return partial_; }
+
+ private:
+  nlohmann::json partial_;
 };
 
 // What a run measured. All figures are per rank, averaged over ranks (and over steps
@@ -33,9 +47,29 @@ struct RunResult {
   std::vector<double> phase_mean_s;      // mean seconds per step
   // Per step, mean over ranks:
   std::vector<double> step_time_s, n_bits, wire_bytes, calls, loss;
+  // Per step, mean over ranks: seconds of the step the rank spent computing
+  // (Communicator::compute_seconds); step_time_s minus this is the communication not
+  // hidden behind compute (and waiting for other ranks).
+  std::vector<double> compute_time_s;
   // The rank-averaged model after the last step, on the whole training set:
   double final_loss = 0.0;
   double final_accuracy = 0.0;
+  // ... and on the workload's test set; NaN when it has none (JSON null).
+  double final_test_loss = 0.0;
+  double final_test_accuracy = 0.0;
+  // The rank-averaged model every Scenario::eval_every steps and after the last step
+  // (after Algorithm::before_evaluation: SINGA's partial update averages every rank's
+  // model first). time_s: the rank-mean clock at the end of that step, not counting
+  // the evaluations before it. Test figures NaN without a test set.
+  struct EvalPoint {
+    std::int64_t step = 0;
+    double time_s = 0.0;
+    double train_loss = 0.0;
+    double train_accuracy = 0.0;
+    double test_loss = 0.0;
+    double test_accuracy = 0.0;
+  };
+  std::vector<EvalPoint> eval;
   double consensus_distance = 0.0;  // mean_i ||x_i - x_bar||^2
   // Bytes of model-sized algorithm state per rank (Algorithm::state_bytes after the last
   // step: replicas, memories), mean over ranks.
@@ -51,6 +85,7 @@ struct RunResult {
   double mean_n_bits() const;
   double mean_wire_bytes() const;
   double mean_calls() const;
+  double mean_compute_time_s() const;
   nlohmann::json to_json() const;
 };
 

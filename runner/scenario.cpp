@@ -113,6 +113,18 @@ class ObjectReader {
   std::set<std::string> seen_;
 };
 
+// The fields (besides "type") of each workload type; setting another is an error.
+const std::vector<std::string>& workload_fields(const std::string& type) {
+  static const std::vector<std::string> logistic{"samples", "features", "batch_size", "partition", "libsvm_file"};
+  static const std::vector<std::string> images{"data_dir", "batch_size", "partition", "train_samples", "test_samples"};
+  static const std::vector<std::string> convnets{"batch_size"};
+  static const std::vector<std::string> sequences{"batch_size", "sequence_length"};
+  if (type == "logistic_regression") return logistic;
+  if (type == "mlp" || type == "cnn") return images;
+  if (type.rfind("resnet", 0) == 0) return convnets;
+  return sequences;  // the shape-only transformers
+}
+
 constexpr auto kIntMax = std::numeric_limits<std::int64_t>::max();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -126,42 +138,72 @@ Scenario parse_scenario(const json& doc) {
   s.steps = root.integer("steps", std::nullopt, 1, kIntMax);
   s.seed = static_cast<std::uint64_t>(root.integer("seed", 0, 0, kIntMax));
 
+  s.eval_every = root.integer("eval_every", 0, 0, kIntMax);
   {
     auto w = root.object("workload", true);
-    w.choice("kind", std::nullopt, {"logistic_regression"});
-    if (const json* file = w.find("libsvm_file")) {
-      // Data from a LIBSVM file (load_scenario has made a relative path relative to the
-      // scenario file's directory): samples is the file's; features defaults to its
-      // largest index.
-      if (!file->is_string() || file->get<std::string>().empty())
-        throw ScenarioError(w.where("libsvm_file"), "expected a non-empty path string, got " + describe(*file));
-      if (w.find("samples"))
-        throw ScenarioError(w.where("samples"), "expected no samples with libsvm_file (the file's lines are the samples)");
-      s.workload.libsvm_file = file->get<std::string>();
-      s.workload.features = w.integer("features", 0, 1, kIntMax);
-      try {
-        const auto data = workloads::load_libsvm(s.workload.libsvm_file, s.workload.features);
-        s.workload.samples = data->x.size(0);
-        s.workload.features = data->x.size(1);
-      } catch (const std::invalid_argument& e) {
-        throw ScenarioError(w.where("libsvm_file"), e.what());
+    auto& spec = s.workload;
+    // "type" (default logistic_regression); "kind" is its older name.
+    const json* kind = w.find("kind");
+    if (kind && w.find("type"))
+      throw ScenarioError(w.where("kind"), "expected type or kind, not both (kind is the older name of type)");
+    spec.type = w.choice(kind ? "kind" : "type", "logistic_regression", workloads::workload_types());
+    const auto& allowed = workload_fields(spec.type);
+    for (const auto& [key, value] : w.items())
+      if (key != "type" && key != "kind" && std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+        throw ScenarioError(w.where(key), fmt::format("not a field of workload type {} (its fields: {})", spec.type,
+                                                      fmt::join(allowed, ", ")));
+    if (spec.type == "logistic_regression") {
+      auto& lr = spec.logistic;
+      if (const json* file = w.find("libsvm_file")) {
+        // Data from a LIBSVM file (load_scenario has made a relative path relative to the
+        // scenario file's directory): samples is the file's; features defaults to its
+        // largest index.
+        if (!file->is_string() || file->get<std::string>().empty())
+          throw ScenarioError(w.where("libsvm_file"), "expected a non-empty path string, got " + describe(*file));
+        if (w.find("samples"))
+          throw ScenarioError(w.where("samples"), "expected no samples with libsvm_file (the file's lines are the samples)");
+        lr.libsvm_file = file->get<std::string>();
+        lr.features = w.integer("features", 0, 1, kIntMax);
+        try {
+          const auto data = workloads::load_libsvm(lr.libsvm_file, lr.features);
+          lr.samples = data->x.size(0);
+          lr.features = data->x.size(1);
+        } catch (const std::invalid_argument& e) {
+          throw ScenarioError(w.where("libsvm_file"), e.what());
+        }
+      } else {
+        lr.samples = w.integer("samples", 4096, 1, kIntMax);
+        lr.features = w.integer("features", 32, 1, kIntMax);
       }
+      // batch_size: a positive integer, or "full" / 0 for the whole shard every step.
+      if (const json* b = w.find("batch_size"); b && b->is_string()) {
+        if (b->get<std::string>() != "full")
+          throw ScenarioError(w.where("batch_size"), "expected a positive integer, 0 or \"full\", got " + describe(*b));
+        lr.batch_size = 0;
+      } else {
+        lr.batch_size = w.integer("batch_size", 32, 0, kIntMax);
+      }
+      lr.partition = w.choice("partition", "iid", {"iid", "sorted"});
+      if (lr.samples < s.ranks)
+        throw ScenarioError(w.where("samples"),
+                            fmt::format("expected at least one sample per rank ({}), got {}", s.ranks, lr.samples));
     } else {
-      s.workload.samples = w.integer("samples", 4096, 1, kIntMax);
-      s.workload.features = w.integer("features", 32, 1, kIntMax);
+      spec.batch_size = w.integer("batch_size", spec.batch_size, 1, kIntMax);
+      if (spec.type == "mlp" || spec.type == "cnn") {
+        const std::string dir = w.string("data_dir", spec.data_dir);
+        if (dir.empty()) throw ScenarioError(w.where("data_dir"), "expected a non-empty directory path");
+        spec.data_dir = dir;
+        spec.partition = w.choice("partition", "iid", {"iid", "by_label"});
+        spec.train_samples = w.integer("train_samples", 0, 0, kIntMax);
+        spec.test_samples = w.integer("test_samples", 0, 0, kIntMax);
+        if (spec.train_samples != 0 && spec.train_samples < s.ranks)
+          throw ScenarioError(w.where("train_samples"), fmt::format("expected 0 (all) or at least one sample per rank "
+                                                                    "({}), got {}",
+                                                                    s.ranks, spec.train_samples));
+      }
+      if (std::find(allowed.begin(), allowed.end(), "sequence_length") != allowed.end())
+        spec.sequence_length = w.integer("sequence_length", spec.sequence_length, 1, kIntMax);
     }
-    // batch_size: a positive integer, or "full" / 0 for the whole shard every step.
-    if (const json* b = w.find("batch_size"); b && b->is_string()) {
-      if (b->get<std::string>() != "full")
-        throw ScenarioError(w.where("batch_size"), "expected a positive integer, 0 or \"full\", got " + describe(*b));
-      s.workload.batch_size = 0;
-    } else {
-      s.workload.batch_size = w.integer("batch_size", 32, 0, kIntMax);
-    }
-    s.workload.partition = w.choice("partition", "iid", {"iid", "sorted"});
-    if (s.workload.samples < s.ranks)
-      throw ScenarioError(w.where("samples"),
-                          fmt::format("expected at least one sample per rank ({}), got {}", s.ranks, s.workload.samples));
     w.finish();
   }
   {
@@ -175,7 +217,12 @@ Scenario parse_scenario(const json& doc) {
       if (key != "name" && !uses(key.c_str()))
         throw ScenarioError(a.where(key), fmt::format("not a field of algorithm {} (its fields: {})", alg.name,
                                                       fmt::join(allowed, ", ")));
-    if (uses("variant")) alg.variant = a.choice("variant", std::nullopt, {"centralized", "decentralized"});
+    if (uses("variant")) {
+      if (alg.name == "distopt")
+        alg.variant = a.choice("variant", "sync", {"sync", "half", "partial", "sparse"});
+      else
+        alg.variant = a.choice("variant", std::nullopt, {"centralized", "decentralized"});
+    }
     auto& o = alg.optimizer;
     o.lr = a.number("lr", std::nullopt, 0.0, kInf);
     o.momentum = a.number("momentum", 0.0, 0.0, 1.0);
@@ -212,6 +259,27 @@ Scenario parse_scenario(const json& doc) {
     if (uses("majority_vote")) alg.majority_vote = a.boolean("majority_vote", true);
     if (uses("mask_momentum")) alg.mask_momentum = a.boolean("mask_momentum", false);
     if (uses("packed_signs")) alg.packed_signs = a.boolean("packed_signs", false);
+    if (alg.name == "distopt") {
+      // Fields of one variant only are errors under another.
+      const std::vector<std::pair<const char*, const char*>> variant_only{
+          {"clipping", "half"}, {"clip_value", "half"}, {"spars", "sparse"}, {"top_k", "sparse"}, {"corr", "sparse"}};
+      for (const auto& [key, variant] : variant_only)
+        if (alg.variant != variant && a.find(key))
+          throw ScenarioError(a.where(key), fmt::format("only the {} variant of distopt reads it (this one is {})",
+                                                        variant, alg.variant));
+      alg.buffer_size = a.integer("buffer_size", 4194304, 0, kIntMax);
+      alg.threshold = a.integer("threshold", 2097152, 0, kIntMax);
+      if (alg.threshold > alg.buffer_size / 2)
+        throw ScenarioError(a.where("threshold"),
+                            fmt::format("expected at most buffer_size / 2 = {} elements (a fused group holds up to 2 * "
+                                        "threshold elements and would overflow the {}-element buffer), got {}",
+                                        alg.buffer_size / 2, alg.buffer_size, alg.threshold));
+      alg.clipping = a.boolean("clipping", false);
+      alg.clip_value = a.number("clip_value", 100.0, 0.0, kInf, true);
+      alg.top_k = a.boolean("top_k", false);
+      alg.spars = alg.top_k ? a.number("spars", 0.05, 0.0, 1.0) : a.number("spars", 0.05, 0.0, kInf);
+      alg.corr = a.boolean("corr", true);
+    }
     a.finish();
   }
   {
@@ -376,13 +444,32 @@ Scenario load_scenario(const std::filesystem::path& file) {
       if (s[i] == '\n') ++line, col = 0;
     throw ScenarioError("/", fmt::format("invalid JSON at line {}, column {}", line, col));
   }
-  // A relative /workload/libsvm_file is relative to the scenario file's directory.
+  // "network": {"calibrated": "model.json"} (a file from `dtsim calibrate`, relative to the
+  // scenario's directory) supplies model, latency_us and bandwidth_GBps where the scenario
+  // does not set them.
+  if (doc.is_object() && doc.contains("network") && doc["network"].is_object() && doc["network"].contains("calibrated")) {
+    auto& n = doc["network"];
+    if (!n["calibrated"].is_string()) throw ScenarioError("/network/calibrated", "expected a network model file name");
+    std::filesystem::path model_file = n["calibrated"].get<std::string>();
+    if (model_file.is_relative()) model_file = file.parent_path() / model_file;
+    std::ifstream model_in(model_file);
+    json model = json::parse(model_in, nullptr, false);
+    if (!model.is_object() || !model.contains("latency_us") || !model.contains("bandwidth_GBps"))
+      throw ScenarioError("/network/calibrated", fmt::format("{}: expected a network model file (from dtsim calibrate) "
+                                                             "with latency_us and bandwidth_GBps", model_file.string()));
+    for (const char* key : {"model", "latency_us", "bandwidth_GBps"})
+      if (!n.contains(key) && model.contains(key)) n[key] = model[key];
+    n.erase("calibrated");
+  }
+  // A relative /workload/libsvm_file or /workload/data_dir is relative to the scenario
+  // file's directory.
   if (doc.is_object() && doc.contains("workload") && doc["workload"].is_object()) {
     auto& w = doc["workload"];
-    if (w.contains("libsvm_file") && w["libsvm_file"].is_string()) {
-      const std::filesystem::path data = w["libsvm_file"].get<std::string>();
-      if (!data.empty() && data.is_relative()) w["libsvm_file"] = (file.parent_path() / data).lexically_normal().string();
-    }
+    for (const char* key : {"libsvm_file", "data_dir"})
+      if (w.contains(key) && w[key].is_string()) {
+        const std::filesystem::path data = w[key].get<std::string>();
+        if (!data.empty() && data.is_relative()) w[key] = (file.parent_path() / data).lexically_normal().string();
+      }
   }
   return parse_scenario(doc);
 }
@@ -415,6 +502,19 @@ json Scenario::to_json() const {
   if (uses("majority_vote")) algo["majority_vote"] = alg.majority_vote;
   if (uses("mask_momentum")) algo["mask_momentum"] = alg.mask_momentum;
   if (uses("packed_signs")) algo["packed_signs"] = alg.packed_signs;
+  if (alg.name == "distopt") {
+    algo["threshold"] = alg.threshold;
+    algo["buffer_size"] = alg.buffer_size;
+    if (alg.variant == "half") {
+      algo["clipping"] = alg.clipping;
+      algo["clip_value"] = alg.clip_value;
+    }
+    if (alg.variant == "sparse") {
+      algo["spars"] = alg.spars;
+      algo["top_k"] = alg.top_k;
+      algo["corr"] = alg.corr;
+    }
+  }
   json topo = {{"kind", topology.kind}};
   if (topology.kind == "torus") topo["dims"] = topology.dims;
   if (topology.kind == "fat_tree") topo["k"] = topology.k;
@@ -457,19 +557,32 @@ json Scenario::to_json() const {
     for (std::size_t r = 0; r < compute.slowdown.size(); ++r)
       if (compute.slowdown[r] != 1.0) comp["stragglers"].push_back({{"rank", r}, {"slowdown", compute.slowdown[r]}});
   }
-  json work = {{"kind", "logistic_regression"},
-               {"samples", workload.samples},
-               {"features", workload.features},
-               {"batch_size", workload.batch_size},
-               {"partition", workload.partition}};
-  if (!workload.libsvm_file.empty()) {  // the file's sample count is implied (and not a field then)
-    work.erase("samples");
-    work["libsvm_file"] = workload.libsvm_file;
+  json work = {{"type", workload.type}};
+  if (workload.type == "logistic_regression") {
+    const auto& lr = workload.logistic;
+    work["samples"] = lr.samples;
+    work["features"] = lr.features;
+    work["batch_size"] = lr.batch_size;
+    work["partition"] = lr.partition;
+    if (!lr.libsvm_file.empty()) {  // the file's sample count is implied (and not a field then)
+      work.erase("samples");
+      work["libsvm_file"] = lr.libsvm_file;
+    }
+  } else {
+    for (const auto& key : workload_fields(workload.type)) {
+      if (key == "data_dir") work[key] = workload.data_dir;
+      if (key == "batch_size") work[key] = workload.batch_size;
+      if (key == "partition") work[key] = workload.partition;
+      if (key == "train_samples") work[key] = workload.train_samples;
+      if (key == "test_samples") work[key] = workload.test_samples;
+      if (key == "sequence_length") work[key] = workload.sequence_length;
+    }
   }
   return {{"name", name},
           {"ranks", ranks},
           {"steps", steps},
           {"seed", seed},
+          {"eval_every", eval_every},
           {"workload", work},
           {"algorithm", algo},
           {"topology", topo},

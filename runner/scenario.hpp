@@ -17,7 +17,7 @@
 #include "comm/emulated.hpp"
 #include "network_models/network.hpp"
 #include "network_models/topology_spec.hpp"
-#include "workloads/logistic_regression.hpp"
+#include "workloads/workload_spec.hpp"
 
 namespace dtsim::runner {
 
@@ -36,7 +36,9 @@ struct Scenario {
   int ranks = 1;
   std::int64_t steps = 1;
   std::uint64_t seed = 0;
-  workloads::LogisticRegressionSpec workload;
+  workloads::WorkloadSpec workload;
+  // Evaluate the rank-averaged model every eval_every steps (0: only after the last step).
+  std::int64_t eval_every = 0;
   algorithms::AlgorithmSpec algorithm;
   net::TopologySpec topology;
   net::NetworkConfig network;  // model, nominal link (latency, bandwidth), perturbations, algorithms

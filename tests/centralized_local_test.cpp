@@ -65,7 +65,7 @@ at::Tensor flat(const std::vector<at::Tensor>& tensors) {
 sim::Task<void> rank_loop(comm::Communicator& comm, const runner::Scenario& s,
                           std::shared_ptr<const workloads::SyntheticDataset> data, Trace& trace, const Hook& hook) {
   const int rank = comm.rank();
-  auto workload = workloads::make_logistic_regression(s.workload, data, s.seed, rank, s.ranks);
+  auto workload = workloads::make_logistic_regression(s.workload.logistic, data, s.seed, rank, s.ranks);
   auto& algorithm = *trace.algorithms[rank];
   auto params = workload->initial_parameters();
   std::vector<at::Tensor> grads;
@@ -96,7 +96,7 @@ Trace run_steps(const json& algorithm, int ranks, int steps, int features = 8, c
   auto network =
       std::make_shared<net::Network>(engine, net::make_topology(s.topology, s.ranks, s.network.nominal), s.network);
   comm::EmulatedWorld world(engine, network, s.compute);
-  auto data = workloads::SyntheticDataset::generate(s.workload, s.seed);
+  auto data = workloads::SyntheticDataset::generate(s.workload.logistic, s.seed);
   Trace trace;
   trace.steps.assign(static_cast<std::size_t>(steps), std::vector<Record>(static_cast<std::size_t>(ranks)));
   for (int r = 0; r < ranks; ++r) trace.algorithms.push_back(algorithms::make_algorithm(s.algorithm, network->topology(), r));

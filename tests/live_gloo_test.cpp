@@ -78,7 +78,36 @@ json decentralized_algorithm(const std::string& name) {
   return a;
 }
 
+// Apache SINGA's DistOpt variants (staged backward, stream all-reduces): logistic
+// regression's weight (16 elements) is above the threshold of 4 and reduced alone, the
+// bias is the leftover group, so K = 2 (partial alternates between them; sparse keeps a
+// residual per partition).
+json distopt_algorithm(const std::string& name) {
+  const std::map<std::string, json> algorithms = {
+      {"distopt_sync", {{"variant", "sync"}}},
+      {"distopt_half", {{"variant", "half"}, {"clipping", true}, {"clip_value", 0.5}}},
+      {"distopt_partial", {{"variant", "partial"}}},
+      {"distopt_sparse_top_k", {{"variant", "sparse"}, {"top_k", true}, {"spars", 0.3}}},
+      {"distopt_sparse_threshold", {{"variant", "sparse"}, {"spars", 0.02}}}};
+  auto it = algorithms.find(name);
+  if (it == algorithms.end()) return nullptr;
+  json a = it->second;
+  a["name"] = "distopt";
+  a["threshold"] = 4;
+  a["buffer_size"] = 8;
+  a["lr"] = 0.5;
+  a["momentum"] = 0.9;
+  a["weight_decay"] = 1e-4;
+  return a;
+}
+
 json scenario(const std::string& variant) {
+  if (json a = distopt_algorithm(variant); !a.is_null()) {
+    json doc = scenario("centralized");
+    doc["name"] = "live-" + variant;
+    doc["algorithm"] = a;
+    return doc;
+  }
   if (json a = decentralized_algorithm(variant); !a.is_null()) {
     json doc = scenario("decentralized");
     doc["name"] = "live-" + variant;
@@ -134,6 +163,11 @@ TEST_P(LiveVersusEmulated, SameParametersAndBytes) {
     ASSERT_EQ(res.exit_code, 0) << "rank " << r << ": " << res.output;
   }
 
+  // fp16 all-reduce (distopt_half): Gloo adds the ranks' fp16 values in its ring's chunk
+  // order, the emulated backend in rank order, each addition rounded to fp16 (relative
+  // 2^-11), so the reduced gradients differ by a few fp16 ulps and 20 momentum steps at
+  // lr 0.5 carry that to about 1e-4 in the parameters.
+  const double tol = variant == "distopt_half" ? 2e-3 : 1e-5;
   for (int r = 0; r < 4; ++r) {
     const auto name = "p.rank" + std::to_string(r) + ".json";
     auto live = testing::read_json(dir / "live" / name)["params"];
@@ -142,7 +176,7 @@ TEST_P(LiveVersusEmulated, SameParametersAndBytes) {
     for (auto& [key, values] : emu.items()) {
       ASSERT_EQ(live[key].size(), values.size()) << key;
       for (std::size_t i = 0; i < values.size(); ++i)
-        EXPECT_NEAR(live[key][i].get<double>(), values[i].get<double>(), 1e-5) << "rank " << r << " " << key << "[" << i << "]";
+        EXPECT_NEAR(live[key][i].get<double>(), values[i].get<double>(), tol) << "rank " << r << " " << key << "[" << i << "]";
     }
   }
   auto live_result = testing::read_json(dir / "live" / "s.live.result.json");
@@ -159,6 +193,9 @@ INSTANTIATE_TEST_SUITE_P(Gloo, LiveVersusEmulated, ::testing::Values("centralize
 INSTANTIATE_TEST_SUITE_P(CentralizedLocal, LiveVersusEmulated,
                          ::testing::Values("sparsified_top_k", "sparsified_qsgd", "sign_sgd", "ef_sign_sgd", "local_sgd",
                                            "local_sign_sgd", "local_ef_sign_sgd", "local_ef_sign_sgd_packed"));
+INSTANTIATE_TEST_SUITE_P(DistOpt, LiveVersusEmulated,
+                         ::testing::Values("distopt_sync", "distopt_half", "distopt_partial", "distopt_sparse_top_k",
+                                           "distopt_sparse_threshold"));
 INSTANTIATE_TEST_SUITE_P(Decentralized, LiveVersusEmulated,
                          ::testing::Values("choco_sgd_sign", "choco_sgd_top_k_blocking", "dcd_psgd_qsgd",
                                            "ecd_psgd_random_k", "deepsqueeze_top_k"));

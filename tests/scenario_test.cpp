@@ -38,7 +38,7 @@ TEST(Scenario, ValidScenarioParsesWithDefaults) {
   EXPECT_DOUBLE_EQ(s.network.nominal.latency_s, 1e-6);
   EXPECT_DOUBLE_EQ(s.network.nominal.bandwidth_bytes_per_s, 1e10);
   EXPECT_EQ(s.compute.kind, comm::ComputeTiming::Kind::CostModel);  // the deterministic default
-  EXPECT_EQ(s.workload.partition, "iid");
+  EXPECT_EQ(s.workload.logistic.partition, "iid");
   // The resolved form parses back to the same scenario.
   EXPECT_EQ(parse_scenario(s.to_json()).to_json(), s.to_json());
 }

@@ -87,9 +87,9 @@ TEST(Libsvm, MalformedLinesNameFileAndLine) {
 
 TEST(Libsvm, ScenarioFieldsAndErrors) {
   const auto s = runner::parse_scenario(tiny_scenario(kTiny, "full"));
-  EXPECT_EQ(s.workload.samples, 12);
-  EXPECT_EQ(s.workload.features, 3);
-  EXPECT_EQ(s.workload.batch_size, 0);
+  EXPECT_EQ(s.workload.logistic.samples, 12);
+  EXPECT_EQ(s.workload.logistic.features, 3);
+  EXPECT_EQ(s.workload.logistic.batch_size, 0);
   EXPECT_EQ(runner::parse_scenario(s.to_json()).to_json(), s.to_json());  // round trip
 
   auto expect_error = [](const json& doc, const std::string& message) {
@@ -121,8 +121,8 @@ TEST(Libsvm, RelativePathResolvesAgainstTheScenarioFile) {
   std::filesystem::copy_file(kTiny, dir / "data" / "tiny.libsvm");
   testing::write_file(dir / "s.json", tiny_scenario("data/tiny.libsvm", 4).dump());
   const auto s = runner::load_scenario(dir / "s.json");
-  EXPECT_EQ(std::filesystem::path(s.workload.libsvm_file), (dir / "data" / "tiny.libsvm").lexically_normal());
-  EXPECT_EQ(s.workload.samples, 12);
+  EXPECT_EQ(std::filesystem::path(s.workload.logistic.libsvm_file), (dir / "data" / "tiny.libsvm").lexically_normal());
+  EXPECT_EQ(s.workload.logistic.samples, 12);
 }
 
 TEST(Libsvm, RunOnTheFileLearns) {
