@@ -51,3 +51,28 @@ function(dtsim_use_torch target)
     target_compile_definitions(${target} PUBLIC DTSIM_TORCH_CUDA=1)
   endif()
 endfunction()
+
+# c10d's TCPStore (the live rendezvous of every backend): in every LibTorch built with
+# distributed support.
+set(DTSIM_HAVE_C10D OFF)
+find_path(DTSIM_C10D_INCLUDE_DIR torch/csrc/distributed/c10d/TCPStore.hpp HINTS ${TORCH_INCLUDE_DIRS})
+if(DTSIM_C10D_INCLUDE_DIR)
+  set(DTSIM_HAVE_C10D ON)
+endif()
+
+# NCCL (the live GPU backend, comm/nccl.cpp): nccl.h and libnccl from PyTorch's
+# nvidia-nccl package (preferred when present, so one NCCL is loaded) or the CUDA toolkit
+# (/usr/local/cuda), plus the CUDA runtime and c10d's TCPStore for the rendezvous.
+# Compiled in when all are found (DTSIM_HAVE_NCCL); it moves CUDA tensors only when the
+# LibTorch is a CUDA build (DTSIM_TORCH_CUDA) and otherwise refuses to start.
+set(DTSIM_HAVE_NCCL OFF)
+if(DTSIM_CUDA)
+  find_package(CUDAToolkit QUIET)
+  set(_nccl_hints "${TORCH_INSTALL_PREFIX}/../nvidia/nccl" $ENV{NCCL_HOME} ${CUDAToolkit_LIBRARY_ROOT} /usr/local/cuda)
+  find_path(DTSIM_NCCL_INCLUDE_DIR nccl.h HINTS ${_nccl_hints} PATH_SUFFIXES include)
+  find_library(DTSIM_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${_nccl_hints} PATH_SUFFIXES lib lib64)
+  if(CUDAToolkit_FOUND AND DTSIM_NCCL_INCLUDE_DIR AND DTSIM_NCCL_LIBRARY AND DTSIM_HAVE_C10D)
+    set(DTSIM_HAVE_NCCL ON)
+  endif()
+endif()
+message(STATUS "dtsim: c10d TCPStore: ${DTSIM_HAVE_C10D}, NCCL backend: ${DTSIM_HAVE_NCCL} (${DTSIM_NCCL_LIBRARY})")

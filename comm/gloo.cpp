@@ -4,15 +4,13 @@
 
 #include <fmt/format.h>
 
+#include "comm/live_job.hpp"
 #include "comm/wire_bytes.hpp"
 
 #if DTSIM_HAVE_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <c10/util/Logging.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <map>
 
 namespace dtsim::comm {
@@ -20,20 +18,23 @@ namespace dtsim::comm {
 namespace {
 
 // A live operation: c10d works to wait for, then a local step (e.g. divide for an average).
+// A failure names the rank that is gone when there is one (LiveJob::explain_failure),
+// otherwise says what Gloo said.
 class GlooOp final : public OpState {
  public:
-  GlooOp(std::string what, std::vector<c10::intrusive_ptr<c10d::Work>> works, std::chrono::milliseconds timeout,
+  GlooOp(std::shared_ptr<LiveJob> job, std::string what, std::vector<c10::intrusive_ptr<c10d::Work>> works,
          std::function<void()> then = {})
-      : what_(std::move(what)), works_(std::move(works)), timeout_(timeout), then_(std::move(then)) {}
+      : job_(std::move(job)), what_(std::move(what)), works_(std::move(works)), then_(std::move(then)) {}
   bool ready() override {
     try {
-      for (auto& w : works_) w->wait(timeout_);
+      for (auto& w : works_) w->wait(job_->env().timeout);
     } catch (const c10::Error& e) {
-      throw std::runtime_error(fmt::format("{} failed: {}", what_, e.what_without_backtrace()));
+      fail(e.what_without_backtrace());
     } catch (const std::exception& e) {
-      throw std::runtime_error(fmt::format("{} failed: {}", what_, e.what()));
+      fail(e.what());
     }
     if (then_) then_();
+    job_->op_completed();
     return true;
   }
   void resume_when_done(std::coroutine_handle<>) override {
@@ -41,9 +42,15 @@ class GlooOp final : public OpState {
   }
 
  private:
+  [[noreturn]] void fail(std::string why) {
+    if (auto nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
+    const std::string gone = job_->explain_failure();
+    throw std::runtime_error(fmt::format("{} failed: {}", what_, gone.empty() ? why : gone));
+  }
+
+  std::shared_ptr<LiveJob> job_;
   std::string what_;  // e.g. "rank 2: all_reduce #7"
   std::vector<c10::intrusive_ptr<c10d::Work>> works_;
-  std::chrono::milliseconds timeout_;
   std::function<void()> then_;
 };
 
@@ -51,18 +58,21 @@ class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(const LiveEnv& env, net::NetworkConfig accounting)
       : env_(env), accounting_(std::move(accounting)), start_(std::chrono::steady_clock::now()) {
-    c10d::TCPStoreOptions opts;
-    opts.port = env.master_port;
-    opts.isServer = env.rank == 0;
-    opts.numWorkers = static_cast<std::size_t>(env.world_size);
-    opts.waitWorkers = true;
-    opts.timeout = env.timeout;
-    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+    job_ = LiveJob::join(env);
     auto options = c10d::ProcessGroupGloo::Options::create(env.timeout);
     const bool loopback = env.master_addr == "127.0.0.1" || env.master_addr == "localhost";
     options->devices.push_back(loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                         : c10d::ProcessGroupGloo::createDefaultDevice());
-    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env.rank, env.world_size, options);
+    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(job_->store(), env.rank, env.world_size, options);
+  }
+
+  ~GlooCommunicator() override {
+    // After a failure, Gloo's threads may still wait on a peer that is gone: leave the
+    // group to the process's exit (which closes its sockets) instead of joining them.
+    if (job_->failed()) {
+      job_->end_failed();
+      (void)group_.release();
+    }
   }
 
   std::string backend() const override { return "gloo"; }
@@ -73,7 +83,9 @@ class GlooCommunicator final : public Communicator {
   }
 
   Op compute(const sim::ComputeCost&, const std::function<void()>& work) override {
+    const auto begin = std::chrono::steady_clock::now();
     work();
+    compute_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     return Op();
   }
 
@@ -86,7 +98,7 @@ class GlooCommunicator final : public Communicator {
     auto work = group_->allreduce(tensors);
     std::function<void()> then;
     if (op == ReduceOp::Average) then = [t = tensor, n = size()]() mutable { t.div_(n); };
-    return Op(std::make_shared<GlooOp>(label("all_reduce"), std::vector{work}, env_.timeout, std::move(then)));
+    return Op(std::make_shared<GlooOp>(job_, label("all_reduce"), std::vector{work}, std::move(then)));
   }
 
   Op all_gather(const at::Tensor& input, std::vector<at::Tensor>& outputs) override {
@@ -97,7 +109,7 @@ class GlooCommunicator final : public Communicator {
     std::vector<at::Tensor> my_size{at::full({1}, input.numel(), at::kLong)};
     std::vector<std::vector<at::Tensor>> sizes(1);
     for (int r = 0; r < n; ++r) sizes[0].push_back(at::empty({1}, at::kLong));
-    GlooOp(label("all_gather sizes"), {group_->allgather(sizes, my_size)}, env_.timeout).ready();
+    GlooOp(job_, label("all_gather sizes"), {group_->allgather(sizes, my_size)}).ready();
     std::vector<std::int64_t> numel(n);
     std::int64_t largest = 0;
     for (int r = 0; r < n; ++r) {
@@ -106,6 +118,10 @@ class GlooCommunicator final : public Communicator {
     }
     traffic_.wire_bytes += bytes_sent(
         {.kind = net::CollectiveKind::AllGather, .element_size = input.element_size(), .block_elements = numel});
+    if (largest == 0) {  // every block empty: nothing to move (and Gloo's allgather divides by the size)
+      outputs.assign(static_cast<std::size_t>(n), at::empty({0}, input.options()));
+      return Op();
+    }
     std::vector<at::Tensor> padded{at::zeros({largest}, input.options())};
     padded[0].narrow(0, 0, input.numel()).copy_(input);
     auto gathered = std::make_shared<std::vector<std::vector<at::Tensor>>>(1);
@@ -115,7 +131,7 @@ class GlooCommunicator final : public Communicator {
       outputs.resize(numel.size());
       for (std::size_t r = 0; r < numel.size(); ++r) outputs[r] = (*gathered)[0][r].narrow(0, 0, numel[r]).clone();
     };
-    return Op(std::make_shared<GlooOp>(label("all_gather"), std::vector{work}, env_.timeout, std::move(then)));
+    return Op(std::make_shared<GlooOp>(job_, label("all_gather"), std::vector{work}, std::move(then)));
   }
 
   Op exchange(const at::Tensor& send, std::span<const int> peers, std::vector<at::Tensor>& received) override {
@@ -133,7 +149,7 @@ class GlooCommunicator final : public Communicator {
       works.push_back(group_->recv(recv_list, peers[k], tag));
       traffic_.wire_bytes += static_cast<std::uint64_t>(send.numel() * send.element_size());
     }
-    return Op(std::make_shared<GlooOp>(label("exchange"), std::move(works), env_.timeout, [send_list]() {}));
+    return Op(std::make_shared<GlooOp>(job_, label("exchange"), std::move(works), [send_list]() {}));
   }
 
   // Odd tags: plain messages, counted per peer on both sides so that they match in order.
@@ -143,7 +159,7 @@ class GlooCommunicator final : public Communicator {
     const int tag = 2 * static_cast<int>(sent_to_[peer]++ % (1 << 29)) + 1;
     auto list = std::make_shared<std::vector<at::Tensor>>(1, tensor.contiguous().clone());
     auto work = group_->send(*list, peer, tag);
-    return Op(std::make_shared<GlooOp>(label("send"), std::vector{work}, env_.timeout, [list]() {}));
+    return Op(std::make_shared<GlooOp>(job_, label("send"), std::vector{work}, [list]() {}));
   }
 
   Op recv(at::Tensor& tensor, int peer) override {
@@ -151,7 +167,7 @@ class GlooCommunicator final : public Communicator {
     const int tag = 2 * static_cast<int>(received_from_[peer]++ % (1 << 29)) + 1;
     std::vector<at::Tensor> list{tensor};
     auto work = group_->recv(list, peer, tag);
-    return Op(std::make_shared<GlooOp>(label("recv"), std::vector{work}, env_.timeout));
+    return Op(std::make_shared<GlooOp>(job_, label("recv"), std::vector{work}));
   }
 
   Op broadcast(at::Tensor& tensor, int root) override {
@@ -164,7 +180,7 @@ class GlooCommunicator final : public Communicator {
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
     auto work = group_->broadcast(tensors, opts);
-    return Op(std::make_shared<GlooOp>(label("broadcast"), std::vector{work}, env_.timeout));
+    return Op(std::make_shared<GlooOp>(job_, label("broadcast"), std::vector{work}));
   }
 
  private:
@@ -176,7 +192,7 @@ class GlooCommunicator final : public Communicator {
   LiveEnv env_;
   net::NetworkConfig accounting_;
   std::chrono::steady_clock::time_point start_;
-  c10::intrusive_ptr<c10d::Store> store_;
+  std::shared_ptr<LiveJob> job_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   std::uint64_t exchange_seq_ = 0;
   std::map<int, std::uint64_t> sent_to_, received_from_;
@@ -184,19 +200,7 @@ class GlooCommunicator final : public Communicator {
 
 }  // namespace
 
-// c10d logs connection failures itself before throwing; dtsim reports them in one line
-// of its own, so quiet the library's log unless the user asked for its level.
-void quiet_library_logging() {
-  if (std::getenv("GLOG_minloglevel")) return;
-#if defined(C10_USE_GLOG)
-  FLAGS_minloglevel = 3;  // glog: FATAL only
-#else
-  FLAGS_caffe2_log_level = 3;
-#endif
-}
-
 std::unique_ptr<Communicator> make_gloo_communicator(const LiveEnv& env, net::NetworkConfig accounting) {
-  quiet_library_logging();
   auto failed = [&](const std::string& why) {
     return std::runtime_error(fmt::format("gloo rendezvous at {}:{} as rank {} of {} failed: {}", env.master_addr,
                                           env.master_port, env.rank, env.world_size, why));

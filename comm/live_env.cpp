@@ -2,9 +2,9 @@
 
 #include <charconv>
 #include <cstdlib>
-#include <initializer_list>
 #include <optional>
 #include <stdexcept>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -12,10 +12,24 @@ namespace dtsim::comm {
 
 namespace {
 
-std::optional<std::pair<const char*, std::string>> first_set(std::initializer_list<const char*> names) {
-  for (const char* n : names)
-    if (const char* v = std::getenv(n); v && *v) return std::make_pair(n, std::string(v));
-  return std::nullopt;
+struct Launcher {
+  const char* name;
+  const char* rank;
+  const char* size;
+  const char* local_rank;
+  // Set when the job may span several machines: (variable, value meaning one machine).
+  const char* machines = nullptr;
+};
+
+const std::vector<Launcher>& launchers() {
+  static const std::vector<Launcher> all = {
+      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+      {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+       "OMPI_COMM_WORLD_LOCAL_SIZE"},
+      {"PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
+      {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NNODES"},
+  };
+  return all;
 }
 
 long parse_int(const char* name, const std::string& text, long lo, long hi) {
@@ -30,22 +44,62 @@ long parse_int(const char* name, const std::string& text, long lo, long hi) {
 }  // namespace
 
 LiveEnv LiveEnv::from_environment() {
+  return from_variables([](const char* name) { return std::getenv(name); });
+}
+
+LiveEnv LiveEnv::from_variables(const std::function<const char*(const char*)>& get) {
+  auto value = [&](const char* name) -> std::optional<std::string> {
+    const char* v = name ? get(name) : nullptr;
+    return v && *v ? std::optional<std::string>(v) : std::nullopt;
+  };
   LiveEnv env;
-  auto rank = first_set({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});
-  auto world = first_set({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
-  if (!rank) throw std::invalid_argument("live run: RANK is not set (nor OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)");
-  if (!world)
-    throw std::invalid_argument(
-        "live run: WORLD_SIZE is not set (nor OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS)");
-  env.world_size = static_cast<int>(parse_int(world->first, world->second, 1, 1 << 20));
-  env.rank = static_cast<int>(parse_int(rank->first, rank->second, 0, env.world_size - 1));
-  if (auto local = first_set({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}))
-    env.local_rank = static_cast<int>(parse_int(local->first, local->second, 0, 1 << 20));
-  if (auto addr = first_set({"MASTER_ADDR"})) env.master_addr = addr->second;
-  if (auto port = first_set({"MASTER_PORT"}))
-    env.master_port = static_cast<std::uint16_t>(parse_int(port->first, port->second, 1, 65535));
-  if (auto t = first_set({"DTSIM_TIMEOUT_S"}))
-    env.timeout = std::chrono::milliseconds(1000 * parse_int(t->first, t->second, 1, 86400));
+  const Launcher* chosen = nullptr;
+  for (const auto& l : launchers())
+    if (value(l.rank)) {
+      chosen = &l;
+      break;
+    }
+  if (!chosen) {
+    for (const auto& l : launchers())
+      if (value(l.size)) throw std::invalid_argument(fmt::format("live run: {} is not set, but {} is", l.rank, l.size));
+    throw std::invalid_argument("live run: RANK is not set (nor OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)");
+  }
+  const auto size = value(chosen->size);
+  if (!size)
+    throw std::invalid_argument(fmt::format("live run: {} is not set, but {} is", chosen->size, chosen->rank));
+  env.launcher = chosen->name;
+  env.world_size = static_cast<int>(parse_int(chosen->size, *size, 1, 1 << 20));
+  env.rank = static_cast<int>(parse_int(chosen->rank, *value(chosen->rank), 0, env.world_size - 1));
+  if (auto local = value(chosen->local_rank))
+    env.local_rank = static_cast<int>(parse_int(chosen->local_rank, *local, 0, env.world_size - 1));
+
+  // Another launcher describing a job of the same size describes this job: it must agree.
+  for (const auto& l : launchers()) {
+    if (&l == chosen) continue;
+    auto other_rank = value(l.rank), other_size = value(l.size);
+    if (!other_rank || !other_size || *other_size != *size) continue;
+    if (*other_rank != *value(chosen->rank))
+      throw std::invalid_argument(fmt::format(
+          "live run: conflicting ranks for a job of {}: {}={} but {}={}; unset the variables of the launcher not in use",
+          *size, chosen->rank, *value(chosen->rank), l.rank, *other_rank));
+  }
+
+  if (auto addr = value("MASTER_ADDR")) {
+    env.master_addr = *addr;
+  } else if (chosen->machines) {
+    const auto machines = value(chosen->machines);
+    const bool one_machine = chosen->machines == std::string("SLURM_NNODES") ? (!machines || *machines == "1")
+                                                                             : (!machines || *machines == *size);
+    if (!one_machine)
+      throw std::invalid_argument(fmt::format(
+          "live run: MASTER_ADDR is not set, and this {} job spans several machines ({}={}): set it to rank 0's host",
+          chosen->name, chosen->machines, *machines));
+  }
+  if (auto port = value("MASTER_PORT"))
+    env.master_port = static_cast<std::uint16_t>(parse_int("MASTER_PORT", *port, 1, 65535));
+  env.launcher_serves_store = env.launcher == "torchrun" && value("TORCHELASTIC_USE_AGENT_STORE") == "True";
+  if (auto t = value("DTSIM_TIMEOUT_S"))
+    env.timeout = std::chrono::milliseconds(1000 * parse_int("DTSIM_TIMEOUT_S", *t, 1, 86400));
   return env;
 }
 

@@ -1,0 +1,134 @@
+// comm::LiveEnv: a live rank's place in the job under torchrun, Open MPI, PMI (MPICH,
+// Intel MPI) and Slurm, and the one-line errors for missing, malformed and conflicting
+// variables. The variables come from a map, not the process environment.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "comm/live_env.hpp"
+
+namespace dtsim::comm {
+namespace {
+
+using Vars = std::map<std::string, std::string>;
+
+LiveEnv parse(const Vars& vars) {
+  return LiveEnv::from_variables([&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+
+std::string error_of(const Vars& vars) {
+  try {
+    parse(vars);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(LiveEnv, Torchrun) {
+  auto env = parse({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "10.0.0.7"},
+                    {"MASTER_PORT", "29600"}, {"DTSIM_TIMEOUT_S", "7"}});
+  EXPECT_EQ(env.launcher, "torchrun");
+  EXPECT_EQ(env.rank, 5);
+  EXPECT_EQ(env.world_size, 8);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.master_addr, "10.0.0.7");
+  EXPECT_EQ(env.master_port, 29600);
+  EXPECT_EQ(env.timeout, std::chrono::seconds(7));
+  EXPECT_FALSE(env.launcher_serves_store);
+  // torchrun's agent serving the store: rank 0 does not serve another.
+  env = parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  EXPECT_TRUE(env.launcher_serves_store);
+}
+
+TEST(LiveEnv, DefaultsOnOneMachine) {
+  auto env = parse({{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  EXPECT_EQ(env.local_rank, 0);
+  EXPECT_EQ(env.master_addr, "127.0.0.1");
+  EXPECT_EQ(env.master_port, 29500);
+  EXPECT_EQ(env.timeout, std::chrono::seconds(60));
+}
+
+TEST(LiveEnv, OpenMpi) {
+  auto env = parse({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "3"},
+                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+  EXPECT_EQ(env.launcher, "Open MPI");
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.world_size, 4);
+  EXPECT_EQ(env.local_rank, 3);
+  EXPECT_EQ(env.master_addr, "127.0.0.1");  // one machine: 4 local of 4
+}
+
+TEST(LiveEnv, Pmi) {
+  auto env = parse({{"PMI_RANK", "2"}, {"PMI_SIZE", "3"}, {"MPI_LOCALRANKID", "2"}});
+  EXPECT_EQ(env.launcher, "PMI");
+  EXPECT_EQ(env.rank, 2);
+  EXPECT_EQ(env.world_size, 3);
+  EXPECT_EQ(env.local_rank, 2);
+}
+
+TEST(LiveEnv, Slurm) {
+  auto env = parse({{"SLURM_PROCID", "6"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "2"}, {"SLURM_NNODES", "2"},
+                    {"MASTER_ADDR", "node01"}});
+  EXPECT_EQ(env.launcher, "Slurm");
+  EXPECT_EQ(env.rank, 6);
+  EXPECT_EQ(env.world_size, 8);
+  EXPECT_EQ(env.local_rank, 2);
+  EXPECT_EQ(env.master_addr, "node01");
+}
+
+// `srun torchrun ...`: Slurm's variables describe the torchrun agents (one per node),
+// torchrun's the workers; the innermost launcher, torchrun, wins.
+TEST(LiveEnv, NestedLaunchersTakeTheInnermost) {
+  auto env = parse({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}, {"SLURM_NNODES", "2"},
+                    {"RANK", "6"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "2"}, {"MASTER_ADDR", "node01"}});
+  EXPECT_EQ(env.launcher, "torchrun");
+  EXPECT_EQ(env.rank, 6);
+  EXPECT_EQ(env.world_size, 8);
+  EXPECT_EQ(env.local_rank, 2);
+  // srun --mpi=pmix: Open MPI and Slurm describe the same job and agree.
+  env = parse({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"SLURM_PROCID", "1"},
+               {"SLURM_NTASKS", "2"}});
+  EXPECT_EQ(env.launcher, "Open MPI");
+  EXPECT_EQ(env.rank, 1);
+}
+
+TEST(LiveEnv, MissingVariables) {
+  EXPECT_EQ(error_of({}), "live run: RANK is not set (nor OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)");
+  EXPECT_EQ(error_of({{"WORLD_SIZE", "4"}}), "live run: RANK is not set, but WORLD_SIZE is");
+  EXPECT_EQ(error_of({{"RANK", "1"}}), "live run: WORLD_SIZE is not set, but RANK is");
+  // A rank from one launcher and a size from another are not mixed.
+  EXPECT_EQ(error_of({{"RANK", "1"}, {"SLURM_NTASKS", "4"}}), "live run: WORLD_SIZE is not set, but RANK is");
+  EXPECT_EQ(error_of({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}, {"SLURM_NNODES", "2"}}),
+            "live run: MASTER_ADDR is not set, and this Slurm job spans several machines (SLURM_NNODES=2): set it "
+            "to rank 0's host");
+  EXPECT_EQ(error_of({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}),
+            "live run: MASTER_ADDR is not set, and this Open MPI job spans several machines "
+            "(OMPI_COMM_WORLD_LOCAL_SIZE=2): set it to rank 0's host");
+}
+
+TEST(LiveEnv, MalformedAndConflictingVariables) {
+  EXPECT_EQ(error_of({{"RANK", "4"}, {"WORLD_SIZE", "4"}}),
+            "environment variable RANK=\"4\": expected an integer in [0, 3]");
+  EXPECT_EQ(error_of({{"RANK", "x"}, {"WORLD_SIZE", "4"}}),
+            "environment variable RANK=\"x\": expected an integer in [0, 3]");
+  EXPECT_EQ(error_of({{"RANK", "0"}, {"WORLD_SIZE", "0"}}),
+            "environment variable WORLD_SIZE=\"0\": expected an integer in [1, 1048576]");
+  EXPECT_EQ(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}),
+            "environment variable MASTER_PORT=\"70000\": expected an integer in [1, 65535]");
+  EXPECT_EQ(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"DTSIM_TIMEOUT_S", "0"}}),
+            "environment variable DTSIM_TIMEOUT_S=\"0\": expected an integer in [1, 86400]");
+  EXPECT_EQ(error_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "5"}}),
+            "environment variable SLURM_LOCALID=\"5\": expected an integer in [0, 1]");
+  // Two launchers describing a job of the same size must agree on the rank.
+  EXPECT_EQ(error_of({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}}),
+            "live run: conflicting ranks for a job of 4: RANK=1 but SLURM_PROCID=2; unset the variables of the "
+            "launcher not in use");
+}
+
+}  // namespace
+}  // namespace dtsim::comm
