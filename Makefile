@@ -26,6 +26,9 @@ build-debug: deps
 
 test-release: build
 	ctest --preset release -j $(JOBS)
+	# The kernels pick AVX2/AVX-512 paths at run time; check the portable ones give the same bits.
+	DTSIM_KERNELS_ISA=baseline ctest --preset release -j $(JOBS) -L kernels
+	DTSIM_KERNELS_ISA=avx2 ctest --preset release -j $(JOBS) -L kernels
 
 # Engine, trace, network, comm and kernel tests under AddressSanitizer + UBSan (the
 # algorithms are covered by the release suite; the debug preset skips CUDA, which the
@@ -38,3 +41,28 @@ bench: build
 
 clean:
 	rm -rf build
+
+# CI performance gate (bench/README.md): a few benchmarks, each as a ratio to a reference
+# measured in the same run, and the simulated figures of reference scenarios, against
+# bench/baselines/. `make baselines` refreshes both (commit the result deliberately).
+REGRESS_BENCH := ^BM_(Engine|BaselineHeap)/1024$$|^BM_EmulatedAllReduce/8/4096$$
+REGRESS_KERNELS := ^BM_(TopK|Sign|Qsgd|Fp16|Average4)/262144/1/
+REGRESS_OUT := build/release/regress
+.PHONY: regress baselines regress-run
+
+regress-run: build
+	mkdir -p $(REGRESS_OUT)
+	./build/release/bench/dtsim_bench --benchmark_filter='$(REGRESS_BENCH)' --benchmark_repetitions=3 \
+	  --benchmark_out=$(REGRESS_OUT)/bench.json --benchmark_out_format=json
+	./build/release/bench/dtsim_kernels_bench --benchmark_filter='$(REGRESS_KERNELS)' --benchmark_repetitions=3 \
+	  --benchmark_out=$(REGRESS_OUT)/kernels.json --benchmark_out_format=json
+
+regress: regress-run
+	./build/release/bench/dtsim_regress benchmarks --baseline bench/baselines/benchmarks.json \
+	  $(REGRESS_OUT)/bench.json $(REGRESS_OUT)/kernels.json
+	./build/release/bench/dtsim_regress simulated --baseline bench/baselines/simulated.json
+
+baselines: regress-run
+	./build/release/bench/dtsim_regress benchmarks --update --baseline bench/baselines/benchmarks.json \
+	  $(REGRESS_OUT)/bench.json $(REGRESS_OUT)/kernels.json
+	./build/release/bench/dtsim_regress simulated --update --baseline bench/baselines/simulated.json

@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "cli/calibrate_command.hpp"
+#include "cli/sweep_command.hpp"
 #include "runner/collective_table.hpp"
 #include "runner/report.hpp"
 #include "runner/run.hpp"
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
                "training"};
   app.require_subcommand(1);
   Args args;
+  runner::RunOptions options;
   auto* run = app.add_subcommand("run", "Run a scenario emulated: all ranks in this process, time from the network "
                                         "model; prints the latency/bits table and writes <scenario>.result.json");
   add_common(run, args);
@@ -72,6 +75,9 @@ int main(int argc, char** argv) {
               "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (or OMPI_COMM_WORLD_* / SLURM_*); DTSIM_TIMEOUT_S bounds "
               "the wait for a peer (default 60). Rank 0 prints the table and writes <scenario>.live.result.json");
   add_common(live, args);
+  live->add_option("--backend", options.live_backend, "gloo (CPU tensors) or nccl (CUDA tensors; a CUDA build)")
+      ->check(CLI::IsMember({"gloo", "nccl"}))
+      ->capture_default_str();
 
   struct CollectiveArgs {
     std::string op = "allreduce", algo = "auto", topology = "ring", model = "flow", min = "8", max = "128M", json;
@@ -99,13 +105,16 @@ int main(int argc, char** argv) {
   collective->add_option("-r,--root", coll.root, "Broadcast root")->capture_default_str();
   collective->add_option("--json", coll.json, "Also write the table as JSON to this file");
 
+  dtsim::cli::SweepCommands sweep_commands(app);  // sweep, merge, report
+  dtsim::cli::CalibrateCommands calibrate_commands(app);  // calibrate, compare
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
 
-  runner::RunOptions options;
+  if (auto rc = sweep_commands.run()) return *rc;
+  if (auto rc = calibrate_commands.run()) return *rc;
   if (!args.dump_params.empty()) options.dump_params_prefix = args.dump_params;
   if (!args.trace.empty()) options.trace_file = args.trace;
   if (collective->parsed()) {
@@ -153,7 +162,14 @@ int main(int argc, char** argv) {
     const auto scenario = runner::load_scenario(args.scenario);
     if (run->parsed()) return finish(runner::run_emulated(scenario, options), args, ".result.json", true);
     const auto env = comm::LiveEnv::from_environment();
-    const auto result = runner::run_live(scenario, env, options);
+    const auto result = [&] {
+      try {
+        return runner::run_live(scenario, env, options);
+      } catch (const runner::LiveRunFailed& e) {  // keep what was measured: <scenario>.live.rank<r>.partial.json
+        std::ofstream(result_path(args, fmt::format(".live.rank{}.partial.json", env.rank))) << e.partial().dump(1) << '\n';
+        throw;
+      }
+    }();
     if (env.rank == 0) return finish(result, args, ".live.result.json", true);
     return 0;
   } catch (const runner::ScenarioError& e) {

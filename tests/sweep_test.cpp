@@ -1,0 +1,617 @@
+// Sweeps (expansion, validation, resumable parallel runs, shards and merge), tables,
+// SVG reports, the scenario JSON Schema and the CI regression checks.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <cmath>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "runner/run.hpp"
+#include "runner/scenario.hpp"
+#include "sweep/execute.hpp"
+#include "sweep/regress.hpp"
+#include "sweep/report.hpp"
+#include "sweep/schema.hpp"
+#include "sweep/svg.hpp"
+#include "sweep/sweep.hpp"
+#include "sweep/table.hpp"
+#include "test_util.hpp"
+
+extern char** environ;
+
+namespace dtsim::sweep {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// A scenario that runs in milliseconds: 4 ranks, 24 steps of logistic regression.
+json tiny_base(int steps = 24) {
+  return {{"name", "tiny"},
+          {"ranks", 4},
+          {"steps", steps},
+          {"seed", 7},
+          {"workload", {{"kind", "logistic_regression"}, {"samples", 256}, {"features", 8}, {"batch_size", 16}}},
+          {"algorithm", {{"name", "parallel_sgd"}, {"variant", "decentralized"}, {"lr", 0.2}}},
+          {"topology", {{"kind", "ring"}}},
+          {"network", {{"model", "alpha_beta"}, {"latency_us", 2}, {"bandwidth_GBps", 1}}}};
+}
+
+// lr x topology: 3 x 2 = 6 points.
+json six_point_sweep(int steps = 24) {
+  return {{"name", "six"},
+          {"base", tiny_base(steps)},
+          {"target_loss", 0.6},
+          {"axes",
+           {{{"path", "/algorithm/lr"}, {"values", {0.05, 0.2, 0.5}}},
+            {{"path", "/topology"},
+             {"values", {{{"kind", "ring"}}, {{"kind", "complete"}}}},
+             {"labels", {"ring", "complete"}}}}}};
+}
+
+std::string sweep_error(const json& doc) {
+  try {
+    parse_sweep(doc, ".");
+  } catch (const SweepError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string dtsim() { return std::string(DTSIM_BINARY); }
+
+std::set<std::string> point_files(const fs::path& dir) {
+  std::set<std::string> names;
+  if (!fs::exists(dir / "points")) return names;
+  for (const auto& e : fs::directory_iterator(dir / "points"))
+    if (e.path().extension() == ".json") names.insert(e.path().filename().string());
+  return names;
+}
+
+// ---------------------------------------------------------------------------------------
+// Expansion
+
+// Product mode is the cartesian product with the first axis outermost; each point's
+// scenario is the base with the axis values put at their paths.
+TEST(SweepExpansion, ProductIsCartesianFirstAxisOutermost) {
+  const auto s = parse_sweep(six_point_sweep(), ".");
+  ASSERT_EQ(s.points.size(), 6U);
+  const std::vector<std::pair<double, std::string>> expected{{0.05, "ring"}, {0.05, "complete"}, {0.2, "ring"},
+                                                             {0.2, "complete"}, {0.5, "ring"},  {0.5, "complete"}};
+  std::set<std::string> ids;
+  for (std::size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(s.points[i].index, i);
+    EXPECT_EQ(s.points[i].scenario.algorithm.optimizer.lr, expected[i].first);
+    EXPECT_EQ(s.points[i].scenario.topology.kind, expected[i].second);
+    ids.insert(s.points[i].id);
+  }
+  EXPECT_EQ(ids.size(), 6U);
+  EXPECT_EQ(s.points[1].label, "lr=0.05, topology=complete");
+  // Ids are stable: the same sweep gives the same ids.
+  EXPECT_EQ(parse_sweep(six_point_sweep(), ".").points[3].id, s.points[3].id);
+  EXPECT_EQ(s.target_loss, 0.6);
+}
+
+// Zip mode takes the i-th value of every axis together.
+TEST(SweepExpansion, ZipPairsValues) {
+  json doc = {{"base", tiny_base()},
+              {"mode", "zip"},
+              {"axes",
+               {{{"path", "/ranks"}, {"values", {2, 4, 8}}},
+                {{"path", "/network/bandwidth_GBps"}, {"values", {1, 2.5, 10}}, {"name", "GBps"}}}}};
+  const auto s = parse_sweep(doc, ".");
+  ASSERT_EQ(s.points.size(), 3U);
+  EXPECT_EQ(s.points[2].scenario.ranks, 8);
+  EXPECT_EQ(s.points[2].scenario.network.nominal.bandwidth_bytes_per_s, 10e9);
+  EXPECT_EQ(s.points[1].label, "ranks=4, GBps=2.5");
+  // A field the base leaves to its default is a valid path too.
+  doc["axes"] = {{{"path", "/network/overhead_us"}, {"values", {0, 1}}}};
+  EXPECT_EQ(parse_sweep(doc, ".").points[1].scenario.network.perturbations.overhead_s, 1e-6);
+}
+
+TEST(SweepExpansion, ValuesPrintInShortestForm) {
+  EXPECT_EQ(format_value(json(5e9)), "5e9");
+  EXPECT_EQ(format_value(json(0.001)), "0.001");
+  EXPECT_EQ(format_value(json(1e-5)), "1e-5");
+  EXPECT_EQ(format_value(json(0.1)), "0.1");
+  EXPECT_EQ(format_value(json(12)), "12");
+  EXPECT_EQ(format_value(json("ring")), "ring");
+}
+
+// Every malformed sweep fails up front with one line naming the axis.
+TEST(SweepExpansion, MalformedSweepsNameTheAxis) {
+  auto with_axes = [](json axes, const char* mode = "product") {
+    return json{{"base", tiny_base()}, {"mode", mode}, {"axes", axes}};
+  };
+  const std::vector<std::pair<json, std::string>> cases{
+      {with_axes({{{"path", "/algorithm/nonsense"}, {"values", {1}}}}), "axis /algorithm/nonsense: unknown path"},
+      {with_axes({{{"path", "/workload/colour/x"}, {"values", {1}}}}), "axis /workload/colour/x: unknown path"},
+      {with_axes({{{"path", "/topology/kind/x"}, {"values", {1}}}}), "axis /topology/kind/x: unknown path"},
+      {with_axes({{{"path", "/algorithm/lr"}, {"values", json::array()}}}), "axis /algorithm/lr: empty axis"},
+      {with_axes({{{"path", "/algorithm/lr"}, {"values", {0.1, 0.2}}}, {{"path", "/ranks"}, {"values", {2, 4, 8}}}},
+                 "zip"),
+       "axis /ranks: zip mode needs every axis to have the same number of values; it has 3, axis /algorithm/lr has 2"},
+      {with_axes({{{"path", "/algorithm/lr"}, {"values", {0.1, -1}}}}),
+       "axis /algorithm/lr value -1: /algorithm/lr: expected a number in [0, inf], got -1"},
+      {with_axes({{{"path", "/network/bandwidth_GBps"}, {"values", {5e9, 0}}}}),
+       "axis /network/bandwidth_GBps value 0: /network/bandwidth_GBps: expected a number in (0, inf], got 0"},
+      {with_axes({{{"path", "algorithm/lr"}, {"values", {1}}}}), "axis algorithm/lr: \"algorithm/lr\" is not a JSON Pointer"},
+  };
+  for (const auto& [doc, expected] : cases) {
+    const std::string error = sweep_error(doc);
+    EXPECT_EQ(error.rfind(expected, 0), 0U) << "got: " << error << "\nexpected to start with: " << expected;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  }
+  // A value that breaks a rule involving another field names the axis and value.
+  const std::string hyper = sweep_error(with_axes(
+      {{{"path", "/ranks"}, {"values", {4, 6}}}, {{"path", "/topology/kind"}, {"values", {"ring", "hypercube"}}}}));
+  EXPECT_EQ(hyper, "axis /topology/kind value hypercube: /topology/kind: hypercube needs a power-of-two rank count, got 6");
+}
+
+// Every example sweep under scenarios/sweeps expands, every point parses.
+TEST(SweepExpansion, ExampleSweepsExpand) {
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(DTSIM_SOURCE_DIR) / "scenarios" / "sweeps")) {
+    if (e.path().extension() != ".json") continue;
+    ++files;
+    Sweep s;
+    ASSERT_NO_THROW(s = load_sweep(e.path())) << e.path();
+    EXPECT_GE(s.points.size(), 2U) << e.path();
+  }
+  EXPECT_GE(files, 4);
+}
+
+// ---------------------------------------------------------------------------------------
+// Running through the dtsim binary
+
+struct SweepDirs {
+  fs::path root, sweep_file, full;
+};
+
+// The uninterrupted reference run, shared by the tests below.
+const SweepDirs& reference_run() {
+  static const SweepDirs dirs = [] {
+    SweepDirs d;
+    d.root = testing::fresh_dir("sweep");
+    d.sweep_file = d.root / "six.json";
+    testing::write_file(d.sweep_file, six_point_sweep().dump(2));
+    d.full = d.root / "full";
+    const auto r = testing::run_command(dtsim() + " sweep " + d.sweep_file.string() + " --jobs 2 --out " + d.full.string());
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("ran 6, skipped 0"), std::string::npos) << r.output;
+    return d;
+  }();
+  return dirs;
+}
+
+TEST(SweepRun, WritesPointsAndTables) {
+  const auto& d = reference_run();
+  EXPECT_EQ(point_files(d.full).size(), 6U);
+  const json table = testing::read_json(d.full / "table.json");
+  ASSERT_EQ(table["rows"].size(), 6U);
+  EXPECT_EQ(table["axes"], json({"lr", "topology"}));
+  const auto& row = table["rows"][0];
+  EXPECT_EQ(row["axes"], json({"0.05", "ring"}));
+  EXPECT_GT(row["step_mean_s"].get<double>(), 0.0);
+  EXPECT_GE(row["step_p99_s"].get<double>(), row["step_p50_s"].get<double>());
+  EXPECT_EQ(row["n_bits_per_step"].get<double>(), 32.0 * 9);  // D-PSGD: the 9-parameter model, once
+  // The point file holds the run's full result, the same as `dtsim run` writes.
+  const auto point = testing::read_json(d.full / "points" / (row["id"].get<std::string>() + ".json"));
+  EXPECT_EQ(point["result"]["scenario"]["algorithm"]["lr"], 0.05);
+  const std::string md = testing::read_file(d.full / "table.md");
+  EXPECT_NE(md.find("| lr   | topology |"), std::string::npos) << md;
+  EXPECT_NE(md.find("time to loss 0.6"), std::string::npos) << md;
+  const std::string csv = testing::read_file(d.full / "table.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
+}
+
+// A sweep run again skips every finished point; one whose file is gone runs again, and
+// the tables are unchanged.
+TEST(SweepRun, RerunSkipsFinishedPoints) {
+  const auto& d = reference_run();
+  const fs::path dir = d.root / "rerun";
+  fs::create_directories(dir);
+  fs::copy(d.full, dir, fs::copy_options::recursive);
+  const auto files = point_files(dir);
+  fs::remove(dir / "points" / *files.begin());
+  const auto kept = dir / "points" / *files.rbegin();
+  const auto mtime = fs::last_write_time(kept);
+  const auto r = testing::run_command(dtsim() + " sweep " + d.sweep_file.string() + " --out " + dir.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ran 1, skipped 5"), std::string::npos) << r.output;
+  EXPECT_EQ(fs::last_write_time(kept), mtime);
+  EXPECT_EQ(testing::read_file(dir / "table.json"), testing::read_file(d.full / "table.json"));
+}
+
+// Kill a sweep with SIGKILL while it runs, then rerun it: only the points without a
+// file run, and the result equals the uninterrupted run's.
+TEST(SweepRun, KilledSweepResumesWithNothingLost) {
+  const auto& d = reference_run();
+  const fs::path dir = d.root / "killed";
+  std::vector<std::string> args{dtsim(), "sweep", d.sweep_file.string(), "--jobs", "1", "--quiet", "--out", dir.string()};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  // Wait for the first finished point (or the end), then kill.
+  int status = 0;
+  bool exited = false;
+  for (int i = 0; i < 20000 && point_files(dir).empty(); ++i) {
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      exited = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  const std::size_t done = point_files(dir).size();
+  ASSERT_GE(done, 1U);
+  std::cout << (exited ? "the sweep finished before the kill" : fmt::format("killed after {} of 6 points", done)) << "\n";
+  const auto r = testing::run_command(dtsim() + " sweep " + d.sweep_file.string() + " --quiet --out " + dir.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(fmt::format("ran {}, skipped {}", 6 - done, done)), std::string::npos) << r.output;
+  EXPECT_EQ(point_files(dir), point_files(d.full));
+  for (const auto& f : point_files(dir))
+    EXPECT_EQ(testing::read_file(dir / "points" / f), testing::read_file(d.full / "points" / f)) << f;
+  EXPECT_EQ(testing::read_file(dir / "table.json"), testing::read_file(d.full / "table.json"));
+  EXPECT_EQ(testing::read_file(dir / "table.csv"), testing::read_file(d.full / "table.csv"));
+}
+
+// Two shards, merged, give exactly the unsharded sweep's files; merging an incomplete
+// or conflicting set is a one-line error.
+TEST(SweepRun, ShardsMergeToTheUnshardedSweep) {
+  const auto& d = reference_run();
+  const fs::path s1 = d.root / "shard1", s2 = d.root / "shard2", merged = d.root / "merged";
+  for (const auto& [shard, dir] : {std::pair{"1/2", s1}, std::pair{"2/2", s2}}) {
+    const auto r = testing::run_command(dtsim() + " sweep " + d.sweep_file.string() + " --quiet --shard " + shard +
+                                        " --out " + dir.string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("ran 3, skipped 0"), std::string::npos) << r.output;
+  }
+  EXPECT_EQ(point_files(s1).size(), 3U);
+  auto r = testing::run_command(dtsim() + " merge " + s1.string() + " " + s2.string() + " --out " + merged.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* f : {"sweep.json", "table.json", "table.csv", "table.md"})
+    EXPECT_EQ(testing::read_file(merged / f), testing::read_file(d.full / f)) << f;
+  EXPECT_EQ(point_files(merged), point_files(d.full));
+
+  r = testing::run_command(dtsim() + " merge " + s1.string() + " --out " + (d.root / "incomplete").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("merge: 3 of 6 points are in none of the inputs"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(d.root / "incomplete"));
+
+  // The same point with a different result in two inputs.
+  const fs::path altered = d.root / "altered";
+  fs::copy(s2, altered, fs::copy_options::recursive);
+  const auto first = *point_files(s1).begin();
+  auto doc = testing::read_json(s1 / "points" / first);
+  doc["result"]["final"]["loss"] = 1.0;
+  testing::write_file(altered / "points" / first, doc.dump());
+  r = testing::run_command(dtsim() + " merge " + s1.string() + " " + altered.string() + " --out " +
+                           (d.root / "conflict").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("has different results in"), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+}
+
+// Bad input to `dtsim sweep` exits 2 with one line naming the axis.
+TEST(SweepRun, BadSweepExitsTwoWithOneLine) {
+  const auto dir = testing::fresh_dir("sweep-bad");
+  json doc = six_point_sweep();
+  doc["axes"][0]["values"] = {0.1, "fast"};
+  testing::write_file(dir / "bad.json", doc.dump());
+  auto r = testing::run_command(dtsim() + " sweep " + (dir / "bad.json").string() + " --out " + (dir / "o").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.output, "dtsim: error: axis /algorithm/lr value fast: /algorithm/lr: expected a number, got string "
+                      "\"fast\"\n");
+  r = testing::run_command(dtsim() + " sweep " + (dir / "bad.json").string() + " --shard 3/2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--shard: expected i/N"), std::string::npos) << r.output;
+}
+
+// run_emulated is called from several threads at once by `dtsim sweep`: runs side by
+// side give exactly the results they give one at a time.
+TEST(SweepRun, ConcurrentRunsEqualSequentialOnes) {
+  const auto s = parse_sweep(six_point_sweep(40), ".");
+  std::vector<std::string> sequential, concurrent(s.points.size());
+  for (const auto& p : s.points) sequential.push_back(runner::run_emulated(p.scenario).to_json().dump());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < s.points.size(); ++i)
+    threads.emplace_back([&, i] { concurrent[i] = runner::run_emulated(s.points[i].scenario).to_json().dump(); });
+  for (auto& t : threads) t.join();
+  for (std::size_t i = 0; i < s.points.size(); ++i) EXPECT_EQ(concurrent[i], sequential[i]) << s.points[i].label;
+}
+
+// ---------------------------------------------------------------------------------------
+// Tables and figures
+
+// Figures from a result JSON: nearest-rank percentiles, time to target (the end of the
+// first step whose loss is at or below it), and absent fields as absent.
+TEST(SweepTable, FiguresFromResultJson) {
+  json result = {{"per_step",
+                  {{"time_s", {1.0, 2.0, 3.0, 4.0}},
+                   {"n_bits", {10, 10, 10, 10}},
+                   {"loss", {0.9, 0.7, 0.5, 0.6}}}},
+                 {"step_mean_s", 2.5},
+                 {"n_bits_per_step", 10},
+                 {"final", {{"loss", 0.55}, {"accuracy", 0.8}}}};
+  auto f = figures_of(result, 0.7);
+  EXPECT_EQ(f.step_p50_s, 2.0);
+  EXPECT_EQ(f.step_p99_s, 4.0);
+  EXPECT_EQ(f.best_loss, 0.5);
+  EXPECT_EQ(f.time_to_target_s, 3.0);  // steps 1 and 2
+  EXPECT_FALSE(f.compute_mean_s);
+  EXPECT_FALSE(f.test_accuracy);
+  EXPECT_FALSE(figures_of(result, 0.1).time_to_target_s);
+  // With per-step compute time and a test set.
+  result["per_step"]["compute_time_s"] = {0.5, 0.5, 0.5, 0.5};
+  result["final"]["test_accuracy"] = 0.75;
+  result["final"]["test_loss"] = nullptr;  // NaN is written as null
+  f = figures_of(result, std::nullopt);
+  EXPECT_EQ(f.compute_mean_s, 0.5);
+  EXPECT_EQ(f.exposed_comm_s, 2.0);
+  EXPECT_EQ(f.test_accuracy, 0.75);
+  EXPECT_FALSE(f.test_loss);
+  EXPECT_FALSE(f.time_to_target_s);
+}
+
+TEST(SweepReport, DrawsSvgFigures) {
+  const auto& d = reference_run();
+  const fs::path out = d.root / "report";
+  const auto r = testing::run_command(dtsim() + " report " + d.full.string() + " --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* f : {"loss_vs_time.svg", "loss_vs_bits.svg", "step_time_vs_lr.svg", "step_time_vs_topology.svg"}) {
+    const std::string svg = testing::read_file(out / f);
+    ASSERT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0U) << f;
+    EXPECT_NE(svg.find("</svg>\n"), std::string::npos) << f;
+  }
+  auto count = [](const std::string& s, const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+  };
+  // One line per run; step time against lr: one line per topology.
+  EXPECT_EQ(count(testing::read_file(out / "loss_vs_time.svg"), "<polyline"), 6U);
+  const std::string by_lr = testing::read_file(out / "step_time_vs_lr.svg");
+  EXPECT_EQ(count(by_lr, "<polyline"), 2U);
+  EXPECT_NE(by_lr.find(">topology=complete<"), std::string::npos);
+  // Topology is categorical: its labels are the ticks.
+  const std::string by_topology = testing::read_file(out / "step_time_vs_topology.svg");
+  EXPECT_NE(by_topology.find(">ring</text>"), std::string::npos);
+  EXPECT_NE(by_topology.find(">complete</text>"), std::string::npos);
+  // A result file from `dtsim run` works too; garbage is a one-line error.
+  const auto point = *point_files(d.full).begin();
+  const auto result = testing::read_json(d.full / "points" / point)["result"];
+  testing::write_file(d.root / "one.result.json", result.dump());
+  EXPECT_EQ(testing::run_command(dtsim() + " report " + (d.root / "one.result.json").string() + " --out " +
+                                 (d.root / "report1").string()).exit_code, 0);
+  testing::write_file(d.root / "junk.json", "{\"a\": 1}");
+  const auto bad = testing::run_command(dtsim() + " report " + (d.root / "junk.json").string() + " --out " +
+                                        (d.root / "report2").string());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("not a result file"), std::string::npos) << bad.output;
+}
+
+TEST(SweepReport, NiceTicks) {
+  const auto unit = nice_ticks(0, 1);
+  ASSERT_EQ(unit.size(), 6U);
+  EXPECT_NEAR(unit[3], 0.6, 1e-12);
+  EXPECT_EQ(unit.back(), 1.0);
+  EXPECT_EQ(nice_ticks(3, 97).front(), 0.0);
+  EXPECT_EQ(nice_ticks(3, 97).back(), 100.0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Scenario JSON Schema
+
+std::vector<fs::path> scenario_files() {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(DTSIM_SOURCE_DIR) / "scenarios")) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() != ".json" || name.ends_with(".result.json") || name.ends_with(".schema.json")) continue;
+    if (e.path().parent_path().filename() == "sweeps") continue;
+    files.push_back(e.path());
+  }
+  return files;
+}
+
+TEST(ScenarioSchema, EveryScenarioFileValidates) {
+  const auto files = scenario_files();
+  ASSERT_GE(files.size(), 10U);
+  for (const auto& file : files) {
+    const json doc = testing::read_json(file);
+    const auto error = validate_scenario_schema(doc);
+    EXPECT_FALSE(error) << file << ": " << *error;
+    EXPECT_NO_THROW(runner::load_scenario(file)) << file;
+  }
+}
+
+// Malformed documents: the schema and the loader both reject each one.
+TEST(ScenarioSchema, MalformedScenariosAreRejectedByBoth) {
+  const json base = tiny_base();
+  auto with = [&](const std::string& pointer, json value) {
+    json d = base;
+    d[json::json_pointer(pointer)] = std::move(value);
+    return d;
+  };
+  auto without = [&](const std::string& parent, const std::string& key) {
+    json d = base;
+    d[json::json_pointer(parent)].erase(key);
+    return d;
+  };
+  const std::vector<std::pair<json, std::string>> cases{
+      {with("/ranks", 0), "/ranks"},
+      {with("/ranks", "4"), "/ranks"},
+      {with("/steps", 1.5), "/steps"},
+      {with("/colour", 1), "/colour"},
+      {without("", "network"), "/network"},
+      {with("/algorithm/lr", -0.1), "/algorithm/lr"},
+      {with("/algorithm/momentum", 1.5), "/algorithm/momentum"},
+      {with("/algorithm/name", "adam"), "/algorithm/name"},
+      {with("/algorithm/variant", "both"), "/algorithm/variant"},
+      {without("/algorithm", "variant"), "/algorithm/variant"},
+      {with("/algorithm/local_steps", 4), "/algorithm/local_steps"},
+      {with("/algorithm/compressor", json{{"kind", "top_k"}}), "/algorithm/compressor"},  // parallel_sgd decentralized accepts it
+      {with("/algorithm/nesterov", true), "/algorithm/momentum"},  // the loader names /algorithm/nesterov
+      {with("/workload/partition", "random"), "/workload/partition"},
+      {with("/workload/batch_size", "half"), "/workload/batch_size"},
+      {with("/workload/features", 0), "/workload/features"},
+      {with("/topology/kind", "torus"), "/topology/dims"},
+      {with("/topology/dims", json{2, 2}), "/topology/dims"},
+      {with("/topology", json{{"kind", "fat_tree"}, {"k", 3}}), "/topology/k"},
+      {with("/topology", json{{"kind", "hierarchical"}, {"gpus_per_node", 2}}), "/topology/intra_latency_us"},
+      {with("/topology", json{{"kind", "edges"}, {"edges", json::array()}}), "/topology/edges"},
+      {with("/network/model", "magic"), "/network/model"},
+      {with("/network/bandwidth_GBps", 0), "/network/bandwidth_GBps"},
+      {with("/network/latency_us", -1), "/network/latency_us"},
+      {with("/network/algorithms", json{{"all_reduce", "butterfly"}}), "/network/algorithms/all_reduce"},
+      {with("/network/failures", json{{{"time_s", 1}, {"a", 0}}}), "/network/failures/0/b"},
+      {with("/compute", json{{"timing", "wall"}}), "/compute/timing"},
+      {with("/compute", json{{"gflops", 0}}), "/compute/gflops"},
+      {with("/compute", json{{"stragglers", json{{{"rank", 1}}}}}), "/compute/stragglers/0/slowdown"},
+  };
+  for (const auto& [doc, path] : cases) {
+    const auto schema_error = validate_scenario_schema(doc);
+    bool loader_rejects = false;
+    try {
+      runner::parse_scenario(doc);
+    } catch (const runner::ScenarioError&) {
+      loader_rejects = true;
+    }
+    if (path == "/algorithm/compressor") {  // a valid case among the invalid: both accept
+      EXPECT_FALSE(schema_error) << *schema_error;
+      EXPECT_FALSE(loader_rejects);
+      continue;
+    }
+    ASSERT_TRUE(schema_error) << "schema accepts a document with a bad " << path;
+    EXPECT_EQ(schema_error->rfind(path, 0), 0U) << *schema_error;
+    EXPECT_TRUE(loader_rejects) << "loader accepts a document with a bad " << path;
+  }
+}
+
+TEST(ScenarioSchema, ValidatorKeywords) {
+  const json schema = json::parse(R"({
+    "$defs": {"positive": {"type": "number", "exclusiveMinimum": 0}},
+    "type": "object",
+    "required": ["a"],
+    "additionalProperties": false,
+    "properties": {
+      "a": {"$ref": "#/$defs/positive"},
+      "b": {"anyOf": [{"type": "integer"}, {"const": "full"}]},
+      "c": {"type": "array", "items": {"enum": ["x", "y"]}, "minItems": 1}
+    },
+    "if": {"properties": {"b": {"const": "full"}}, "required": ["b"]},
+    "then": {"properties": {"c": false}}
+  })");
+  EXPECT_FALSE(validate_schema(schema, json{{"a", 1}, {"b", 3}, {"c", {"x"}}}));
+  EXPECT_EQ(validate_schema(schema, json{{"b", 3}}), "/a: missing required field");
+  EXPECT_EQ(validate_schema(schema, json{{"a", 0}}), "/a: expected a number > 0, got 0");
+  EXPECT_EQ(validate_schema(schema, json{{"a", 1}, {"d", 0}}), "/d: unknown field (expected one of: a, b, c)");
+  EXPECT_EQ(validate_schema(schema, json{{"a", 1}, {"c", {"x", "z"}}}), "/c/1: expected one of x, y, got \"z\"");
+  EXPECT_EQ(validate_schema(schema, json{{"a", 1}, {"c", json::array()}}), "/c: expected at least 1 items, got 0");
+  EXPECT_EQ(validate_schema(schema, json{{"a", 1}, {"b", "full"}, {"c", {"x"}}}), "/c: not allowed here");
+  EXPECT_EQ(validate_schema(schema, json{{"a", 1}, {"b", 1.5}})->rfind("/b: matches none of the allowed forms", 0), 0U);
+  EXPECT_EQ(validate_schema(schema, json::array()), "/: expected object, got array []");
+  EXPECT_THROW(validate_schema(json{{"pattern", "x"}}, json("x")), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------------------------------
+// CI regression checks
+
+json bench_run(double engine_ratio, double topk_memcpy, double allreduce_us, double heap_ms) {
+  return {{"context", {{"num_cpus", 2}}},
+          {"benchmarks",
+           {{{"name", "BM_Engine/1024"}, {"run_name", "BM_Engine/1024"}, {"run_type", "iteration"}, {"cpu_time", 10.0},
+             {"time_unit", "ms"}, {"vs_baseline", engine_ratio}},
+            {{"name", "BM_BaselineHeap/1024"}, {"run_type", "iteration"}, {"cpu_time", heap_ms}, {"time_unit", "ms"}},
+            {{"name", "BM_EmulatedAllReduce/8/4096"}, {"run_type", "iteration"}, {"cpu_time", allreduce_us},
+             {"time_unit", "us"}},
+            {{"name", "BM_TopK/262144/1"}, {"run_type", "iteration"}, {"cpu_time", 1.0}, {"time_unit", "ms"},
+             {"x_memcpy", topk_memcpy}}}}};
+}
+
+const json kBenchBaseline = {
+    {"margin", 0.25},
+    {"benchmarks",
+     {{{"name", "BM_Engine/1024"}, {"counter", "vs_baseline"}, {"ratio", 1.0}},
+      {{"name", "BM_EmulatedAllReduce/8/4096"}, {"reference", "BM_BaselineHeap/1024"}, {"ratio", 100.0}},
+      {{"name", "BM_TopK/262144/1"}, {"counter", "x_memcpy"}, {"ratio", 0.5}}}}};
+
+TEST(Regress, BenchmarkRatiosWithinMarginPass) {
+  // A machine twice as slow: every time doubles, every ratio stays.
+  const auto slow = check_benchmarks(kBenchBaseline, {bench_run(0.9, 0.45, 20.0, 2.0)});
+  EXPECT_TRUE(slow.ok) << slow.table;
+  EXPECT_TRUE(check_benchmarks(kBenchBaseline, {bench_run(1.0, 0.5, 10.0, 1.0)}).ok);
+  // Refreshing takes the measured ratios.
+  const auto fresh = refresh_benchmarks(kBenchBaseline, {bench_run(1.2, 0.6, 10.0, 2.0)});
+  EXPECT_DOUBLE_EQ(fresh["benchmarks"][1]["ratio"].get<double>(), 200.0);
+  EXPECT_EQ(fresh["benchmarks"][0]["ratio"], 1.2);
+}
+
+TEST(Regress, BenchmarkRatioDropFails) {
+  // The all-reduce got 40% slower against the heap baseline of the same run.
+  const auto out = check_benchmarks(kBenchBaseline, {bench_run(1.0, 0.5, 14.0, 1.0)});
+  EXPECT_FALSE(out.ok);
+  ASSERT_EQ(out.failures.size(), 1U);
+  EXPECT_EQ(out.failures[0].rfind("BM_EmulatedAllReduce/8/4096: time vs BM_BaselineHeap/1024 ratio 71.43", 0), 0U)
+      << out.failures[0];
+  EXPECT_NE(out.table.find("| BM_EmulatedAllReduce/8/4096 | time vs BM_BaselineHeap/1024 | 100 | 71.43 | -28.6% | **SLOWER** |"),
+            std::string::npos)
+      << out.table;
+  // An entry's own margin overrides the file's.
+  json lenient = kBenchBaseline;
+  lenient["benchmarks"][1]["margin"] = 0.5;
+  EXPECT_TRUE(check_benchmarks(lenient, {bench_run(1.0, 0.5, 14.0, 1.0)}).ok);
+  // A counter ratio drop, and a benchmark missing from the run.
+  EXPECT_FALSE(check_benchmarks(kBenchBaseline, {bench_run(1.0, 0.3, 10.0, 1.0)}).ok);
+  json partial = bench_run(1.0, 0.5, 10.0, 1.0);
+  partial["benchmarks"].erase(3);
+  const auto missing = check_benchmarks(kBenchBaseline, {partial});
+  EXPECT_FALSE(missing.ok);
+  EXPECT_EQ(missing.failures[0], "BM_TopK/262144/1: missing from the run");
+}
+
+// The committed simulated baseline matches this build exactly; the same baseline with a
+// scenario whose bandwidth was changed fails, naming the figures that moved.
+TEST(Regress, SimulatedFiguresMatchTheCommittedBaseline) {
+  const fs::path baseline_file = fs::path(DTSIM_SOURCE_DIR) / "bench" / "baselines" / "simulated.json";
+  const json baseline = testing::read_json(baseline_file);
+  const auto out = check_simulated(baseline, baseline_file.parent_path());
+  EXPECT_TRUE(out.ok) << out.table;
+
+  const auto dir = testing::fresh_dir("regress");
+  json changed = baseline;
+  const fs::path first = baseline_file.parent_path() / baseline["scenarios"][0]["file"].get<std::string>();
+  json scenario = testing::read_json(first);
+  scenario["network"]["bandwidth_GBps"] = scenario["network"]["bandwidth_GBps"].get<double>() * 1.01;
+  testing::write_file(dir / "changed.json", scenario.dump());
+  changed["scenarios"] = {baseline["scenarios"][0]};
+  changed["scenarios"][0]["file"] = "changed.json";
+  const auto bad = check_simulated(changed, dir);
+  EXPECT_FALSE(bad.ok);
+  ASSERT_FALSE(bad.failures.empty());
+  EXPECT_NE(bad.failures[0].find("changed.json: step_mean_s is"), std::string::npos) << bad.failures[0];
+  EXPECT_NE(bad.table.find("**CHANGED**"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dtsim::sweep
