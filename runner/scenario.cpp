@@ -1,4 +1,5 @@
 #include "runner/scenario.hpp"
+#include "runner/schema.hpp"
 
 #include <fstream>
 #include <optional>
@@ -425,6 +426,12 @@ Scenario parse_scenario(const json& doc) {
     c.finish();
   }
   root.finish();
+  // The typed parse above gives the precise messages; the schema (scenarios/
+  // scenario.schema.json) must accept whatever it accepts, so a loader change that the
+  // schema does not follow fails at once rather than leaving the documentation stale.
+  if (const auto schema_error = validate_scenario_schema(doc))
+    throw ScenarioError("/", "the scenario passes the loader but not scenarios/scenario.schema.json (update it): " +
+                                 *schema_error);
   return s;
 }
 

@@ -130,8 +130,10 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
-// `dtsim calibrate` on 3 local processes writes a model file; a scenario referencing it
-// with "network": {"calibrated": ...} loads with the fitted figures and runs.
+// `dtsim calibrate` on 3 local processes writes a model file (sizes up to 16 MB, so that
+// bandwidth, not scheduling noise, decides the largest times even on a loaded machine);
+// a scenario referencing it with "network": {"calibrated": ...} loads with the fitted
+// figures and runs.
 TEST(CalibrateCli, ThreeLocalRanksWriteAModelAScenarioCanUse) {
   auto dir = testing::fresh_dir("calibrate-cli");
   const int port = free_port();
@@ -140,7 +142,7 @@ TEST(CalibrateCli, ThreeLocalRanksWriteAModelAScenarioCanUse) {
     ranks.push_back(std::async(std::launch::async, testing::run_command,
                                "RANK=" + std::to_string(r) + " WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
                                    std::to_string(port) + " DTSIM_TIMEOUT_S=60 timeout 300 " + DTSIM_BINARY +
-                                   " calibrate -b 64 -e 1M -f 8 -n 3 --out " + (dir / "model.json").string()));
+                                   " calibrate -b 4K -e 16M -f 4 -n 3 --out " + (dir / "model.json").string()));
   for (int r = 0; r < 3; ++r) {
     auto res = ranks[r].get();
     ASSERT_EQ(res.exit_code, 0) << "rank " << r << ": " << res.output;
@@ -152,8 +154,8 @@ TEST(CalibrateCli, ThreeLocalRanksWriteAModelAScenarioCanUse) {
   EXPECT_EQ(model["model"], "alpha_beta");
   EXPECT_GE(model["latency_us"].get<double>(), 0.0);
   EXPECT_GT(model["bandwidth_GBps"].get<double>(), 0.0);
-  // all_reduce, all_gather and p2p (one link class here) at 64 B, 512 B, 4 KB, 32 KB, 256 KB.
-  EXPECT_EQ(model["calibration"]["samples"].size(), 15u);
+  // all_reduce, all_gather and p2p (one link class here) at 4 KB, 16 KB, ..., 16 MB.
+  EXPECT_EQ(model["calibration"]["samples"].size(), 21u);
   for (const auto& s : model["calibration"]["samples"]) EXPECT_GT(s["measured_s"].get<double>(), 0.0);
 
   json scenario = {{"name", "calibrated"},

@@ -22,7 +22,7 @@
 #include "sweep/execute.hpp"
 #include "sweep/regress.hpp"
 #include "sweep/report.hpp"
-#include "sweep/schema.hpp"
+#include "runner/schema.hpp"
 #include "sweep/svg.hpp"
 #include "sweep/sweep.hpp"
 #include "sweep/table.hpp"
@@ -35,6 +35,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using runner::validate_scenario_schema;
+using runner::validate_schema;
 
 // A scenario that runs in milliseconds: 4 ranks, 24 steps of logistic regression.
 json tiny_base(int steps = 24) {

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace dtsim::sweep {
+namespace dtsim::runner {
 
 // The first error of `doc` against `schema` as "path: message" (path a JSON Pointer into
 // doc, "/" for the root), or nullopt when it validates. Throws std::invalid_argument for
@@ -28,4 +28,4 @@ const nlohmann::json& scenario_schema();
 // validate_schema(scenario_schema(), doc).
 std::optional<std::string> validate_scenario_schema(const nlohmann::json& doc);
 
-}  // namespace dtsim::sweep
+}  // namespace dtsim::runner

@@ -1,4 +1,4 @@
-#include "sweep/schema.hpp"
+#include "runner/schema.hpp"
 
 #include <cmath>
 #include <set>
@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-namespace dtsim::sweep {
+namespace dtsim::runner {
 
 using nlohmann::json;
 
@@ -204,4 +204,4 @@ const json& scenario_schema() {
 
 std::optional<std::string> validate_scenario_schema(const json& doc) { return validate_schema(scenario_schema(), doc); }
 
-}  // namespace dtsim::sweep
+}  // namespace dtsim::runner
