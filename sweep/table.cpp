@@ -90,7 +90,10 @@ std::string csv_quote(const std::string& s) {
 
 std::string human_time(double s) {
   const double a = std::fabs(s);
-  if (a >= 1.0 || a == 0.0) return fmt::format("{:.3f} s", s);
+  // Differences of equal times (exposed communication when all of it is hidden) come out
+  // as +-1e-17 s from rounding: print them as the zero they are.
+  if (a < 1e-12) return "0 s";
+  if (a >= 1.0) return fmt::format("{:.3f} s", s);
   if (a >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
   if (a >= 1e-6) return fmt::format("{:.3f} us", s * 1e6);
   return fmt::format("{:.1f} ns", s * 1e9);
