@@ -118,25 +118,13 @@ TEST(Calibration, ModelFileRoundTripsAndBadFilesAreNamed) {
   }
 }
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // `dtsim calibrate` on 3 local processes writes a model file (sizes up to 16 MB, so that
 // bandwidth, not scheduling noise, decides the largest times even on a loaded machine);
 // a scenario referencing it with "network": {"calibrated": ...} loads with the fitted
 // figures and runs.
 TEST(CalibrateCli, ThreeLocalRanksWriteAModelAScenarioCanUse) {
   auto dir = testing::fresh_dir("calibrate-cli");
-  const int port = free_port();
+  const int port = testing::free_port();
   std::vector<std::future<testing::CommandResult>> ranks;
   for (int r = 0; r < 3; ++r)
     ranks.push_back(std::async(std::launch::async, testing::run_command,

@@ -68,18 +68,6 @@ sim::Task<void> program(Communicator& c, json& out) {
   out["calls"] = c.traffic().calls;
 }
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // Child side: runs only inside the processes the parent test starts.
 TEST(LiveCommChild, Rank) {
   const char* out_dir = std::getenv("DTSIM_LIVE_CHILD");
@@ -92,7 +80,7 @@ TEST(LiveCommChild, Rank) {
 
 TEST(LiveComm, CollectivesMatchEmulated) {
   auto dir = testing::fresh_dir("live-comm");
-  const int port = free_port();
+  const int port = testing::free_port();
   std::vector<std::future<testing::CommandResult>> children;
   for (int r = 0; r < kRanks; ++r)
     children.push_back(std::async(std::launch::async, testing::run_command,

@@ -37,18 +37,6 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // A long run (it would take minutes): it is killed long before it ends.
 json long_scenario() {
   return {{"name", "fault"},
@@ -105,7 +93,7 @@ TEST_P(KilledRank, SurvivorsNameItAndKeepTheirRecords) {
   auto dir = testing::fresh_dir("live-fault-" + std::to_string(victim));
   const auto scenario = dir / "s.json";
   testing::write_file(scenario, long_scenario().dump());
-  const int port = free_port(), timeout_s = 10;
+  const int port = testing::free_port(), timeout_s = 10;
   std::vector<pid_t> pids;
   for (int r = 0; r < 4; ++r)
     pids.push_back(start_rank(r, port, scenario, dir / "out", dir / ("rank" + std::to_string(r) + ".log"), timeout_s));
@@ -168,7 +156,7 @@ TEST(LiveFault, NeverArrivingPeerIsNamed) {
   auto dir = testing::fresh_dir("live-never");
   const auto scenario = dir / "s.json";
   testing::write_file(scenario, long_scenario().dump());
-  const int port = free_port();
+  const int port = testing::free_port();
   std::vector<std::future<testing::CommandResult>> ranks;
   for (int r = 0; r < 3; ++r)
     ranks.push_back(std::async(std::launch::async, testing::run_command,
