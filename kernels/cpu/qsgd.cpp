@@ -198,29 +198,18 @@ template <class T>
 // Codes are paired (2B bits in 32-bit lanes), then paired again (4B <= 40 bits in 64-bit
 // lanes), both steps lane-parallel; the 16 quads go to their compile-time bit positions.
 
-template <int B, int I>
-[[gnu::always_inline]] inline void place_quad(std::uint64_t q, std::uint64_t* acc) {
-  constexpr int bit = I * 4 * B, w = bit / 64, sh = bit % 64;
-  acc[w] |= q << sh;
-  if constexpr (sh + 4 * B > 64) acc[w + 1] |= q >> (64 - sh);
+// Group I of G codes (G*B bits, G = 4: quads; G = 8: octets, for B <= 8, so 8 placements
+// instead of 16) goes to its compile-time bit position, spilling into the next word.
+template <int B, int G, int I>
+[[gnu::always_inline]] inline void place_group(std::uint64_t g, std::uint64_t* acc) {
+  constexpr int bit = I * G * B, w = bit / 64, sh = bit % 64;
+  acc[w] |= g << sh;
+  if constexpr (sh + G * B > 64) acc[w + 1] |= g >> (64 - sh);
 }
-template <int B, int... I>
-[[gnu::always_inline]] inline void place_quads(const std::uint64_t* q, std::uint64_t* acc,
-                                               std::integer_sequence<int, I...>) {
-  (place_quad<B, I>(q[I], acc), ...);
-}
-
-// For B <= 8 one more pairing step (8B <= 64 bits per lane): 8 placements instead of 16.
-template <int B, int I>
-[[gnu::always_inline]] inline void place_octet(std::uint64_t o, std::uint64_t* acc) {
-  constexpr int bit = I * 8 * B, w = bit / 64, sh = bit % 64;
-  acc[w] |= o << sh;
-  if constexpr (sh + 8 * B > 64) acc[w + 1] |= o >> (64 - sh);
-}
-template <int B, int... I>
-[[gnu::always_inline]] inline void place_octets(const std::uint64_t* o, std::uint64_t* acc,
+template <int B, int G, int... I>
+[[gnu::always_inline]] inline void place_groups(const std::uint64_t* g, std::uint64_t* acc,
                                                 std::integer_sequence<int, I...>) {
-  (place_octet<B, I>(o[I], acc), ...);
+  (place_group<B, G, I>(g[I], acc), ...);
 }
 
 template <int B>
@@ -233,11 +222,11 @@ template <int B>
     for (int i = 0; i < 16; ++i) q[i] = p[2 * i] | (p[2 * i + 1] << (2 * B));
     std::uint64_t o[8];
     for (int i = 0; i < 8; ++i) o[i] = std::uint64_t{q[2 * i]} | (std::uint64_t{q[2 * i + 1]} << (4 * B));
-    place_octets<B>(o, out, std::make_integer_sequence<int, 8>{});
+    place_groups<B, 8>(o, out, std::make_integer_sequence<int, 8>{});
   } else {
     std::uint64_t q[16];
     for (int i = 0; i < 16; ++i) q[i] = std::uint64_t{p[2 * i]} | (std::uint64_t{p[2 * i + 1]} << (2 * B));
-    place_quads<B>(q, out, std::make_integer_sequence<int, 16>{});
+    place_groups<B, 4>(q, out, std::make_integer_sequence<int, 16>{});
   }
 }
 
