@@ -435,22 +435,7 @@ Scenario parse_scenario(const json& doc) {
   return s;
 }
 
-Scenario load_scenario(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) throw ScenarioError("/", fmt::format("cannot read scenario file {}", file.string()));
-  std::stringstream text;
-  text << in.rdbuf();
-  json doc;
-  try {
-    doc = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    // nlohmann reports a byte offset; turn it into line:column for a person.
-    const std::string s = text.str();
-    std::size_t line = 1, col = 1;
-    for (std::size_t i = 0; i + 1 < e.byte && i < s.size(); ++i, ++col)
-      if (s[i] == '\n') ++line, col = 0;
-    throw ScenarioError("/", fmt::format("invalid JSON at line {}, column {}", line, col));
-  }
+void resolve_file_fields(json& doc, const std::filesystem::path& dir) {
   // "network": {"calibrated": "model.json"} (a file from `dtsim calibrate`, relative to the
   // scenario's directory) supplies model, latency_us and bandwidth_GBps where the scenario
   // does not set them.
@@ -458,7 +443,7 @@ Scenario load_scenario(const std::filesystem::path& file) {
     auto& n = doc["network"];
     if (!n["calibrated"].is_string()) throw ScenarioError("/network/calibrated", "expected a network model file name");
     std::filesystem::path model_file = n["calibrated"].get<std::string>();
-    if (model_file.is_relative()) model_file = file.parent_path() / model_file;
+    if (model_file.is_relative()) model_file = dir / model_file;
     std::ifstream model_in(model_file);
     json model = json::parse(model_in, nullptr, false);
     if (!model.is_object() || !model.contains("latency_us") || !model.contains("bandwidth_GBps"))
@@ -475,9 +460,28 @@ Scenario load_scenario(const std::filesystem::path& file) {
     for (const char* key : {"libsvm_file", "data_dir"})
       if (w.contains(key) && w[key].is_string()) {
         const std::filesystem::path data = w[key].get<std::string>();
-        if (!data.empty() && data.is_relative()) w[key] = (file.parent_path() / data).lexically_normal().string();
+        if (!data.empty() && data.is_relative()) w[key] = (dir / data).lexically_normal().string();
       }
   }
+}
+
+Scenario load_scenario(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw ScenarioError("/", fmt::format("cannot read scenario file {}", file.string()));
+  std::stringstream text;
+  text << in.rdbuf();
+  json doc;
+  try {
+    doc = json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    // nlohmann reports a byte offset; turn it into line:column for a person.
+    const std::string s = text.str();
+    std::size_t line = 1, col = 1;
+    for (std::size_t i = 0; i + 1 < e.byte && i < s.size(); ++i, ++col)
+      if (s[i] == '\n') ++line, col = 0;
+    throw ScenarioError("/", fmt::format("invalid JSON at line {}, column {}", line, col));
+  }
+  resolve_file_fields(doc, file.parent_path());
   return parse_scenario(doc);
 }
 

@@ -49,6 +49,11 @@ struct Scenario {
 };
 
 Scenario parse_scenario(const nlohmann::json& doc);
+// What a scenario written in a file in `dir` means before parsing: a relative
+// /workload/libsvm_file or /workload/data_dir is relative to `dir`, and
+// /network/calibrated (a `dtsim calibrate` model file) fills in model, latency_us and
+// bandwidth_GBps where the scenario does not set them. Throws ScenarioError.
+void resolve_file_fields(nlohmann::json& doc, const std::filesystem::path& dir);
 // Reads and parses a file; JSON syntax errors become ScenarioError at path "/" with the
 // line and column.
 Scenario load_scenario(const std::filesystem::path& file);

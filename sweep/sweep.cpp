@@ -142,35 +142,6 @@ std::string slug(const std::string& text) {
   return s.empty() ? "point" : s;
 }
 
-// What load_scenario does before parsing: a relative /workload/libsvm_file or data_dir
-// is relative to the directory of the file it was written in, and /network/calibrated
-// (a `dtsim calibrate` model file) fills in model, latency_us and bandwidth_GBps where the
-// scenario does not set them.
-void resolve_file_fields(json& doc, const fs::path& dir) {
-  if (doc.is_object() && doc.contains("network") && doc["network"].is_object() && doc["network"].contains("calibrated")) {
-    auto& n = doc["network"];
-    if (!n["calibrated"].is_string()) throw SweepError("base scenario: /network/calibrated: expected a network model file name");
-    fs::path model_file = n["calibrated"].get<std::string>();
-    if (model_file.is_relative()) model_file = dir / model_file;
-    std::ifstream in(model_file);
-    const json model = json::parse(in, nullptr, false);
-    if (!model.is_object() || !model.contains("latency_us") || !model.contains("bandwidth_GBps"))
-      throw SweepError(fmt::format("base scenario: /network/calibrated: {}: expected a network model file (from dtsim "
-                                   "calibrate) with latency_us and bandwidth_GBps",
-                                   model_file.string()));
-    for (const char* key : {"model", "latency_us", "bandwidth_GBps"})
-      if (!n.contains(key) && model.contains(key)) n[key] = model[key];
-    n.erase("calibrated");
-  }
-  if (!doc.is_object() || !doc.contains("workload") || !doc["workload"].is_object()) return;
-  auto& w = doc["workload"];
-  for (const char* key : {"libsvm_file", "data_dir"})
-    if (w.contains(key) && w[key].is_string()) {
-      const fs::path data = w[key].get<std::string>();
-      if (!data.empty() && data.is_relative()) w[key] = (dir / data).lexically_normal().string();
-    }
-}
-
 json read_json_file(const fs::path& file, const std::string& what) {
   std::ifstream in(file);
   if (!in) throw SweepError(fmt::format("cannot read {} {}", what, file.string()));
@@ -251,7 +222,11 @@ Sweep parse_sweep(const json& doc, const fs::path& dir, const std::string& defau
   } else {
     throw SweepError("sweep: /base: expected a scenario file path or a scenario object");
   }
-  resolve_file_fields(base, base_dir);
+  try {
+    runner::resolve_file_fields(base, base_dir);
+  } catch (const runner::ScenarioError& e) {
+    throw SweepError(std::string("base scenario: ") + e.what());
+  }
   json resolved;
   try {
     resolved = runner::parse_scenario(base).to_json();
