@@ -29,6 +29,7 @@ struct Args {
   std::string dump_params;
   std::string trace;
   bool quiet = false;
+  bool timing_only = false;
 };
 
 void add_common(CLI::App* cmd, Args& args) {
@@ -70,6 +71,9 @@ int main(int argc, char** argv) {
   run->add_option("--trace", args.trace,
                   "Write the run's timeline (phases per rank, every message) as Chrome/Perfetto trace JSON "
                   "(open in ui.perfetto.dev)");
+  run->add_flag("--timing-only", args.timing_only,
+                "Run the kernels on rank 0 only and replay its operations on every rank with size-only tensors "
+                "(the scenario's timing_only): times and bits for thousands of ranks, no loss");
   auto* live = app.add_subcommand(
       "live", "Run a scenario as one rank of a live job over Gloo; the rank, world size and rendezvous come from "
               "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (or OMPI_COMM_WORLD_* / SLURM_*); DTSIM_TIMEOUT_S bounds "
@@ -159,7 +163,8 @@ int main(int argc, char** argv) {
   }
 
   try {
-    const auto scenario = runner::load_scenario(args.scenario);
+    auto scenario = runner::load_scenario(args.scenario);
+    if (args.timing_only) scenario.timing_only = true;
     if (run->parsed()) return finish(runner::run_emulated(scenario, options), args, ".result.json", true);
     const auto env = comm::LiveEnv::from_environment();
     const auto result = [&] {

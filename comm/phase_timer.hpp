@@ -19,15 +19,27 @@ class PhaseTimer {
  public:
   explicit PhaseTimer(const Communicator& comm) : comm_(&comm) {}
 
+  // Told when a phase scope opens and closes (the timing-only mode's recorder writes
+  // them into the representative rank's trace, to replay them on every rank).
+  class Listener {
+   public:
+    virtual ~Listener() = default;
+    virtual void phase_begin(std::size_t index, const std::string& name) = 0;
+    virtual void phase_end(std::size_t index) = 0;
+  };
+
   class Scope {
    public:
-    Scope(PhaseTimer& timer, std::size_t index) : timer_(&timer), index_(index), start_(timer.comm_->now()) {}
+    Scope(PhaseTimer& timer, std::size_t index) : timer_(&timer), index_(index), start_(timer.comm_->now()) {
+      if (timer_->listener_) timer_->listener_->phase_begin(index_, timer_->names_[index_]);
+    }
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
     ~Scope() {
       const double end = timer_->comm_->now();
       timer_->current_[index_] += end - start_;
       if (timer_->trace_) timer_->trace_->complete(timer_->track_, timer_->names_[index_], start_, end);
+      if (timer_->listener_) timer_->listener_->phase_end(index_);
     }
 
    private:
@@ -45,6 +57,8 @@ class PhaseTimer {
     track_ = track;
   }
 
+  void notify(Listener* listener) { listener_ = listener; }
+
   // Phase names in order of first use.
   const std::vector<std::string>& names() const { return names_; }
   // Seconds spent in each phase (indexed like names()) since the last take_step().
@@ -56,6 +70,7 @@ class PhaseTimer {
   std::vector<double> current_;
   sim::TraceWriter* trace_ = nullptr;
   sim::TraceWriter::TrackId track_{0};
+  Listener* listener_ = nullptr;
 };
 
 }  // namespace dtsim::comm

@@ -25,7 +25,8 @@ std::string format_table(const RunResult& r) {
   std::string out;
   const std::string algo = s.algorithm.variant.empty() ? s.algorithm.name
                                                        : fmt::format("{} ({})", s.algorithm.name, s.algorithm.variant);
-  const std::string mode = r.mode == r.backend ? r.mode : fmt::format("{} over {}", r.mode, r.backend);
+  std::string mode = r.mode == r.backend ? r.mode : fmt::format("{} over {}", r.mode, r.backend);
+  if (r.timing_only) mode += ", timing-only";
   out += fmt::format("{}: {}, {} ranks, {} topology, {} {:g} us / {:g} GB/s, {} steps, {}\n\n", s.name, algo, s.ranks,
                      s.topology.kind, s.network.model, s.network.nominal.latency_s * 1e6,
                      s.network.nominal.bandwidth_bytes_per_s / 1e9, s.steps, mode);
@@ -51,6 +52,14 @@ std::string format_table(const RunResult& r) {
   out += fmt::format("compute/step: {} ({:.1f}%)   exposed communication/step: {} ({:.1f}%)\n", human_time(compute),
                      step > 0 ? 100.0 * compute / step : 0.0, human_time(exposed),
                      step > 0 ? 100.0 * exposed / step : 0.0);
+  if (r.timing_only) {
+    out += fmt::format("timing-only: rank {} ran the kernels, every rank replayed its operations; no loss or "
+                       "accuracy\n",
+                       r.representative_rank);
+    if (r.algorithm_state_bytes > 0)
+      out += fmt::format("algorithm state/rank: {:.0f} bytes\n", r.algorithm_state_bytes);
+    return out;
+  }
   out += fmt::format("final loss (rank-averaged model): {:.6f}   accuracy: {:.2f}%", r.final_loss,
                      100.0 * r.final_accuracy);
   if (!std::isnan(r.final_test_accuracy))

@@ -15,6 +15,8 @@
 #include "comm/gloo.hpp"
 #include "comm/nccl.hpp"
 #include "comm/phase_timer.hpp"
+#include "comm/representative.hpp"
+#include "comm/trace_replay.hpp"
 #include "kernels/tensor_buffer.hpp"
 #include "network_models/network.hpp"
 #include "network_models/topology_spec.hpp"
@@ -33,7 +35,7 @@ void dump_params(const std::filesystem::path& prefix, int rank, const std::vecto
                  const std::vector<at::Tensor>& params) {
   json doc = {{"rank", rank}, {"params", json::object()}};
   for (std::size_t i = 0; i < params.size(); ++i) {
-    auto flat = params[i].to(at::kDouble).contiguous();
+    auto flat = params[i].to(at::kCPU, at::kDouble).contiguous();  // from any device
     doc["params"][names[i]] = std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel());
   }
   const std::filesystem::path file = prefix.string() + fmt::format(".rank{}.json", rank);
@@ -79,14 +81,17 @@ class StagedBackward final : public algorithms::BackwardPass {
 // Loss and accuracy of the rank-averaged model on the training and test sets, after the
 // algorithm's before_evaluation: [train loss, train accuracy, test loss, test accuracy]
 // (test NaN without a test set), on every rank. Rank 0 evaluates; the figures reach the
-// others in one all-reduce.
+// others in one all-reduce. Without `evaluate_model` (the timing-only mode, whose model is
+// not the algorithm's) only the communication happens and the figures are NaN.
 sim::Task<std::array<double, 4>> evaluate_average(comm::Communicator& comm, algorithms::Algorithm& algorithm,
-                                                  const workloads::Workload& workload, std::vector<at::Tensor>& params) {
+                                                  const workloads::Workload& workload, std::vector<at::Tensor>& params,
+                                                  bool evaluate_model = true) {
   co_await algorithm.before_evaluation(comm, params);
   kernels::TensorBuffer model(params);
   co_await comm.all_reduce(model.buffer(), comm::ReduceOp::Average);
   at::Tensor figures = at::zeros({4}, at::kDouble);
-  if (comm.rank() == 0) {
+  if (!evaluate_model) figures.fill_(std::numeric_limits<double>::quiet_NaN());
+  if (comm.rank() == 0 && evaluate_model) {
     std::vector<at::Tensor> mean_params;
     for (const auto& p : params) mean_params.push_back(at::empty_like(p));
     model.unpack(mean_params);
@@ -106,10 +111,16 @@ sim::Task<std::array<double, 4>> evaluate_average(comm::Communicator& comm, algo
 }
 
 // One rank's whole job: `steps` training steps, then the reductions that make every
-// rank's RunResult identical (per-step records and the averaged model).
+// rank's RunResult identical (per-step records and the averaged model). With `recorder`
+// (the timing-only mode's representative rank, which is also `comm`), the points the
+// replay measures between are marked in its trace and the model is not evaluated.
 sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const net::Topology& topology,
                              std::shared_ptr<const workloads::WorkloadData> data, const RunOptions& options,
-                             RunResult& result, sim::TraceWriter* trace = nullptr) {
+                             RunResult& result, sim::TraceWriter* trace = nullptr,
+                             comm::RepresentativeCommunicator* recorder = nullptr) {
+  auto mark = [recorder](comm::TraceMark m) {
+    if (recorder) recorder->mark(m);
+  };
   const int rank = comm.rank();
   auto workload = workloads::make_workload(s.workload, data, s.seed, rank, s.ranks);
   auto algorithm = algorithms::make_algorithm(s.algorithm, topology, rank);
@@ -119,6 +130,7 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
 
   comm::PhaseTimer timer(comm);
   if (trace) timer.record_to(trace, trace->track(fmt::format("rank {}", rank), "phases"));
+  timer.notify(recorder);
   const bool staged = algorithm->drives_backward();
   StagedBackward backward(comm, timer, *workload, params, grads);
   co_await algorithm->start(comm, params);
@@ -129,6 +141,7 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
   std::vector<RunResult::EvalPoint> curve;
   double evaluating = 0.0;  // clock time spent in evaluations so far
   for (std::size_t t = 0; t < steps; ++t) {
+    mark(comm::TraceMark::StepBegin);
     const double start = comm.now();
     const auto traffic_before = comm.traffic();
     const double compute_before = comm.compute_seconds();
@@ -153,14 +166,18 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
     wire.push_back(static_cast<double>(comm.traffic().wire_bytes - traffic_before.wire_bytes));
     calls.push_back(static_cast<double>(comm.traffic().calls - traffic_before.calls));
     phase_steps.push_back(timer.take_step());
+    mark(comm::TraceMark::StepEnd);
     if (s.eval_every > 0 && (t + 1) % static_cast<std::size_t>(s.eval_every) == 0 && t + 1 < steps) {
+      mark(comm::TraceMark::EvalBegin);
       const double at_step_end = comm.now();
-      const auto f = co_await evaluate_average(comm, *algorithm, *workload, params);
+      const auto f = co_await evaluate_average(comm, *algorithm, *workload, params, !recorder);
       curve.push_back({static_cast<std::int64_t>(t) + 1, at_step_end - evaluating, f[0], f[1], f[2], f[3]});
       evaluating += comm.now() - at_step_end;
+      mark(comm::TraceMark::EvalEnd);
     }
   }
   co_await algorithm->finish(comm);  // joins communication still in flight (CHOCO's overlap)
+  mark(comm::TraceMark::End);
   const double end_time = comm.now() - evaluating;
   if (options.dump_params_prefix) dump_params(*options.dump_params_prefix, rank, workload->parameter_names(), params);
 
@@ -186,7 +203,7 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
   co_await comm.all_reduce(mean_model, comm::ReduceOp::Average);
   at::Tensor distance = at::full({1}, (model.buffer() - mean_model).pow(2).sum().item<double>(), at::kDouble);
   co_await comm.all_reduce(distance, comm::ReduceOp::Average);
-  const auto final_figures = co_await evaluate_average(comm, *algorithm, *workload, params);
+  const auto final_figures = co_await evaluate_average(comm, *algorithm, *workload, params, !recorder);
 
   const double* v = summary.data_ptr<double>();
   auto take = [&](std::vector<double>& out) {
@@ -217,10 +234,6 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
   result.consensus_distance = distance.item<double>();
 }
 
-double mean(const std::vector<double>& v) {
-  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-}
-
 // The workload's data, once per process; a missing or malformed data file is bad input.
 std::shared_ptr<const workloads::WorkloadData> load_data(const Scenario& s) {
   try {
@@ -229,6 +242,124 @@ std::shared_ptr<const workloads::WorkloadData> load_data(const Scenario& s) {
     const bool images = s.workload.type == "mlp" || s.workload.type == "cnn";
     throw ScenarioError(images ? "/workload/data_dir" : "/workload", e.what());
   }
+}
+
+// Writes `trace` to `file` atomically (through a temporary file).
+void write_trace(const sim::TraceWriter& trace, const std::filesystem::path& file) {
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
+  const auto tmp = file.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    trace.write(out);
+    if (!out) throw std::runtime_error(fmt::format("cannot write {}", tmp));
+  }
+  std::filesystem::rename(tmp, file);
+}
+
+sim::Task<void> replay_rank(comm::Communicator& comm, const comm::OpTrace& trace, std::vector<int> neighbours,
+                            comm::PhaseTimer& timer, comm::ReplayRecord& out) {
+  out = co_await comm::replay_trace(comm, trace, std::move(neighbours), timer);
+}
+
+// Mean over ranks of element t of each rank's series, summed in rank order as the
+// emulated all-reduce does, so a replay's means equal a full run's bit for bit.
+std::vector<double> rank_mean(const std::vector<comm::ReplayRecord>& records,
+                              std::vector<double> comm::ReplayRecord::*series) {
+  std::vector<double> mean = records.front().*series;
+  for (std::size_t r = 1; r < records.size(); ++r)
+    for (std::size_t t = 0; t < mean.size(); ++t) mean[t] += (records[r].*series).at(t);
+  for (double& m : mean) m /= static_cast<double>(records.size());
+  return mean;
+}
+
+// The timing-only mode: rank 0 runs rank_program alone on a RepresentativeCommunicator
+// (real kernels, every rank assumed to hold its data) recording an OpTrace; then every
+// rank replays that trace with size-only tensors on the emulated network. The record's
+// per-step figures are averaged over ranks as rank_program averages them.
+RunResult run_timing_only(const Scenario& s, const RunOptions& options) {
+  if (options.dump_params_prefix)
+    throw std::invalid_argument("timing-only mode keeps no per-rank parameters to dump (drop --dump-params)");
+  constexpr int representative = 0;
+  const auto topology = net::make_topology(s.topology, s.ranks, s.network.nominal);
+  RunResult result;
+  comm::OpTrace op_trace;
+  {
+    comm::RepresentativeCommunicator recorder(representative, s.ranks, topology.neighbors(representative), s.compute);
+    sim::run_blocking(rank_program(recorder, s, topology, load_data(s), options, result, nullptr, &recorder));
+    op_trace = recorder.trace();
+  }
+  // Messages to neighbours map onto rank r's neighbours slot by slot, which stands for
+  // rank r's own messages only when it has as many neighbours as the representative.
+  const bool gossips = std::any_of(op_trace.ops.begin(), op_trace.ops.end(), [](const comm::TracedOp& op) {
+    return op.kind == comm::TracedOp::Kind::Exchange || op.kind == comm::TracedOp::Kind::Send ||
+           op.kind == comm::TracedOp::Kind::Recv;
+  });
+  const auto degree = topology.neighbors(representative).size();
+  for (int r = 0; gossips && r < s.ranks; ++r)
+    if (topology.neighbors(r).size() != degree)
+      throw ScenarioError("/timing_only", fmt::format("rank {} has {} gossip neighbours and rank {} has {}: one rank "
+                                                      "cannot stand for all on this topology",
+                                                      r, topology.neighbors(r).size(), representative, degree));
+
+  sim::Engine engine;
+  auto network = std::make_shared<net::Network>(engine, topology, s.network);
+  comm::ComputeTiming replay_timing;
+  replay_timing.model = comm::replay_compute_model();
+  replay_timing.slowdown = s.compute.slowdown;
+  comm::EmulatedWorld world(engine, network, replay_timing);
+  std::unique_ptr<sim::TraceWriter> trace;
+  if (options.trace_file) {
+    trace = std::make_unique<sim::TraceWriter>();
+    network->transport().record_to(trace.get());
+  }
+  std::vector<comm::ReplayRecord> records(static_cast<std::size_t>(s.ranks));
+  std::vector<std::unique_ptr<comm::PhaseTimer>> timers;
+  for (int r = 0; r < s.ranks; ++r) {
+    auto& comm = world.communicator(r);
+    timers.push_back(std::make_unique<comm::PhaseTimer>(comm));
+    if (trace) timers.back()->record_to(trace.get(), trace->track(fmt::format("rank {}", r), "phases"));
+    engine.spawn(replay_rank(comm, op_trace, topology.neighbors(r), *timers.back(), records[r]),
+                 fmt::format("rank {}", r));
+  }
+  engine.run();
+  if (trace) write_trace(*trace, *options.trace_file);
+
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double n = static_cast<double>(s.ranks);
+  result.mode = "emulated";
+  result.backend = "emulated";
+  result.timing_only = true;
+  result.representative_rank = representative;
+  result.event_trace_hash = engine.trace_hash();
+  result.step_time_s = rank_mean(records, &comm::ReplayRecord::step_time_s);
+  result.compute_time_s = rank_mean(records, &comm::ReplayRecord::compute_time_s);
+  result.wire_bytes = rank_mean(records, &comm::ReplayRecord::wire_bytes);
+  result.calls = rank_mean(records, &comm::ReplayRecord::calls);
+  const auto eval_times = rank_mean(records, &comm::ReplayRecord::eval_time_s);
+  for (std::size_t i = 0; i < eval_times.size(); ++i) result.eval.at(i).time_s = eval_times[i];
+  double end = 0.0;
+  for (const auto& rec : records) end += rec.end_time_s;
+  result.eval.back().time_s = end / n;
+  result.phase_names = timers.front()->names();
+  result.phase_mean_s.assign(result.phase_names.size(), 0.0);
+  const double steps = static_cast<double>(s.steps);
+  for (std::size_t p = 0; p < result.phase_names.size(); ++p) {
+    for (const auto& rec : records) {
+      double sum = 0.0;
+      for (const auto& step : rec.phase_s) sum += p < step.size() ? step[p] : 0.0;
+      result.phase_mean_s[p] += sum / steps;
+    }
+    result.phase_mean_s[p] /= n;
+  }
+  // The representative's model trained against mirrored data: not the algorithm's.
+  std::fill(result.loss.begin(), result.loss.end(), nan);
+  result.diverged_at_step = 0;
+  result.consensus_distance = nan;
+  return result;
+}
+
+double mean(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
 
 }  // namespace
@@ -240,6 +371,7 @@ double RunResult::mean_calls() const { return mean(calls); }
 double RunResult::mean_compute_time_s() const { return mean(compute_time_s); }
 
 RunResult run_emulated(const Scenario& s, const RunOptions& options) {
+  if (s.timing_only) return run_timing_only(s, options);
   sim::Engine engine;
   auto network =
       std::make_shared<net::Network>(engine, net::make_topology(s.topology, s.ranks, s.network.nominal), s.network);
@@ -258,16 +390,7 @@ RunResult run_emulated(const Scenario& s, const RunOptions& options) {
   engine.run();
   results[0].mode = "emulated";
   results[0].event_trace_hash = engine.trace_hash();
-  if (trace) {
-    if (options.trace_file->has_parent_path()) std::filesystem::create_directories(options.trace_file->parent_path());
-    const auto tmp = options.trace_file->string() + ".tmp";
-    {
-      std::ofstream out(tmp);
-      trace->write(out);
-      if (!out) throw std::runtime_error(fmt::format("cannot write {}", tmp));
-    }
-    std::filesystem::rename(tmp, *options.trace_file);
-  }
+  if (trace) write_trace(*trace, *options.trace_file);
   return results[0];
 }
 
@@ -323,10 +446,12 @@ json RunResult::to_json() const {
   for (const auto& p : eval)
     eval_curve.push_back({{"step", p.step},
                           {"time_s", p.time_s},
-                          {"train_loss", p.train_loss},
-                          {"train_accuracy", p.train_accuracy},
+                          {"train_loss", or_null(p.train_loss)},
+                          {"train_accuracy", or_null(p.train_accuracy)},
                           {"test_loss", or_null(p.test_loss)},
                           {"test_accuracy", or_null(p.test_accuracy)}});
+  json losses = json::array();  // NaN (timing-only) as null
+  for (double l : loss) losses.push_back(or_null(l));
   json phases = json::array();
   const double step = mean_step_time_s();
   for (std::size_t i = 0; i < phase_names.size(); ++i)
@@ -336,6 +461,7 @@ json RunResult::to_json() const {
   return {{"dtsim_result_version", 1},
           {"mode", mode},
           {"backend", backend},
+          {"timing_only", timing_only ? json{{"representative_rank", representative_rank}} : json(false)},
           {"scenario", scenario.to_json()},
           {"phases", phases},
           {"step_mean_s", step},
@@ -345,11 +471,11 @@ json RunResult::to_json() const {
           {"compute_s_per_step", mean_compute_time_s()},
           {"exposed_comm_s_per_step", std::max(0.0, step - mean_compute_time_s())},
           {"final",
-           {{"loss", final_loss},
-            {"accuracy", final_accuracy},
+           {{"loss", or_null(final_loss)},
+            {"accuracy", or_null(final_accuracy)},
             {"test_loss", or_null(final_test_loss)},
             {"test_accuracy", or_null(final_test_accuracy)},
-            {"consensus_distance", consensus_distance}}},
+            {"consensus_distance", or_null(consensus_distance)}}},
           {"eval", eval_curve},
           {"algorithm_state_bytes", algorithm_state_bytes},
           {"diverged_at_step", diverged_at_step > 0 ? json(diverged_at_step) : json(nullptr)},
@@ -360,7 +486,7 @@ json RunResult::to_json() const {
             {"n_bits", n_bits},
             {"wire_bytes", wire_bytes},
             {"calls", calls},
-            {"loss", loss}}}};
+            {"loss", losses}}}};
 }
 
 }  // namespace dtsim::runner

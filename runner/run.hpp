@@ -77,6 +77,11 @@ struct RunResult {
   // The first step (1-based) whose rank-mean loss exceeds kDivergedLoss or is NaN, as the
   // reference's divergence abort; 0 when the run did not diverge (it still runs to the end).
   std::int64_t diverged_at_step = 0;
+  // Timing-only mode (Scenario::timing_only): the rank whose operations every rank
+  // replayed; loss, accuracy and consensus figures are NaN (JSON null) and n_bits and
+  // algorithm_state_bytes are that rank's.
+  bool timing_only = false;
+  int representative_rank = 0;
   // Emulated runs: a hash of the engine's fired events (time, order, kind), equal for
   // two runs exactly when their event traces are; 0 for live runs.
   std::uint64_t event_trace_hash = 0;

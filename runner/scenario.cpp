@@ -140,6 +140,7 @@ Scenario parse_scenario(const json& doc) {
   s.seed = static_cast<std::uint64_t>(root.integer("seed", 0, 0, kIntMax));
 
   s.eval_every = root.integer("eval_every", 0, 0, kIntMax);
+  s.timing_only = root.boolean("timing_only", false);
   {
     auto w = root.object("workload", true);
     auto& spec = s.workload;
@@ -594,6 +595,7 @@ json Scenario::to_json() const {
           {"steps", steps},
           {"seed", seed},
           {"eval_every", eval_every},
+          {"timing_only", timing_only},
           {"workload", work},
           {"algorithm", algo},
           {"topology", topo},

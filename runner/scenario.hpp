@@ -39,6 +39,11 @@ struct Scenario {
   workloads::WorkloadSpec workload;
   // Evaluate the rank-averaged model every eval_every steps (0: only after the last step).
   std::int64_t eval_every = 0;
+  // Timing-only mode (emulated runs): rank 0 alone runs the algorithm's real kernels, as if
+  // every rank held its data, and every rank replays its operations with size-only tensors
+  // on the simulated network: times, bits and traffic for thousands of ranks in the memory
+  // of one; no loss or accuracy (runner/run.hpp).
+  bool timing_only = false;
   algorithms::AlgorithmSpec algorithm;
   net::TopologySpec topology;
   net::NetworkConfig network;  // model, nominal link (latency, bandwidth), perturbations, algorithms

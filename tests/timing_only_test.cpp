@@ -1,0 +1,293 @@
+// The timing-only mode: rank 0 runs the kernels against a RepresentativeCommunicator,
+// every rank replays its OpTrace with size-only tensors. On scenarios where every rank
+// does the same work with the same payload sizes, the replay must give exactly the full
+// emulated run's times, bits, traffic and phases.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "comm/emulated.hpp"
+#include "comm/representative.hpp"
+#include "comm/trace_replay.hpp"
+#include "network_models/closed_form.hpp"
+#include "runner/run.hpp"
+#include "sim/engine.hpp"
+#include "test_util.hpp"
+
+namespace dtsim {
+namespace {
+
+using nlohmann::json;
+
+json logistic() {
+  return {{"kind", "logistic_regression"}, {"samples", 512}, {"features", 8}, {"batch_size", 16}};
+}
+json resnet20() { return {{"type", "resnet20"}, {"batch_size", 8}}; }
+
+json scenario(int ranks, json workload, json algorithm, json topology, json network = {}) {
+  if (network.is_null()) network = {{"model", "alpha_beta"}, {"latency_us", 3}, {"bandwidth_GBps", 2}};
+  return {{"name", "timing"}, {"ranks", ranks},     {"steps", 12},          {"seed", 5},
+          {"eval_every", 5},  {"workload", workload}, {"algorithm", algorithm}, {"topology", topology},
+          {"network", network}, {"compute", {{"gflops", 500}, {"memory_GBps", 50}}}};
+}
+
+struct Case {
+  const char* name;
+  json doc;
+};
+
+std::vector<Case> symmetric_cases() {
+  const json sgd = {{"lr", 0.1}, {"momentum", 0.9}};
+  auto with = [&](json algorithm) {
+    json a = sgd;
+    a.update(algorithm);
+    return a;
+  };
+  json straggling = scenario(6, logistic(), with({{"name", "parallel_sgd"}, {"variant", "decentralized"}}),
+                             {{"kind", "ring"}});
+  straggling["compute"]["stragglers"] = json::array({{{"rank", 2}, {"slowdown", 3.5}}});
+  return {
+      {"dpsgd_ring_with_straggler", straggling},
+      {"centralized_star_flow",
+       scenario(5, logistic(), with({{"name", "parallel_sgd"}, {"variant", "centralized"}}), {{"kind", "star"}},
+                {{"model", "flow"}, {"latency_us", 2}, {"bandwidth_GBps", 1}})},
+      {"choco_topk_torus",
+       scenario(9, resnet20(),
+                with({{"name", "choco_sgd"}, {"compressor", {{"kind", "top_k"}, {"ratio", 0.01}}},
+                      {"consensus_stepsize", 0.3}}),
+                {{"kind", "torus"}, {"dims", {3, 3}}})},
+      {"choco_sign_no_overlap_ring",
+       scenario(4, logistic(),
+                with({{"name", "choco_sgd"}, {"compressor", {{"kind", "scaled_sign"}}}, {"overlap", false}}),
+                {{"kind", "ring"}})},
+      {"dcd_qsgd_hypercube",
+       scenario(8, logistic(), with({{"name", "dcd_psgd"}, {"compressor", {{"kind", "qsgd"}, {"levels", 16}}}}),
+                {{"kind", "hypercube"}})},
+      {"sparsified_allgather_ring",
+       scenario(4, resnet20(), with({{"name", "sparsified_sgd"}, {"compressor", {{"kind", "top_k"}, {"ratio", 0.05}}}}),
+                {{"kind", "ring"}})},
+      {"sign_sgd_majority", scenario(6, logistic(), with({{"name", "sign_sgd"}}), {{"kind", "ring"}})},
+      {"local_sgd_h4_fat_tree",
+       scenario(8, logistic(), with({{"name", "local_sgd"}, {"local_steps", 4}}), {{"kind", "fat_tree"}, {"k", 4}},
+                {{"model", "flow"}, {"latency_us", 1}, {"bandwidth_GBps", 10}})},
+      {"distopt_sync_stream",
+       scenario(4, resnet20(), with({{"name", "distopt"}, {"variant", "sync"}, {"threshold", 20000}, {"buffer_size", 40000}}),
+                {{"kind", "ring"}})},
+      {"distopt_partial",
+       scenario(4, resnet20(),
+                with({{"name", "distopt"}, {"variant", "partial"}, {"threshold", 20000}, {"buffer_size", 40000}}),
+                {{"kind", "ring"}})},
+      {"distopt_sparse_topk_allgather",
+       scenario(4, resnet20(),
+                with({{"name", "distopt"}, {"variant", "sparse"}, {"top_k", true}, {"spars", 0.02}, {"threshold", 20000},
+                      {"buffer_size", 40000}}),
+                {{"kind", "ring"}})},
+  };
+}
+
+// Every timing figure of the timing-only run equals the full emulated run's, bit for bit
+// (the replay sums and averages in the same order).
+TEST(TimingOnly, EqualsTheFullEmulatedRunOnSymmetricScenarios) {
+  for (const auto& c : symmetric_cases()) {
+    SCOPED_TRACE(c.name);
+    auto s = runner::parse_scenario(c.doc);
+    const auto full = runner::run_emulated(s);
+    s.timing_only = true;
+    const auto timed = runner::run_emulated(s);
+    EXPECT_TRUE(timed.timing_only);
+    EXPECT_EQ(timed.step_time_s, full.step_time_s);
+    EXPECT_EQ(timed.compute_time_s, full.compute_time_s);
+    EXPECT_EQ(timed.wire_bytes, full.wire_bytes);
+    EXPECT_EQ(timed.calls, full.calls);
+    EXPECT_EQ(timed.n_bits, full.n_bits);
+    EXPECT_EQ(timed.phase_names, full.phase_names);
+    EXPECT_EQ(timed.phase_mean_s, full.phase_mean_s);
+    EXPECT_EQ(timed.algorithm_state_bytes, full.algorithm_state_bytes);
+    ASSERT_EQ(timed.eval.size(), full.eval.size());
+    for (std::size_t i = 0; i < full.eval.size(); ++i) {
+      EXPECT_EQ(timed.eval[i].step, full.eval[i].step);
+      EXPECT_EQ(timed.eval[i].time_s, full.eval[i].time_s) << "evaluation " << i;
+    }
+    EXPECT_GT(timed.mean_step_time_s(), 0.0);
+  }
+}
+
+// A straggler slows every rank that waits for it: the replay applies each rank's own
+// slowdown to the representative's compute times (rank 0 is not the straggler here).
+TEST(TimingOnly, StragglerSlowdownAppliesPerRank) {
+  auto doc = symmetric_cases().front().doc;
+  auto s = runner::parse_scenario(doc);
+  s.timing_only = true;
+  const auto slowed = runner::run_emulated(s);
+  s.compute.slowdown.clear();
+  const auto even = runner::run_emulated(s);
+  EXPECT_GT(slowed.mean_step_time_s(), even.mean_step_time_s());
+  // Mean compute over 6 ranks: five at 1x, one at 3.5x.
+  EXPECT_NEAR(slowed.mean_compute_time_s(), even.mean_compute_time_s() * (5 + 3.5) / 6, 1e-15);
+}
+
+// The result says what it is: no loss, accuracy or consensus figures (JSON null), the
+// representative rank named, the table marked.
+TEST(TimingOnly, ReportsNoLossAndNamesTheRepresentative) {
+  auto s = runner::parse_scenario(symmetric_cases().front().doc);
+  s.timing_only = true;
+  const auto r = runner::run_emulated(s);
+  const json j = r.to_json();
+  EXPECT_EQ(j["timing_only"], (json{{"representative_rank", 0}}));
+  EXPECT_TRUE(j["final"]["loss"].is_null());
+  EXPECT_TRUE(j["final"]["accuracy"].is_null());
+  EXPECT_TRUE(j["final"]["consensus_distance"].is_null());
+  EXPECT_TRUE(j["eval"][0]["train_loss"].is_null());
+  EXPECT_TRUE(j["per_step"]["loss"][0].is_null());
+  EXPECT_TRUE(j["diverged_at_step"].is_null());
+  EXPECT_EQ(j["scenario"]["timing_only"], true);
+  s.timing_only = false;
+  EXPECT_EQ(runner::run_emulated(s).to_json()["timing_only"], false);
+}
+
+// One rank stands for all only if every rank has as many gossip neighbours: on a path
+// 0-1-2-3 a gossiping algorithm is refused, naming the ranks; an all-reduce algorithm
+// (no neighbour messages) runs, and equals the full run.
+TEST(TimingOnly, IrregularGossipGraphIsRefused) {
+  json edges = json::array();
+  for (int i = 0; i < 3; ++i) edges.push_back({{"a", i}, {"b", i + 1}, {"latency_us", 2}, {"bandwidth_GBps", 4}});
+  const json path = {{"kind", "edges"}, {"edges", edges}};
+  auto gossip = runner::parse_scenario(
+      scenario(4, logistic(), {{"name", "parallel_sgd"}, {"variant", "decentralized"}, {"lr", 0.1}}, path));
+  gossip.timing_only = true;
+  try {
+    runner::run_emulated(gossip);
+    FAIL() << "expected an error";
+  } catch (const runner::ScenarioError& e) {
+    EXPECT_EQ(e.path(), "/timing_only");
+    EXPECT_NE(std::string(e.what()).find("rank 1 has 2 gossip neighbours and rank 0 has 1"), std::string::npos)
+        << e.what();
+  }
+  auto central = runner::parse_scenario(
+      scenario(4, logistic(), {{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}}, path));
+  const auto full = runner::run_emulated(central);
+  central.timing_only = true;
+  EXPECT_EQ(runner::run_emulated(central).step_time_s, full.step_time_s);
+}
+
+// The representative's collectives return what they would if every rank held its data.
+TEST(RepresentativeCommunicator, MirrorsEveryRankAndRecordsTheTrace) {
+  comm::ComputeTiming timing;
+  timing.model = {.flops_per_s = 1e9, .bytes_per_s = 1e9};
+  comm::RepresentativeCommunicator rep(0, 8, {1, 7}, timing);
+  auto run = [&]() -> sim::Task<void> {
+    at::Tensor x = at::arange(4, at::kFloat);
+    co_await rep.all_reduce(x, comm::ReduceOp::Sum);
+    EXPECT_TRUE(x.equal(at::arange(4, at::kFloat) * 8));
+    co_await rep.all_reduce(x, comm::ReduceOp::Average);
+    EXPECT_TRUE(x.equal(at::arange(4, at::kFloat) * 8));
+    std::vector<at::Tensor> gathered;
+    const at::Tensor ones = at::ones({3}, at::kInt);
+    co_await rep.all_gather(ones, gathered);
+    EXPECT_EQ(gathered.size(), 8u);
+    for (const auto& g : gathered) EXPECT_TRUE(g.equal(at::ones({3}, at::kInt)));
+    std::vector<at::Tensor> received;
+    const std::vector<int> peers{7, 1};
+    const at::Tensor payload = at::full({5}, 2.5);
+    auto op = rep.exchange(payload, peers, received);
+    const sim::ComputeCost cost{.flops = 2e6, .bytes = 1e6};  // 3 ms
+    co_await rep.compute(cost, [] {});
+    co_await op;
+    EXPECT_EQ(received.size(), 2u);
+    EXPECT_TRUE(received.size() == 2 && received[1].equal(at::full({5}, 2.5)));
+    EXPECT_DOUBLE_EQ(rep.now(), 3e-3);
+    rep.mark(comm::TraceMark::End);
+    co_await rep.all_reduce(x, comm::ReduceOp::Sum);  // after End: not recorded
+  };
+  sim::run_blocking(run());
+
+  using Kind = comm::TracedOp::Kind;
+  const auto& ops = rep.trace().ops;
+  const std::vector<Kind> kinds{Kind::AllReduce, Kind::Wait,    Kind::AllReduce, Kind::Wait, Kind::AllGather, Kind::Wait,
+                                Kind::Exchange,  Kind::Compute, Kind::Wait,      Kind::Wait, Kind::Mark};
+  ASSERT_EQ(ops.size(), kinds.size());
+  for (std::size_t i = 0; i < kinds.size(); ++i) EXPECT_EQ(ops[i].kind, kinds[i]) << i;
+  EXPECT_EQ(ops[4].dtype, at::kInt);
+  EXPECT_EQ(ops[4].numel, 3);
+  EXPECT_EQ(ops[6].peer_slots, (std::vector<int>{1, 0}));  // rank 7 is neighbour #2
+  EXPECT_EQ(ops[8].op, 4u);                                // the compute (operation #4) is awaited first
+  EXPECT_EQ(ops[9].op, 3u);                                // then the exchange
+  EXPECT_DOUBLE_EQ(ops[7].seconds, 3e-3);
+
+  // A peer that is not a gossip neighbour, or a receive with nothing sent, cannot be mirrored.
+  std::vector<at::Tensor> out;
+  const int stranger[] = {4};
+  EXPECT_THROW((void)rep.exchange(at::ones({1}), stranger, out), std::invalid_argument);
+  at::Tensor buf = at::zeros({2});
+  EXPECT_THROW((void)rep.recv(buf, 1), std::invalid_argument);
+  (void)rep.send(at::full({2}, 4.0), 1);
+  (void)rep.recv(buf, 1);
+  EXPECT_TRUE(buf.equal(at::full({2}, 4.0)));
+}
+
+// A replayed trace on a ring: compute 2 ms, then a 1 MB ring all-reduce: the step takes
+// 2 ms plus the closed form of the ring all-reduce.
+TEST(TraceReplay, ComputeThenAllReduceTakesTheClosedForm) {
+  const int n = 8;
+  comm::OpTrace trace;
+  trace.ranks = n;
+  auto push = [&](comm::TracedOp op) { trace.ops.push_back(std::move(op)); };
+  comm::TracedOp mark{.kind = comm::TracedOp::Kind::Mark, .variant = static_cast<int>(comm::TraceMark::StepBegin)};
+  push(mark);
+  push({.kind = comm::TracedOp::Kind::Compute, .seconds = 2e-3});
+  push({.kind = comm::TracedOp::Kind::Wait, .op = 0});
+  push({.kind = comm::TracedOp::Kind::AllReduce, .numel = 1 << 18});  // 1 MiB of fp32
+  push({.kind = comm::TracedOp::Kind::Wait, .op = 1});
+  mark.variant = static_cast<int>(comm::TraceMark::StepEnd);
+  push(mark);
+  trace.operations = 2;
+
+  sim::Engine engine;
+  net::NetworkConfig config;
+  config.model = "alpha_beta";
+  config.nominal = {.latency_s = 5e-6, .bandwidth_bytes_per_s = 1e9};
+  config.algorithms[net::CollectiveKind::AllReduce] = net::Algorithm::Ring;
+  auto network = std::make_shared<net::Network>(engine, net::Topology::ring(n, config.nominal), config);
+  comm::ComputeTiming timing;
+  timing.model = comm::replay_compute_model();
+  comm::EmulatedWorld world(engine, network, timing);
+  std::vector<comm::ReplayRecord> records(n);
+  std::vector<std::unique_ptr<comm::PhaseTimer>> timers;
+  auto replay = [](comm::Communicator& c, const comm::OpTrace& t, std::vector<int> nb, comm::PhaseTimer& timer,
+                   comm::ReplayRecord& out) -> sim::Task<void> {
+    out = co_await comm::replay_trace(c, t, std::move(nb), timer);
+  };
+  for (int r = 0; r < n; ++r) {
+    timers.push_back(std::make_unique<comm::PhaseTimer>(world.communicator(r)));
+    engine.spawn(replay(world.communicator(r), trace, network->topology().neighbors(r), *timers.back(), records[r]),
+                 "rank " + std::to_string(r));
+  }
+  engine.run();
+  const double ring = net::closed_form_seconds(
+      {.kind = net::CollectiveKind::AllReduce, .algorithm = net::Algorithm::Ring, .ranks = n, .elements = 1 << 18},
+      5e-6, 1e9);
+  for (const auto& rec : records) {
+    ASSERT_EQ(rec.step_time_s.size(), 1u);
+    EXPECT_NEAR(rec.step_time_s[0], 2e-3 + ring, 1e-12);
+    EXPECT_DOUBLE_EQ(rec.compute_time_s[0], 2e-3);
+    EXPECT_EQ(rec.calls[0], 1.0);
+    EXPECT_EQ(rec.wire_bytes[0], 2.0 * (n - 1) / n * 4.0 * (1 << 18));
+  }
+}
+
+// The command line: --timing-only marks the table; --dump-params cannot go with it.
+TEST(TimingOnly, CommandLine) {
+  const auto dir = testing::fresh_dir("timing_only_cli");
+  const std::string scenario = std::string(DTSIM_SOURCE_DIR) + "/scenarios/choco_ring8_sign.json";
+  auto ok = testing::run_command(std::string(DTSIM_BINARY) + " run --timing-only " + scenario + " --out " + dir.string());
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("emulated, timing-only"), std::string::npos) << ok.output;
+  EXPECT_NE(ok.output.find("no loss or accuracy"), std::string::npos) << ok.output;
+  auto bad = testing::run_command(std::string(DTSIM_BINARY) + " run --timing-only " + scenario + " --out " +
+                                  dir.string() + " --dump-params " + (dir / "p").string());
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("timing-only mode keeps no per-rank parameters"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace dtsim
