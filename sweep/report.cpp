@@ -108,6 +108,8 @@ std::vector<fs::path> write_report(const std::vector<fs::path>& inputs, const fs
   by_bits.x_log = max_bits > 0 && max_bits / min_bits >= 100;
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& f = figures[i];
+    // Timing-only results have no losses (null): no curve for them.
+    if (std::none_of(f.loss.begin(), f.loss.end(), [](double l) { return std::isfinite(l); })) continue;
     Series time{runs[i].label, {}, {}}, bits{runs[i].label, {}, {}};
     double t = 0, b = 0, sum = 0;
     for (std::size_t s = 0; s < f.loss.size(); ++s) {
@@ -125,6 +127,7 @@ std::vector<fs::path> write_report(const std::vector<fs::path>& inputs, const fs
     by_bits.series.push_back(std::move(bits));
   }
   for (const auto& [name, chart] : {std::pair{"loss_vs_time.svg", &by_time}, std::pair{"loss_vs_bits.svg", &by_bits}}) {
+    if (chart->series.empty()) break;  // no run has losses
     write_file(out_dir / name, render_svg(*chart));
     written.push_back(out_dir / name);
   }

@@ -406,6 +406,14 @@ TEST(SweepReport, DrawsSvgFigures) {
   testing::write_file(d.root / "one.result.json", result.dump());
   EXPECT_EQ(testing::run_command(dtsim() + " report " + (d.root / "one.result.json").string() + " --out " +
                                  (d.root / "report1").string()).exit_code, 0);
+  // Timing-only results have no losses (null): no loss figures, and no failure.
+  auto timing = result;
+  for (auto& l : timing["per_step"]["loss"]) l = nullptr;
+  testing::write_file(d.root / "timing.result.json", timing.dump());
+  const auto no_loss = testing::run_command(dtsim() + " report " + (d.root / "timing.result.json").string() +
+                                            " --out " + (d.root / "report3").string());
+  EXPECT_EQ(no_loss.exit_code, 0) << no_loss.output;
+  EXPECT_FALSE(fs::exists(d.root / "report3" / "loss_vs_time.svg"));
   testing::write_file(d.root / "junk.json", "{\"a\": 1}");
   const auto bad = testing::run_command(dtsim() + " report " + (d.root / "junk.json").string() + " --out " +
                                         (d.root / "report2").string());
