@@ -101,9 +101,11 @@ void DistOpt::init(const StepContext& ctx) {
       const auto& t = variant_ == Variant::sync ? ctx.grads[part.params[0]] : ctx.params[part.params[0]];
       part.in_place = t.is_contiguous() && t.scalar_type() == at::kFloat;
     }
+    // Buffers live with the parameters (on their device).
+    const auto options = ctx.params.front().options();
     if (!part.in_place)
-      part.buffer = at::empty({part.elements}, at::TensorOptions().dtype(variant_ == Variant::half ? at::kHalf : at::kFloat));
-    if (variant_ == Variant::sparse && corr_) part.residual = at::zeros({part.elements}, at::kFloat);
+      part.buffer = at::empty({part.elements}, options.dtype(variant_ == Variant::half ? at::kHalf : at::kFloat));
+    if (variant_ == Variant::sparse && corr_) part.residual = at::zeros({part.elements}, options.dtype(at::kFloat));
     partitions_.push_back(std::move(part));
   }
   if (variant_ == Variant::partial) per_param_.assign(n_params, LocalOptimizer(optimizer_.spec()));
@@ -115,17 +117,23 @@ void DistOpt::stage(Partition& part, std::size_t slot, const at::Tensor& value) 
   if (variant_ == Variant::half) {
     at::Tensor v = clipping_ ? value.clamp(-clip_value_, clip_value_) : value;
     v = v.to(at::kFloat).contiguous();
-    kernels::cpu::float_to_half(v.data_ptr<float>(), n, half_bits(part.buffer) + offset);
+    if (part.buffer.is_cpu())
+      kernels::cpu::float_to_half(v.data_ptr<float>(), n, half_bits(part.buffer) + offset);
+    else  // a GPU's cast also rounds to nearest even
+      part.buffer.narrow(0, offset, n).copy_(v.reshape({-1}));
     return;
   }
   part.buffer.narrow(0, offset, n).copy_(value.reshape({-1}));
 }
 
 // m = buffer (+ e); S = top-k or threshold selection; e = m with S zeroed; packed = [S | m_S].
+// The selection runs on the host with the CPU kernels: a buffer on a GPU is selected in a
+// host copy (same result, not GPU speed) and the packed message is copied back.
 void DistOpt::sparsify(Partition& part) {
   const std::int64_t n = part.elements;
-  float* m = part.buffer.data_ptr<float>();
   if (corr_) part.buffer.add_(part.residual);
+  const at::Tensor host = part.buffer.to(at::kCPU);  // the buffer itself on the CPU
+  const float* m = host.data_ptr<float>();
   if (top_k_) {
     const std::int64_t k = std::min<std::int64_t>(n, static_cast<std::int64_t>(std::ceil(spars_ * as_double(n))));
     idx_.resize(static_cast<std::size_t>(k));
@@ -143,8 +151,13 @@ void DistOpt::sparsify(Partition& part) {
   }
   if (corr_) {
     part.residual.copy_(part.buffer);
-    float* e = part.residual.data_ptr<float>();
-    for (std::int64_t j = 0; j < part.nnz; ++j) e[idx_[static_cast<std::size_t>(j)]] = 0.0f;
+    if (part.residual.is_cpu()) {
+      float* e = part.residual.data_ptr<float>();
+      for (std::int64_t j = 0; j < part.nnz; ++j) e[idx_[static_cast<std::size_t>(j)]] = 0.0f;
+    } else {
+      const std::vector<std::int64_t> sent(idx_.begin(), idx_.begin() + part.nnz);
+      part.residual.index_fill_(0, at::tensor(sent, at::kLong).to(part.residual.device()), 0.0);
+    }
   }
   // Indices travel as their int32 bit patterns in the fp32 message, as SINGA packs them.
   part.packed = at::empty({2 * part.nnz}, at::kFloat);
@@ -152,6 +165,7 @@ void DistOpt::sparsify(Partition& part) {
   static_assert(sizeof(std::uint32_t) == sizeof(float));
   std::memcpy(out, idx_.data(), sizeof(float) * static_cast<std::size_t>(part.nnz));
   std::memcpy(out + part.nnz, val_.data(), sizeof(float) * static_cast<std::size_t>(part.nnz));
+  part.packed = part.packed.to(part.buffer.device());  // no copy on the CPU
 }
 
 sim::Task<void> DistOpt::average_all(comm::Communicator& comm, std::vector<at::Tensor>& params) {
@@ -285,7 +299,7 @@ sim::Task<std::uint64_t> DistOpt::step(StepContext& ctx) {
         for (std::size_t j : part.params) {
           auto& g = ctx.grads[j];
           const std::int64_t off = offset_of_[j];
-          if (variant_ == Variant::half && g.is_contiguous() && g.scalar_type() == at::kFloat)
+          if (variant_ == Variant::half && g.is_cpu() && g.is_contiguous() && g.scalar_type() == at::kFloat)
             kernels::cpu::half_to_float(half_bits(part.buffer) + off, g.numel(), 1.0f, false, g.data_ptr<float>());
           else
             g.copy_(part.buffer.narrow(0, off, g.numel()).view(g.sizes()));

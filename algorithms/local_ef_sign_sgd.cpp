@@ -56,12 +56,15 @@ sim::Task<std::uint64_t> LocalEfSignSgd::step(StepContext& ctx) {
       } else {
         at::sign_out(own_signs_, memory_);
       }
-      float* s = own_scales_.data_ptr<float>();
+      // Scales are computed on the host and copied in: own_scales_ may live on a GPU.
+      std::vector<float> s(static_cast<std::size_t>(L));
       for (std::int64_t l = 0; l < L; ++l) {
         auto e = memory_.narrow(0, offsets_[l], offsets_[l + 1] - offsets_[l]);
-        s[l] = e.abs().sum().item<float>() / static_cast<float>(e.numel());
-        e.sub_(own_signs_.narrow(0, offsets_[l], offsets_[l + 1] - offsets_[l]) * s[l]);
+        const float scale = e.abs().sum().item<float>() / static_cast<float>(e.numel());
+        s[static_cast<std::size_t>(l)] = scale;
+        e.sub_(own_signs_.narrow(0, offsets_[l], offsets_[l + 1] - offsets_[l]) * scale);
       }
+      own_scales_.copy_(at::from_blob(s.data(), {L}, at::kFloat));
       scales_.copy_(own_scales_);
       if (!packed_) signs_.copy_(own_signs_);
     });

@@ -41,10 +41,12 @@ inline std::vector<std::int64_t> flat_offsets(const std::vector<at::Tensor>& ten
 }
 
 // The local sign family's consensus update, per tensor l: x_bar_l -= scale_l * sign_l
-// (scales and signs already averaged over ranks), then x <- x_bar.
+// (scales and signs already averaged over ranks), then x <- x_bar. The L scales are read
+// on the host (a copy when they live on a GPU).
 inline void apply_scaled_signs(kernels::TensorBuffer& consensus, const at::Tensor& signs, const at::Tensor& scales,
                                const std::vector<std::int64_t>& offsets, std::vector<at::Tensor>& params) {
-  const float* s = scales.data_ptr<float>();
+  const at::Tensor host_scales = scales.to(at::kCPU);
+  const float* s = host_scales.data_ptr<float>();
   for (std::size_t l = 0; l + 1 < offsets.size(); ++l) {
     const auto len = offsets[l + 1] - offsets[l];
     consensus.buffer().narrow(0, offsets[l], len).sub_(signs.narrow(0, offsets[l], len) * s[l]);

@@ -27,11 +27,13 @@ sim::Task<std::uint64_t> LocalSignSgd::step(StepContext& ctx) {
     co_await comm.compute({3.0 * dd, 20.0 * dd}, [&] {
       flat_params_.pack(ctx.params);
       at::sub_out(signs_, consensus_.buffer(), flat_params_.buffer());  // x_bar - x
-      float* s = scales_.data_ptr<float>();
+      // Scales are computed on the host and copied in: scales_ may live on a GPU.
+      std::vector<float> s(static_cast<std::size_t>(L));
       for (std::int64_t l = 0; l < L; ++l) {
         const auto v = signs_.narrow(0, offsets_[l], offsets_[l + 1] - offsets_[l]);
-        s[l] = v.abs().sum().item<float>() / static_cast<float>(v.numel());
+        s[static_cast<std::size_t>(l)] = v.abs().sum().item<float>() / static_cast<float>(v.numel());
       }
+      scales_.copy_(at::from_blob(s.data(), {L}, at::kFloat));
       signs_.sign_();
     });
   }

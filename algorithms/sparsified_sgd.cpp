@@ -46,9 +46,11 @@ void SparsifiedSgd::init(const std::vector<at::Tensor>& grads) {
 // The momentum buffer is zeroed where this rank's payload sent a coordinate. Wire layouts
 // (kernels/compressor.hpp): top_k / random_k = K uint32 indices first; threshold = L
 // uint32 counts, then the indices; indices local to their tensor, tensors in order.
+// The indices are read on the host (a copy of the payload when it lives on a GPU).
 void SparsifiedSgd::zero_momentum_at_sent() {
   auto& buffers = optimizer_.momentum_buffers();
-  const auto* base = payload_.bytes.data_ptr<std::uint8_t>();
+  const at::Tensor host_bytes = payload_.bytes.to(at::kCPU);
+  const auto* base = host_bytes.data_ptr<std::uint8_t>();
   const auto L = static_cast<std::int64_t>(segments_.size());
   std::vector<std::int64_t> counts(segments_.size());
   const std::uint8_t* indices = base;
@@ -64,13 +66,21 @@ void SparsifiedSgd::zero_momentum_at_sent() {
   }
   for (std::int64_t s = 0; s < L; ++s) {
     auto& buf = buffers.at(static_cast<std::size_t>(s));
-    if (buf.defined()) {
+    if (buf.defined() && buf.is_cpu()) {
       float* b = buf.data_ptr<float>();
       for (std::int64_t j = 0; j < counts[s]; ++j) {
         std::uint32_t i = 0;
         std::memcpy(&i, indices + 4 * j, 4);
         b[i] = 0.0f;
       }
+    } else if (buf.defined()) {  // on a GPU: one index_fill_ of the sent coordinates
+      std::vector<std::int64_t> sent(static_cast<std::size_t>(counts[s]));
+      for (std::int64_t j = 0; j < counts[s]; ++j) {
+        std::uint32_t i = 0;
+        std::memcpy(&i, indices + 4 * j, 4);
+        sent[static_cast<std::size_t>(j)] = i;
+      }
+      buf.view({-1}).index_fill_(0, at::tensor(sent, at::kLong).to(buf.device()), 0.0);
     }
     indices += 4 * counts[s];
   }

@@ -391,3 +391,225 @@ BENCHMARK(BM_ErrorFeedbackQsgd)->Apply(sizes);
 BENCHMARK(BM_ErrorFeedbackFp16)->Apply(sizes);
 
 }  // namespace
+
+// ===== CUDA kernels =========================================================================
+// The same kernels on a CUDA tensor (the kernels dispatch by device), registered only when
+// LibTorch sees a CUDA device, so a CPU machine's runs and `make regress` are unchanged.
+// Each is timed with CUDA events on the current stream, as are its yardsticks on the same
+// input on the same device, interleaved iteration by iteration:
+//   x_copy  = time of a device-to-device copy of the input's bytes / kernel time
+//             (1.0 = the kernel runs at the speed of copying its input once)
+//   x_torch = time of the LibTorch computation on the device / kernel time (at::topk for
+//             top-k; the reference's ops otherwise)
+//   kernel_GBps = input bytes / median kernel time; copy_GBps likewise for the copy.
+// Ratios of per-iteration medians. Args: input bytes (1 MB .. 256 MB). scripts/gpu-check.sh
+// runs them with --benchmark_filter=Cuda. Without CUDA (a CPU LibTorch) this section still
+// compiles, and DeviceTimer falls back to the host clock, unused.
+
+#if DTSIM_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace {
+
+// Seconds the work takes on the device's current stream.
+class DeviceTimer {
+ public:
+#if DTSIM_TORCH_CUDA
+  DeviceTimer() {
+    check(cudaEventCreate(&begin_));
+    check(cudaEventCreate(&end_));
+  }
+  ~DeviceTimer() {
+    cudaEventDestroy(begin_);
+    cudaEventDestroy(end_);
+  }
+  DeviceTimer(const DeviceTimer&) = delete;
+  DeviceTimer& operator=(const DeviceTimer&) = delete;
+
+  double time(const std::function<void()>& work) {
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+    check(cudaEventRecord(begin_, stream));
+    work();
+    check(cudaEventRecord(end_, stream));
+    check(cudaEventSynchronize(end_));
+    float ms = 0.0f;
+    check(cudaEventElapsedTime(&ms, begin_, end_));
+    return 1e-3 * ms;
+  }
+
+ private:
+  static void check(cudaError_t e) {
+    if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA event: ") + cudaGetErrorString(e));
+  }
+  cudaEvent_t begin_ = nullptr, end_ = nullptr;
+#else
+  double time(const std::function<void()>& work) {
+    const auto a = Clock::now();
+    work();
+    return seconds(a, Clock::now());
+  }
+#endif
+};
+
+// Drawn on the device: a gigabyte of normal values takes seconds on the CPU's generator.
+at::Tensor cuda_input(std::int64_t bytes) {
+  return at::randn({bytes / 4}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA));
+}
+
+void compare_cuda(benchmark::State& state, const at::Tensor& x, const std::function<void()>& kernel,
+                  const std::function<void()>& torch_version) {
+  const std::int64_t bytes = x.numel() * static_cast<std::int64_t>(x.element_size());
+  at::Tensor copy = at::empty_like(x);
+  DeviceTimer timer;
+  kernel();  // warm-up: workspaces grow, the allocator caches, libraries load their kernels
+  if (torch_version) torch_version();
+  copy.copy_(x);
+  std::vector<double> t_kernel, t_copy, t_torch;
+  for (auto _ : state) {
+    const double k = timer.time(kernel);
+    state.SetIterationTime(k);
+    t_kernel.push_back(k);
+    t_copy.push_back(timer.time([&] { copy.copy_(x); }));
+    if (torch_version) t_torch.push_back(timer.time(torch_version));
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+  const double k = median(t_kernel);
+  state.counters["x_copy"] = median(t_copy) / k;
+  if (torch_version) state.counters["x_torch"] = median(t_torch) / k;
+  state.counters["kernel_GBps"] = static_cast<double>(bytes) / k / 1e9;
+  state.counters["copy_GBps"] = static_cast<double>(bytes) / median(t_copy) / 1e9;
+}
+
+void cuda_compressor_bench(benchmark::State& state, CompressorSpec spec, const std::function<void(const at::Tensor&)>& base) {
+  const at::Tensor x = cuda_input(state.range(0));
+  Compressor c(spec);
+  Payload p;
+  compare_cuda(state, x, [&] { c.compress(x, {}, p); }, base ? std::function<void()>([&] { base(x); }) : nullptr);
+  state.counters["payload_bits"] = static_cast<double>(p.payload_bits());
+}
+
+at::Tensor cuda_torch_pack_signs(const at::Tensor& x) {
+  const std::int64_t W = x.numel() / 32;
+  const at::Tensor shifts = at::arange(32, x.options().dtype(at::kInt));
+  return at::sign(x).lt(0).to(at::kInt).view({W, 32}).__lshift__(shifts).sum(1, false, at::kInt);
+}
+
+void BM_CudaTopK(benchmark::State& state) {
+  cuda_compressor_bench(state, CompressorSpec{.kind = CompressorKind::top_k, .ratio = 0.01}, [](const at::Tensor& x) {
+    const std::int64_t k = std::max<std::int64_t>(1, x.numel() / 100);
+    benchmark::DoNotOptimize(at::topk(x.abs(), k, 0, true, /*sorted=*/false));
+  });
+}
+
+void BM_CudaThreshold(benchmark::State& state) {
+  cuda_compressor_bench(state, CompressorSpec{.kind = CompressorKind::threshold, .threshold = 2.5},
+                        [](const at::Tensor& x) {
+                          at::Tensor idx = x.abs().ge(2.5).nonzero();
+                          benchmark::DoNotOptimize(x.index_select(0, idx.flatten()));
+                        });
+}
+
+void BM_CudaRandomK(benchmark::State& state) {
+  cuda_compressor_bench(state, CompressorSpec{.kind = CompressorKind::random_k, .ratio = 0.01, .seed = 1},
+                        [](const at::Tensor& x) {
+                          const std::int64_t k = std::max<std::int64_t>(1, x.numel() / 100);
+                          at::Tensor idx = at::randperm(x.numel(), x.options().dtype(at::kLong)).narrow(0, 0, k);
+                          benchmark::DoNotOptimize(x.index_select(0, idx));
+                        });
+}
+
+void BM_CudaSign(benchmark::State& state) {
+  cuda_compressor_bench(state, CompressorSpec{.kind = CompressorKind::sign},
+                        [](const at::Tensor& x) { benchmark::DoNotOptimize(cuda_torch_pack_signs(x)); });
+}
+
+void BM_CudaScaledSign(benchmark::State& state) {
+  cuda_compressor_bench(state, CompressorSpec{.kind = CompressorKind::scaled_sign}, [](const at::Tensor& x) {
+    benchmark::DoNotOptimize(x.abs().sum() / static_cast<double>(x.numel()));
+    benchmark::DoNotOptimize(cuda_torch_pack_signs(x));
+  });
+}
+
+void BM_CudaQsgd(benchmark::State& state) {
+  cuda_compressor_bench(state, CompressorSpec{.kind = CompressorKind::qsgd, .levels = 15, .seed = 1},
+                        [](const at::Tensor& x) {
+                          at::Tensor norm = x.norm();
+                          at::Tensor y = x.abs() * (15 / norm);
+                          at::Tensor fl = y.floor();
+                          at::Tensor level = fl + at::rand_like(y).lt(y - fl).to(at::kFloat);
+                          benchmark::DoNotOptimize(x.sign() * level * (norm / 15));
+                        });
+}
+
+void BM_CudaFp16(benchmark::State& state) {
+  cuda_compressor_bench(state, CompressorSpec{.kind = CompressorKind::fp16},
+                        [](const at::Tensor& x) { benchmark::DoNotOptimize(x.to(at::kHalf)); });
+}
+
+void BM_CudaSignDecodeAdd(benchmark::State& state) {
+  const at::Tensor x = cuda_input(state.range(0));
+  Compressor c(CompressorSpec{.kind = CompressorKind::scaled_sign});
+  Payload p;
+  c.compress(x, {}, p);
+  at::Tensor out = at::empty_like(x);
+  compare_cuda(state, x, [&] { c.decompress_add(p, 0.5, out); },
+               [&] { benchmark::DoNotOptimize(x.add(at::sign(x), 0.5)); });
+}
+
+void BM_CudaAverage4(benchmark::State& state) {
+  std::vector<at::Tensor> xs;
+  for (int j = 0; j < 4; ++j) xs.push_back(cuda_input(state.range(0)));
+  at::Tensor out = at::empty_like(xs[0]);
+  compare_cuda(state, xs[0], [&] { average(out, xs); }, [&] { benchmark::DoNotOptimize(at::stack(xs).mean(0)); });
+}
+
+void BM_CudaScatterAdd(benchmark::State& state) {
+  at::Tensor dense = cuda_input(state.range(0));
+  const std::int64_t m = std::max<std::int64_t>(1, dense.numel() / 100);
+  const at::Tensor idx = at::randint(0, dense.numel(), {m}, dense.options().dtype(at::kLong));
+  const at::Tensor val = at::randn({m}, dense.options());
+  compare_cuda(state, dense, [&] { scatter_add(val, idx, dense); }, [&] { dense.index_add_(0, idx, val); });
+}
+
+void BM_CudaMajorityVote8(benchmark::State& state) {
+  const at::Tensor x = cuda_input(state.range(0));
+  Compressor c(CompressorSpec{.kind = CompressorKind::sign});
+  std::vector<Payload> ps(8);
+  std::vector<at::Tensor> xs;
+  for (auto& p : ps) {
+    xs.push_back(at::randn_like(x));
+    c.compress(xs.back(), {}, p);
+  }
+  at::Tensor out = at::empty_like(x);
+  compare_cuda(state, x, [&] { majority_vote(ps, out); }, [&] {
+    at::Tensor s = at::zeros_like(x);
+    for (auto& t : xs) s.add_(at::sign(t));
+    benchmark::DoNotOptimize(s.sign());
+  });
+}
+
+void cuda_sizes(benchmark::internal::Benchmark* b) {
+  for (std::int64_t bytes : {std::int64_t{1} << 20, std::int64_t{16} << 20, std::int64_t{64} << 20,
+                             std::int64_t{256} << 20})
+    b->Arg(bytes);
+  // 0.05 s of kernel time per case: the yardsticks and the event waits come on top.
+  b->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.05);
+}
+
+// Registered at start-up only where a CUDA device is visible.
+[[maybe_unused]] const bool cuda_benchmarks_registered = [] {
+  if (!at::hasCUDA()) return false;
+  const std::pair<const char*, void (*)(benchmark::State&)> cases[] = {
+      {"BM_CudaTopK", BM_CudaTopK},       {"BM_CudaThreshold", BM_CudaThreshold},
+      {"BM_CudaRandomK", BM_CudaRandomK}, {"BM_CudaSign", BM_CudaSign},
+      {"BM_CudaScaledSign", BM_CudaScaledSign}, {"BM_CudaQsgd", BM_CudaQsgd},
+      {"BM_CudaFp16", BM_CudaFp16},       {"BM_CudaSignDecodeAdd", BM_CudaSignDecodeAdd},
+      {"BM_CudaAverage4", BM_CudaAverage4}, {"BM_CudaScatterAdd", BM_CudaScatterAdd},
+      {"BM_CudaMajorityVote8", BM_CudaMajorityVote8}};
+  for (const auto& [name, fn] : cases) benchmark::RegisterBenchmark(name, fn)->Apply(cuda_sizes);
+  return true;
+}();
+
+}  // namespace

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/device_sync.hpp"
 
 namespace dtsim::comm {
 
@@ -72,8 +73,10 @@ class EmulatedCommunicator final : public Communicator {
   Op compute(const sim::ComputeCost& cost, const std::function<void()>& work) override {
     double seconds = 0.0;
     if (world_.timing_.kind == ComputeTiming::Kind::Measured) {
+      wait_for_device();
       const auto start = std::chrono::steady_clock::now();
       work();
+      wait_for_device();
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     } else {
       work();

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "comm/device_sync.hpp"
+
 namespace dtsim::comm {
 
 namespace {
@@ -76,8 +78,10 @@ int RepresentativeCommunicator::slot_of(int peer, const char* op) const {
 Op RepresentativeCommunicator::compute(const sim::ComputeCost& cost, const std::function<void()>& work) {
   double seconds = 0.0;
   if (timing_.kind == ComputeTiming::Kind::Measured) {
+    wait_for_device();
     const auto start = std::chrono::steady_clock::now();
     work();
+    wait_for_device();
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   } else {
     work();

@@ -126,6 +126,21 @@ const std::vector<std::string>& workload_fields(const std::string& type) {
   return sequences;  // the shape-only transformers
 }
 
+// "device": where every rank's tensors live (WorkloadSpec::device). "cuda" needs a dtsim
+// built against a CUDA LibTorch and a device it can see; the error says which is missing.
+at::Device parse_device(ObjectReader& root) {
+  if (root.choice("device", "cpu", {"cpu", "cuda"}) == "cpu") return at::kCPU;
+#if DTSIM_TORCH_CUDA
+  if (!at::hasCUDA())
+    throw ScenarioError(root.where("device"), "\"cuda\" needs a CUDA device, and this LibTorch sees none (check "
+                                              "nvidia-smi and CUDA_VISIBLE_DEVICES)");
+  return at::kCUDA;
+#else
+  throw ScenarioError(root.where("device"), "\"cuda\" needs a dtsim built against a CUDA LibTorch, and this one's "
+                                            "LibTorch is a CPU build");
+#endif
+}
+
 constexpr auto kIntMax = std::numeric_limits<std::int64_t>::max();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -208,6 +223,7 @@ Scenario parse_scenario(const json& doc) {
     }
     w.finish();
   }
+  s.workload.device = parse_device(root);
   {
     auto a = root.object("algorithm", true);
     auto& alg = s.algorithm;
@@ -600,7 +616,8 @@ json Scenario::to_json() const {
           {"algorithm", algo},
           {"topology", topo},
           {"network", net},
-          {"compute", comp}};
+          {"compute", comp},
+          {"device", workload.device.is_cuda() ? "cuda" : "cpu"}};
 }
 
 }  // namespace dtsim::runner

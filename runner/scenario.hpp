@@ -36,6 +36,8 @@ struct Scenario {
   int ranks = 1;
   std::int64_t steps = 1;
   std::uint64_t seed = 0;
+  // The top-level "device" ("cpu", the default, or "cuda") is workload.device: every
+  // rank's tensors, and so the algorithm's state, live there.
   workloads::WorkloadSpec workload;
   // Evaluate the rank-averaged model every eval_every steps (0: only after the last step).
   std::int64_t eval_every = 0;

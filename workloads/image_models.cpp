@@ -292,11 +292,18 @@ class ImageWorkload final : public Workload {
         gen_(at::detail::createCPUGenerator(seed * 1000003ULL + 7919ULL * static_cast<std::uint64_t>(rank + 1))) {
     if (batch_size < 1)
       throw std::invalid_argument(fmt::format("/workload/batch_size: expected >= 1, got {}", batch_size));
-    shard_ = partition_indices(data_->train_y, partition, seed, rank, ranks);
+    // Sample indices stay on the CPU (drawn from CPU generators); a batch's indices go to
+    // the data's device when it is gathered.
+    shard_ = partition_indices(data_->train_y.to(at::kCPU), partition, seed, rank, ranks);
     batch_ = std::min(batch_size, shard_.numel());
   }
 
-  std::vector<at::Tensor> initial_parameters() const override { return net_.initial_parameters(seed_); }
+  // Drawn on the CPU, then copied: the same initial model on every device.
+  std::vector<at::Tensor> initial_parameters() const override {
+    auto params = net_.initial_parameters(seed_);
+    for (auto& p : params) p = p.to(data_->train_x.device());
+    return params;
+  }
   std::vector<std::string> parameter_names() const override { return net_.parameter_names(); }
 
   double forward(const std::vector<at::Tensor>& params) override {
@@ -304,7 +311,7 @@ class ImageWorkload final : public Workload {
       epoch_order_ = shard_.index_select(0, at::randperm(shard_.numel(), gen_, at::kLong));
       cursor_ = 0;
     }
-    auto idx = epoch_order_.narrow(0, cursor_, batch_);
+    auto idx = epoch_order_.narrow(0, cursor_, batch_).to(data_->train_x.device());
     cursor_ += batch_;
     return net_.forward(params, data_->train_x.index_select(0, idx), data_->train_y.index_select(0, idx));
   }

@@ -30,11 +30,13 @@ class LogisticRegression final : public Workload {
     const std::int64_t n = data_->x.size(0);
     if (n < ranks)
       throw std::invalid_argument(fmt::format("logistic regression: {} samples for {} ranks", n, ranks));
+    // Sample indices stay on the CPU (drawn from CPU generators); a batch's indices go to
+    // the data's device when it is gathered.
     at::Tensor order;
     if (spec.partition == "iid") {
       order = at::randperm(n, generator(seed ^ 0x5eed5eedULL), at::kLong);
     } else if (spec.partition == "sorted") {
-      order = std::get<1>(data_->y.sort(/*stable=*/true, 0, false));
+      order = std::get<1>(data_->y.to(at::kCPU).sort(/*stable=*/true, 0, false));
     } else {
       throw std::invalid_argument(fmt::format("unknown partition \"{}\" (expected iid or sorted)", spec.partition));
     }
@@ -47,7 +49,7 @@ class LogisticRegression final : public Workload {
   }
 
   std::vector<at::Tensor> initial_parameters() const override {
-    return {at::zeros({data_->x.size(1)}, at::kFloat), at::zeros({1}, at::kFloat)};
+    return {at::zeros({data_->x.size(1)}, data_->x.options()), at::zeros({1}, data_->x.options())};
   }
   std::vector<std::string> parameter_names() const override { return {"weight", "bias"}; }
 
@@ -59,7 +61,7 @@ class LogisticRegression final : public Workload {
       epoch_order_ = shard_.index_select(0, at::randperm(shard_.numel(), gen_, at::kLong));
       cursor_ = 0;
     }
-    auto idx = epoch_order_.narrow(0, cursor_, batch_);
+    auto idx = epoch_order_.narrow(0, cursor_, batch_).to(data_->x.device());
     cursor_ += batch_;
     xb_ = data_->x.index_select(0, idx);
     yb_ = data_->y.index_select(0, idx);

@@ -246,7 +246,7 @@ class ShapeWorkload final : public Workload {
   std::vector<at::Tensor> initial_parameters() const override {
     std::vector<at::Tensor> params;
     for (std::size_t i = 0; i < shapes_.size(); ++i) {
-      params.push_back(at::empty(shapes_[i], at::kFloat));
+      params.push_back(at::empty(shapes_[i], pool_.options()));  // on the pool's device
       fill_from_pool(params.back(), pool_, splitmix64(seed_ ^ 0x1badb002ULL) + i);
     }
     return params;

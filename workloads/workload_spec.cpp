@@ -32,6 +32,26 @@ std::invalid_argument unknown_type(const std::string& type) {
       fmt::format("/workload/type: unknown workload type '{}' (expected one of: {})", type, fmt::join(workload_types(), ", ")));
 }
 
+// The dataset on `device`: generated (or read) on the CPU, then copied once, so every
+// device sees the same numbers.
+std::shared_ptr<const SyntheticDataset> on_device(std::shared_ptr<const SyntheticDataset> data, at::Device device) {
+  if (device.is_cpu()) return data;
+  auto moved = std::make_shared<SyntheticDataset>();
+  moved->x = data->x.to(device);
+  moved->y = data->y.to(device);
+  return moved;
+}
+
+std::shared_ptr<const FashionMnist> on_device(std::shared_ptr<const FashionMnist> data, at::Device device) {
+  if (device.is_cpu()) return data;
+  auto moved = std::make_shared<FashionMnist>();
+  moved->train_x = data->train_x.to(device);
+  moved->train_y = data->train_y.to(device);
+  moved->test_x = data->test_x.to(device);
+  moved->test_y = data->test_y.to(device);
+  return moved;
+}
+
 template <class T>
 const T& data_for(const std::shared_ptr<const WorkloadData>& data, const std::string& type) {
   const auto* d = dynamic_cast<const T*>(data.get());
@@ -50,18 +70,18 @@ const std::vector<std::string>& workload_types() {
 std::shared_ptr<const WorkloadData> load_workload_data(const WorkloadSpec& spec, std::uint64_t seed) {
   if (spec.type == "logistic_regression") {
     auto data = std::make_shared<LogisticData>();
-    data->dataset = SyntheticDataset::generate(spec.logistic, seed);
+    data->dataset = on_device(SyntheticDataset::generate(spec.logistic, seed), spec.device);
     return data;
   }
   if (is_image_model(spec.type)) {
     auto data = std::make_shared<FashionMnistData>();
-    data->dataset = FashionMnist::load(spec.data_dir, spec.train_samples, spec.test_samples);
+    data->dataset = on_device(FashionMnist::load(spec.data_dir, spec.train_samples, spec.test_samples), spec.device);
     return data;
   }
   if (is_shape_model(spec.type)) {
     shape_model(spec.type, spec.sequence_length);  // validates the sequence length
     auto data = std::make_shared<ShapePoolData>();
-    data->pool = make_shape_pool(seed);
+    data->pool = make_shape_pool(seed).to(spec.device);
     return data;
   }
   throw unknown_type(spec.type);

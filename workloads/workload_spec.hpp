@@ -29,6 +29,13 @@ struct WorkloadSpec {
   // Shape-only models: per-rank batch (images, or sequences for the transformers) and
   // sequence length, which set the per-layer FLOPs of the cost model.
   std::int64_t sequence_length = 128;
+
+  // Where every tensor lives: parameters, gradients, the dataset or value pool (one copy
+  // per process, shared by the ranks) and so whatever an algorithm allocates like them.
+  // Random draws (data, initial parameters, mini-batch order) are made on the CPU and
+  // copied, so a CUDA run starts from the same numbers as a CPU run. A scenario's
+  // top-level "device" (runner/scenario.hpp); at::kCUDA means the current CUDA device.
+  at::Device device = at::kCPU;
 };
 
 // The names make_workload knows, for error messages.

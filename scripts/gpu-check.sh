@@ -1,0 +1,284 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh RESULTS_DIR [--dry-run]
+#
+# The whole GPU check of dtsim, unattended, on a CUDA machine that has PyTorch 2.x (its
+# CUDA LibTorch, nvcc, cmake, ninja) and the .devdeps bundle (../shared/device/README.md):
+#
+#   env          nvidia-smi, torch version and C++ ABI, nvcc, commit         -> env.log
+#   configure    cmake against torch's LibTorch + .devdeps, CUDA arch 90     -> configure.log
+#   build        only the targets below, ninja -j16                          -> build.log
+#   test-*       CompressorCuda.*, AggregationCuda.*, emulated_device_test   -> <name>.json (gtest)
+#   bench-kernels  dtsim_kernels_bench --benchmark_filter=Cuda               -> kernels_cuda.json
+#   bench-nccl   dtsim_nccl_bench, all-reduce 8 B .. 1 GB, one rank          -> nccl_allreduce.json
+#   bench-emulated-{cuda,cpu}  dtsim_emulated_bench on ResNet-20 x 64 ranks  -> emulated_{cuda,cpu}.json
+#
+# Every step logs to RESULTS_DIR/<step>.log, has its own timeout, and the next step runs
+# whether it passed or not; the whole run also stops starting steps once its budget
+# (GPU_CHECK_BUDGET_S, default 480 s) is spent, so one bad step cannot eat the machine's
+# time. RESULTS_DIR/summary.txt and summary.json list each step: ok, FAILED (why), or
+# skipped (why). Exit status: 1 if a step failed, else 0.
+#
+# Without CUDA (no GPU, or no CUDA PyTorch: this CPU development machine) it still
+# configures and builds against whatever LibTorch CMake finds and runs what can run
+# there (the CUDA test cases and benchmarks then skip, and say so); --dry-run only prints
+# the plan. Both exit 0 when nothing failed.
+#
+# Environment: GPU_CHECK_JOBS (default 16), GPU_CHECK_BUILD_DIR (default build/gpu-check),
+# GPU_CHECK_BUDGET_S (default 480), DTSIM_COMMIT (when the tree has no .git).
+set -u -o pipefail
+
+usage() { echo "usage: scripts/gpu-check.sh RESULTS_DIR [--dry-run] | --dry-run" >&2; exit 2; }
+
+results="" dry_run=0
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) dry_run=1 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -*) usage ;;
+    *) [ -z "$results" ] || usage; results="$arg" ;;
+  esac
+done
+[ -n "$results" ] || { [ "$dry_run" = 1 ] && results=$(mktemp -d /tmp/gpu-check-dry.XXXXXX); } || usage
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 2
+mkdir -p "$results" || exit 2
+results=$(cd "$results" && pwd)
+jobs=${GPU_CHECK_JOBS:-16}
+build=${GPU_CHECK_BUILD_DIR:-build/gpu-check}
+budget=${GPU_CHECK_BUDGET_S:-480}
+start=$(date +%s)
+exec > >(tee -a "$results/gpu-check.log") 2>&1
+
+say() { echo "gpu-check: $*"; }
+summary=()  # "step|status|seconds|note"
+
+# step NAME TIMEOUT_S COMMAND...: runs COMMAND under `timeout` (capped by the budget left),
+# output to RESULTS_DIR/NAME.log; records ok / FAILED.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$(( budget - ($(date +%s) - start) ))
+  if [ "$dry_run" = 1 ]; then
+    say "[$name] would run (timeout ${limit} s): $*"
+    summary+=("$name|skipped|0|dry run")
+    return 0
+  fi
+  if [ "$left" -lt 15 ]; then
+    say "[$name] skipped: the ${budget} s budget is spent"
+    summary+=("$name|skipped|0|budget spent")
+    return 1
+  fi
+  [ "$limit" -le "$left" ] || limit=$left
+  say "[$name] $* (timeout ${limit} s)"
+  local t0 rc
+  t0=$(date +%s)
+  timeout --kill-after=10 "$limit" "$@" >"$results/$name.log" 2>&1
+  rc=$?
+  local dt=$(( $(date +%s) - t0 ))
+  if [ "$rc" = 0 ]; then
+    summary+=("$name|ok|$dt|")
+    say "[$name] ok (${dt} s)"
+  else
+    local why="exit $rc"
+    [ "$rc" = 124 ] || [ "$rc" = 137 ] && why="timed out after ${limit} s"
+    summary+=("$name|FAILED|$dt|$why")
+    say "[$name] FAILED: $why (${dt} s); last lines of $name.log:"
+    tail -n 15 "$results/$name.log" | sed 's/^/    /'
+  fi
+  return "$rc"
+}
+
+skip() {  # skip NAME WHY
+  say "[$1] skipped: $2"
+  summary+=("$1|skipped|0|$2")
+}
+
+# Marks the last recorded step FAILED with `why` (a check on its output, after it ran).
+fail_last() {
+  local last=${summary[-1]}
+  IFS='|' read -r name _ dt _ <<<"$last"
+  summary[-1]="$name|FAILED|$dt|$1"
+  say "[$name] FAILED on inspection of its output: $1"
+}
+
+# Adds a note to the last recorded step (what ran inside it was skipped, and why).
+note_last() {
+  local last=${summary[-1]}
+  IFS='|' read -r name status dt note <<<"$last"
+  summary[-1]="$name|$status|$dt|${note:+$note; }$1"
+  say "[$name] note: $1"
+}
+
+# --- What this machine has ------------------------------------------------------------------
+torch_prefix="" torch_version="none" torch_cuda="" torch_abi=""
+if python3 -c 'import torch' >/dev/null 2>&1; then
+  torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+  torch_version=$(python3 -c 'import torch;print(torch.__version__)')
+  torch_cuda=$(python3 -c 'import torch;print(torch.version.cuda or "")')
+  torch_abi=$(python3 -c 'import torch;print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null)
+fi
+cuda=0 why_no_cuda=""
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  why_no_cuda="nvidia-smi finds no GPU"
+elif [ -z "$torch_prefix" ]; then
+  why_no_cuda="no PyTorch for python3 (its CUDA LibTorch is what the GPU build links)"
+elif [ -z "$torch_cuda" ]; then
+  why_no_cuda="PyTorch $torch_version is a CPU build"
+elif ! python3 -c 'import torch,sys;sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  why_no_cuda="torch.cuda.is_available() is False"
+else
+  cuda=1
+fi
+commit=${DTSIM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+dirty=$(git status --porcelain 2>/dev/null | wc -l)
+
+say "results in $results; build in $build; -j$jobs; budget ${budget} s; commit $commit (+$dirty changed files)"
+if [ "$cuda" = 1 ]; then
+  say "CUDA mode: PyTorch $torch_version (CUDA $torch_cuda, C++11 ABI ${torch_abi:-?})"
+else
+  say "NO CUDA: $why_no_cuda. Degraded mode: configure and build against the LibTorch CMake finds, run"
+  say "what runs without a GPU; the CUDA test cases skip, the CUDA benchmarks and the cuda emulated run are skipped."
+fi
+if [ "$cuda" = 1 ] && [ "$torch_abi" = 0 ]; then
+  say "WARNING: this PyTorch uses the pre-C++11 std::string ABI; the .devdeps libraries (fmt, GoogleTest,"
+  say "Google Benchmark) are Debian's, built with the C++11 ABI, so linking them will fail (undefined"
+  say "references with [abi:cxx11]). A PyTorch whose torch._C._GLIBCXX_USE_CXX11_ABI is True avoids it."
+fi
+prefix="$root/.devdeps/usr"
+[ -n "$torch_prefix" ] && prefix="$torch_prefix;$prefix"
+if [ -d "$root/.devdeps/usr/lib/x86_64-linux-gnu" ]; then
+  export LD_LIBRARY_PATH="$root/.devdeps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+elif [ "$cuda" = 1 ]; then
+  say "WARNING: no .devdeps/ (../shared/device/make-bundle.sh makes it): fmt, CLI11, GoogleTest, Benchmark may be missing"
+fi
+
+env_report() {
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $commit (+$dirty changed files)"
+  echo "host: $(hostname) $(uname -r), $(nproc) cores"
+  echo "torch: $torch_version (CUDA ${torch_cuda:-none}, C++11 ABI ${torch_abi:-?}) at ${torch_prefix:-none}"
+  echo "cmake: $(cmake --version | head -n1)"
+  echo "ninja: $(ninja --version 2>/dev/null || echo none)"
+  echo "nvcc: $( (nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version 2>/dev/null) | tail -n1)"
+  echo "cuda mode: $cuda ${why_no_cuda:+($why_no_cuda)}"
+  if command -v nvidia-smi >/dev/null; then nvidia-smi 2>&1; else echo "nvidia-smi: not installed"; fi
+}
+# Under `timeout` too: nvidia-smi can hang on a broken driver.
+export -f env_report
+export commit dirty torch_version torch_cuda torch_abi torch_prefix cuda why_no_cuda
+step env 30 bash -c env_report
+if [ "$dry_run" = 1 ]; then env_report | sed 's/^/    /'; else sed 's/^/    /' "$results/env.log" | head -n 40; fi
+
+# --- Configure and build ---------------------------------------------------------------------
+targets=(kernels_compressor_test kernels_aggregation_test emulated_device_test dtsim
+         dtsim_kernels_bench dtsim_nccl_bench dtsim_emulated_bench)
+built=0
+if step configure 120 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+     "-DCMAKE_PREFIX_PATH=$prefix" -DCMAKE_CUDA_ARCHITECTURES=90 \
+     -DDTSIM_BUILD_TESTS=ON -DDTSIM_BUILD_BENCH=ON -DDTSIM_CUDA=ON; then
+  [ "$dry_run" = 1 ] || grep -E '^-- dtsim:' "$results/configure.log" | sed 's/^/    /'
+  if [ "$dry_run" = 0 ] && [ "$cuda" = 1 ] && ! grep -q 'CUDA build: ON' "$results/configure.log"; then
+    fail_last "CMake found a LibTorch without CUDA (see configure.log): the GPU paths are not compiled in"
+  fi
+  step build 330 ninja -C "$build" -j "$jobs" "${targets[@]}" && built=1
+  if [ "$built" = 0 ] && grep -q 'abi:cxx11' "$results/build.log" 2>/dev/null; then
+    say "    diagnosis: std::string ABI mismatch between PyTorch and the .devdeps libraries (see the warning above)"
+  fi
+fi
+[ "$dry_run" = 1 ] && built=1
+
+# --- Tests -----------------------------------------------------------------------------------
+# gtest_check NAME: the cases that skipped (GoogleTest's JSON says "SKIPPED"). In CUDA
+# mode a skipped case means the C++ side saw no device: a failure. Without CUDA they are
+# expected, and listed.
+gtest_check() {
+  [ "$dry_run" = 0 ] && [ -f "$results/$1.json" ] || return 0
+  local skipped
+  skipped=$(python3 - "$results/$1.json" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+print(" ".join(f"{s['name']}.{t['name']}" for s in doc.get("testsuites", []) for t in s.get("testsuite", [])
+               if t.get("result") == "SKIPPED"))
+EOF
+)
+  [ -n "$skipped" ] || return 0
+  if [ "$cuda" = 1 ]; then  # only the *Cuda suites must run (EmulatedDevice.CudaWithout... skips on a GPU)
+    skipped=$(tr ' ' '\n' <<<"$skipped" | grep -E '^[^.]*Cuda[^.]*\.' | paste -sd ' ')
+    [ -z "$skipped" ] || fail_last "CUDA cases skipped although the machine has a GPU: $skipped"
+  else
+    note_last "skipped (no CUDA): $skipped"
+  fi
+}
+
+run_gtest() {  # run_gtest NAME TIMEOUT BINARY FILTER
+  step "$1" "$2" "$build/tests/$3" "--gtest_filter=$4" "--gtest_output=json:$results/$1.json"
+  gtest_check "$1"
+}
+
+if [ "$built" = 1 ]; then
+  run_gtest test-compressor-cuda 90 kernels_compressor_test 'CompressorCuda.*'
+  run_gtest test-aggregation-cuda 90 kernels_aggregation_test 'AggregationCuda.*'
+  run_gtest test-emulated-device 180 emulated_device_test '*'
+else
+  for s in test-compressor-cuda test-aggregation-cuda test-emulated-device; do skip "$s" "the build failed"; done
+fi
+
+# --- Benchmarks ------------------------------------------------------------------------------
+if [ "$built" = 0 ]; then
+  for s in bench-kernels bench-nccl bench-emulated-cuda bench-emulated-cpu; do skip "$s" "the build failed"; done
+else
+  if [ "$cuda" = 1 ]; then
+    step bench-kernels 120 "$build/bench/dtsim_kernels_bench" --benchmark_filter=Cuda \
+      "--benchmark_out=$results/kernels_cuda.json" --benchmark_out_format=json
+    if [ "$dry_run" = 0 ] && ! grep -q '"BM_Cuda' "$results/kernels_cuda.json" 2>/dev/null; then
+      fail_last "no BM_Cuda* benchmark ran (C++ saw no CUDA device?)"
+    fi
+  else
+    skip bench-kernels "no CUDA ($why_no_cuda): the BM_Cuda* benchmarks register only with a device"
+  fi
+  # Runs everywhere: without NCCL/CUDA it writes {"skipped": why} and says so.
+  step bench-nccl 90 "$build/bench/dtsim_nccl_bench" -b 8 -e 1G -f 2 --json "$results/nccl_allreduce.json"
+  if [ "$dry_run" = 0 ] && grep -q '"skipped"' "$results/nccl_allreduce.json" 2>/dev/null; then
+    why=$(grep -o '"skipped": *"[^"]*"' "$results/nccl_allreduce.json" | sed 's/"skipped": *//; s/"//g')
+    if [ "$cuda" = 1 ]; then fail_last "NCCL benchmark skipped on a CUDA machine: $why"; else note_last "skipped inside: $why"; fi
+  fi
+  if [ "$cuda" = 1 ]; then
+    step bench-emulated-cuda 120 "$build/bench/dtsim_emulated_bench" scenarios/emulated_resnet20_choco64.json \
+      --device cuda --json "$results/emulated_cuda.json"
+  else
+    skip bench-emulated-cuda "no CUDA ($why_no_cuda)"
+  fi
+  # The same scenario on this machine's CPU, for the ratio.
+  step bench-emulated-cpu 120 "$build/bench/dtsim_emulated_bench" scenarios/emulated_resnet20_choco64.json \
+    --device cpu --json "$results/emulated_cpu.json"
+fi
+
+# --- Summary ---------------------------------------------------------------------------------
+failed=0 ok=0 skipped=0
+{
+  echo "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) commit $commit, cuda mode $cuda${why_no_cuda:+ ($why_no_cuda)}, $(( $(date +%s) - start )) s"
+  for row in "${summary[@]}"; do
+    IFS='|' read -r name status dt note <<<"$row"
+    printf '%-22s %-8s %5s s  %s\n' "$name" "$status" "$dt" "$note"
+  done
+} >"$results/summary.txt"
+python3 - "$results/summary.json" "$commit" "$cuda" "$why_no_cuda" "$torch_version" "${summary[@]}" <<'EOF' || true
+import json, sys
+out, commit, cuda, why, torch = sys.argv[1:6]
+steps = [dict(zip(("step", "status", "seconds", "note"), row.split("|", 3))) for row in sys.argv[6:]]
+for s in steps: s["seconds"] = int(s["seconds"])
+json.dump({"commit": commit, "cuda": cuda == "1", "no_cuda_reason": why, "torch": torch, "steps": steps},
+          open(out, "w"), indent=2)
+EOF
+for row in "${summary[@]}"; do
+  case "$row" in
+    *"|ok|"*) ok=$((ok + 1)) ;;
+    *"|FAILED|"*) failed=$((failed + 1)) ;;
+    *) skipped=$((skipped + 1)) ;;
+  esac
+done
+echo
+sed 's/^/  /' "$results/summary.txt"
+say "$ok ok, $failed failed, $skipped skipped; results in $results"
+[ "$failed" = 0 ]
