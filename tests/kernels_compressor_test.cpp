@@ -7,12 +7,15 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <vector>
 
 #include "kernels/compressor.hpp"
+#include "kernels/cpu/cast.hpp"
 #include "kernels/cpu/select.hpp"
 #include "kernels/detail/hash.hpp"
 
@@ -440,6 +443,79 @@ TEST(Qsgd, MatchesAtenFormulaWithSameUniforms) {
   }
 }
 
+// The payload is the LSB-first stream of (1 + bit_width(s))-bit codes, level | sign << (B-1),
+// with level = floor(y) + [u < y - floor(y)] (clamped to s), bit for bit, for every code
+// width (3..10 bits) and segments with full 64-code blocks, partial ones and boundaries
+// inside blocks: whichever ISA path packed it (DTSIM_KERNELS_ISA), it is the documented layout.
+TEST(Qsgd, PayloadIsTheCodeStreamForEveryWidth) {
+  const std::vector<std::int64_t> segs{1000, 320, 37, 0, 4099};
+  std::int64_t n = 0;
+  for (auto sz : segs) n += sz;
+  const auto L = static_cast<std::int64_t>(segs.size());
+  at::Tensor x = random_input(n, 77);
+  x[5] = -0.0f;
+  x[6] = 0.0f;
+  const float* xs = x.data_ptr<float>();
+  for (int levels : {2, 3, 4, 7, 8, 15, 16, 31, 32, 63, 64, 127, 128, 255, 256}) {
+    CompressorSpec s = spec_of(K::qsgd);
+    s.levels = levels;
+    s.seed = 99;
+    Compressor c(s);
+    c.set_round(5);
+    Payload p;
+    c.compress(x, segs, p);
+    const int bits = 1 + static_cast<int>(std::bit_width(static_cast<unsigned>(levels)));
+    const std::int64_t W = (n * bits + 31) / 32;
+    std::vector<std::uint32_t> want(static_cast<std::size_t>(W), 0);
+    std::int64_t off = 0, bit = 0;
+    for (std::int64_t j = 0; j < L; ++j) {
+      const float norm = words_at(p, 4 * j, 1, at::kFloat).item<float>();
+      const float inv = static_cast<float>(levels) / norm;
+      const std::uint64_t key = detail::stream_key(99, 5, static_cast<std::uint64_t>(j));
+      for (std::int64_t i = 0; i < segs[j]; ++i, bit += bits) {
+        const float v = xs[off + i];
+        const float y = std::fabs(v) * inv;
+        const float fl = std::floor(y);
+        const float u = detail::uniform24(key, static_cast<std::uint32_t>(i));
+        const auto level =
+            std::min(static_cast<std::uint32_t>(fl) + (u < y - fl ? 1U : 0U), static_cast<std::uint32_t>(levels));
+        const std::uint64_t code = level | (v < 0.0f && level > 0 ? 1U << (bits - 1) : 0U);
+        const std::uint64_t placed = code << (bit % 32);
+        want[static_cast<std::size_t>(bit / 32)] |= static_cast<std::uint32_t>(placed);
+        if (bit % 32 + bits > 32)
+          want[static_cast<std::size_t>(bit / 32 + 1)] |= static_cast<std::uint32_t>(placed >> 32);
+      }
+      off += segs[j];
+    }
+    at::Tensor got = words_at(p, 4 * L, W);
+    EXPECT_EQ(std::memcmp(got.data_ptr(), want.data(), static_cast<std::size_t>(4 * W)), 0) << "levels " << levels;
+  }
+}
+
+// The generator of kernels/detail/hash.hpp: uniform draws (64-bin chi-square) that do not
+// correlate with their neighbours in a round nor with the same element's in the next
+// round (|r| < 5 / sqrt(N)); loose bounds, a coarse check of a generator change.
+TEST(Qsgd, GeneratorIsUniformAndUncorrelated) {
+  const int N = 1 << 16;
+  const std::uint64_t key = detail::stream_key(7, 1, 0), next_round = detail::stream_key(7, 2, 0);
+  std::vector<double> bins(64, 0.0);
+  double lag1 = 0, across = 0;
+  float prev = 0;
+  for (int i = 0; i < N; ++i) {
+    const float u = detail::uniform24(key, static_cast<std::uint32_t>(i));
+    ASSERT_TRUE(u >= 0.0f && u < 1.0f);
+    bins[static_cast<std::size_t>(u * 64)] += 1;
+    if (i > 0) lag1 += (u - 0.5) * (prev - 0.5);
+    across += (u - 0.5) * (detail::uniform24(next_round, static_cast<std::uint32_t>(i)) - 0.5);
+    prev = u;
+  }
+  double chi2 = 0;
+  for (double b : bins) chi2 += (b - N / 64.0) * (b - N / 64.0) / (N / 64.0);
+  EXPECT_LT(chi2, 120.0);  // 63 degrees of freedom: P(chi2 > 120) < 1e-5
+  EXPECT_LT(std::abs(lag1 / (N - 1) * 12), 5 / std::sqrt(static_cast<double>(N)));
+  EXPECT_LT(std::abs(across / N * 12), 5 / std::sqrt(static_cast<double>(N)));
+}
+
 // E[decoded] = x: the mean over 3000 rounds is within 5 sigma of x, where the per-round
 // variance of element i is (norm/s)^2 p(1-p) with p the fractional part of y.
 TEST(Qsgd, UnbiasedStatistically) {
@@ -527,6 +603,90 @@ TEST(Casts, MatchTorchConversionBitForBit) {
       c.decompress_add(p, -0.5, acc);
       EXPECT_TRUE(at::equal(at::nan_to_num(acc), at::nan_to_num(at::full({n}, 2.0f) + want * -0.5f)));
     }
+  }
+}
+
+// fp32 values that exercise every branch of the casts: NaN of both signs, +-Inf, fp16 and
+// bf16 overflow, subnormals of all three formats, rounding ties, zeros of both signs.
+at::Tensor cast_input(std::int64_t n, std::uint64_t seed) {
+  at::Tensor x = random_input(n, seed) * 1000.0f;
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                            70000.0f, 3.4e38f, 1e-6f, -1e-7f, std::numeric_limits<float>::denorm_min(),
+                            1.0009765625f + 0x1.0p-11f, 1.0f + 0x1.0p-8f, -0.0f, 0.0f};
+  float* p = x.data_ptr<float>();
+  for (std::int64_t i = 0; i < n; i += 7) p[i] = specials[(i / 7) % std::size(specials)];
+  return x;
+}
+
+// The streaming (non-temporal) store paths write the same bytes as the cached ones, for
+// every cast and error feedback, at odd sizes, outputs at odd offsets from a 64-byte line
+// (the head before the first line boundary goes through the cache) and on several threads.
+TEST(Casts, StreamingStoresEqualCachedBitForBit) {
+  using cpu::Store;
+  const int saved = at::get_num_threads();
+  at::set_num_threads(3);
+  for (std::int64_t n : {1, 15, 17, 33, 1000, 4099, 200003}) {
+    for (std::int64_t shift : {0, 1, 3, 8}) {  // output offset in elements
+      SCOPED_TRACE(::testing::Message() << "n " << n << " shift " << shift);
+      const at::Tensor x = cast_input(n, 3 + n);
+      const float* xp = x.data_ptr<float>();
+      std::vector<std::uint16_t> ha(n + 40), hb(n + 40);
+      for (bool half : {true, false}) {
+        auto cast = half ? cpu::float_to_half : cpu::float_to_bfloat16;
+        cast(xp, n, ha.data() + shift, Store::cached);
+        cast(xp, n, hb.data() + shift, Store::streaming);
+        ASSERT_EQ(std::memcmp(ha.data() + shift, hb.data() + shift, 2 * n), 0) << (half ? "to fp16" : "to bf16");
+        auto widen = half ? cpu::half_to_float : cpu::bfloat16_to_float;
+        std::vector<float> fa(n + 20), fb(n + 20);
+        widen(ha.data() + shift, n, 1.0f, false, fa.data() + shift, Store::cached);
+        widen(ha.data() + shift, n, 1.0f, false, fb.data() + shift, Store::streaming);
+        ASSERT_EQ(std::memcmp(fa.data() + shift, fb.data() + shift, 4 * n), 0) << (half ? "from fp16" : "from bf16");
+        at::Tensor ma = random_input(n, 5 + n) * 0.1f, mb = ma.clone();
+        auto feedback = half ? cpu::add_float_to_half_feedback : cpu::add_float_to_bfloat16_feedback;
+        feedback(ma.data_ptr<float>(), xp, n, ha.data() + shift, Store::cached);
+        feedback(mb.data_ptr<float>(), xp, n, hb.data() + shift, Store::streaming);
+        ASSERT_EQ(std::memcmp(ha.data() + shift, hb.data() + shift, 2 * n), 0) << "feedback payload";
+        ASSERT_EQ(std::memcmp(ma.data_ptr(), mb.data_ptr(), 4 * n), 0) << "feedback memory";
+      }
+    }
+  }
+  at::set_num_threads(saved);
+}
+
+// Outputs of kStreamMinBytes and more stream by default (Store::automatic): the payloads,
+// decoded buffers and error-feedback memory equal the cached path's and torch's .to().
+TEST(Casts, LargeOutputsStreamByDefaultAndMatchTorch) {
+  using cpu::Store;
+  const std::int64_t n = cpu::kStreamMinBytes / 2 + 4099;  // a 16 MB+ payload, 32 MB+ decoded
+  const at::Tensor x = cast_input(n, 11);
+  for (K kind : {K::fp16, K::bf16}) {
+    SCOPED_TRACE(std::string(to_string(kind)));
+    const bool half = kind == K::fp16;
+    Compressor c(spec_of(kind));
+    Payload p;
+    c.compress(x, {}, p);
+    at::Tensor cached = at::empty({n}, at::kShort);
+    auto* cached_bits = reinterpret_cast<std::uint16_t*>(cached.data_ptr());
+    (half ? cpu::float_to_half : cpu::float_to_bfloat16)(x.data_ptr<float>(), n, cached_bits, Store::cached);
+    at::Tensor bits = values_at(p, 0, n, at::kShort);
+    EXPECT_TRUE(at::equal(bits, cached));
+    at::Tensor ref = x.to(half ? at::kHalf : at::kBFloat16);
+    at::Tensor ref_bits = at::empty({n}, at::kShort);
+    std::memcpy(ref_bits.data_ptr(), ref.data_ptr(), 2 * n);
+    const at::Tensor finite = x.isnan().logical_not();
+    EXPECT_TRUE(at::equal(bits.masked_select(finite), ref_bits.masked_select(finite)));
+    at::Tensor dense = at::empty({n});
+    c.decompress(p, dense);
+    EXPECT_TRUE(at::equal(at::nan_to_num(dense), at::nan_to_num(ref.to(at::kFloat))));
+    at::Tensor memory = random_input(n, 13) * 0.1f, unfused = memory.clone();
+    Payload fused;
+    Compressor(spec_of(kind)).compress_feedback(memory, x, {}, fused);
+    std::vector<std::uint16_t> h(n);
+    (half ? cpu::add_float_to_half_feedback : cpu::add_float_to_bfloat16_feedback)(
+        unfused.data_ptr<float>(), x.data_ptr<float>(), n, h.data(), Store::cached);
+    EXPECT_EQ(std::memcmp(fused.bytes.data_ptr(), h.data(), 2 * n), 0);
+    EXPECT_EQ(std::memcmp(memory.data_ptr(), unfused.data_ptr(), 4 * n), 0);
   }
 }
 
