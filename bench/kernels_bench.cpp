@@ -18,6 +18,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -299,20 +300,38 @@ void BM_MajorityVote8(benchmark::State& state) {
 // compressed message unpacked: sign(memory), the fp16 round trip, QSGD's formula).
 // Napkin math: reads memory and x, writes memory (3 * bytes), plus the payload; scaled
 // sign and QSGD read memory once more (the scale or norm comes first).
-void ef_bench(benchmark::State& state, CompressorSpec spec, const std::function<void(at::Tensor&, const at::Tensor&)>& base) {
+// `reset_every` > 0: every that many calls each variant first copies its memory back from
+// the start (QSGD at s << sqrt(n) is not contractive, so error feedback's memory grows
+// geometrically and would reach Inf, whose shortcut the timing would then measure); the
+// copy is charged to all three variants alike.
+void ef_bench(benchmark::State& state, CompressorSpec spec, const std::function<void(at::Tensor&, const at::Tensor&)>& base,
+              int reset_every = 0) {
   at::Tensor x = input(state.range(0));
   auto gen = at::detail::createCPUGenerator(9);
-  at::Tensor memory = at::randn({x.numel()}, gen, at::kFloat), ref = memory.clone(), tm = memory.clone();
+  const at::Tensor start = at::randn({x.numel()}, gen, at::kFloat);
+  at::Tensor memory = start.clone(), ref = start.clone(), tm = start.clone();
   Compressor fused(spec), manual(spec);
   Payload p, q;
-  compare(state, x, [&] { error_feedback_step(fused, memory, x, {}, p); },
+  auto fresh = [&, calls = std::array<int, 3>{}](int variant, at::Tensor& m) mutable {
+    if (reset_every > 0 && ++calls[static_cast<std::size_t>(variant)] % reset_every == 0) m.copy_(start);
+  };
+  compare(state, x,
+          [&] {
+            fresh(0, memory);
+            error_feedback_step(fused, memory, x, {}, p);
+          },
           {{"x_unfused",
             [&] {
+              fresh(1, ref);
               ref.add_(x);
               manual.compress(ref, {}, q);
               manual.decompress_add(q, -1.0, ref);
             }},
-           {"x_torch", [&] { base(tm, x); }}});
+           {"x_torch",
+            [&] {
+              fresh(2, tm);
+              base(tm, x);
+            }}});
   state.counters["payload_bits"] = static_cast<double>(p.payload_bits());
 }
 
@@ -339,7 +358,8 @@ void BM_ErrorFeedbackQsgd(benchmark::State& state) {
              at::Tensor fl = y.floor();
              at::Tensor level = fl + at::rand_like(y).lt(y - fl).to(at::kFloat);
              m.sub_(m.sign() * level * (norm / 15));
-           });
+           },
+           /*reset_every=*/8);
 }
 
 void BM_ErrorFeedbackFp16(benchmark::State& state) {
