@@ -71,17 +71,7 @@ class EmulatedCommunicator final : public Communicator {
   double now() const override { return world_.engine_.now(); }
 
   Op compute(const sim::ComputeCost& cost, const std::function<void()>& work) override {
-    double seconds = 0.0;
-    if (world_.timing_.kind == ComputeTiming::Kind::Measured) {
-      wait_for_device();
-      const auto start = std::chrono::steady_clock::now();
-      work();
-      wait_for_device();
-      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    } else {
-      work();
-      seconds = world_.timing_.model.seconds(cost);
-    }
+    double seconds = world_.timing_.run(cost, work);
     const auto& slow = world_.timing_.slowdown;
     if (!slow.empty()) seconds *= slow.at(rank_);
     compute_seconds_ += seconds;
@@ -172,6 +162,18 @@ class EmulatedCommunicator final : public Communicator {
   int rank_;
   std::uint64_t collective_seq_ = 0;
 };
+
+double ComputeTiming::run(const sim::ComputeCost& cost, const std::function<void()>& work) const {
+  if (kind == Kind::CostModel) {
+    work();
+    return model.seconds(cost);
+  }
+  wait_for_device();
+  const auto start = std::chrono::steady_clock::now();
+  work();
+  wait_for_device();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 EmulatedWorld::EmulatedWorld(sim::Engine& engine, std::shared_ptr<net::Network> network, ComputeTiming timing)
     : engine_(engine), network_(std::move(network)), timing_(std::move(timing)) {

@@ -34,6 +34,10 @@ struct ComputeTiming {
   // Per-rank slowdown factors (stragglers): rank r's compute takes slowdown[r] times
   // longer. Empty means 1 for every rank.
   std::vector<double> slowdown;
+
+  // Runs `work` and returns its seconds: measured (waiting for a GPU's queued work around
+  // it), or the cost model's for `cost`. Before any straggler slowdown.
+  double run(const sim::ComputeCost& cost, const std::function<void()>& work) const;
 };
 
 class EmulatedWorld {

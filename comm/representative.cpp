@@ -1,12 +1,9 @@
 #include "comm/representative.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <stdexcept>
 
 #include <fmt/format.h>
-
-#include "comm/device_sync.hpp"
 
 namespace dtsim::comm {
 
@@ -76,17 +73,7 @@ int RepresentativeCommunicator::slot_of(int peer, const char* op) const {
 }
 
 Op RepresentativeCommunicator::compute(const sim::ComputeCost& cost, const std::function<void()>& work) {
-  double seconds = 0.0;
-  if (timing_.kind == ComputeTiming::Kind::Measured) {
-    wait_for_device();
-    const auto start = std::chrono::steady_clock::now();
-    work();
-    wait_for_device();
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  } else {
-    work();
-    seconds = timing_.model.seconds(cost);
-  }
+  const double seconds = timing_.run(cost, work);
   compute_seconds_ += seconds;
   clock_ += seconds;
   TracedOp traced;
