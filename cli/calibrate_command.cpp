@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "calibration/calibration.hpp"
+#include "cli/exit_codes.hpp"
 #include "calibration/compare.hpp"
 #include "comm/gloo.hpp"
 #include "comm/nccl.hpp"
@@ -20,25 +21,6 @@ namespace dtsim::cli {
 namespace fs = std::filesystem;
 
 namespace {
-
-// Exit codes as `dtsim live`: 2 bad input, 1 a failure during the run.
-template <typename F>
-int guarded(F&& body) {
-  try {
-    return body();
-  } catch (const runner::ScenarioError& e) {
-    fmt::print(stderr, "dtsim: error: {}\n", e.what());
-    return 2;
-  } catch (const std::invalid_argument& e) {
-    fmt::print(stderr, "dtsim: error: {}\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    if (auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
-    fmt::print(stderr, "dtsim: run failed: {}\n", what);
-    return 1;
-  }
-}
 
 void write_text(const fs::path& file, const std::string& text) {
   if (file.has_parent_path()) fs::create_directories(file.parent_path());
@@ -82,8 +64,8 @@ CalibrateCommands::CalibrateCommands(CLI::App& app) {
 }
 
 std::optional<int> CalibrateCommands::run() const {
-  if (calibrate_->parsed()) return guarded([&] { return run_calibrate(); });
-  if (compare_->parsed()) return guarded([&] { return run_compare(); });
+  if (calibrate_->parsed()) return exit_code_of([&] { return run_calibrate(); });
+  if (compare_->parsed()) return exit_code_of([&] { return run_compare(); });
   return std::nullopt;
 }
 

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "cli/calibrate_command.hpp"
+#include "cli/exit_codes.hpp"
 #include "cli/sweep_command.hpp"
 #include "runner/collective_table.hpp"
 #include "runner/report.hpp"
@@ -122,7 +123,7 @@ int main(int argc, char** argv) {
   if (!args.dump_params.empty()) options.dump_params_prefix = args.dump_params;
   if (!args.trace.empty()) options.trace_file = args.trace;
   if (collective->parsed()) {
-    try {
+    return cli::exit_code_of([&] {
       runner::CollectiveSweep sweep;
       sweep.kind = runner::parse_collective(coll.op);
       sweep.algorithm = net::parse_algorithm(coll.algo);
@@ -153,40 +154,28 @@ int main(int argc, char** argv) {
         if (!out) throw std::runtime_error("cannot write " + coll.json);
       }
       return 0;
-    } catch (const std::invalid_argument& e) {
-      fmt::print(stderr, "dtsim: error: {}\n", e.what());
-      return 2;
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "dtsim: run failed: {}\n", e.what());
-      return 1;
-    }
+    });
   }
 
-  try {
-    auto scenario = runner::load_scenario(args.scenario);
-    if (args.timing_only) scenario.timing_only = true;
-    if (run->parsed()) return finish(runner::run_emulated(scenario, options), args, ".result.json", true);
-    const auto env = comm::LiveEnv::from_environment();
-    const auto result = [&] {
-      try {
-        return runner::run_live(scenario, env, options);
-      } catch (const runner::LiveRunFailed& e) {  // keep what was measured: <scenario>.live.rank<r>.partial.json
-        std::ofstream(result_path(args, fmt::format(".live.rank{}.partial.json", env.rank))) << e.partial().dump(1) << '\n';
-        throw;
-      }
-    }();
-    if (env.rank == 0) return finish(result, args, ".live.result.json", true);
-    return 0;
-  } catch (const runner::ScenarioError& e) {
-    fmt::print(stderr, "dtsim: error: {}: {}\n", args.scenario, e.what());
-    return 2;
-  } catch (const std::invalid_argument& e) {
-    fmt::print(stderr, "dtsim: error: {}\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    if (auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);  // c10 appends backtraces
-    fmt::print(stderr, "dtsim: run failed: {}\n", what);
-    return 1;
-  }
+  return cli::exit_code_of([&] {
+    try {
+      auto scenario = runner::load_scenario(args.scenario);
+      if (args.timing_only) scenario.timing_only = true;
+      if (run->parsed()) return finish(runner::run_emulated(scenario, options), args, ".result.json", true);
+      const auto env = comm::LiveEnv::from_environment();
+      const auto result = [&] {
+        try {
+          return runner::run_live(scenario, env, options);
+        } catch (const runner::LiveRunFailed& e) {  // keep what was measured: <scenario>.live.rank<r>.partial.json
+          std::ofstream(result_path(args, fmt::format(".live.rank{}.partial.json", env.rank))) << e.partial().dump(1)
+                                                                                              << '\n';
+          throw;
+        }
+      }();
+      if (env.rank == 0) return finish(result, args, ".live.result.json", true);
+      return 0;
+    } catch (const runner::ScenarioError& e) {  // bad input, named with its file
+      throw std::invalid_argument(fmt::format("{}: {}", args.scenario, e.what()));
+    }
+  });
 }

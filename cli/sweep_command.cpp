@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/exit_codes.hpp"
 #include "sweep/execute.hpp"
 #include "sweep/sweep.hpp"
 #include "sweep/table.hpp"
@@ -58,20 +59,10 @@ SweepCommands::SweepCommands(CLI::App& app) {
 }
 
 std::optional<int> SweepCommands::run() const {
-  try {
-    if (sweep_->parsed()) return run_sweep();
-    if (merge_->parsed()) return run_merge();
-    if (report_->parsed()) return run_report();
-    return std::nullopt;
-  } catch (const sweep::SweepError& e) {
-    fmt::print(stderr, "dtsim: error: {}\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    if (auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
-    fmt::print(stderr, "dtsim: failed: {}\n", what);
-    return 1;
-  }
+  if (sweep_->parsed()) return exit_code_of([&] { return run_sweep(); });
+  if (merge_->parsed()) return exit_code_of([&] { return run_merge(); });
+  if (report_->parsed()) return exit_code_of([&] { return run_report(); });
+  return std::nullopt;
 }
 
 int SweepCommands::run_sweep() const {

@@ -38,9 +38,10 @@
 
 namespace dtsim::sweep {
 
-class SweepError : public std::runtime_error {
+// A malformed sweep file or flag: bad input (exit 2).
+class SweepError : public std::invalid_argument {
  public:
-  using std::runtime_error::runtime_error;
+  using std::invalid_argument::invalid_argument;
 };
 
 struct Axis {
