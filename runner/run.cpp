@@ -395,6 +395,8 @@ RunResult run_emulated(const Scenario& s, const RunOptions& options) {
 }
 
 RunResult run_live(const Scenario& s, const comm::LiveEnv& env, const RunOptions& options) {
+  if (s.timing_only)
+    throw ScenarioError("/timing_only", "applies to emulated runs (dtsim run); a live run runs and measures every rank");
   if (env.world_size != s.ranks)
     throw ScenarioError("/ranks", fmt::format("the scenario has {} ranks but WORLD_SIZE is {}", s.ranks, env.world_size));
   auto topology = net::make_topology(s.topology, s.ranks, s.network.nominal);

@@ -275,6 +275,20 @@ TEST(TraceReplay, ComputeThenAllReduceTakesTheClosedForm) {
   }
 }
 
+// A live run measures every rank: timing_only there is an error, not ignored.
+TEST(TimingOnly, LiveRunRefusesIt) {
+  auto s = runner::parse_scenario(symmetric_cases().front().doc);
+  s.timing_only = true;
+  comm::LiveEnv env;
+  env.world_size = s.ranks;
+  try {
+    runner::run_live(s, env);
+    FAIL() << "expected an error";
+  } catch (const runner::ScenarioError& e) {
+    EXPECT_EQ(e.path(), "/timing_only");
+  }
+}
+
 // The command line: --timing-only marks the table; --dump-params cannot go with it.
 TEST(TimingOnly, CommandLine) {
   const auto dir = testing::fresh_dir("timing_only_cli");
