@@ -36,9 +36,6 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "comm/live_env.hpp"
 #include "comm/nccl.hpp"
@@ -59,25 +56,12 @@ std::int64_t parse_size(const std::string& text) {
   return n * scale;
 }
 
-// A loopback port the kernel just handed out (the one-rank job's rendezvous).
-std::uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 comm::LiveEnv job_env() {
   const bool launched = std::getenv("RANK") || std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("PMI_RANK") ||
                         std::getenv("SLURM_PROCID");
   if (launched) return comm::LiveEnv::from_environment();
   comm::LiveEnv env;  // rank 0 of 1, LOCAL_RANK 0
-  env.master_port = free_port();
+  env.master_port = comm::free_loopback_port();
   env.timeout = std::chrono::milliseconds(30000);
   return env;
 }

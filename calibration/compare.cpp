@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "comm/gloo.hpp"
+#include "comm/op_trace.hpp"
 #include "comm/nccl.hpp"
 #include "runner/run.hpp"
 #include "sim/task.hpp"
@@ -47,6 +48,38 @@ std::string row(const std::string& what, double measured, double predicted) {
 const char* kHeader =
     "| {:<24} |     measured |    predicted |    error |\n|--------------------------|-------------:|-------------:|---------:|\n";
 
+// The scenario's rows: the emulated prediction and the replay of the live traces.
+std::string scenario_row(const std::string& what, double measured, double predicted, double replayed) {
+  return fmt::format("| {:<24} | {:>12} | {:>12} | {:>+8.1f}% | {:>12} | {:>+8.1f}% |\n", what, time_text(measured),
+                     time_text(predicted), 100.0 * relative(predicted, measured), time_text(replayed),
+                     100.0 * relative(replayed, measured));
+}
+
+const char* kScenarioHeader =
+    "| {:<24} |     measured |    predicted |    error |     replayed |    error |\n"
+    "|--------------------------|-------------:|-------------:|---------:|-------------:|---------:|\n";
+
+// Every rank's trace on rank 0, in rank order (the others get an empty list).
+std::vector<comm::OpTrace> gather_traces(comm::Communicator& comm, const comm::OpTrace& mine,
+                                         const at::TensorOptions& on) {
+  const auto bytes = comm::to_bytes(mine);
+  at::Tensor block = at::from_blob(const_cast<std::uint8_t*>(bytes.data()), {static_cast<std::int64_t>(bytes.size())},
+                                   at::kByte)
+                         .to(on.device(), /*non_blocking=*/false, /*copy=*/true);
+  std::vector<at::Tensor> blocks;
+  sim::run_blocking([](comm::Communicator& c, const at::Tensor& in, std::vector<at::Tensor>& out) -> sim::Task<void> {
+    co_await c.all_gather(in, out);
+  }(comm, block, blocks));
+  std::vector<comm::OpTrace> traces;
+  if (comm.rank() != 0) return traces;
+  for (const auto& b : blocks) {
+    const at::Tensor host = b.to(at::kCPU).contiguous();
+    const auto* p = host.data_ptr<std::uint8_t>();
+    traces.push_back(comm::op_trace_from_bytes(std::vector<std::uint8_t>(p, p + host.numel())));
+  }
+  return traces;
+}
+
 }  // namespace
 
 runner::Scenario with_model(runner::Scenario s, const NetworkModel& model) {
@@ -76,9 +109,12 @@ Comparison compare(const runner::Scenario& scenario, const comm::LiveEnv& env, c
   const auto s = with_model(scenario, o.model);
   runner::RunOptions run_options;
   run_options.live_backend = o.backend;
+  std::vector<comm::OpTrace> recorded;
+  run_options.record_traces = &recorded;
   const auto live = runner::run_live(s, env, run_options);
 
   std::vector<Sample> sweep;
+  std::vector<comm::OpTrace> traces;
   {
     comm::LiveEnv sweep_env = env;
     sweep_env.master_port = static_cast<std::uint16_t>(env.master_port + 1);
@@ -89,40 +125,60 @@ Comparison compare(const runner::Scenario& scenario, const comm::LiveEnv& env, c
     m.warmup = o.warmup;
     m.iters = o.iters;
     if (o.backend == "nccl") m.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+    traces = gather_traces(*comm, recorded.at(0), at::TensorOptions().device(m.device));
     sweep = sim::run_blocking(measure(*comm, m));
   }
 
   Comparison c;
   if (env.rank != 0) return c;
   const auto emu = runner::run_emulated(s);
+  const auto replayed = runner::replay_traces(s, traces);
+  auto phase_of = [](const runner::RunResult& r, const std::string& name) {
+    const auto it = std::find(r.phase_names.begin(), r.phase_names.end(), name);
+    return it == r.phase_names.end() ? 0.0 : r.phase_mean_s[static_cast<std::size_t>(it - r.phase_names.begin())];
+  };
 
   json phases = json::array();
-  c.table = fmt::format("{}: live ({}) versus emulated with the calibrated model (alpha {}, beta {:.3f} GB/s)\n\n",
-                        s.name, live.backend, time_text(o.model.nominal.alpha_s), o.model.nominal.beta_bytes_per_s / 1e9);
-  c.table += fmt::format(fmt::runtime(kHeader), "phase (mean per step)");
+  c.table = fmt::format(
+      "{}: live ({}) versus emulated with the calibrated model (alpha {}, beta {:.3f} GB/s).\n"
+      "predicted: emulated, compute timed on this rank alone; replayed: every live rank's recorded operations and\n"
+      "compute (plus {} per step of host work outside compute) replayed on the model, so its error is the network's.\n\n",
+      s.name, live.backend, time_text(o.model.nominal.alpha_s), o.model.nominal.beta_bytes_per_s / 1e9,
+      time_text(replayed.mean_compute_time_s() - live.mean_compute_time_s()));
+  c.table += fmt::format(fmt::runtime(kScenarioHeader), "phase (mean per step)");
   for (std::size_t i = 0; i < live.phase_names.size(); ++i) {
     const auto& name = live.phase_names[i];
-    const auto it = std::find(emu.phase_names.begin(), emu.phase_names.end(), name);
-    const double predicted = it == emu.phase_names.end() ? 0.0 : emu.phase_mean_s[it - emu.phase_names.begin()];
-    c.table += row(name, live.phase_mean_s[i], predicted);
+    const double measured = live.phase_mean_s[i], predicted = phase_of(emu, name), replay = phase_of(replayed, name);
+    c.table += scenario_row(name, measured, predicted, replay);
     phases.push_back({{"name", name},
-                      {"measured_s", live.phase_mean_s[i]},
+                      {"measured_s", measured},
                       {"predicted_s", predicted},
-                      {"relative_error", relative(predicted, live.phase_mean_s[i])}});
+                      {"relative_error", relative(predicted, measured)},
+                      {"replayed_s", replay},
+                      {"replay_relative_error", relative(replay, measured)}});
   }
-  c.table += row("step", live.mean_step_time_s(), emu.mean_step_time_s());
+  c.table += scenario_row("step", live.mean_step_time_s(), emu.mean_step_time_s(), replayed.mean_step_time_s());
 
   json steps = json::array();
-  std::vector<double> step_errors;
-  std::string step_rows = fmt::format(fmt::runtime(kHeader), "step");
+  std::vector<double> step_errors, replay_errors;
+  std::string step_rows = fmt::format(fmt::runtime(kScenarioHeader), "step");
   for (std::size_t t = 0; t < live.step_time_s.size() && t < emu.step_time_s.size(); ++t) {
-    const double m = live.step_time_s[t], p = emu.step_time_s[t];
+    const double m = live.step_time_s[t], p = emu.step_time_s[t], r = replayed.step_time_s.at(t);
     step_errors.push_back(relative(p, m));
-    steps.push_back({{"step", t + 1}, {"measured_s", m}, {"predicted_s", p}, {"relative_error", relative(p, m)}});
-    if (t < 10) step_rows += row(std::to_string(t + 1), m, p);
+    replay_errors.push_back(relative(r, m));
+    steps.push_back({{"step", t + 1},
+                     {"measured_s", m},
+                     {"measured_compute_s", live.compute_time_s[t]},
+                     {"predicted_s", p},
+                     {"relative_error", relative(p, m)},
+                     {"replayed_s", r},
+                     {"replayed_compute_s", replayed.compute_time_s.at(t)},
+                     {"replay_relative_error", relative(r, m)}});
+    if (t < 10) step_rows += scenario_row(std::to_string(t + 1), m, p, r);
   }
-  c.table += fmt::format("\n{}(first 10 steps) median |error| over {} steps: {:.1f}%\n\n", step_rows, step_errors.size(),
-                         100.0 * median_abs(step_errors));
+  c.table += fmt::format("\n{}(first 10 steps) median |error| over {} steps: predicted {:.1f}%, replayed {:.1f}%\n\n",
+                         step_rows, step_errors.size(), 100.0 * median_abs(step_errors),
+                         100.0 * median_abs(replay_errors));
   c.table += samples_table(sweep, o.model);
 
   json sizes = json::array();
@@ -134,8 +190,12 @@ Comparison compare(const runner::Scenario& scenario, const comm::LiveEnv& env, c
             {"backend", live.backend},
             {"model", {{"latency_us", o.model.nominal.alpha_s * 1e6}, {"bandwidth_GBps", o.model.nominal.beta_bytes_per_s / 1e9}}},
             {"phases", phases},
-            {"step", {{"measured_s", live.mean_step_time_s()}, {"predicted_s", emu.mean_step_time_s()},
-                      {"median_abs_relative_error", median_abs(step_errors)}}},
+            {"step", {{"measured_s", live.mean_step_time_s()},
+                      {"predicted_s", emu.mean_step_time_s()},
+                      {"median_abs_relative_error", median_abs(step_errors)},
+                      {"replayed_s", replayed.mean_step_time_s()},
+                      {"replay_median_abs_relative_error", median_abs(replay_errors)},
+                      {"host_outside_compute_s", replayed.mean_compute_time_s() - live.mean_compute_time_s()}}},
             {"steps", steps},
             {"all_reduce_sweep", sizes}};
   return c;

@@ -1,11 +1,14 @@
 // calibration::compare: how well the calibrated network model predicts a live job.
 //
-// Run on every rank of a live job: the scenario runs live (measured), with the network
-// replaced by the calibrated model and compute timed as measured; rank 0 then runs the
-// same scenario emulated (predicted). Then a ring all-reduce sweep (default 1 KB to
-// 64 MB) is measured live and predicted by the model's closed form. The sweep uses its
-// own rendezvous at MASTER_PORT + 1, since the scenario's communicator has closed its
-// store by then.
+// Run on every rank of a live job: the scenario runs live (measured), every rank
+// recording its operations and compute (comm/recording.hpp). Rank 0 then predicts it
+// twice on the calibrated network model: emulated, with compute timed by running the
+// ranks one after another in this process (predicted: what a user without a cluster
+// gets), and by replaying every live rank's trace (replayed: the live compute, the
+// model's communication — the error of the network model alone). Then a ring
+// all-reduce sweep (default 1 KB to 64 MB) is measured live and predicted by the
+// model's closed form. The traces and the sweep go over a second rendezvous at
+// MASTER_PORT + 1, since the scenario's communicator has closed its store by then.
 #pragma once
 
 #include <cstdint>

@@ -49,10 +49,12 @@ CalibrateCommands::CalibrateCommands(CLI::App& app) {
   calibrate_->add_flag("--quiet", quiet_, "Do not print the table");
 
   compare_ = app.add_subcommand(
-      "compare", "As one rank of a live job: run SCENARIO live and (rank 0) emulated with the calibrated network model "
-                 "and measured compute, print per phase and per step measured versus predicted time and the relative "
-                 "error, then a ring all-reduce sweep measured versus predicted per size (its rendezvous at "
-                 "MASTER_PORT + 1); writes <scenario>.compare.json");
+      "compare", "As one rank of a live job: run SCENARIO live, recording every rank's operations, then (rank 0) "
+                 "predict it on the calibrated network model twice: emulated with measured compute, and by replaying "
+                 "the live ranks' traces (live compute, modelled communication); print per phase and per step "
+                 "measured versus predicted and replayed time with the relative errors, then a ring all-reduce sweep "
+                 "measured versus predicted per size (traces and sweep rendezvous at MASTER_PORT + 1); writes "
+                 "<scenario>.compare.json");
   compare_->add_option("scenario", scenario_, "Scenario JSON file")->required();
   compare_->add_option("--model", model_, "Network model file from `dtsim calibrate`")->required();
   compare_->add_option("--out", out_dir_, "Directory for the JSON (default: next to the scenario)");

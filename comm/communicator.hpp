@@ -110,10 +110,19 @@ class Communicator {
   // Seconds this rank has spent in compute() so far (its clock's advance there: the cost
   // model's time emulated, wall time live).
   double compute_seconds() const { return compute_seconds_; }
+  // The clock's advance of the latest compute() (a recorder's compute durations).
+  double last_compute_seconds() const { return last_compute_seconds_; }
 
  protected:
+  // Every backend's compute() counts its clock's advance here.
+  void count_compute(double seconds) {
+    compute_seconds_ += seconds;
+    last_compute_seconds_ = seconds;
+  }
+
   Traffic traffic_;
-  double compute_seconds_ = 0.0;  // every backend's compute() adds to it
+  double compute_seconds_ = 0.0;
+  double last_compute_seconds_ = 0.0;
 
  private:
   [[noreturn]] void unsupported(const char* op) const;

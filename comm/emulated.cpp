@@ -74,7 +74,7 @@ class EmulatedCommunicator final : public Communicator {
     double seconds = world_.timing_.run(cost, work);
     const auto& slow = world_.timing_.slowdown;
     if (!slow.empty()) seconds *= slow.at(rank_);
-    compute_seconds_ += seconds;
+    count_compute(seconds);
     auto done = std::make_shared<sim::Completion>(world_.engine_);
     done->fire_at(now() + seconds);
     return Op(std::make_shared<EmulatedOp>(std::move(done)));

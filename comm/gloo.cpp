@@ -85,7 +85,7 @@ class GlooCommunicator final : public Communicator {
   Op compute(const sim::ComputeCost&, const std::function<void()>& work) override {
     const auto begin = std::chrono::steady_clock::now();
     work();
-    compute_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    count_compute(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
     return Op();
   }
 

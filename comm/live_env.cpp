@@ -1,5 +1,9 @@
 #include "comm/live_env.hpp"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <charconv>
 #include <cstdlib>
 #include <optional>
@@ -101,6 +105,20 @@ LiveEnv LiveEnv::from_variables(const std::function<const char*(const char*)>& g
   if (auto t = value("DTSIM_TIMEOUT_S"))
     env.timeout = std::chrono::milliseconds(1000 * parse_int("DTSIM_TIMEOUT_S", *t, 1, 86400));
   return env;
+}
+
+std::uint16_t free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("free_loopback_port: cannot open a socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  if (!ok) throw std::runtime_error("free_loopback_port: cannot bind a loopback port");
+  return ntohs(addr.sin_port);
 }
 
 }  // namespace dtsim::comm

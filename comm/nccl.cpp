@@ -164,7 +164,7 @@ class NcclCommunicator final : public Communicator {
     DTSIM_CUDA_CHECK(cudaEventSynchronize(end));
     float ms = 0.0f;
     DTSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
-    compute_seconds_ += std::max(ms * 1e-3, now() - host_start);
+    count_compute(std::max(ms * 1e-3, now() - host_start));
     cudaEventDestroy(begin);
     cudaEventDestroy(end);
     return Op();

@@ -49,4 +49,9 @@ struct OpTrace {
   std::uint64_t operations = 0;  // operations issued (the next operation number)
 };
 
+// A compact binary form (MessagePack) for sending a trace to another process, and back;
+// from_bytes throws std::invalid_argument on bytes that are not a trace.
+std::vector<std::uint8_t> to_bytes(const OpTrace& trace);
+OpTrace op_trace_from_bytes(const std::vector<std::uint8_t>& bytes);
+
 }  // namespace dtsim::comm

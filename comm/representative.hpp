@@ -19,11 +19,11 @@
 #include "comm/communicator.hpp"
 #include "comm/emulated.hpp"
 #include "comm/op_trace.hpp"
-#include "comm/phase_timer.hpp"
+#include "comm/trace_recorder.hpp"
 
 namespace dtsim::comm {
 
-class RepresentativeCommunicator final : public Communicator, public PhaseTimer::Listener {
+class RepresentativeCommunicator final : public Communicator, public TraceRecorder {
  public:
   // `neighbours`: the rank's gossip neighbours (net::Topology::neighbors), the slots
   // peers are recorded as. `timing`: how compute phases are timed (its slowdown is
@@ -31,8 +31,8 @@ class RepresentativeCommunicator final : public Communicator, public PhaseTimer:
   RepresentativeCommunicator(int rank, int size, std::vector<int> neighbours, ComputeTiming timing);
 
   std::string backend() const override { return "representative"; }
-  int rank() const override { return trace_.rank; }
-  int size() const override { return trace_.ranks; }
+  int rank() const override { return trace().rank; }
+  int size() const override { return trace().ranks; }
   double now() const override { return clock_; }
 
   Op compute(const sim::ComputeCost& cost, const std::function<void()>& work) override;
@@ -45,27 +45,16 @@ class RepresentativeCommunicator final : public Communicator, public PhaseTimer:
   Op stream_all_reduce(at::Tensor& tensor, ReduceOp op) override;
   Op stream_all_gather(const at::Tensor& input, std::vector<at::Tensor>& outputs) override;
 
-  void phase_begin(std::size_t index, const std::string& name) override;
-  void phase_end(std::size_t index) override;
-
-  // Marks a point of the training loop; after TraceMark::End nothing more is recorded.
-  void mark(TraceMark mark);
-  const OpTrace& trace() const { return trace_; }
-
   // Called by the operations' handles when the rank awaits them.
-  void record_wait(std::uint64_t op);
+  using TraceRecorder::record_wait;
 
  private:
   Op issue(TracedOp traced);  // records an operation; returns its (complete) handle
-  int slot_of(int peer, const char* op) const;
   Op reduce(at::Tensor& tensor, ReduceOp op, bool stream);
   Op gather(const at::Tensor& input, std::vector<at::Tensor>& outputs, bool stream);
 
-  OpTrace trace_;
-  std::vector<int> neighbours_;
   ComputeTiming timing_;
   double clock_ = 0.0;
-  bool recording_ = true;
   std::map<int, std::deque<at::Tensor>> sent_;  // per peer: messages sent, for recv
 };
 

@@ -15,6 +15,7 @@
 #include "comm/gloo.hpp"
 #include "comm/nccl.hpp"
 #include "comm/phase_timer.hpp"
+#include "comm/recording.hpp"
 #include "comm/representative.hpp"
 #include "comm/trace_replay.hpp"
 #include "kernels/tensor_buffer.hpp"
@@ -112,12 +113,13 @@ sim::Task<std::array<double, 4>> evaluate_average(comm::Communicator& comm, algo
 
 // One rank's whole job: `steps` training steps, then the reductions that make every
 // rank's RunResult identical (per-step records and the averaged model). With `recorder`
-// (the timing-only mode's representative rank, which is also `comm`), the points the
-// replay measures between are marked in its trace and the model is not evaluated.
+// (a communicator that records its OpTrace, which is also `comm`), the points a replay
+// measures between are marked in the trace. `evaluate` false skips evaluating the model
+// (the timing-only mode's representative, whose model is not the algorithm's).
 sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const net::Topology& topology,
                              std::shared_ptr<const workloads::WorkloadData> data, const RunOptions& options,
                              RunResult& result, sim::TraceWriter* trace = nullptr,
-                             comm::RepresentativeCommunicator* recorder = nullptr) {
+                             comm::TraceRecorder* recorder = nullptr, bool evaluate = true) {
   auto mark = [recorder](comm::TraceMark m) {
     if (recorder) recorder->mark(m);
   };
@@ -162,15 +164,15 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
     if (staged && !backward.ran_all())
       throw std::logic_error(fmt::format("{} did not run every backward stage in step {}", s.algorithm.name, t + 1));
     step_time.push_back(comm.now() - start);
+    mark(comm::TraceMark::StepEnd);  // right after the clock is read: a recorded step spans the measured one
     compute.push_back(comm.compute_seconds() - compute_before);
     wire.push_back(static_cast<double>(comm.traffic().wire_bytes - traffic_before.wire_bytes));
     calls.push_back(static_cast<double>(comm.traffic().calls - traffic_before.calls));
     phase_steps.push_back(timer.take_step());
-    mark(comm::TraceMark::StepEnd);
     if (s.eval_every > 0 && (t + 1) % static_cast<std::size_t>(s.eval_every) == 0 && t + 1 < steps) {
       mark(comm::TraceMark::EvalBegin);
       const double at_step_end = comm.now();
-      const auto f = co_await evaluate_average(comm, *algorithm, *workload, params, !recorder);
+      const auto f = co_await evaluate_average(comm, *algorithm, *workload, params, evaluate);
       curve.push_back({static_cast<std::int64_t>(t) + 1, at_step_end - evaluating, f[0], f[1], f[2], f[3]});
       evaluating += comm.now() - at_step_end;
       mark(comm::TraceMark::EvalEnd);
@@ -203,7 +205,7 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
   co_await comm.all_reduce(mean_model, comm::ReduceOp::Average);
   at::Tensor distance = at::full({1}, (model.buffer() - mean_model).pow(2).sum().item<double>(), at::kDouble);
   co_await comm.all_reduce(distance, comm::ReduceOp::Average);
-  const auto final_figures = co_await evaluate_average(comm, *algorithm, *workload, params, !recorder);
+  const auto final_figures = co_await evaluate_average(comm, *algorithm, *workload, params, evaluate);
 
   const double* v = summary.data_ptr<double>();
   auto take = [&](std::vector<double>& out) {
@@ -266,16 +268,90 @@ sim::Task<void> replay_rank(comm::Communicator& comm, const comm::OpTrace& trace
 std::vector<double> rank_mean(const std::vector<comm::ReplayRecord>& records,
                               std::vector<double> comm::ReplayRecord::*series) {
   std::vector<double> mean = records.front().*series;
-  for (std::size_t r = 1; r < records.size(); ++r)
-    for (std::size_t t = 0; t < mean.size(); ++t) mean[t] += (records[r].*series).at(t);
+  for (std::size_t r = 1; r < records.size(); ++r) {
+    const auto& other = records[r].*series;
+    if (other.size() != mean.size())
+      throw std::invalid_argument(fmt::format("replay: rank {} recorded {} steps or evaluations, rank 0 {}", r,
+                                              other.size(), mean.size()));
+    for (std::size_t t = 0; t < mean.size(); ++t) mean[t] += other[t];
+  }
   for (double& m : mean) m /= static_cast<double>(records.size());
   return mean;
 }
 
+// Rank r replays *traces[r] on the emulated network of `s`, compute taking the recorded
+// seconds (times the scenario's slowdown when `slow` is set); `result`'s timing figures
+// become the rank means of what the replays measured, as rank_program averages them.
+void replay_on_network(const Scenario& s, const net::Topology& topology, const std::vector<const comm::OpTrace*>& traces,
+                       bool slow, const RunOptions& options, RunResult& result) {
+  sim::Engine engine;
+  auto network = std::make_shared<net::Network>(engine, topology, s.network);
+  comm::ComputeTiming replay_timing;
+  replay_timing.model = comm::replay_compute_model();
+  if (slow) replay_timing.slowdown = s.compute.slowdown;
+  comm::EmulatedWorld world(engine, network, replay_timing);
+  std::unique_ptr<sim::TraceWriter> trace;
+  if (options.trace_file) {
+    trace = std::make_unique<sim::TraceWriter>();
+    network->transport().record_to(trace.get());
+  }
+  std::vector<comm::ReplayRecord> records(static_cast<std::size_t>(s.ranks));
+  std::vector<std::unique_ptr<comm::PhaseTimer>> timers;
+  for (int r = 0; r < s.ranks; ++r) {
+    auto& comm = world.communicator(r);
+    timers.push_back(std::make_unique<comm::PhaseTimer>(comm));
+    if (trace) timers.back()->record_to(trace.get(), trace->track(fmt::format("rank {}", r), "phases"));
+    engine.spawn(replay_rank(comm, *traces.at(static_cast<std::size_t>(r)), topology.neighbors(r), *timers.back(),
+                             records[r]),
+                 fmt::format("rank {}", r));
+  }
+  engine.run();
+  if (trace) write_trace(*trace, *options.trace_file);
+
+  const double n = static_cast<double>(s.ranks);
+  result.mode = "emulated";
+  result.backend = "emulated";
+  result.event_trace_hash = engine.trace_hash();
+  result.step_time_s = rank_mean(records, &comm::ReplayRecord::step_time_s);
+  result.compute_time_s = rank_mean(records, &comm::ReplayRecord::compute_time_s);
+  result.wire_bytes = rank_mean(records, &comm::ReplayRecord::wire_bytes);
+  result.calls = rank_mean(records, &comm::ReplayRecord::calls);
+  const auto eval_times = rank_mean(records, &comm::ReplayRecord::eval_time_s);
+  if (result.eval.size() != eval_times.size() + 1) {  // a fresh result: the steps evaluated after, no figures
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    result.eval.assign(eval_times.size() + 1, {0, 0.0, nan, nan, nan, nan});
+    for (std::size_t i = 0; i < eval_times.size(); ++i)
+      result.eval[i].step = static_cast<std::int64_t>(i + 1) * s.eval_every;
+    result.eval.back().step = s.steps;
+  }
+  for (std::size_t i = 0; i < eval_times.size(); ++i) result.eval[i].time_s = eval_times[i];
+  double end = 0.0;
+  for (const auto& rec : records) end += rec.end_time_s;
+  result.eval.back().time_s = end / n;
+  // Phases by name: ranks may first use them in different orders.
+  result.phase_names = timers.front()->names();
+  result.phase_mean_s.assign(result.phase_names.size(), 0.0);
+  const double steps = static_cast<double>(result.step_time_s.size());
+  for (std::size_t r = 0; r < records.size(); ++r) {
+    const auto& names = timers[r]->names();
+    for (std::size_t q = 0; q < names.size(); ++q) {
+      auto it = std::find(result.phase_names.begin(), result.phase_names.end(), names[q]);
+      if (it == result.phase_names.end()) {
+        result.phase_names.push_back(names[q]);
+        result.phase_mean_s.push_back(0.0);
+        it = result.phase_names.end() - 1;
+      }
+      double sum = 0.0;
+      for (const auto& step : records[r].phase_s) sum += q < step.size() ? step[q] : 0.0;
+      result.phase_mean_s[static_cast<std::size_t>(it - result.phase_names.begin())] += sum / steps;
+    }
+  }
+  for (double& p : result.phase_mean_s) p /= n;
+}
+
 // The timing-only mode: rank 0 runs rank_program alone on a RepresentativeCommunicator
 // (real kernels, every rank assumed to hold its data) recording an OpTrace; then every
-// rank replays that trace with size-only tensors on the emulated network. The record's
-// per-step figures are averaged over ranks as rank_program averages them.
+// rank replays that trace with size-only tensors on the emulated network.
 RunResult run_timing_only(const Scenario& s, const RunOptions& options) {
   if (options.dump_params_prefix)
     throw std::invalid_argument("timing-only mode keeps no per-rank parameters to dump (drop --dump-params)");
@@ -285,7 +361,8 @@ RunResult run_timing_only(const Scenario& s, const RunOptions& options) {
   comm::OpTrace op_trace;
   {
     comm::RepresentativeCommunicator recorder(representative, s.ranks, topology.neighbors(representative), s.compute);
-    sim::run_blocking(rank_program(recorder, s, topology, load_data(s), options, result, nullptr, &recorder));
+    sim::run_blocking(
+        rank_program(recorder, s, topology, load_data(s), options, result, nullptr, &recorder, /*evaluate=*/false));
     op_trace = recorder.trace();
   }
   // Messages to neighbours map onto rank r's neighbours slot by slot, which stands for
@@ -301,60 +378,14 @@ RunResult run_timing_only(const Scenario& s, const RunOptions& options) {
                                                       "cannot stand for all on this topology",
                                                       r, topology.neighbors(r).size(), representative, degree));
 
-  sim::Engine engine;
-  auto network = std::make_shared<net::Network>(engine, topology, s.network);
-  comm::ComputeTiming replay_timing;
-  replay_timing.model = comm::replay_compute_model();
-  replay_timing.slowdown = s.compute.slowdown;
-  comm::EmulatedWorld world(engine, network, replay_timing);
-  std::unique_ptr<sim::TraceWriter> trace;
-  if (options.trace_file) {
-    trace = std::make_unique<sim::TraceWriter>();
-    network->transport().record_to(trace.get());
-  }
-  std::vector<comm::ReplayRecord> records(static_cast<std::size_t>(s.ranks));
-  std::vector<std::unique_ptr<comm::PhaseTimer>> timers;
-  for (int r = 0; r < s.ranks; ++r) {
-    auto& comm = world.communicator(r);
-    timers.push_back(std::make_unique<comm::PhaseTimer>(comm));
-    if (trace) timers.back()->record_to(trace.get(), trace->track(fmt::format("rank {}", r), "phases"));
-    engine.spawn(replay_rank(comm, op_trace, topology.neighbors(r), *timers.back(), records[r]),
-                 fmt::format("rank {}", r));
-  }
-  engine.run();
-  if (trace) write_trace(*trace, *options.trace_file);
-
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  const double n = static_cast<double>(s.ranks);
-  result.mode = "emulated";
-  result.backend = "emulated";
+  const std::vector<const comm::OpTrace*> traces(static_cast<std::size_t>(s.ranks), &op_trace);
+  replay_on_network(s, topology, traces, /*slow=*/true, options, result);
   result.timing_only = true;
   result.representative_rank = representative;
-  result.event_trace_hash = engine.trace_hash();
-  result.step_time_s = rank_mean(records, &comm::ReplayRecord::step_time_s);
-  result.compute_time_s = rank_mean(records, &comm::ReplayRecord::compute_time_s);
-  result.wire_bytes = rank_mean(records, &comm::ReplayRecord::wire_bytes);
-  result.calls = rank_mean(records, &comm::ReplayRecord::calls);
-  const auto eval_times = rank_mean(records, &comm::ReplayRecord::eval_time_s);
-  for (std::size_t i = 0; i < eval_times.size(); ++i) result.eval.at(i).time_s = eval_times[i];
-  double end = 0.0;
-  for (const auto& rec : records) end += rec.end_time_s;
-  result.eval.back().time_s = end / n;
-  result.phase_names = timers.front()->names();
-  result.phase_mean_s.assign(result.phase_names.size(), 0.0);
-  const double steps = static_cast<double>(s.steps);
-  for (std::size_t p = 0; p < result.phase_names.size(); ++p) {
-    for (const auto& rec : records) {
-      double sum = 0.0;
-      for (const auto& step : rec.phase_s) sum += p < step.size() ? step[p] : 0.0;
-      result.phase_mean_s[p] += sum / steps;
-    }
-    result.phase_mean_s[p] /= n;
-  }
   // The representative's model trained against mirrored data: not the algorithm's.
-  std::fill(result.loss.begin(), result.loss.end(), nan);
+  std::fill(result.loss.begin(), result.loss.end(), std::numeric_limits<double>::quiet_NaN());
   result.diverged_at_step = 0;
-  result.consensus_distance = nan;
+  result.consensus_distance = std::numeric_limits<double>::quiet_NaN();
   return result;
 }
 
@@ -384,14 +415,47 @@ RunResult run_emulated(const Scenario& s, const RunOptions& options) {
     network->transport().record_to(trace.get());
   }
   std::vector<RunResult> results(s.ranks);
-  for (int r = 0; r < s.ranks; ++r)
-    engine.spawn(rank_program(world.communicator(r), s, topology, data, options, results[r], trace.get()),
+  std::vector<std::unique_ptr<comm::RecordingCommunicator>> recorders;
+  for (int r = 0; r < s.ranks; ++r) {
+    comm::Communicator* comm = &world.communicator(r);
+    comm::RecordingCommunicator* recorder = nullptr;
+    if (options.record_traces) {
+      recorders.push_back(std::make_unique<comm::RecordingCommunicator>(*comm, topology.neighbors(r)));
+      comm = recorder = recorders.back().get();
+    }
+    engine.spawn(rank_program(*comm, s, topology, data, options, results[r], trace.get(), recorder),
                  fmt::format("rank {}", r));
+  }
   engine.run();
+  if (options.record_traces) {
+    options.record_traces->clear();
+    for (const auto& recorder : recorders) options.record_traces->push_back(recorder->trace());
+  }
   results[0].mode = "emulated";
   results[0].event_trace_hash = engine.trace_hash();
   if (trace) write_trace(*trace, *options.trace_file);
   return results[0];
+}
+
+RunResult replay_traces(const Scenario& s, const std::vector<comm::OpTrace>& traces, const RunOptions& options) {
+  if (traces.size() != static_cast<std::size_t>(s.ranks))
+    throw std::invalid_argument(fmt::format("replay: {} traces for {} ranks", traces.size(), s.ranks));
+  for (std::size_t r = 0; r < traces.size(); ++r)
+    if (traces[r].rank != static_cast<int>(r) || traces[r].ranks != s.ranks)
+      throw std::invalid_argument(fmt::format("replay: trace #{} is rank {} of {}, not rank {} of {}", r,
+                                              traces[r].rank, traces[r].ranks, r, s.ranks));
+  const auto topology = net::make_topology(s.topology, s.ranks, s.network.nominal);
+  std::vector<const comm::OpTrace*> pointers;
+  for (const auto& t : traces) pointers.push_back(&t);
+  RunResult result;
+  result.scenario = s;
+  replay_on_network(s, topology, pointers, /*slow=*/false, options, result);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  result.loss.assign(result.step_time_s.size(), nan);
+  result.n_bits.assign(result.step_time_s.size(), nan);
+  result.final_loss = result.final_accuracy = result.final_test_loss = result.final_test_accuracy = nan;
+  result.consensus_distance = result.algorithm_state_bytes = nan;
+  return result;
 }
 
 RunResult run_live(const Scenario& s, const comm::LiveEnv& env, const RunOptions& options) {
@@ -405,8 +469,13 @@ RunResult run_live(const Scenario& s, const comm::LiveEnv& env, const RunOptions
   auto data = load_data(s);
   RunResult result;
   sim::TraceWriter timeline;  // this rank's phases, kept for the partial record of a failed run
+  std::unique_ptr<comm::RecordingCommunicator> recorder;
+  if (options.record_traces)
+    recorder = std::make_unique<comm::RecordingCommunicator>(*comm, topology.neighbors(env.rank));
   try {
-    sim::run_blocking(rank_program(*comm, s, topology, data, options, result, &timeline));
+    comm::Communicator& rank_comm = recorder ? *recorder : *comm;
+    sim::run_blocking(rank_program(rank_comm, s, topology, data, options, result, &timeline, recorder.get()));
+    if (recorder) *options.record_traces = {recorder->trace()};
   } catch (const std::exception& e) {
     // What this rank measured before the failure: per step (each starts with its first
     // phase), the step time (steps that ended) and every phase's seconds.

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/live_env.hpp"
+#include "comm/op_trace.hpp"
 #include "runner/scenario.hpp"
 
 namespace dtsim::runner {
@@ -23,6 +24,9 @@ struct RunOptions {
   std::optional<std::filesystem::path> trace_file;
   // Live runs: the communication backend, "gloo" or "nccl".
   std::string live_backend = "gloo";
+  // When set, every rank this process runs records its OpTrace (comm/recording.hpp)
+  // here: all ranks, in rank order, for an emulated run; its one rank for a live run.
+  std::vector<comm::OpTrace>* record_traces = nullptr;
 };
 
 // A live run that failed part-way: the one-line error, and what this rank measured so far
@@ -98,5 +102,13 @@ inline constexpr double kDivergedLoss = 1e3;
 
 RunResult run_emulated(const Scenario& scenario, const RunOptions& options = {});
 RunResult run_live(const Scenario& scenario, const comm::LiveEnv& env, const RunOptions& options = {});
+
+// A trace-driven prediction: rank r issues traces[r] (recorded by a run with
+// RunOptions::record_traces, live or emulated) again on the scenario's emulated network,
+// each compute taking its recorded seconds (which already hold any slowdown). The
+// result's timing figures are rank means as in a run; loss, accuracy, n_bits, state and
+// consensus figures are NaN (a replay moves sizes, not data).
+RunResult replay_traces(const Scenario& scenario, const std::vector<comm::OpTrace>& traces,
+                        const RunOptions& options = {});
 
 }  // namespace dtsim::runner

@@ -1,14 +1,12 @@
-// Calibration: the least-squares fit of alpha and beta, the network model file, and
-// `dtsim calibrate` on local processes producing a model a scenario can use.
+// Calibration: the least-squares fit of alpha and beta, the network model file,
+// `dtsim calibrate` on local processes producing a model a scenario can use, and
+// `dtsim compare` predicting a live run.
 #include <gtest/gtest.h>
-
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <future>
 
 #include "calibration/calibration.hpp"
+#include "comm/live_env.hpp"
 #include "runner/scenario.hpp"
 #include "test_util.hpp"
 
@@ -124,7 +122,7 @@ TEST(Calibration, ModelFileRoundTripsAndBadFilesAreNamed) {
 // figures and runs.
 TEST(CalibrateCli, ThreeLocalRanksWriteAModelAScenarioCanUse) {
   auto dir = testing::fresh_dir("calibrate-cli");
-  const int port = testing::free_port();
+  const int port = comm::free_loopback_port();
   std::vector<std::future<testing::CommandResult>> ranks;
   for (int r = 0; r < 3; ++r)
     ranks.push_back(std::async(std::launch::async, testing::run_command,
@@ -167,6 +165,60 @@ TEST(CalibrateCli, ThreeLocalRanksWriteAModelAScenarioCanUse) {
   scenario["network"]["calibrated"] = "missing.json";
   testing::write_file(dir / "s.json", scenario.dump());
   EXPECT_THROW(runner::load_scenario(dir / "s.json"), runner::ScenarioError);
+}
+
+// `dtsim compare` on 2 local Gloo ranks (CHOCO-SGD with its overlapped exchange): the
+// live run is predicted twice, emulated and by replaying both ranks' recorded traces.
+// What the recording promises holds per step: the replayed compute is the live compute
+// plus the host work between calls, so it is at least the live compute, and over the
+// run it is no more than the live steps' wall time, which also holds the communication.
+TEST(CompareCli, TwoLocalRanksPredictAndReplayTheRun) {
+  auto dir = testing::fresh_dir("compare-cli");
+  testing::write_file(dir / "model.json", json{{"model", "alpha_beta"}, {"latency_us", 80}, {"bandwidth_GBps", 2}}.dump());
+  const json scenario = {
+      {"name", "choco_compare"},
+      {"ranks", 2},
+      {"steps", 8},
+      {"workload", {{"kind", "logistic_regression"}, {"samples", 256}, {"features", 4096}, {"batch_size", 16}}},
+      {"algorithm",
+       {{"name", "choco_sgd"}, {"lr", 0.1}, {"compressor", {{"kind", "identity"}}}, {"consensus_stepsize", 0.4}}},
+      {"topology", {{"kind", "ring"}}},
+      {"network", {{"model", "alpha_beta"}, {"latency_us", 5}, {"bandwidth_GBps", 1}}}};
+  testing::write_file(dir / "choco.json", scenario.dump());
+  const int port = comm::free_loopback_port();
+  std::vector<std::future<testing::CommandResult>> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(std::async(std::launch::async, testing::run_command,
+                               "RANK=" + std::to_string(r) + " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                                   std::to_string(port) + " DTSIM_TIMEOUT_S=60 timeout 300 " + DTSIM_BINARY +
+                                   " compare " + (dir / "choco.json").string() + " --model " +
+                                   (dir / "model.json").string() + " --sweep-min 1K --sweep-max 8K -n 2"));
+  for (int r = 0; r < 2; ++r) {
+    auto res = ranks[r].get();
+    ASSERT_EQ(res.exit_code, 0) << "rank " << r << ": " << res.output;
+    if (r == 0) {
+      EXPECT_NE(res.output.find("replayed"), std::string::npos) << res.output;
+    }
+  }
+  const json c = testing::read_json(dir / "choco.compare.json");
+  ASSERT_EQ(c["steps"].size(), 8u);
+  double replayed_compute = 0.0, measured = 0.0;
+  for (const auto& step : c["steps"]) {
+    EXPECT_GE(step["replayed_compute_s"].get<double>(), step["measured_compute_s"].get<double>() * (1 - 1e-9));
+    EXPECT_GE(step["replayed_s"].get<double>(), step["replayed_compute_s"].get<double>() * (1 - 1e-9));
+    EXPECT_GT(step["predicted_s"].get<double>(), 0.0);
+    replayed_compute += step["replayed_compute_s"].get<double>();
+    measured += step["measured_s"].get<double>();
+  }
+  EXPECT_LE(replayed_compute, measured * 1.05);
+  EXPECT_GE(c["step"]["host_outside_compute_s"].get<double>(), 0.0);
+  bool exchange_phase = false;
+  for (const auto& phase : c["phases"]) {
+    EXPECT_TRUE(phase.contains("replayed_s")) << phase.dump();
+    exchange_phase = exchange_phase || phase["name"] == "grad.sync";
+  }
+  EXPECT_TRUE(exchange_phase) << c["phases"].dump();
+  EXPECT_EQ(c["all_reduce_sweep"].size(), 4u);  // 1, 2, 4, 8 KB
 }
 
 }  // namespace

@@ -5,8 +5,6 @@
 // all-reduce (sum and average) and ring exchange.
 #include <gtest/gtest.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -15,6 +13,7 @@
 #include "comm/emulated.hpp"
 #include "comm/gloo.hpp"
 #include "sim/engine.hpp"
+#include "comm/live_env.hpp"
 #include "test_util.hpp"
 
 namespace dtsim::comm {
@@ -80,7 +79,7 @@ TEST(LiveCommChild, Rank) {
 
 TEST(LiveComm, CollectivesMatchEmulated) {
   auto dir = testing::fresh_dir("live-comm");
-  const int port = testing::free_port();
+  const int port = comm::free_loopback_port();
   std::vector<std::future<testing::CommandResult>> children;
   for (int r = 0; r < kRanks; ++r)
     children.push_back(std::async(std::launch::async, testing::run_command,

@@ -13,10 +13,8 @@
 // and kills only once every rank has completed 30 operations.
 #include <gtest/gtest.h>
 
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +25,7 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "comm/live_env.hpp"
 #include "test_util.hpp"
 
 extern char** environ;
@@ -93,7 +92,7 @@ TEST_P(KilledRank, SurvivorsNameItAndKeepTheirRecords) {
   auto dir = testing::fresh_dir("live-fault-" + std::to_string(victim));
   const auto scenario = dir / "s.json";
   testing::write_file(scenario, long_scenario().dump());
-  const int port = testing::free_port(), timeout_s = 10;
+  const int port = comm::free_loopback_port(), timeout_s = 10;
   std::vector<pid_t> pids;
   for (int r = 0; r < 4; ++r)
     pids.push_back(start_rank(r, port, scenario, dir / "out", dir / ("rank" + std::to_string(r) + ".log"), timeout_s));
@@ -156,7 +155,7 @@ TEST(LiveFault, NeverArrivingPeerIsNamed) {
   auto dir = testing::fresh_dir("live-never");
   const auto scenario = dir / "s.json";
   testing::write_file(scenario, long_scenario().dump());
-  const int port = testing::free_port();
+  const int port = comm::free_loopback_port();
   std::vector<std::future<testing::CommandResult>> ranks;
   for (int r = 0; r < 3; ++r)
     ranks.push_back(std::async(std::launch::async, testing::run_command,

@@ -3,15 +3,12 @@
 // rank (to 1e-5) and count the same bytes per step.
 #include <gtest/gtest.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <future>
 #include <map>
 #include <vector>
 
+#include "comm/live_env.hpp"
 #include "test_util.hpp"
 
 namespace dtsim {
@@ -19,7 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-// A port the kernel considers free right now.
 // The centralized compressed and local-SGD algorithms, by test parameter name; sync and
 // local steps both occur in the 20 steps of the local family (H = 3, every step before 4).
 json centralized_local_algorithm(const std::string& name) {
@@ -136,7 +132,7 @@ TEST_P(LiveVersusEmulated, SameParametersAndBytes) {
                                        " --dump-params " + (dir / "emu" / "p").string());
   ASSERT_EQ(emulated.exit_code, 0) << emulated.output;
 
-  const int port = testing::free_port();
+  const int port = comm::free_loopback_port();
   std::vector<std::future<testing::CommandResult>> ranks;
   for (int r = 0; r < 4; ++r) {
     const std::string env = "RANK=" + std::to_string(r) + " WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
@@ -193,7 +189,7 @@ TEST(Live, MissingPeerTimesOut) {
   auto dir = testing::fresh_dir("live-timeout");
   const auto file = dir / "s.json";
   testing::write_file(file, scenario("centralized").dump());
-  const std::string env = "RANK=1 WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(testing::free_port()) +
+  const std::string env = "RANK=1 WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(comm::free_loopback_port()) +
                           " DTSIM_TIMEOUT_S=2 timeout 60 ";
   auto r = testing::run_command(env + DTSIM_BINARY + " live --quiet " + file.string());
   EXPECT_EQ(r.exit_code, 1) << r.output;

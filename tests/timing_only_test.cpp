@@ -12,6 +12,7 @@
 #include "network_models/closed_form.hpp"
 #include "runner/run.hpp"
 #include "sim/engine.hpp"
+#include "scenario_cases.hpp"
 #include "test_util.hpp"
 
 namespace dtsim {
@@ -19,71 +20,10 @@ namespace {
 
 using nlohmann::json;
 
-json logistic() {
-  return {{"kind", "logistic_regression"}, {"samples", 512}, {"features", 8}, {"batch_size", 16}};
-}
-json resnet20() { return {{"type", "resnet20"}, {"batch_size", 8}}; }
-
-json scenario(int ranks, json workload, json algorithm, json topology, json network = {}) {
-  if (network.is_null()) network = {{"model", "alpha_beta"}, {"latency_us", 3}, {"bandwidth_GBps", 2}};
-  return {{"name", "timing"}, {"ranks", ranks},     {"steps", 12},          {"seed", 5},
-          {"eval_every", 5},  {"workload", workload}, {"algorithm", algorithm}, {"topology", topology},
-          {"network", network}, {"compute", {{"gflops", 500}, {"memory_GBps", 50}}}};
-}
-
-struct Case {
-  const char* name;
-  json doc;
-};
-
-std::vector<Case> symmetric_cases() {
-  const json sgd = {{"lr", 0.1}, {"momentum", 0.9}};
-  auto with = [&](json algorithm) {
-    json a = sgd;
-    a.update(algorithm);
-    return a;
-  };
-  json straggling = scenario(6, logistic(), with({{"name", "parallel_sgd"}, {"variant", "decentralized"}}),
-                             {{"kind", "ring"}});
-  straggling["compute"]["stragglers"] = json::array({{{"rank", 2}, {"slowdown", 3.5}}});
-  return {
-      {"dpsgd_ring_with_straggler", straggling},
-      {"centralized_star_flow",
-       scenario(5, logistic(), with({{"name", "parallel_sgd"}, {"variant", "centralized"}}), {{"kind", "star"}},
-                {{"model", "flow"}, {"latency_us", 2}, {"bandwidth_GBps", 1}})},
-      {"choco_topk_torus",
-       scenario(9, resnet20(),
-                with({{"name", "choco_sgd"}, {"compressor", {{"kind", "top_k"}, {"ratio", 0.01}}},
-                      {"consensus_stepsize", 0.3}}),
-                {{"kind", "torus"}, {"dims", {3, 3}}})},
-      {"choco_sign_no_overlap_ring",
-       scenario(4, logistic(),
-                with({{"name", "choco_sgd"}, {"compressor", {{"kind", "scaled_sign"}}}, {"overlap", false}}),
-                {{"kind", "ring"}})},
-      {"dcd_qsgd_hypercube",
-       scenario(8, logistic(), with({{"name", "dcd_psgd"}, {"compressor", {{"kind", "qsgd"}, {"levels", 16}}}}),
-                {{"kind", "hypercube"}})},
-      {"sparsified_allgather_ring",
-       scenario(4, resnet20(), with({{"name", "sparsified_sgd"}, {"compressor", {{"kind", "top_k"}, {"ratio", 0.05}}}}),
-                {{"kind", "ring"}})},
-      {"sign_sgd_majority", scenario(6, logistic(), with({{"name", "sign_sgd"}}), {{"kind", "ring"}})},
-      {"local_sgd_h4_fat_tree",
-       scenario(8, logistic(), with({{"name", "local_sgd"}, {"local_steps", 4}}), {{"kind", "fat_tree"}, {"k", 4}},
-                {{"model", "flow"}, {"latency_us", 1}, {"bandwidth_GBps", 10}})},
-      {"distopt_sync_stream",
-       scenario(4, resnet20(), with({{"name", "distopt"}, {"variant", "sync"}, {"threshold", 20000}, {"buffer_size", 40000}}),
-                {{"kind", "ring"}})},
-      {"distopt_partial",
-       scenario(4, resnet20(),
-                with({{"name", "distopt"}, {"variant", "partial"}, {"threshold", 20000}, {"buffer_size", 40000}}),
-                {{"kind", "ring"}})},
-      {"distopt_sparse_topk_allgather",
-       scenario(4, resnet20(),
-                with({{"name", "distopt"}, {"variant", "sparse"}, {"top_k", true}, {"spars", 0.02}, {"threshold", 20000},
-                      {"buffer_size", 40000}}),
-                {{"kind", "ring"}})},
-  };
-}
+using testing::logistic;
+using testing::resnet20;
+using testing::scenario;
+using testing::symmetric_cases;
 
 // Every timing figure of the timing-only run equals the full emulated run's, bit for bit
 // (the replay sums and averages in the same order).
@@ -95,19 +35,9 @@ TEST(TimingOnly, EqualsTheFullEmulatedRunOnSymmetricScenarios) {
     s.timing_only = true;
     const auto timed = runner::run_emulated(s);
     EXPECT_TRUE(timed.timing_only);
-    EXPECT_EQ(timed.step_time_s, full.step_time_s);
-    EXPECT_EQ(timed.compute_time_s, full.compute_time_s);
-    EXPECT_EQ(timed.wire_bytes, full.wire_bytes);
-    EXPECT_EQ(timed.calls, full.calls);
+    testing::expect_same_timing(timed, full);
     EXPECT_EQ(timed.n_bits, full.n_bits);
-    EXPECT_EQ(timed.phase_names, full.phase_names);
-    EXPECT_EQ(timed.phase_mean_s, full.phase_mean_s);
     EXPECT_EQ(timed.algorithm_state_bytes, full.algorithm_state_bytes);
-    ASSERT_EQ(timed.eval.size(), full.eval.size());
-    for (std::size_t i = 0; i < full.eval.size(); ++i) {
-      EXPECT_EQ(timed.eval[i].step, full.eval[i].step);
-      EXPECT_EQ(timed.eval[i].time_s, full.eval[i].time_s) << "evaluation " << i;
-    }
     EXPECT_GT(timed.mean_step_time_s(), 0.0);
   }
 }
