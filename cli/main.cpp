@@ -29,6 +29,8 @@ struct Args {
   std::string out_dir;
   std::string dump_params;
   std::string trace;
+  std::string record_trace;  // run, live: where each rank writes its operation trace
+  std::string traces;        // replay: where the traces are
   bool quiet = false;
   bool timing_only = false;
 };
@@ -83,6 +85,19 @@ int main(int argc, char** argv) {
   live->add_option("--backend", options.live_backend, "gloo (CPU tensors) or nccl (CUDA tensors; a CUDA build)")
       ->check(CLI::IsMember({"gloo", "nccl"}))
       ->capture_default_str();
+  for (auto* cmd : {run, live})
+    cmd->add_option("--record-trace", args.record_trace,
+                    "Also write each rank's operations, compute seconds and waits to DIR/rank<r>.trace, for "
+                    "`dtsim replay`");
+  auto* replay = app.add_subcommand(
+      "replay", "Replay the traces of a recorded run (dtsim run/live --record-trace DIR) on SCENARIO's network: "
+                "every rank's recorded operations and compute, the network's time; prints the table and writes "
+                "<scenario>.replay.result.json. The scenario may change the network, not the ranks or the program");
+  replay->add_option("scenario", args.scenario, "Scenario JSON file (its network times the replay)")->required();
+  replay->add_option("--traces", args.traces, "Directory of rank<r>.trace files")->required();
+  replay->add_option("--out", args.out_dir, "Directory for the result JSON (default: next to the scenario)");
+  replay->add_option("--trace", args.trace, "Write the replay's timeline as Chrome/Perfetto trace JSON");
+  replay->add_flag("--quiet", args.quiet, "Do not print the table");
 
   struct CollectiveArgs {
     std::string op = "allreduce", algo = "auto", topology = "ring", model = "flow", min = "8", max = "128M", json;
@@ -122,6 +137,7 @@ int main(int argc, char** argv) {
   if (auto rc = calibrate_commands.run()) return *rc;
   if (!args.dump_params.empty()) options.dump_params_prefix = args.dump_params;
   if (!args.trace.empty()) options.trace_file = args.trace;
+  if (!args.record_trace.empty()) options.record_trace_dir = args.record_trace;
   if (collective->parsed()) {
     return cli::exit_code_of([&] {
       runner::CollectiveSweep sweep;
@@ -162,6 +178,11 @@ int main(int argc, char** argv) {
       auto scenario = runner::load_scenario(args.scenario);
       if (args.timing_only) scenario.timing_only = true;
       if (run->parsed()) return finish(runner::run_emulated(scenario, options), args, ".result.json", true);
+      if (replay->parsed()) {
+        auto result = runner::replay_traces(scenario, runner::read_traces(args.traces, scenario.ranks), options);
+        result.replayed_from = args.traces;
+        return finish(result, args, ".replay.result.json", true);
+      }
       const auto env = comm::LiveEnv::from_environment();
       const auto result = [&] {
         try {

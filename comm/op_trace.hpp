@@ -35,7 +35,7 @@ struct TracedOp {
   // AllReduce: the ReduceOp; Broadcast: the root; Send/Recv: the peer's neighbour slot;
   // PhaseBegin/PhaseEnd: the phase's index in OpTrace::phase_names; Mark: a TraceMark.
   int variant = 0;
-  std::int64_t numel = 0;  // elements sent (all-gather: this rank's block)
+  std::int64_t numel = 0;  // elements sent (all-gather: this rank's block); StepEnd mark: the step's n_bits
   double seconds = 0.0;    // Compute: the representative rank's duration (no straggler slowdown)
   std::uint64_t op = 0;    // Wait: the operation awaited
   std::vector<int> peer_slots;  // Exchange: the peers, as neighbour slots

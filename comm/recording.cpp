@@ -148,9 +148,9 @@ void RecordingCommunicator::phase_end(std::size_t index) {
   TraceRecorder::phase_end(index);
 }
 
-void RecordingCommunicator::mark(TraceMark mark) {
+void RecordingCommunicator::mark(TraceMark mark, std::int64_t value) {
   record_host_time();
-  TraceRecorder::mark(mark);
+  TraceRecorder::mark(mark, value);
 }
 
 }  // namespace dtsim::comm

@@ -43,7 +43,7 @@ class RecordingCommunicator final : public Communicator, public TraceRecorder {
 
   void phase_begin(std::size_t index, const std::string& name) override;
   void phase_end(std::size_t index) override;
-  void mark(TraceMark mark) override;
+  void mark(TraceMark mark, std::int64_t value = 0) override;
 
   // Seconds recorded as host work outside compute() so far.
   double host_seconds() const { return host_seconds_; }

@@ -64,11 +64,12 @@ void TraceRecorder::phase_end(std::size_t index) {
   trace_.ops.push_back(std::move(traced));
 }
 
-void TraceRecorder::mark(TraceMark mark) {
+void TraceRecorder::mark(TraceMark mark, std::int64_t value) {
   if (!recording_) return;
   TracedOp traced;
   traced.kind = TracedOp::Kind::Mark;
   traced.variant = static_cast<int>(mark);
+  traced.numel = value;
   trace_.ops.push_back(std::move(traced));
   if (mark == TraceMark::End) recording_ = false;
 }

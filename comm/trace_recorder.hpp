@@ -27,8 +27,9 @@ class TraceRecorder : public PhaseTimer::Listener {
 
   void phase_begin(std::size_t index, const std::string& name) override;
   void phase_end(std::size_t index) override;
-  // Marks a point of the training loop.
-  virtual void mark(TraceMark mark);
+  // Marks a point of the training loop; `value` is what the loop knows there and the
+  // trace keeps (StepEnd: the step's n_bits).
+  virtual void mark(TraceMark mark, std::int64_t value = 0);
 
   const OpTrace& trace() const { return trace_; }
   bool recording() const { return recording_; }

@@ -32,8 +32,8 @@ sim::Task<ReplayRecord> replay_trace(Communicator& comm, const OpTrace& trace, s
   auto peer = [&](int slot) {
     if (slot < 0 || static_cast<std::size_t>(slot) >= neighbours.size())
       throw std::invalid_argument(fmt::format(
-          "timing-only mode: rank {} has {} gossip neighbours, but the representative rank {} used neighbour #{} "
-          "(the topology is not regular enough for one rank to stand for all)",
+          "replay: rank {} has {} gossip neighbours, but the trace it replays (recorded on rank {}) sends to "
+          "neighbour #{}: the topology must give each rank at least as many neighbours as the recording had",
           comm.rank(), neighbours.size(), trace.rank, slot + 1));
     return neighbours[static_cast<std::size_t>(slot)];
   };
@@ -115,6 +115,7 @@ sim::Task<ReplayRecord> replay_trace(Communicator& comm, const OpTrace& trace, s
             record.compute_time_s.push_back(comm.compute_seconds() - compute_before);
             record.wire_bytes.push_back(static_cast<double>(comm.traffic().wire_bytes - traffic_before.wire_bytes));
             record.calls.push_back(static_cast<double>(comm.traffic().calls - traffic_before.calls));
+            record.n_bits.push_back(static_cast<double>(t.numel));
             record.phase_s.push_back(timer.take_step());
             break;
           case TraceMark::EvalBegin:

@@ -20,7 +20,7 @@ namespace dtsim::comm {
 
 struct ReplayRecord {
   // Per step, between TraceMark::StepBegin and StepEnd:
-  std::vector<double> step_time_s, compute_time_s, wire_bytes, calls;
+  std::vector<double> step_time_s, compute_time_s, wire_bytes, calls, n_bits;
   std::vector<std::vector<double>> phase_s;  // per step, indexed like timer.names()
   // Per evaluation: the clock when it began, minus the evaluations before it.
   std::vector<double> eval_time_s;

@@ -27,6 +27,7 @@ std::string format_table(const RunResult& r) {
                                                        : fmt::format("{} ({})", s.algorithm.name, s.algorithm.variant);
   std::string mode = r.mode == r.backend ? r.mode : fmt::format("{} over {}", r.mode, r.backend);
   if (r.timing_only) mode += ", timing-only";
+  if (!r.replayed_from.empty()) mode += ", replayed";
   out += fmt::format("{}: {}, {} ranks, {} topology, {} {:g} us / {:g} GB/s, {} steps, {}\n\n", s.name, algo, s.ranks,
                      s.topology.kind, s.network.model, s.network.nominal.latency_s * 1e6,
                      s.network.nominal.bandwidth_bytes_per_s / 1e9, s.steps, mode);
@@ -52,6 +53,12 @@ std::string format_table(const RunResult& r) {
   out += fmt::format("compute/step: {} ({:.1f}%)   exposed communication/step: {} ({:.1f}%)\n", human_time(compute),
                      step > 0 ? 100.0 * compute / step : 0.0, human_time(exposed),
                      step > 0 ? 100.0 * exposed / step : 0.0);
+  if (!r.replayed_from.empty()) {
+    out += fmt::format("replayed: every rank's recorded operations and compute ({}) on this network; no loss or "
+                       "accuracy\n",
+                       r.replayed_from);
+    return out;
+  }
   if (r.timing_only) {
     out += fmt::format("timing-only: rank {} ran the kernels, every rank replayed its operations; no loss or "
                        "accuracy\n",

@@ -120,8 +120,8 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
                              std::shared_ptr<const workloads::WorkloadData> data, const RunOptions& options,
                              RunResult& result, sim::TraceWriter* trace = nullptr,
                              comm::TraceRecorder* recorder = nullptr, bool evaluate = true) {
-  auto mark = [recorder](comm::TraceMark m) {
-    if (recorder) recorder->mark(m);
+  auto mark = [recorder](comm::TraceMark m, std::int64_t value = 0) {
+    if (recorder) recorder->mark(m, value);
   };
   const int rank = comm.rank();
   auto workload = workloads::make_workload(s.workload, data, s.seed, rank, s.ranks);
@@ -164,7 +164,8 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
     if (staged && !backward.ran_all())
       throw std::logic_error(fmt::format("{} did not run every backward stage in step {}", s.algorithm.name, t + 1));
     step_time.push_back(comm.now() - start);
-    mark(comm::TraceMark::StepEnd);  // right after the clock is read: a recorded step spans the measured one
+    // Right after the clock is read: a recorded step spans the measured one.
+    mark(comm::TraceMark::StepEnd, static_cast<std::int64_t>(n_bits.back()));
     compute.push_back(comm.compute_seconds() - compute_before);
     wire.push_back(static_cast<double>(comm.traffic().wire_bytes - traffic_before.wire_bytes));
     calls.push_back(static_cast<double>(comm.traffic().calls - traffic_before.calls));
@@ -258,6 +259,32 @@ void write_trace(const sim::TraceWriter& trace, const std::filesystem::path& fil
   std::filesystem::rename(tmp, file);
 }
 
+std::filesystem::path trace_file_of(const std::filesystem::path& dir, int rank) {
+  return dir / fmt::format("rank{}.trace", rank);
+}
+
+// Writes each trace to "<dir>/rank<r>.trace", atomically (through a temporary file).
+void write_op_traces(const std::filesystem::path& dir, const std::vector<comm::OpTrace>& traces) {
+  std::filesystem::create_directories(dir);
+  for (const auto& t : traces) {
+    const auto file = trace_file_of(dir, t.rank);
+    const auto tmp = file.string() + ".tmp";
+    const auto bytes = comm::to_bytes(t);
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+      if (!out) throw std::runtime_error(fmt::format("cannot write {}", tmp));
+    }
+    std::filesystem::rename(tmp, file);
+  }
+}
+
+// Where a run's traces go: the caller's list, or a local one when only files are asked for.
+std::vector<comm::OpTrace>* trace_sink(const RunOptions& options, std::vector<comm::OpTrace>& local) {
+  if (options.record_traces) return options.record_traces;
+  return options.record_trace_dir ? &local : nullptr;
+}
+
 sim::Task<void> replay_rank(comm::Communicator& comm, const comm::OpTrace& trace, std::vector<int> neighbours,
                             comm::PhaseTimer& timer, comm::ReplayRecord& out) {
   out = co_await comm::replay_trace(comm, trace, std::move(neighbours), timer);
@@ -316,6 +343,7 @@ void replay_on_network(const Scenario& s, const net::Topology& topology, const s
   result.compute_time_s = rank_mean(records, &comm::ReplayRecord::compute_time_s);
   result.wire_bytes = rank_mean(records, &comm::ReplayRecord::wire_bytes);
   result.calls = rank_mean(records, &comm::ReplayRecord::calls);
+  result.n_bits = rank_mean(records, &comm::ReplayRecord::n_bits);
   const auto eval_times = rank_mean(records, &comm::ReplayRecord::eval_time_s);
   if (result.eval.size() != eval_times.size() + 1) {  // a fresh result: the steps evaluated after, no figures
     const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -355,6 +383,8 @@ void replay_on_network(const Scenario& s, const net::Topology& topology, const s
 RunResult run_timing_only(const Scenario& s, const RunOptions& options) {
   if (options.dump_params_prefix)
     throw std::invalid_argument("timing-only mode keeps no per-rank parameters to dump (drop --dump-params)");
+  if (options.record_traces || options.record_trace_dir)
+    throw std::invalid_argument("timing-only mode replays one rank's trace; record the traces of a full run");
   constexpr int representative = 0;
   const auto topology = net::make_topology(s.topology, s.ranks, s.network.nominal);
   RunResult result;
@@ -415,11 +445,13 @@ RunResult run_emulated(const Scenario& s, const RunOptions& options) {
     network->transport().record_to(trace.get());
   }
   std::vector<RunResult> results(s.ranks);
+  std::vector<comm::OpTrace> local_traces;
+  auto* traces = trace_sink(options, local_traces);
   std::vector<std::unique_ptr<comm::RecordingCommunicator>> recorders;
   for (int r = 0; r < s.ranks; ++r) {
     comm::Communicator* comm = &world.communicator(r);
     comm::RecordingCommunicator* recorder = nullptr;
-    if (options.record_traces) {
+    if (traces) {
       recorders.push_back(std::make_unique<comm::RecordingCommunicator>(*comm, topology.neighbors(r)));
       comm = recorder = recorders.back().get();
     }
@@ -427,14 +459,31 @@ RunResult run_emulated(const Scenario& s, const RunOptions& options) {
                  fmt::format("rank {}", r));
   }
   engine.run();
-  if (options.record_traces) {
-    options.record_traces->clear();
-    for (const auto& recorder : recorders) options.record_traces->push_back(recorder->trace());
+  if (traces) {
+    traces->clear();
+    for (const auto& recorder : recorders) traces->push_back(recorder->trace());
+    if (options.record_trace_dir) write_op_traces(*options.record_trace_dir, *traces);
   }
   results[0].mode = "emulated";
   results[0].event_trace_hash = engine.trace_hash();
   if (trace) write_trace(*trace, *options.trace_file);
   return results[0];
+}
+
+std::vector<comm::OpTrace> read_traces(const std::filesystem::path& dir, int ranks) {
+  std::vector<comm::OpTrace> traces;
+  for (int r = 0; r < ranks; ++r) {
+    const auto file = trace_file_of(dir, r);
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw std::invalid_argument(fmt::format("{}: cannot read rank {}'s trace", file.string(), r));
+    const std::vector<std::uint8_t> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    try {
+      traces.push_back(comm::op_trace_from_bytes(bytes));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("{}: {}", file.string(), e.what()));
+    }
+  }
+  return traces;
 }
 
 RunResult replay_traces(const Scenario& s, const std::vector<comm::OpTrace>& traces, const RunOptions& options) {
@@ -449,10 +498,10 @@ RunResult replay_traces(const Scenario& s, const std::vector<comm::OpTrace>& tra
   for (const auto& t : traces) pointers.push_back(&t);
   RunResult result;
   result.scenario = s;
+  result.replayed_from = "recorded traces";
   replay_on_network(s, topology, pointers, /*slow=*/false, options, result);
   const double nan = std::numeric_limits<double>::quiet_NaN();
   result.loss.assign(result.step_time_s.size(), nan);
-  result.n_bits.assign(result.step_time_s.size(), nan);
   result.final_loss = result.final_accuracy = result.final_test_loss = result.final_test_accuracy = nan;
   result.consensus_distance = result.algorithm_state_bytes = nan;
   return result;
@@ -469,13 +518,17 @@ RunResult run_live(const Scenario& s, const comm::LiveEnv& env, const RunOptions
   auto data = load_data(s);
   RunResult result;
   sim::TraceWriter timeline;  // this rank's phases, kept for the partial record of a failed run
+  std::vector<comm::OpTrace> local_traces;
+  auto* traces = trace_sink(options, local_traces);
   std::unique_ptr<comm::RecordingCommunicator> recorder;
-  if (options.record_traces)
-    recorder = std::make_unique<comm::RecordingCommunicator>(*comm, topology.neighbors(env.rank));
+  if (traces) recorder = std::make_unique<comm::RecordingCommunicator>(*comm, topology.neighbors(env.rank));
   try {
     comm::Communicator& rank_comm = recorder ? *recorder : *comm;
     sim::run_blocking(rank_program(rank_comm, s, topology, data, options, result, &timeline, recorder.get()));
-    if (recorder) *options.record_traces = {recorder->trace()};
+    if (traces) {
+      *traces = {recorder->trace()};
+      if (options.record_trace_dir) write_op_traces(*options.record_trace_dir, *traces);
+    }
   } catch (const std::exception& e) {
     // What this rank measured before the failure: per step (each starts with its first
     // phase), the step time (steps that ended) and every phase's seconds.
@@ -533,6 +586,7 @@ json RunResult::to_json() const {
           {"mode", mode},
           {"backend", backend},
           {"timing_only", timing_only ? json{{"representative_rank", representative_rank}} : json(false)},
+          {"replayed_from", replayed_from.empty() ? json(nullptr) : json(replayed_from)},
           {"scenario", scenario.to_json()},
           {"phases", phases},
           {"step_mean_s", step},

@@ -27,6 +27,9 @@ struct RunOptions {
   // When set, every rank this process runs records its OpTrace (comm/recording.hpp)
   // here: all ranks, in rank order, for an emulated run; its one rank for a live run.
   std::vector<comm::OpTrace>* record_traces = nullptr;
+  // When set, every rank this process runs also writes its trace to
+  // "<dir>/rank<r>.trace" (comm::to_bytes), for `dtsim replay`.
+  std::optional<std::filesystem::path> record_trace_dir;
 };
 
 // A live run that failed part-way: the one-line error, and what this rank measured so far
@@ -86,6 +89,8 @@ struct RunResult {
   // algorithm_state_bytes are that rank's.
   bool timing_only = false;
   int representative_rank = 0;
+  // A replay (replay_traces, `dtsim replay`): where the traces came from; empty otherwise.
+  std::string replayed_from;
   // Emulated runs: a hash of the engine's fired events (time, order, kind), equal for
   // two runs exactly when their event traces are; 0 for live runs.
   std::uint64_t event_trace_hash = 0;
@@ -106,9 +111,14 @@ RunResult run_live(const Scenario& scenario, const comm::LiveEnv& env, const Run
 // A trace-driven prediction: rank r issues traces[r] (recorded by a run with
 // RunOptions::record_traces, live or emulated) again on the scenario's emulated network,
 // each compute taking its recorded seconds (which already hold any slowdown). The
-// result's timing figures are rank means as in a run; loss, accuracy, n_bits, state and
-// consensus figures are NaN (a replay moves sizes, not data).
+// result's timing figures and n_bits are rank means as in a run; loss, accuracy, state
+// and consensus figures are NaN (a replay moves sizes, not data).
 RunResult replay_traces(const Scenario& scenario, const std::vector<comm::OpTrace>& traces,
                         const RunOptions& options = {});
+
+// The trace files of `dir` for the scenario's ranks ("rank<r>.trace", as
+// RunOptions::record_trace_dir writes them); a missing or malformed file is bad input
+// (std::invalid_argument naming the file).
+std::vector<comm::OpTrace> read_traces(const std::filesystem::path& dir, int ranks);
 
 }  // namespace dtsim::runner

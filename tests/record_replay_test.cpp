@@ -7,13 +7,17 @@
 // host work) is recorded as compute.
 #include <gtest/gtest.h>
 
+#include <future>
+
 #include "comm/emulated.hpp"
+#include "comm/live_env.hpp"
 #include "comm/op_trace.hpp"
 #include "comm/recording.hpp"
 #include "network_models/closed_form.hpp"
 #include "runner/run.hpp"
 #include "scenario_cases.hpp"
 #include "sim/task.hpp"
+#include "test_util.hpp"
 
 namespace dtsim {
 namespace {
@@ -216,6 +220,84 @@ TEST(OpTrace, BytesRoundTripAndOtherBytesAreRefused) {
   EXPECT_THROW((void)comm::op_trace_from_bytes({0xc1, 0x00}), std::invalid_argument);
   const auto not_a_trace = nlohmann::json::to_msgpack(json{{"rank", 0}});
   EXPECT_THROW((void)comm::op_trace_from_bytes(not_a_trace), std::invalid_argument);
+}
+
+// The command line: `dtsim run --record-trace DIR` then `dtsim replay` on the same
+// scenario gives the run's per-step times and bits back; on a network 10x slower every
+// step takes at least as long and the run longer; traces that are missing, or of another
+// rank count, are one-line errors (exit 2), and a timing-only run cannot record.
+TEST(ReplayCli, RecordedRunReplaysAndAnotherNetworkChangesIt) {
+  const auto dir = testing::fresh_dir("replay_cli");
+  const std::string bin = DTSIM_BINARY;
+  json doc = testing::read_json(std::string(DTSIM_SOURCE_DIR) + "/scenarios/choco_ring8_sign.json");
+  doc["steps"] = 30;
+  testing::write_file(dir / "s.json", doc.dump());
+  const std::string scenario = (dir / "s.json").string(), traces = (dir / "traces").string();
+  auto run = testing::run_command(bin + " run --quiet " + scenario + " --record-trace " + traces);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  auto replay = testing::run_command(bin + " replay " + scenario + " --traces " + traces);
+  ASSERT_EQ(replay.exit_code, 0) << replay.output;
+  EXPECT_NE(replay.output.find("emulated, replayed"), std::string::npos) << replay.output;
+  const json ran = testing::read_json(dir / "s.result.json");
+  const json replayed = testing::read_json(dir / "s.replay.result.json");
+  EXPECT_EQ(replayed["per_step"]["time_s"], ran["per_step"]["time_s"]);
+  EXPECT_EQ(replayed["per_step"]["n_bits"], ran["per_step"]["n_bits"]);
+  EXPECT_EQ(replayed["per_step"]["wire_bytes"], ran["per_step"]["wire_bytes"]);
+  EXPECT_EQ(replayed["replayed_from"], traces);
+  EXPECT_TRUE(replayed["final"]["loss"].is_null());
+
+  doc["network"]["bandwidth_GBps"] = doc["network"]["bandwidth_GBps"].get<double>() / 10;
+  testing::write_file(dir / "slow.json", doc.dump());
+  auto slow = testing::run_command(bin + " replay --quiet " + (dir / "slow.json").string() + " --traces " + traces);
+  ASSERT_EQ(slow.exit_code, 0) << slow.output;
+  const json slower = testing::read_json(dir / "slow.replay.result.json");
+  for (std::size_t t = 0; t < 30; ++t)
+    EXPECT_GE(slower["per_step"]["time_s"][t].get<double>(), ran["per_step"]["time_s"][t].get<double>()) << t;
+  EXPECT_GT(slower["step_mean_s"].get<double>(), ran["step_mean_s"].get<double>());
+  EXPECT_EQ(slower["per_step"]["compute_time_s"], ran["per_step"]["compute_time_s"]);
+
+  auto missing = testing::run_command(bin + " replay " + scenario + " --traces " + (dir / "none").string());
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("rank0.trace: cannot read rank 0's trace"), std::string::npos) << missing.output;
+  doc["ranks"] = 4;
+  testing::write_file(dir / "four.json", doc.dump());
+  auto fewer = testing::run_command(bin + " replay " + (dir / "four.json").string() + " --traces " + traces);
+  EXPECT_EQ(fewer.exit_code, 2) << fewer.output;
+  EXPECT_NE(fewer.output.find("is rank 0 of 8, not rank 0 of 4"), std::string::npos) << fewer.output;
+  auto timing = testing::run_command(bin + " run --timing-only " + scenario + " --record-trace " + traces);
+  EXPECT_EQ(timing.exit_code, 2) << timing.output;
+}
+
+// A live job records too: 2 Gloo ranks write their traces, and the replay on the
+// scenario's network spends, per step, at least the compute the live ranks measured.
+TEST(ReplayCli, LiveRanksRecordTheirTraces) {
+  const auto dir = testing::fresh_dir("replay_live");
+  const json doc = scenario(2, logistic(), {{"name", "parallel_sgd"}, {"variant", "decentralized"}, {"lr", 0.1}},
+                            {{"kind", "ring"}});
+  testing::write_file(dir / "s.json", doc.dump());
+  const std::string bin = DTSIM_BINARY, traces = (dir / "traces").string();
+  const int port = comm::free_loopback_port();
+  std::vector<std::future<testing::CommandResult>> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(std::async(std::launch::async, testing::run_command,
+                               "RANK=" + std::to_string(r) + " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                                   std::to_string(port) + " DTSIM_TIMEOUT_S=60 timeout 300 " + bin + " live --quiet " +
+                                   (dir / "s.json").string() + " --record-trace " + traces));
+  for (auto& rank : ranks) {
+    const auto res = rank.get();
+    ASSERT_EQ(res.exit_code, 0) << res.output;
+  }
+  auto replay = testing::run_command(bin + " replay --quiet " + (dir / "s.json").string() + " --traces " + traces);
+  ASSERT_EQ(replay.exit_code, 0) << replay.output;
+  const json live = testing::read_json(dir / "s.live.result.json");
+  const json replayed = testing::read_json(dir / "s.replay.result.json");
+  ASSERT_EQ(replayed["per_step"]["compute_time_s"].size(), 12u);
+  for (std::size_t t = 0; t < 12; ++t) {
+    const double live_compute = live["per_step"]["compute_time_s"][t].get<double>();
+    EXPECT_GE(replayed["per_step"]["compute_time_s"][t].get<double>(), live_compute * (1 - 1e-9)) << t;
+    EXPECT_GE(replayed["per_step"]["time_s"][t].get<double>(), live_compute * (1 - 1e-9)) << t;
+  }
+  EXPECT_EQ(replayed["per_step"]["n_bits"], live["per_step"]["n_bits"]);
 }
 
 }  // namespace
