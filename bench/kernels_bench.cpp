@@ -218,6 +218,23 @@ void BM_Qsgd(benchmark::State& state) {
   });
 }
 
+// QSGD's bucketed variant (one norm per 512 elements, as in the QSGD paper's
+// experiments): one read of the input, a block of whole buckets at a time.
+void qsgd_bucket_bench(benchmark::State& state, std::int64_t bucket) {
+  CompressorSpec s{.kind = CompressorKind::qsgd, .levels = 15, .seed = 1, .bucket = bucket};
+  compressor_bench(state, s, [bucket](const at::Tensor& x) {
+    // the same in torch ops, one norm per row of `bucket`
+    at::Tensor rows = x.view({-1, bucket});
+    at::Tensor norm = rows.norm(2, {1}, true);
+    at::Tensor y = rows.abs() * (15 / norm);
+    at::Tensor fl = y.floor();
+    at::Tensor level = fl + at::rand_like(y).lt(y - fl).to(at::kFloat);
+    benchmark::DoNotOptimize(rows.sign() * level * (norm / 15));
+  });
+}
+void BM_QsgdBucket512(benchmark::State& state) { qsgd_bucket_bench(state, 512); }
+void BM_QsgdBucket4096(benchmark::State& state) { qsgd_bucket_bench(state, 4096); }
+
 // at::quantize_per_tensor to 8 bits as ATen's own quantizer (deterministic, no norm).
 void BM_QsgdVsQuantizePerTensor(benchmark::State& state) {
   CompressorSpec s{.kind = CompressorKind::qsgd, .levels = 127, .seed = 1};
@@ -394,6 +411,8 @@ BENCHMARK(BM_RandomK)->Apply(sizes);
 BENCHMARK(BM_Sign)->Apply(sizes);
 BENCHMARK(BM_ScaledSign)->Apply(sizes);
 BENCHMARK(BM_Qsgd)->Apply(sizes);
+BENCHMARK(BM_QsgdBucket512)->Apply(sizes);
+BENCHMARK(BM_QsgdBucket4096)->Apply(sizes);
 BENCHMARK(BM_QsgdVsQuantizePerTensor)->Apply(sizes);
 BENCHMARK(BM_Fp16)->Apply(sizes);
 BENCHMARK(BM_Bf16)->Apply(sizes);

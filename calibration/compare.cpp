@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "comm/gloo.hpp"
-#include "comm/op_trace.hpp"
 #include "comm/nccl.hpp"
+#include "comm/op_trace.hpp"
 #include "runner/run.hpp"
 #include "sim/task.hpp"
 
@@ -48,16 +48,19 @@ std::string row(const std::string& what, double measured, double predicted) {
 const char* kHeader =
     "| {:<24} |     measured |    predicted |    error |\n|--------------------------|-------------:|-------------:|---------:|\n";
 
-// The scenario's rows: the emulated prediction and the replay of the live traces.
-std::string scenario_row(const std::string& what, double measured, double predicted, double replayed) {
-  return fmt::format("| {:<24} | {:>12} | {:>12} | {:>+8.1f}% | {:>12} | {:>+8.1f}% |\n", what, time_text(measured),
+// The scenario's rows, `w` characters for the first column: the emulated prediction and
+// the replay of the live traces.
+std::string scenario_row(std::size_t w, const std::string& what, double measured, double predicted, double replayed) {
+  return fmt::format("| {:<{}} | {:>12} | {:>12} | {:>+8.1f}% | {:>12} | {:>+8.1f}% |\n", what, w, time_text(measured),
                      time_text(predicted), 100.0 * relative(predicted, measured), time_text(replayed),
                      100.0 * relative(replayed, measured));
 }
 
-const char* kScenarioHeader =
-    "| {:<24} |     measured |    predicted |    error |     replayed |    error |\n"
-    "|--------------------------|-------------:|-------------:|---------:|-------------:|---------:|\n";
+std::string scenario_header(std::size_t w, const std::string& what) {
+  return fmt::format("| {:<{}} |     measured |    predicted |    error |     replayed |    error |\n"
+                     "|{:-<{}}|-------------:|-------------:|---------:|-------------:|---------:|\n",
+                     what, w, "", w + 2);
+}
 
 // Every rank's trace on rank 0, in rank order (the others get an empty list).
 std::vector<comm::OpTrace> gather_traces(comm::Communicator& comm, const comm::OpTrace& mine,
@@ -145,11 +148,13 @@ Comparison compare(const runner::Scenario& scenario, const comm::LiveEnv& env, c
       "compute (plus {} per step of host work outside compute) replayed on the model, so its error is the network's.\n\n",
       s.name, live.backend, time_text(o.model.nominal.alpha_s), o.model.nominal.beta_bytes_per_s / 1e9,
       time_text(replayed.mean_compute_time_s() - live.mean_compute_time_s()));
-  c.table += fmt::format(fmt::runtime(kScenarioHeader), "phase (mean per step)");
+  std::size_t w = 24;  // the first column fits the longest phase name
+  for (const auto& name : live.phase_names) w = std::max(w, name.size());
+  c.table += scenario_header(w, "phase (mean per step)");
   for (std::size_t i = 0; i < live.phase_names.size(); ++i) {
     const auto& name = live.phase_names[i];
     const double measured = live.phase_mean_s[i], predicted = phase_of(emu, name), replay = phase_of(replayed, name);
-    c.table += scenario_row(name, measured, predicted, replay);
+    c.table += scenario_row(w, name, measured, predicted, replay);
     phases.push_back({{"name", name},
                       {"measured_s", measured},
                       {"predicted_s", predicted},
@@ -157,11 +162,11 @@ Comparison compare(const runner::Scenario& scenario, const comm::LiveEnv& env, c
                       {"replayed_s", replay},
                       {"replay_relative_error", relative(replay, measured)}});
   }
-  c.table += scenario_row("step", live.mean_step_time_s(), emu.mean_step_time_s(), replayed.mean_step_time_s());
+  c.table += scenario_row(w, "step", live.mean_step_time_s(), emu.mean_step_time_s(), replayed.mean_step_time_s());
 
   json steps = json::array();
   std::vector<double> step_errors, replay_errors;
-  std::string step_rows = fmt::format(fmt::runtime(kScenarioHeader), "step");
+  std::string step_rows = scenario_header(w, "step");
   for (std::size_t t = 0; t < live.step_time_s.size() && t < emu.step_time_s.size(); ++t) {
     const double m = live.step_time_s[t], p = emu.step_time_s[t], r = replayed.step_time_s.at(t);
     step_errors.push_back(relative(p, m));
@@ -174,7 +179,7 @@ Comparison compare(const runner::Scenario& scenario, const comm::LiveEnv& env, c
                      {"replayed_s", r},
                      {"replayed_compute_s", replayed.compute_time_s.at(t)},
                      {"replay_relative_error", relative(r, m)}});
-    if (t < 10) step_rows += scenario_row(std::to_string(t + 1), m, p, r);
+    if (t < 10) step_rows += scenario_row(w, std::to_string(t + 1), m, p, r);
   }
   c.table += fmt::format("\n{}(first 10 steps) median |error| over {} steps: predicted {:.1f}%, replayed {:.1f}%\n\n",
                          step_rows, step_errors.size(), 100.0 * median_abs(step_errors),

@@ -1,5 +1,7 @@
 #include "kernels/compressor.hpp"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -85,6 +87,11 @@ Compressor::Compressor(const CompressorSpec& spec) : spec_(spec) {
                     to_string(spec.kind)));
   if (spec.tau_rescale && spec.kind != CompressorKind::qsgd)
     throw std::invalid_argument(fmt::format("CompressorSpec.tau_rescale: only qsgd rescales, not {}", to_string(spec.kind)));
+  if (spec.bucket != 0 && spec.kind != CompressorKind::qsgd)
+    throw std::invalid_argument(fmt::format("CompressorSpec.bucket: only qsgd has buckets, not {}", to_string(spec.kind)));
+  const bool power_of_two = spec.bucket > 0 && std::has_single_bit(static_cast<std::uint64_t>(spec.bucket));
+  if (spec.bucket != 0 && (!power_of_two || spec.bucket < 32 || spec.bucket > (std::int64_t{1} << 30)))
+    throw std::invalid_argument(fmt::format("CompressorSpec.bucket: {} is not 0 or a power of two in [32, 2^30]", spec.bucket));
 }
 
 Compressor make_compressor(const CompressorSpec& spec) { return Compressor(spec); }
@@ -97,12 +104,13 @@ std::int64_t Compressor::k_for(std::int64_t numel) const {
 }
 
 std::int64_t Compressor::payload_bytes(std::span<const std::int64_t> segments, at::ScalarType dtype) const {
-  std::int64_t n = 0, K = 0;
+  std::int64_t n = 0, K = 0, L = 0;
   for (auto s : segments) {
+    // Pieces of [n, n + s) between the multiples of the bucket size (one, without buckets).
+    L += spec_.bucket > 0 && s > 0 ? (n + s - 1) / spec_.bucket - n / spec_.bucket + 1 : 1;
     n += s;
     K += k_for(s);
   }
-  const auto L = static_cast<std::int64_t>(segments.size());
   const std::int64_t E = static_cast<std::int64_t>(c10::elementSize(dtype));
   switch (spec_.kind) {
     case CompressorKind::identity: return E * n;
@@ -133,6 +141,15 @@ void Compressor::prepare_segments(std::span<const std::int64_t> sizes, std::int6
   if (offsets_.back() != numel)
     throw std::invalid_argument(
         fmt::format("{}: segment sizes add up to {}, the buffer has {} elements", what, offsets_.back(), numel));
+  if (spec_.bucket > 0) {  // QSGD's buckets: also cut at every multiple of the bucket size
+    const std::vector<std::int64_t> tensors = offsets_;
+    offsets_.assign(1, 0);
+    for (std::size_t t = 0; t + 1 < tensors.size(); ++t) {
+      for (std::int64_t cut = (tensors[t] / spec_.bucket + 1) * spec_.bucket; cut < tensors[t + 1]; cut += spec_.bucket)
+        offsets_.push_back(cut);
+      offsets_.push_back(tensors[t + 1]);
+    }
+  }
   const auto L = static_cast<std::int64_t>(offsets_.size()) - 1;
   k_.resize(static_cast<std::size_t>(L) + 1);
   k_[0] = 0;  // k_ holds running totals of kept elements: segment s's block is [k_[s], k_[s+1])
@@ -183,20 +200,58 @@ void Compressor::finish_scales(std::uint8_t* base) {
 
 void Compressor::finish_norms(std::uint64_t round) {
   const auto L = static_cast<std::int64_t>(offsets_.size()) - 1;
-  const std::int64_t* off = offsets_.data();
   scalars_.resize(static_cast<std::size_t>(2 * L));
   cpu::fold_partials(partials_.data(), slot_begin_.data(), L, scalars_.data());
   keys_.resize(static_cast<std::size_t>(L));
-  for (std::int64_t s = 0; s < L; ++s) {
-    scalars_[s] = std::sqrt(scalars_[s]);
-    keys_[s] = detail::stream_key(spec_.seed, round, static_cast<std::uint64_t>(s));
-    float wire = scalars_[s];
-    if (spec_.tau_rescale) {
-      const double d = static_cast<double>(off[s + 1] - off[s]), sl = spec_.levels;
-      wire = static_cast<float>(static_cast<double>(wire) / (std::min(d / (sl * sl), std::sqrt(d) / sl) + 1.0));
-    }
-    scalars_[L + s] = wire;
+  for (std::int64_t s = 0; s < L; ++s) finish_norm(s, round);
+}
+
+void Compressor::finish_norm(std::int64_t s, std::uint64_t round) {
+  const auto L = static_cast<std::int64_t>(offsets_.size()) - 1;
+  scalars_[s] = std::sqrt(scalars_[s]);
+  keys_[s] = detail::stream_key(spec_.seed, round, static_cast<std::uint64_t>(s));
+  float wire = scalars_[s];
+  if (spec_.tau_rescale) {
+    const double d = static_cast<double>(offsets_[s + 1] - offsets_[s]), sl = spec_.levels;
+    wire = static_cast<float>(static_cast<double>(wire) / (std::min(d / (sl * sl), std::sqrt(d) / sl) + 1.0));
   }
+  scalars_[L + s] = wire;
+}
+
+template <class T>
+void Compressor::compress_qsgd_buckets(const T* x, std::uint8_t* base, std::uint64_t round) {
+  const std::int64_t n = offsets_.back();
+  const auto L = static_cast<std::int64_t>(offsets_.size()) - 1;
+  scalars_.resize(static_cast<std::size_t>(2 * L));
+  keys_.resize(static_cast<std::size_t>(L));
+  const int bits = cpu::qsgd_code_bits(spec_.levels);
+  auto* words = reinterpret_cast<std::uint32_t*>(base + 4 * L);
+  // A block holds whole buckets (its ends are multiples of the bucket size, hence cuts)
+  // and starts at a multiple of the canonical chunk and of 32 codes, so its sums and
+  // codes are those of the whole buffer; 32 K elements stay in L2 between the two reads.
+  const std::int64_t span = std::max<std::int64_t>(spec_.bucket, 1 << 15);
+  const std::int64_t blocks = std::max<std::int64_t>(1, (n + span - 1) / span);  // one for empty tensors
+  block_ws_.resize(static_cast<std::size_t>(at::get_num_threads()));
+  at::parallel_for(0, blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
+    auto& ws = block_ws_.at(static_cast<std::size_t>(at::get_thread_num()));
+    for (std::int64_t blk = b0; blk < b1; ++blk) {
+      const std::int64_t a = blk * span, b = std::min(n, a + span);
+      // The block's segments: those that start in [a, b) (empty ones at b go to the next).
+      const auto first = std::lower_bound(offsets_.begin(), offsets_.end(), a) - offsets_.begin();
+      const auto last = b == n ? L : std::lower_bound(offsets_.begin(), offsets_.end(), b) - offsets_.begin();
+      const std::int64_t Lb = last - first;
+      ws.offsets.resize(static_cast<std::size_t>(Lb) + 1);
+      for (std::int64_t s = 0; s <= Lb; ++s) ws.offsets[s] = offsets_[first + s] - a;
+      ws.slot_begin.resize(static_cast<std::size_t>(Lb) + 1);
+      ws.partials.resize(static_cast<std::size_t>(cpu::partial_slots(ws.offsets.data(), Lb, ws.slot_begin.data())));
+      cpu::sum_squares_partials(x + a, b - a, ws.offsets.data(), Lb, ws.slot_begin.data(), ws.partials.data());
+      cpu::fold_partials(ws.partials.data(), ws.slot_begin.data(), Lb, scalars_.data() + first);
+      for (std::int64_t s = first; s < last; ++s) finish_norm(s, round);
+      cpu::qsgd_encode(x + a, b - a, ws.offsets.data(), Lb, scalars_.data() + first, keys_.data() + first,
+                       spec_.levels, words + a * bits / 32);
+    }
+  });
+  if (L > 0) std::memcpy(base, scalars_.data() + L, static_cast<std::size_t>(4 * L));
 }
 
 void Compressor::compress_feedback(at::Tensor& memory, const at::Tensor& x, std::span<const std::int64_t> segment_sizes,
@@ -323,6 +378,7 @@ void Compressor::compress_cpu(const at::Tensor& flat, Payload& out) {
         const int bits = cpu::qsgd_code_bits(spec_.levels);
         ensure_bytes(out, 4 * L + 4 * ((n * bits + 31) / 32), flat.device());
         auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+        if (spec_.bucket > 0) return compress_qsgd_buckets(x, base, out.round);
         slot_begin_.resize(static_cast<std::size_t>(L) + 1);
         partials_.resize(static_cast<std::size_t>(cpu::partial_slots(off, L, slot_begin_.data())));
         cpu::sum_squares_partials(x, n, off, L, slot_begin_.data(), partials_.data());

@@ -16,6 +16,8 @@
 //   scaled_sign  L fp32 scales (||x_l||_1 / n_l), then the sign words     32L + 32 ceil(n/32)
 //   qsgd         L fp32 norms, then ceil(n b / 32) uint32 words of b-bit   32L + 32 ceil(n b/32),
 //                codes, b = 1 + bit_width(s) (cpu/qsgd.hpp)                 b = 3..10
+//                (with `bucket` B, L counts buckets: every segment is also
+//                cut at the flat buffer's multiples of B, one norm per piece)
 //
 // so for fp32 the sign family is the reference's 32 ceil(d/32) + 32L and CHOCO's sparse
 // message 64k. A payload's metadata (numel, segment sizes, round) is what a receiver
@@ -61,6 +63,11 @@ struct CompressorSpec {
   bool shared_seed = false;  // random_k: every rank draws the same indices, which are not sent
   bool unbiased = false;     // random_k: values scaled by numel / k (the reference never does)
   bool tau_rescale = false;  // qsgd: norm times 1 / (min(d / s^2, sqrt(d) / s) + 1), CHOCO's biased QSGD
+  // qsgd: 0 (the reference: one norm per tensor), or B, a power of two in [32, 2^30]: one
+  // norm per bucket, the tensors also cut at the flat buffer's multiples of B (QSGD's
+  // bucketed variant; d in tau_rescale is then the bucket's size). Buckets let the CPU
+  // encoder read its input once, a block of whole buckets at a time, instead of twice.
+  std::int64_t bucket = 0;
 };
 
 struct Payload {
@@ -119,6 +126,13 @@ class Compressor {
   // qsgd: folds partials_ into norms (scalars_[0, L)), wire norms (scalars_[L, 2L)) and
   // the segments' stream keys (keys_) for `round`.
   void finish_norms(std::uint64_t round);
+  // qsgd: scalars_[s] holds segment s's sum of squares; makes it the norm, and sets its
+  // wire norm and stream key (scalars_ and keys_ sized for every segment).
+  void finish_norm(std::int64_t s, std::uint64_t round);
+  // qsgd with buckets, on the CPU: norms and codes block by block (whole buckets, in L2),
+  // one read of x; the same bytes as the two passes over the whole buffer.
+  template <class T>
+  void compress_qsgd_buckets(const T* x, std::uint8_t* base, std::uint64_t round);
   void decode(const Payload& payload, double weight, bool accumulate, at::Tensor& dense);
   void decode_cpu(const Payload& payload, float weight, bool accumulate, at::Tensor& dense);
 #if DTSIM_TORCH_CUDA
@@ -135,6 +149,11 @@ class Compressor {
   std::vector<float> partials_, scalars_;
   std::vector<std::uint32_t> indices_;
   cpu::SelectWorkspace select_;
+  struct BlockWorkspace {  // per thread, for compress_qsgd_buckets
+    std::vector<std::int64_t> offsets, slot_begin;
+    std::vector<float> partials;
+  };
+  std::vector<BlockWorkspace> block_ws_;
 };
 
 // The factory the algorithms call: validates `spec` (std::invalid_argument naming the field).

@@ -263,6 +263,7 @@ Scenario parse_scenario(const json& doc) {
       cs.shared_seed = c.boolean("shared_seed", false);
       cs.unbiased = c.boolean("unbiased", false);
       cs.tau_rescale = c.boolean("tau_rescale", false);
+      cs.bucket = c.integer("bucket", 0, 0, std::int64_t{1} << 30);
       c.finish();
       try {
         kernels::Compressor check(cs);
@@ -522,7 +523,8 @@ json Scenario::to_json() const {
                           {"seed", alg.compressor.seed},
                           {"shared_seed", alg.compressor.shared_seed},
                           {"unbiased", alg.compressor.unbiased},
-                          {"tau_rescale", alg.compressor.tau_rescale}};
+                          {"tau_rescale", alg.compressor.tau_rescale},
+                          {"bucket", alg.compressor.bucket}};
   if (uses("consensus_stepsize")) algo["consensus_stepsize"] = alg.consensus_stepsize;
   if (uses("overlap")) algo["overlap"] = alg.overlap;
   if (uses("local_steps")) algo["local_steps"] = alg.local_steps;

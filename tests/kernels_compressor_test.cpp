@@ -103,6 +103,14 @@ TEST(CompressorSpec, FactoryNamesTheBadField) {
   s.tau_rescale = true;
   expect_field(s, "tau_rescale");
   s.tau_rescale = false;
+  s.bucket = 512;
+  expect_field(s, "bucket");  // only qsgd has buckets
+  s = spec_of(K::qsgd);
+  for (std::int64_t bad : {std::int64_t{-512}, std::int64_t{16}, std::int64_t{513}, std::int64_t{1} << 31}) {
+    s.bucket = bad;
+    expect_field(s, "bucket");
+  }
+  s = spec_of(K::qsgd);
   s.kind = static_cast<K>(42);
   expect_field(s, "kind");
 }
@@ -566,6 +574,68 @@ TEST(Qsgd, TauRescaleAndNonFinitePolicy) {
   EXPECT_TRUE(dense.narrow(0, 200, 200).isnan().all().item<bool>());
 }
 
+// QSGD with buckets of B is QSGD on the tensors cut at the flat buffer's multiples of B:
+// the single-pass block encoder gives the bytes that the whole-buffer two passes give
+// for those pieces as explicit segments (norms, keys and codes alike), for several B
+// (below, at and above the 32 K-element block), odd tensor sizes, empty tensors, fp16 and
+// bf16 input, tau_rescale and error feedback; the payload holds one norm per piece.
+TEST(Qsgd, BucketsAreSegmentsCutAtMultiplesOfTheBucket) {
+  const std::vector<std::int64_t> tensors{1, 33, 0, 1025, 70000, 5, 0, 100003, 64};
+  std::int64_t n = 0;
+  for (auto t : tensors) n += t;
+  for (const std::int64_t B : {std::int64_t{32}, std::int64_t{512}, std::int64_t{1} << 15, std::int64_t{1} << 17}) {
+    std::vector<std::int64_t> pieces;  // the tensors cut at multiples of B, by hand
+    std::int64_t at_ = 0;
+    for (auto t : tensors) {
+      std::int64_t lo = at_;
+      for (std::int64_t cut = (at_ / B + 1) * B; cut < at_ + t; cut += B) {
+        pieces.push_back(cut - lo);
+        lo = cut;
+      }
+      pieces.push_back(at_ + t - lo);
+      at_ += t;
+    }
+    for (at::ScalarType dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+      for (bool tau : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "bucket " << B << ", " << c10::toString(dtype) << ", tau " << tau);
+        const at::Tensor x = random_input(n, 70 + static_cast<std::uint64_t>(B), dtype);
+        CompressorSpec s = spec_of(K::qsgd);
+        s.levels = 7;
+        s.seed = 11;
+        s.tau_rescale = tau;
+        Compressor segmented(s);
+        s.bucket = B;
+        Compressor bucketed(s);
+        Payload expected, got;
+        segmented.compress(x, pieces, expected);
+        bucketed.compress(x, tensors, got);
+        EXPECT_TRUE(at::equal(got.bytes, expected.bytes));
+        EXPECT_EQ(got.segments, tensors);  // the receiver knows the tensors; it cuts them itself
+        EXPECT_EQ(got.bytes.numel(), bucketed.payload_bytes(tensors, dtype));
+        EXPECT_EQ(got.bytes.numel(),
+                  4 * static_cast<std::int64_t>(pieces.size()) + 4 * ((n * 4 + 31) / 32));  // s = 7: 4-bit codes
+        at::Tensor want = at::zeros({n}, dtype), have = at::zeros({n}, dtype);
+        segmented.decompress_add(expected, 0.5, want);
+        bucketed.decompress_add(got, 0.5, have);
+        EXPECT_TRUE(at::equal(have, want));
+      }
+    }
+    // Error feedback (fp32, fused): the same memory and payload as with the explicit pieces.
+    CompressorSpec s = spec_of(K::qsgd);
+    s.seed = 3;
+    Compressor segmented(s);
+    s.bucket = B;
+    Compressor bucketed(s);
+    const at::Tensor g = random_input(n, 90);
+    at::Tensor m1 = random_input(n, 91), m2 = m1.clone();
+    Payload p1, p2;
+    segmented.compress_feedback(m1, g, pieces, p1);
+    bucketed.compress_feedback(m2, g, tensors, p2);
+    EXPECT_TRUE(at::equal(p1.bytes, p2.bytes)) << "bucket " << B;
+    EXPECT_TRUE(at::equal(m1, m2)) << "bucket " << B;
+  }
+}
+
 // --- casts and identity -------------------------------------------------------------------
 
 // fp16 / bf16 payloads hold exactly the bits of torch's .to(); NaN follows c10's rule
@@ -753,8 +823,13 @@ TEST(Compressor, ThreadCountDoesNotChangePayloads) {
   std::vector<std::int64_t> segs{200000, 3, 100000};
   at::Tensor x = random_input(300003, 12);
   const int saved = at::get_num_threads();
-  for (K kind : {K::identity, K::top_k, K::random_k, K::threshold, K::sign, K::scaled_sign, K::qsgd, K::fp16, K::bf16}) {
-    CompressorSpec s = spec_of(kind);
+  std::vector<CompressorSpec> specs;
+  for (K kind : {K::identity, K::top_k, K::random_k, K::threshold, K::sign, K::scaled_sign, K::qsgd, K::fp16, K::bf16})
+    specs.push_back(spec_of(kind));
+  specs.push_back(spec_of(K::qsgd));
+  specs.back().bucket = 1024;  // the block encoder: blocks spread over the threads
+  for (CompressorSpec s : specs) {
+    const K kind = s.kind;
     s.threshold = 2.5;
     s.seed = 8;
     std::vector<at::Tensor> bytes, decoded;
@@ -788,6 +863,7 @@ TEST(CompressorCuda, EqualsCpuBitForBit) {
     s.ratio = 0.01;
     s.threshold = 2.0;
     s.seed = 5;
+    if (kind == K::qsgd) s.bucket = 512;  // the CPU's block encoder against the GPU's segments
     Compressor cpu_c(s), gpu_c(s);
     Payload pc, pg;
     cpu_c.compress(x, segs, pc);
