@@ -574,6 +574,63 @@ TEST(Qsgd, TauRescaleAndNonFinitePolicy) {
   EXPECT_TRUE(dense.narrow(0, 200, 200).isnan().all().item<bool>());
 }
 
+// The canonical order of a segment's sum of squares (kernels/cpu/common.hpp), written out:
+// chunks of 1024 at the buffer's multiples of 1024, 32 rows of 32 lanes; per (segment,
+// chunk), lane l sums its elements row by row (others count +0) and the lanes fold as a
+// warp does; a segment's chunk partials fold pairwise, level by level.
+std::vector<float> canonical_sums_of_squares(const at::Tensor& x, const std::vector<std::int64_t>& segs) {
+  const at::Tensor xf = x.to(at::kFloat).contiguous();
+  const float* v = xf.data_ptr<float>();
+  std::vector<float> sums;
+  std::int64_t a = 0;
+  for (const std::int64_t size : segs) {
+    const std::int64_t b = a + size;
+    std::vector<float> partials;
+    for (std::int64_t base = a / 1024 * 1024; base < b; base += 1024) {
+      float lane[32] = {};
+      for (int r = 0; r < 32; ++r)
+        for (int l = 0; l < 32; ++l) {
+          const std::int64_t i = base + 32 * r + l;
+          const float e = i >= a && i < b ? v[i] : 0.0f;
+          lane[l] += e * e;
+        }
+      for (int off = 16; off >= 1; off /= 2)
+        for (int l = 0; l < off; ++l) lane[l] += lane[l + off];
+      partials.push_back(lane[0]);
+    }
+    while (partials.size() > 1) {
+      std::vector<float> up;
+      for (std::size_t i = 0; i + 1 < partials.size(); i += 2) up.push_back(partials[i] + partials[i + 1]);
+      if (partials.size() % 2) up.push_back(partials.back());
+      partials = up;
+    }
+    sums.push_back(partials.empty() ? 0.0f : partials[0]);
+    a = b;
+  }
+  return sums;
+}
+
+// QSGD's wire norms are sqrt of the canonical sums bit for bit (the CUDA kernels sum in
+// the same order), for segments inside one chunk, across chunks, and in the tail.
+TEST(Qsgd, NormsFollowTheCanonicalOrderBitForBit) {
+  const std::vector<std::vector<std::int64_t>> layouts{
+      {5000}, {1, 33, 0, 1025, 7000, 5}, {512, 512, 512, 512, 100, 2000}, {31, 33, 960, 3000, 17}};
+  for (const auto& segs : layouts)
+    for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+      std::int64_t n = 0;
+      for (auto s : segs) n += s;
+      const at::Tensor x = random_input(n, 80 + static_cast<std::uint64_t>(segs.size()), dtype);
+      Compressor c(spec_of(K::qsgd));
+      Payload p;
+      c.compress(x, segs, p);
+      const auto sums = canonical_sums_of_squares(x, segs);
+      for (std::size_t s = 0; s < segs.size(); ++s) {
+        const float norm = words_at(p, 4 * static_cast<std::int64_t>(s), 1, at::kFloat).item<float>();
+        EXPECT_EQ(norm, std::sqrt(sums[s])) << "segment " << s << " of " << segs.size() << ", " << c10::toString(dtype);
+      }
+    }
+}
+
 // QSGD with buckets of B is QSGD on the tensors cut at the flat buffer's multiples of B:
 // the single-pass block encoder gives the bytes that the whole-buffer two passes give
 // for those pieces as explicit segments (norms, keys and codes alike), for several B

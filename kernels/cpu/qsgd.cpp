@@ -67,7 +67,10 @@ template <class T>
   return fold32(acc);
 }
 
-// Partials of one chunk that is the buffer's tail or holds segment boundaries.
+// Partials of one chunk that is the buffer's tail or holds segment boundaries. Each
+// segment's lanes sum only the rows it overlaps: the rows outside would add +0 to sums
+// that are >= +0 (or NaN), which changes no bit, so small segments (QSGD's buckets) cost
+// their own rows, not the chunk's.
 template <class T>
 void boundary_chunk_sumsq(const T* x, std::int64_t n, std::int64_t c, const std::int64_t* offsets, std::int64_t L,
                           std::int64_t seg, const std::int64_t* slot_begin, float* partials) {
@@ -76,12 +79,20 @@ void boundary_chunk_sumsq(const T* x, std::int64_t n, std::int64_t c, const std:
     const std::int64_t a = std::max(offsets[s], base), b = std::min(offsets[s + 1], end);
     if (b <= a) continue;
     float acc[32] = {};
-    for (int r = 0; r < 32; ++r)
+    for (std::int64_t row = base + (a - base) / 32 * 32; row < b; row += 32) {
+      if (row >= a && row + 32 <= b) {
+        for (int l = 0; l < 32; ++l) {
+          const float v = to_float(x[row + l]);
+          acc[l] += v * v;
+        }
+        continue;
+      }
       for (int l = 0; l < 32; ++l) {
-        const std::int64_t i = base + 32 * r + l;
+        const std::int64_t i = row + l;
         const float v = (i >= a && i < b) ? to_float(x[i]) : 0.0f;
         acc[l] += v * v;
       }
+    }
     partials[slot_begin[s] + c - offsets[s] / kChunk] = fold32(acc);
   }
 }
