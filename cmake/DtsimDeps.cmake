@@ -42,11 +42,15 @@ if(DTSIM_CUDA)
   endif()
 endif()
 
-# dtsim_use_torch(target): link LibTorch and precompile ATen's header, which otherwise
-# dominates the build (about 6 s per translation unit on this machine).
+# dtsim_use_torch(target [NO_PCH]): link LibTorch and precompile ATen's header, which
+# otherwise dominates the build (about 6 s per translation unit on this machine).
+# NO_PCH: the caller reuses another target's precompiled header instead.
 function(dtsim_use_torch target)
+  cmake_parse_arguments(U "NO_PCH" "" "" ${ARGN})
   target_link_libraries(${target} PUBLIC ${TORCH_LIBRARIES})
-  target_precompile_headers(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:<ATen/ATen.h$<ANGLE-R>>)
+  if(NOT U_NO_PCH)
+    target_precompile_headers(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:<ATen/ATen.h$<ANGLE-R>>)
+  endif()
   if(DTSIM_TORCH_HAS_CUDA)
     target_compile_definitions(${target} PUBLIC DTSIM_TORCH_CUDA=1)
   endif()
