@@ -915,12 +915,16 @@ TEST(CompressorCuda, EqualsCpuBitForBit) {
   std::int64_t n = 0;
   for (auto s : segs) n += s;
   at::Tensor x = random_input(n, 61);
-  for (K kind : {K::identity, K::top_k, K::random_k, K::threshold, K::sign, K::scaled_sign, K::qsgd, K::fp16, K::bf16}) {
-    CompressorSpec s = spec_of(kind);
+  std::vector<CompressorSpec> specs;
+  for (K kind : {K::identity, K::top_k, K::random_k, K::threshold, K::sign, K::scaled_sign, K::qsgd, K::fp16, K::bf16})
+    specs.push_back(spec_of(kind));
+  specs.push_back(spec_of(K::qsgd));
+  specs.back().bucket = 512;  // the CPU's block encoder against the GPU's segments
+  for (CompressorSpec s : specs) {
+    const K kind = s.kind;
     s.ratio = 0.01;
     s.threshold = 2.0;
     s.seed = 5;
-    if (kind == K::qsgd) s.bucket = 512;  // the CPU's block encoder against the GPU's segments
     Compressor cpu_c(s), gpu_c(s);
     Payload pc, pg;
     cpu_c.compress(x, segs, pc);
