@@ -89,7 +89,7 @@ sim::Task<ReplayRecord> replay_trace(Communicator& comm, const OpTrace& trace, s
       case Kind::Wait: {
         auto it = in_flight.find(t.op);
         if (it == in_flight.end())
-          throw std::logic_error(fmt::format("replay: operation #{} awaited before it was issued", t.op));
+          throw std::invalid_argument(fmt::format("replay: operation #{} awaited before it was issued", t.op));
         co_await it->second;
         in_flight.erase(it);
         outputs.erase(t.op);
@@ -100,7 +100,7 @@ sim::Task<ReplayRecord> replay_trace(Communicator& comm, const OpTrace& trace, s
         open_phases.emplace_back(new PhaseTimer::Scope(timer.phase(trace.phase_names.at(static_cast<std::size_t>(t.variant)))));
         break;
       case Kind::PhaseEnd:
-        if (open_phases.empty()) throw std::logic_error("replay: a phase ends that never began");
+        if (open_phases.empty()) throw std::invalid_argument("replay: a phase ends that never began");
         open_phases.pop_back();
         break;
       case Kind::Mark:

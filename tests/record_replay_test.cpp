@@ -220,6 +220,28 @@ TEST(OpTrace, BytesRoundTripAndOtherBytesAreRefused) {
   EXPECT_THROW((void)comm::op_trace_from_bytes({0xc1, 0x00}), std::invalid_argument);
   const auto not_a_trace = nlohmann::json::to_msgpack(json{{"rank", 0}});
   EXPECT_THROW((void)comm::op_trace_from_bytes(not_a_trace), std::invalid_argument);
+  // Well-formed MessagePack whose entries the replay could not act on: each is named.
+  auto with_entry = [&](json entry) {
+    json doc = json::from_msgpack(comm::to_bytes(t));
+    doc["ops"].push_back(std::move(entry));
+    return json::to_msgpack(doc);
+  };
+  auto expect_refused = [&](json entry, const std::string& what) {
+    try {
+      (void)comm::op_trace_from_bytes(with_entry(std::move(entry)));
+      ADD_FAILURE() << "accepted " << what;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  const int compute = 0, phase_begin = 8, mark = 10;
+  expect_refused(json::array({compute, false, 6, 0, 0, -1.0, 0, json::array()}), "-1 seconds");
+  expect_refused(json::array({compute, false, 999, 0, 0, 0.0, 0, json::array()}), "dtype 999");
+  expect_refused(json::array({compute, false, 6, 0, -5, 0.0, 0, json::array()}), "-5 elements");
+  expect_refused(json::array({phase_begin, false, 6, 99, 0, 0.0, 0, json::array()}), "phase #99");
+  expect_refused(json::array({mark, false, 6, 7, 0, 0.0, 0, json::array()}), "unknown mark 7");
+  expect_refused(json::array({42, false, 6, 0, 0, 0.0, 0, json::array()}), "unknown kind 42");
+  EXPECT_NO_THROW((void)comm::op_trace_from_bytes(with_entry(json::array({compute, false, 6, 0, 0, 0.5, 0, json::array()}))));
 }
 
 // The command line: `dtsim run --record-trace DIR` then `dtsim replay` on the same
