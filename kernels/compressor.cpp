@@ -142,13 +142,14 @@ void Compressor::prepare_segments(std::span<const std::int64_t> sizes, std::int6
     throw std::invalid_argument(
         fmt::format("{}: segment sizes add up to {}, the buffer has {} elements", what, offsets_.back(), numel));
   if (spec_.bucket > 0) {  // QSGD's buckets: also cut at every multiple of the bucket size
-    const std::vector<std::int64_t> tensors = offsets_;
-    offsets_.assign(1, 0);
-    for (std::size_t t = 0; t + 1 < tensors.size(); ++t) {
-      for (std::int64_t cut = (tensors[t] / spec_.bucket + 1) * spec_.bucket; cut < tensors[t + 1]; cut += spec_.bucket)
-        offsets_.push_back(cut);
-      offsets_.push_back(tensors[t + 1]);
+    bucket_offsets_.assign(1, 0);  // both vectors keep their capacity: no allocation per call
+    for (std::size_t t = 0; t + 1 < offsets_.size(); ++t) {
+      for (std::int64_t cut = (offsets_[t] / spec_.bucket + 1) * spec_.bucket; cut < offsets_[t + 1];
+           cut += spec_.bucket)
+        bucket_offsets_.push_back(cut);
+      bucket_offsets_.push_back(offsets_[t + 1]);
     }
+    offsets_.swap(bucket_offsets_);
   }
   const auto L = static_cast<std::int64_t>(offsets_.size()) - 1;
   k_.resize(static_cast<std::size_t>(L) + 1);

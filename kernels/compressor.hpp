@@ -145,6 +145,7 @@ class Compressor {
   std::uint64_t round_ = 0;
   // Workspaces reused across calls.
   std::vector<std::int64_t> offsets_, slot_begin_, k_;
+  std::vector<std::int64_t> bucket_offsets_;  // qsgd with buckets: scratch for the cut offsets
   std::vector<std::uint64_t> keys_;
   std::vector<float> partials_, scalars_;
   std::vector<std::uint32_t> indices_;
