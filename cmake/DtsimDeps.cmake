@@ -19,7 +19,9 @@ endif()
 set(DTSIM_HAVE_GLOO OFF)
 get_target_property(_torch_defs torch_cpu INTERFACE_COMPILE_DEFINITIONS)
 find_path(DTSIM_GLOO_INCLUDE_DIR gloo/algorithm.h HINTS ${TORCH_INCLUDE_DIRS})
-if(_torch_defs MATCHES "USE_C10D_GLOO" AND DTSIM_GLOO_INCLUDE_DIR)
+# DTSIM_GLOO=OFF leaves the backend out even so (scripts/gpu-check.sh retries that way
+# should c10d's Gloo header not compile against the Gloo headers found).
+if(DTSIM_GLOO AND _torch_defs MATCHES "USE_C10D_GLOO" AND DTSIM_GLOO_INCLUDE_DIR)
   set(DTSIM_HAVE_GLOO ON)
 endif()
 

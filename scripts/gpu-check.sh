@@ -6,7 +6,8 @@
 #
 #   env          nvidia-smi, torch version and C++ ABI, nvcc, commit         -> env.log
 #   configure    cmake against torch's LibTorch + .devdeps, CUDA arch 90     -> configure.log
-#   build        only the targets below, ninja -j16                          -> build.log
+#   build        only the targets below, ninja -k 0 -j16, warnings not errors -> build.log
+#                (again without the Gloo backend, should it fail to compile: -> build-no-gloo.log)
 #   test-*       CompressorCuda.*, AggregationCuda.*, emulated_device_test   -> <name>.json (gtest)
 #   bench-kernels  dtsim_kernels_bench --benchmark_filter=Cuda               -> kernels_cuda.json
 #   bench-nccl   dtsim_nccl_bench, all-reduce 8 B .. 1 GB, one rank          -> nccl_allreduce.json
@@ -174,19 +175,49 @@ if [ "$dry_run" = 1 ]; then env_report | sed 's/^/    /'; else sed 's/^/    /' "
 targets=(kernels_compressor_test kernels_aggregation_test emulated_device_test dtsim
          dtsim_kernels_bench dtsim_nccl_bench dtsim_emulated_bench)
 built=0
-if step configure 120 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-     "-DCMAKE_PREFIX_PATH=$prefix" -DCMAKE_CUDA_ARCHITECTURES=90 \
-     -DDTSIM_BUILD_TESTS=ON -DDTSIM_BUILD_BENCH=ON -DDTSIM_CUDA=ON; then
+configure() {  # configure STEP [CMAKE ARGS...]
+  local name=$1
+  shift
+  step "$name" 120 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    "-DCMAKE_PREFIX_PATH=$prefix" -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DDTSIM_BUILD_TESTS=ON -DDTSIM_BUILD_BENCH=ON -DDTSIM_CUDA=ON -DDTSIM_WERROR=OFF "$@"
+}
+# build STEP TIMEOUT: the targets, on with the others when one fails (-k 0: each later
+# step runs if its own binary was built); notes the warnings (errors here, not there).
+build_targets() {
+  step "$1" "$2" ninja -C "$build" -k 0 -j "$jobs" "${targets[@]}"
+  local rc=$?
+  [ "$dry_run" = 0 ] || return "$rc"
+  local warnings
+  warnings=$(grep -c 'warning:' "$results/$1.log" 2>/dev/null)
+  [ "${warnings:-0}" = 0 ] || note_last "${warnings} compiler warnings (see $1.log)"
+  if grep -q 'abi:cxx11' "$results/$1.log" 2>/dev/null; then
+    say "    diagnosis: std::string ABI mismatch between PyTorch and the .devdeps libraries (see the warning above)"
+  fi
+  return "$rc"
+}
+if configure configure -DDTSIM_GLOO=ON; then
   [ "$dry_run" = 1 ] || grep -E '^-- dtsim:' "$results/configure.log" | sed 's/^/    /'
   if [ "$dry_run" = 0 ] && [ "$cuda" = 1 ] && ! grep -q 'CUDA build: ON' "$results/configure.log"; then
     fail_last "CMake found a LibTorch without CUDA (see configure.log): the GPU paths are not compiled in"
   fi
-  step build 330 ninja -C "$build" -j "$jobs" "${targets[@]}" && built=1
-  if [ "$built" = 0 ] && grep -q 'abi:cxx11' "$results/build.log" 2>/dev/null; then
-    say "    diagnosis: std::string ABI mismatch between PyTorch and the .devdeps libraries (see the warning above)"
+  built=1
+  # The Gloo backend compiles c10d's ProcessGroupGloo.hpp against the Gloo headers found
+  # (PyTorch's, or Debian's from .devdeps, older than the Gloo inside PyTorch). Should
+  # that fail, everything that links dtsim_comm fails with it: build again without it,
+  # since nothing on the GPU machine needs Gloo. build.log keeps the first build's errors.
+  if ! build_targets build 330 && [ "$dry_run" = 0 ] && grep -q 'FAILED: .*gloo\.cpp\.o' "$results/build.log"; then
+    note_last "the Gloo backend did not compile against this LibTorch: built again without it (build-no-gloo)"
+    configure configure-no-gloo -DDTSIM_GLOO=OFF && build_targets build-no-gloo 240
   fi
 fi
 [ "$dry_run" = 1 ] && built=1
+
+# has BINARY: built, and up to date with the last configuration? (a dry run pretends so)
+has() {
+  [ "$dry_run" = 1 ] && return 0
+  [ -x "$build/$1" ] && ninja -C "$build" -n "$(basename "$1")" 2>/dev/null | grep -q 'no work to do'
+}
 
 # --- Tests -----------------------------------------------------------------------------------
 # gtest_check NAME: the cases that skipped (GoogleTest's JSON says "SKIPPED"). In CUDA
@@ -212,8 +243,17 @@ EOF
 }
 
 run_gtest() {  # run_gtest NAME TIMEOUT BINARY FILTER
+  if ! has "tests/$3"; then skip "$1" "tests/$3 was not built (see build.log)"; return; fi
   step "$1" "$2" "$build/tests/$3" "--gtest_filter=$4" "--gtest_output=json:$results/$1.json"
   gtest_check "$1"
+}
+
+# run_bench NAME TIMEOUT BINARY ARGS...: a benchmark step, skipped if BINARY was not built.
+run_bench() {
+  local name=$1 limit=$2 binary=$3
+  shift 3
+  if ! has "bench/$binary"; then skip "$name" "bench/$binary was not built (see build.log)"; return 1; fi
+  step "$name" "$limit" "$build/bench/$binary" "$@"
 }
 
 if [ "$built" = 1 ]; then
@@ -229,28 +269,28 @@ if [ "$built" = 0 ]; then
   for s in bench-kernels bench-nccl bench-emulated-cuda bench-emulated-cpu; do skip "$s" "the build failed"; done
 else
   if [ "$cuda" = 1 ]; then
-    step bench-kernels 120 "$build/bench/dtsim_kernels_bench" --benchmark_filter=Cuda \
+    run_bench bench-kernels 120 dtsim_kernels_bench --benchmark_filter=Cuda \
       "--benchmark_out=$results/kernels_cuda.json" --benchmark_out_format=json
-    if [ "$dry_run" = 0 ] && ! grep -q '"BM_Cuda' "$results/kernels_cuda.json" 2>/dev/null; then
+    if [ "$dry_run" = 0 ] && has bench/dtsim_kernels_bench && ! grep -q '"BM_Cuda' "$results/kernels_cuda.json" 2>/dev/null; then
       fail_last "no BM_Cuda* benchmark ran (C++ saw no CUDA device?)"
     fi
   else
     skip bench-kernels "no CUDA ($why_no_cuda): the BM_Cuda* benchmarks register only with a device"
   fi
   # Runs everywhere: without NCCL/CUDA it writes {"skipped": why} and says so.
-  step bench-nccl 90 "$build/bench/dtsim_nccl_bench" -b 8 -e 1G -f 2 --json "$results/nccl_allreduce.json"
+  run_bench bench-nccl 90 dtsim_nccl_bench -b 8 -e 1G -f 2 --json "$results/nccl_allreduce.json"
   if [ "$dry_run" = 0 ] && grep -q '"skipped"' "$results/nccl_allreduce.json" 2>/dev/null; then
     why=$(grep -o '"skipped": *"[^"]*"' "$results/nccl_allreduce.json" | sed 's/"skipped": *//; s/"//g')
     if [ "$cuda" = 1 ]; then fail_last "NCCL benchmark skipped on a CUDA machine: $why"; else note_last "skipped inside: $why"; fi
   fi
   if [ "$cuda" = 1 ]; then
-    step bench-emulated-cuda 120 "$build/bench/dtsim_emulated_bench" scenarios/emulated_resnet20_choco64.json \
+    run_bench bench-emulated-cuda 120 dtsim_emulated_bench scenarios/emulated_resnet20_choco64.json \
       --device cuda --json "$results/emulated_cuda.json"
   else
     skip bench-emulated-cuda "no CUDA ($why_no_cuda)"
   fi
   # The same scenario on this machine's CPU, for the ratio.
-  step bench-emulated-cpu 120 "$build/bench/dtsim_emulated_bench" scenarios/emulated_resnet20_choco64.json \
+  run_bench bench-emulated-cpu 120 dtsim_emulated_bench scenarios/emulated_resnet20_choco64.json \
     --device cpu --json "$results/emulated_cpu.json"
 fi
 
