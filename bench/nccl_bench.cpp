@@ -9,15 +9,21 @@
 // on a free loopback port: the GPU machines lent to dtsim have one GPU, and NCCL refuses
 // two ranks on one device. Under torchrun it is one rank of a larger job.
 //
-// Per size: fp32 sum in place on a CUDA tensor. First a check: every rank fills rank + 1,
-// one all-reduce, and #wrong counts elements that differ from n(n+1)/2. Then `warmup`
-// untimed and `iters` timed all-reduces issued back to back, and one wait for the last
-// (a 4-byte copy to the host on the compute stream, which waits for every operation):
+// Per size: fp32 in place on a CUDA tensor, summed (--op sum) or averaged (--op avg). First
+// a check: every rank fills rank + 1, one all-reduce, and #wrong counts elements that
+// differ from n(n+1)/2 (sum) or (n+1)/2 (avg). Then `warmup` untimed and `iters` timed
+// all-reduces issued back to back (one buffer each: at 1 GB and 20 iterations, 20 GB of
+// device memory), and the awaits of all of them after the last is issued (each await
+// waits on the host until its operation is done):
 //   time  = that batch's wall time / iters
 //   algbw = bytes / time (1e9 bytes/s)
 //   busbw = algbw * 2 (n - 1) / n, nccl-tests' all-reduce factor
-// With one rank busbw is 0 by that definition (nothing crosses between GPUs); algbw then
-// measures NCCL's per-call cost and its local pass over the buffer.
+// With one rank busbw is 0 by that definition (nothing crosses between GPUs), and NCCL
+// does nothing at all for an in-place sum (its one-rank path is a no-op): algbw would be
+// the host's per-call cost alone, growing with the size without bound. So one rank
+// averages by default (--op auto): NCCL then runs a kernel that reads and writes the
+// buffer (scaling by 1/1), and algbw is that pass plus the per-call cost, to compare with
+// a device copy (which moves 2 x bytes). The check cannot catch a no-op with one rank.
 //
 // Where it cannot run (a LibTorch without CUDA, no device, no NCCL) it says why, writes
 // {"skipped": reason} to --json, and exits 0: scripts/gpu-check.sh runs it everywhere.
@@ -77,18 +83,29 @@ void complete(comm::Op op) {
   op.await_resume();
 }
 
-Row measure(comm::Communicator& comm, std::int64_t bytes, int warmup, int iters) {
+// `count` all-reduces issued back to back, then awaited in order; one buffer each, since a
+// buffer may not be touched again before its operation is awaited (comm/communicator.hpp).
+void batch(comm::Communicator& comm, std::vector<at::Tensor>& xs, comm::ReduceOp op, int count) {
+  std::vector<comm::Op> ops;
+  ops.reserve(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i) ops.push_back(comm.all_reduce(xs[static_cast<std::size_t>(i)], op));
+  for (auto& o : ops) complete(std::move(o));
+}
+
+Row measure(comm::Communicator& comm, comm::ReduceOp op, std::int64_t bytes, int warmup, int iters) {
   const std::int64_t count = std::max<std::int64_t>(1, bytes / 4);
   at::Tensor x = at::empty({count}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA));
   const double n = comm.size();
   x.fill_(comm.rank() + 1);
-  complete(comm.all_reduce(x, comm::ReduceOp::Sum));
-  const std::int64_t wrong = x.ne(n * (n + 1) / 2).sum().item<std::int64_t>();
-  for (int i = 0; i < warmup; ++i) complete(comm.all_reduce(x, comm::ReduceOp::Sum));
-  (void)x[0].item<float>();  // waits for the warm-up
+  complete(comm.all_reduce(x, op));
+  const double expected = op == comm::ReduceOp::Sum ? n * (n + 1) / 2 : (n + 1) / 2;
+  const std::int64_t wrong = x.ne(expected).sum().item<std::int64_t>();
+  std::vector<at::Tensor> xs(static_cast<std::size_t>(std::max(warmup, iters)));
+  for (auto& b : xs) b = x.clone();
+  batch(comm, xs, op, warmup);
+  (void)xs[0][0].item<float>();  // the device is idle before the clock starts
   const auto start = Clock::now();
-  for (int i = 0; i < iters; ++i) complete(comm.all_reduce(x, comm::ReduceOp::Sum));
-  (void)x[0].item<float>();  // the compute stream waits for every all-reduce before this copy
+  batch(comm, xs, op, iters);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / iters;
   const double algbw = static_cast<double>(count * 4) / seconds / 1e9;
   return {count * 4, count, seconds * 1e6, algbw, algbw * 2.0 * (n - 1.0) / n, wrong};
@@ -113,6 +130,10 @@ int main(int argc, char** argv) {
   app.add_option("-n,--iters", iters, "Timed all-reduces per size")->capture_default_str();
   app.add_option("-w,--warmup_iters", warmup, "Untimed all-reduces per size first")->capture_default_str();
   app.add_option("--json", json_file, "Also write the rows as JSON to this file");
+  std::string op_name = "auto";
+  app.add_option("--op", op_name, "Reduction: sum, avg, or auto (avg for one rank, where NCCL's in-place sum is a no-op)")
+      ->check(CLI::IsMember({"auto", "sum", "avg"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -123,21 +144,23 @@ int main(int argc, char** argv) {
     if (!at::hasCUDA()) return skip("this LibTorch sees no CUDA device", json_file);
     const auto env = job_env();
     auto comm = comm::make_nccl_communicator(env);
+    if (op_name == "auto") op_name = comm->size() == 1 ? "avg" : "sum";
+    const auto op = op_name == "sum" ? comm::ReduceOp::Sum : comm::ReduceOp::Average;
     std::vector<Row> rows;
     if (comm->rank() == 0) {
-      fmt::print("# dtsim_nccl_bench: all_reduce, {} rank(s), fp32 sum in place, {} warm-up + {} timed per size\n",
-                 comm->size(), warmup, iters);
+      fmt::print("# dtsim_nccl_bench: all_reduce, {} rank(s), fp32 {} in place, {} warm-up + {} timed per size\n",
+                 comm->size(), op_name, warmup, iters);
       fmt::print("#{:>11} {:>13} {:>7} {:>6} {:>6} {:>10} {:>8} {:>8} {:>7}\n", "size", "count", "type", "redop",
                  "root", "time", "algbw", "busbw", "#wrong");
       fmt::print("#{:>11} {:>13} {:>7} {:>6} {:>6} {:>10} {:>8} {:>8} {:>7}\n", "(B)", "(elements)", "", "", "", "(us)",
                  "(GB/s)", "(GB/s)", "");
     }
     for (double bytes = static_cast<double>(lo); bytes <= static_cast<double>(hi); bytes *= factor) {
-      rows.push_back(measure(*comm, static_cast<std::int64_t>(bytes), warmup, iters));
+      rows.push_back(measure(*comm, op, static_cast<std::int64_t>(bytes), warmup, iters));
       const Row& r = rows.back();
       if (comm->rank() == 0)
         fmt::print("{:>12} {:>13} {:>7} {:>6} {:>6} {:>10.2f} {:>8.2f} {:>8.2f} {:>7}\n", r.bytes, r.count, "float",
-                   "sum", -1, r.time_us, r.algbw, r.busbw, r.wrong);
+                   op_name, -1, r.time_us, r.algbw, r.busbw, r.wrong);
       std::fflush(stdout);
     }
     std::int64_t wrong = 0;
@@ -146,7 +169,7 @@ int main(int argc, char** argv) {
       json out = {{"benchmark", "nccl_all_reduce"}, {"ranks", comm->size()}, {"iters", iters}, {"warmup", warmup},
                   {"rows", json::array()}};
       for (const auto& r : rows)
-        out["rows"].push_back({{"bytes", r.bytes}, {"count", r.count}, {"type", "float"}, {"redop", "sum"},
+        out["rows"].push_back({{"bytes", r.bytes}, {"count", r.count}, {"type", "float"}, {"redop", op_name},
                                {"time_us", r.time_us}, {"algbw_GBps", r.algbw}, {"busbw_GBps", r.busbw},
                                {"wrong", r.wrong}});
       std::ofstream(json_file) << out.dump(2) << '\n';

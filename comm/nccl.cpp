@@ -84,6 +84,25 @@ void record_stream([[maybe_unused]] const at::Tensor& t, [[maybe_unused]] cudaSt
 
 class NcclCommunicator;
 
+// ncclGroupStart .. ncclGroupEnd, ended on every path: a group left open by an exception
+// (a bad peer, say) would queue every later NCCL call of this thread forever.
+class NcclGroup {
+ public:
+  NcclGroup() { DTSIM_NCCL_CHECK(ncclGroupStart()); }
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+  ~NcclGroup() {
+    if (open_) ncclGroupEnd();
+  }
+  void end() {
+    open_ = false;
+    DTSIM_NCCL_CHECK(ncclGroupEnd());
+  }
+
+ private:
+  bool open_ = true;
+};
+
 // An operation in flight: its completion event on the communication stream, the tensors
 // it must keep alive, and what runs on the compute stream after it (an average, a copy).
 class NcclOp final : public OpState {
@@ -132,12 +151,10 @@ class NcclCommunicator final : public Communicator {
     }
     wake_.notify_all();
     watchdog_.join();
-    if (job_->failed() || aborted_) {
+    if (job_->failed() || aborted_ || !drained()) {
       job_->end_failed();
       return;  // the communicators are aborted or hung: leave them to the process's exit
     }
-    cudaStreamSynchronize(stream_);
-    cudaStreamSynchronize(p2p_stream_);
     ncclCommDestroy(comm_);
     ncclCommDestroy(p2p_comm_);
     cudaStreamDestroy(stream_);
@@ -231,13 +248,13 @@ class NcclCommunicator final : public Communicator {
     DTSIM_CUDA_CHECK(cudaMemcpyAsync(gathered[rank()].data_ptr(), input.data_ptr(),
                                      static_cast<std::size_t>(input.numel() * input.element_size()),
                                      cudaMemcpyDeviceToDevice, stream_));
-    DTSIM_NCCL_CHECK(ncclGroupStart());
+    NcclGroup group;
     for (int r = 0; r < n; ++r) {
       if (r == rank()) continue;
       DTSIM_NCCL_CHECK(ncclSend(input.data_ptr(), static_cast<std::size_t>(input.numel()), type, r, comm_, stream_));
       DTSIM_NCCL_CHECK(ncclRecv(gathered[r].data_ptr(), static_cast<std::size_t>(numel[r]), type, r, comm_, stream_));
     }
-    DTSIM_NCCL_CHECK(ncclGroupEnd());
+    group.end();
     const bool to_host = !host_input.is_cuda();
     return end_op(stream_, label("all_gather"), std::move(keep), [gathered, to_host, &outputs] {
       outputs.clear();
@@ -263,12 +280,12 @@ class NcclCommunicator final : public Communicator {
     begin_op(stream_, keep);
     const auto type = nccl_type(payload.scalar_type());
     const auto count = static_cast<std::size_t>(payload.numel());
-    DTSIM_NCCL_CHECK(ncclGroupStart());
+    NcclGroup group;
     for (std::size_t k = 0; k < peers.size(); ++k) {
       DTSIM_NCCL_CHECK(ncclSend(payload.data_ptr(), count, type, peers[k], comm_, stream_));
       DTSIM_NCCL_CHECK(ncclRecv(incoming[k].data_ptr(), count, type, peers[k], comm_, stream_));
     }
-    DTSIM_NCCL_CHECK(ncclGroupEnd());
+    group.end();
     std::function<void()> then;
     if (!send.is_cuda())
       then = [incoming, &received] {
@@ -298,14 +315,25 @@ class NcclCommunicator final : public Communicator {
     return end_op(p2p_stream_, label("recv"), {dev}, copy_back(tensor, dev));
   }
 
-  // Called by NcclOp::ready: the compute stream waits for `done`; fails if the watchdog
-  // aborted the communicators.
+  // Called by NcclOp::ready, the await: the host waits until `done` (as Gloo's wait does),
+  // so that the time goes to the await and not to the next compute phase, the op stays in
+  // the watchdog's list (and under its timeout) until it completes, and copies back to
+  // the host cannot block on a hung operation. Fails if the watchdog aborted the
+  // communicators. The compute stream also waits for it, for the device's own order.
   void join_op(const std::string& what, cudaEvent_t done) {
-    const cudaError_t state = cudaEventQuery(done);  // readiness; an error here is the op's
-    if (state != cudaSuccess && state != cudaErrorNotReady) fail(what, cudaGetErrorString(state));
+    for (int polls = 0;; ++polls) {
+      const cudaError_t state = cudaEventQuery(done);
+      if (state == cudaSuccess) break;
+      if (state != cudaErrorNotReady) fail(what, cudaGetErrorString(state));
+      if (aborted_) fail(what, abort_reason_);
+      if (polls < 1000)
+        std::this_thread::yield();  // small messages complete within microseconds
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
     if (aborted_) fail(what, abort_reason_);
     DTSIM_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(device_), done, 0));
-    if (state == cudaSuccess) job_->op_completed();
+    job_->op_completed();
     op_settled(done);
   }
 
@@ -384,6 +412,25 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
+  // Both communication streams idle within the timeout? (A peer that died mid-operation
+  // would otherwise hang the destructor; then the communicators are aborted.)
+  bool drained() {
+    const auto deadline = Clock::now() + env_.timeout;
+    for (cudaStream_t s : {stream_, p2p_stream_}) {
+      while (true) {
+        const cudaError_t state = cudaStreamQuery(s);
+        if (state == cudaSuccess) break;
+        if (state != cudaErrorNotReady || Clock::now() > deadline) {
+          ncclCommAbort(comm_);
+          ncclCommAbort(p2p_comm_);
+          return false;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
+    return true;
+  }
+
   [[noreturn]] void fail(const std::string& what, const std::string& why) {
     const std::string gone = job_->explain_failure();
     throw std::runtime_error(fmt::format("{} failed: {}", what, gone.empty() ? why : gone));
@@ -393,6 +440,7 @@ class NcclCommunicator final : public Communicator {
   // longer than the timeout (NCCL itself never times out), so that kernels waiting on a
   // dead peer return and the rank can report it.
   void watch() {
+    cudaSetDevice(device_);  // else its first CUDA call makes a context on device 0
     const auto period = LiveJob::timing_for(env_.timeout).beat;
     std::unique_lock lock(mutex_);
     while (!stop_) {
@@ -438,7 +486,7 @@ class NcclCommunicator final : public Communicator {
 };
 
 NcclOp::~NcclOp() {
-  if (!finished_) comm_->op_settled(done_);
+  comm_->op_settled(done_);  // also after a join that threw: the watchdog must not query a destroyed event
   cudaEventDestroy(done_);
 }
 

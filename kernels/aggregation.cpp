@@ -8,6 +8,7 @@
 #include "kernels/cpu/sparse.hpp"
 #include "kernels/cpu/weighted_sum.hpp"
 #if DTSIM_TORCH_CUDA
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include "kernels/cuda/compress.cuh"
@@ -37,6 +38,7 @@ void weighted_sum(at::Tensor& out, std::span<const at::Tensor> inputs, std::span
   }
   if (out.is_cuda()) {
 #if DTSIM_TORCH_CUDA
+    const c10::cuda::CUDAGuard on_device(out.device());
     cuda::weighted_sum(out.data_ptr<float>(), src.data(), w.data(), static_cast<int>(src.size()), out.numel(),
                        c10::cuda::getCurrentCUDAStream().stream());
     return;
@@ -62,6 +64,7 @@ void average(at::Tensor& out, std::span<const at::Tensor> inputs) {
   }
   if (out.is_cuda()) {
 #if DTSIM_TORCH_CUDA
+    const c10::cuda::CUDAGuard on_device(out.device());
     cuda::average(out.data_ptr<float>(), src.data(), static_cast<int>(src.size()), out.numel(),
                   c10::cuda::getCurrentCUDAStream().stream());
     return;
@@ -85,8 +88,25 @@ void scatter_add(const at::Tensor& values, const at::Tensor& indices, at::Tensor
   const std::int64_t m = values.numel(), n = dense.numel();
   if (dense.is_cuda()) {
 #if DTSIM_TORCH_CUDA
+    const c10::cuda::CUDAGuard on_device(dense.device());
     auto stream = c10::cuda::getCurrentCUDAStream().stream();
-    if (indices.scalar_type() == at::kLong)
+    const bool wide = indices.scalar_type() == at::kLong;
+    // The indices are checked before anything is added (the CPU adds up to the first bad
+    // one): the first bad j, found on the device, named with the CPU's message.
+    thread_local at::Tensor first;  // one word per thread, reused: no allocation per call
+    if (!first.defined() || first.device() != dense.device()) first = at::empty({1}, dense.options().dtype(at::kLong));
+    auto* first_word = reinterpret_cast<unsigned long long*>(first.data_ptr<std::int64_t>());
+    first.fill_(-1);  // all bits set: no bad index yet (on the current stream, as the check)
+    if (wide)
+      cuda::first_out_of_range(indices.data_ptr<std::int64_t>(), m, n, 0, first_word, stream);
+    else
+      cuda::first_out_of_range(indices.data_ptr<std::int32_t>(), m, n, 0, first_word, stream);
+    const std::int64_t bad = first.item<std::int64_t>();  // synchronizes
+    if (bad >= 0) {
+      const std::int64_t i = indices[bad].item<std::int64_t>();
+      throw std::invalid_argument(fmt::format("scatter_add: indices[{}] = {} is outside [0, {})", bad, i, n));
+    }
+    if (wide)
       cuda::scatter_add(values.data_ptr<float>(), indices.data_ptr<std::int64_t>(), m, dense.data_ptr<float>(), n, stream);
     else
       cuda::scatter_add(values.data_ptr<float>(), indices.data_ptr<std::int32_t>(), m, dense.data_ptr<float>(), n, stream);

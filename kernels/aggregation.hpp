@@ -21,10 +21,11 @@ void average(at::Tensor& out, std::span<const at::Tensor> inputs);
 // (values, indices) messages into one dense buffer (concatenate them, or call once per
 // rank). values: contiguous fp32 [m]; indices: contiguous int64 or int32 [m] of flat
 // indices into dense (contiguous fp32), all on dense's device. Throws
-// std::invalid_argument for an index outside [0, dense.numel()) (on the CPU, naming it;
-// entries before it have been added). On the GPU repeated indices are added with
-// atomics, so their sum may differ from the CPU's in rounding; distinct indices agree
-// bit for bit.
+// std::invalid_argument naming the first index outside [0, dense.numel()) (on the CPU
+// the entries before it have been added; on the GPU, which checks first, none). On the
+// GPU repeated indices within one call are added with atomics, in no set order, so
+// their sum may differ from the CPU's in rounding; distinct indices agree bit for bit
+// (one call per rank keeps the ranks' order).
 void scatter_add(const at::Tensor& values, const at::Tensor& indices, at::Tensor& dense);
 
 }  // namespace dtsim::kernels

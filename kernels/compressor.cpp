@@ -164,6 +164,10 @@ void Compressor::compress(const at::Tensor& flat, std::span<const std::int64_t> 
   if ((spec_.kind == CompressorKind::fp16 || spec_.kind == CompressorKind::bf16) && flat.scalar_type() != at::kFloat)
     throw std::invalid_argument(fmt::format("Compressor::compress: {} casts fp32 input, got {}", to_string(spec_.kind),
                                             c10::toString(flat.scalar_type())));
+  // Before begin_payload: a refused call must not use up a round (seeded payloads would
+  // fall out of step with the peers').
+  if (flat.is_cuda() && flat.scalar_type() != at::kFloat)
+    throw std::invalid_argument("Compressor::compress: the CUDA path compresses fp32 buffers only");
   begin_payload(flat, segment_sizes, out);
   if (flat.is_cuda()) {
 #if DTSIM_TORCH_CUDA

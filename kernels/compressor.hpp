@@ -32,7 +32,11 @@
 // - NaN / Inf policy: nothing is checked or rejected. Top-k and threshold rank NaN above
 //   +Inf (so NaN is always sent), sign treats NaN as +1, a NaN or Inf makes that
 //   tensor's scaled-sign scale and QSGD norm non-finite (QSGD then decodes the whole
-//   tensor to NaN), and the casts keep NaN (cpu/cast.hpp).
+//   tensor to NaN), and the casts keep NaN (cpu/cast.hpp). NaN is NaN on both devices,
+//   but its bits are outside the bit-for-bit promise: x86 arithmetic passes an input
+//   NaN's bits on (and makes 0xFFC00000 of Inf - Inf), a GPU's makes one canonical NaN.
+// - A sparse payload whose index lies outside its segment is refused
+//   (std::invalid_argument naming it) before anything is written, on both devices.
 // - Ties at the k-th magnitude go to the lowest indices.
 // - Random draws (random_k indices, QSGD rounding) are pure functions of (seed, round,
 //   segment, element): identical seeds and rounds give identical payloads. round counts
@@ -93,8 +97,9 @@ class Compressor {
   // size depends on the data) throws std::logic_error.
   std::int64_t payload_bytes(std::span<const std::int64_t> segments, at::ScalarType dtype) const;
 
-  // Compresses `flat` (contiguous fp32, or fp16 / bf16 for every kind but the casts; CPU
-  // or CUDA) whose segments have `segment_sizes` elements (an empty span: one segment).
+  // Compresses `flat` (contiguous: fp32 on the CPU or CUDA; fp16 / bf16 on the CPU for
+  // every kind but the casts) whose segments have `segment_sizes` elements (an empty
+  // span: one segment). A refused call does not count as a round.
   // out.bytes is reused when it is on the right device (resized in place, so no
   // allocation once it has grown to its largest size).
   void compress(const at::Tensor& flat, std::span<const std::int64_t> segment_sizes, Payload& out);

@@ -4,9 +4,11 @@
 #include "kernels/compressor.hpp"
 
 #if DTSIM_TORCH_CUDA
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -50,6 +52,7 @@ void Compressor::compress_cuda(const at::Tensor& flat, Payload& out) {
   if (flat.scalar_type() != at::kFloat)
     throw std::invalid_argument("Compressor::compress: the CUDA path compresses fp32 buffers only");
   const auto device = flat.device();
+  const c10::cuda::CUDAGuard on_device(device);  // the launches go to flat's device
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
   const std::int64_t n = flat.numel();
   const auto L = static_cast<std::int64_t>(offsets_.size()) - 1;
@@ -61,10 +64,13 @@ void Compressor::compress_cuda(const at::Tensor& flat, Payload& out) {
   // Plan the workspace: tables first (copied from the host), then scratch.
   slot_begin_.resize(static_cast<std::size_t>(L) + 1);
   const std::int64_t slots = cpu::partial_slots(off, L, slot_begin_.data());
+  // Selection scratch (one region per segment: threshold counts, then selects) only for
+  // the kinds that select, and device indices only for shared-seed random-k: sized for
+  // every kind, they were about 8 KB per QSGD bucket and 4 n bytes (1 GiB at 2^28).
+  const bool selects = kind == CompressorKind::top_k || kind == CompressorKind::threshold;
+  const bool device_indices = kind == CompressorKind::random_k && spec_.shared_seed;
   std::int64_t select_total = 0;
-  for (std::int64_t s = 0; s < L; ++s) {
-    select_total += align256(cuda::select_workspace_bytes(off[s + 1] - off[s]));
-  }
+  for (std::int64_t s = 0; selects && s < L; ++s) select_total += align256(cuda::select_workspace_bytes(off[s + 1] - off[s]));
   DeviceTables t;
   t.offsets = 0;
   t.slot_begin = align256(t.offsets + 8 * (L + 1));
@@ -74,7 +80,7 @@ void Compressor::compress_cuda(const at::Tensor& flat, Payload& out) {
   t.partials = table_bytes;
   t.norms = align256(t.partials + 4 * 2 * slots);
   t.indices = align256(t.norms + 4 * L);
-  t.select = align256(t.indices + 4 * K);
+  t.select = align256(t.indices + (device_indices ? 4 * K : 0));
   t.total = t.select + select_total;
   if (!device_ws_.defined() || device_ws_.device() != device || device_ws_.numel() < t.total)
     device_ws_ = at::empty({t.total}, at::TensorOptions().dtype(at::kByte).device(device));
@@ -90,6 +96,7 @@ void Compressor::compress_cuda(const at::Tensor& flat, Payload& out) {
     std::memcpy(host.data() + t.keys + 8 * s, &key, 8);
     std::memcpy(host.data() + t.tau + 8 * s, &tau_den, 8);
   }
+  // From pageable memory: the call returns once the bytes are staged, so `host` may go.
   check(cudaMemcpyAsync(ws, host.data(), host.size(), cudaMemcpyHostToDevice, stream), "Compressor::compress");
   const auto* d_off = reinterpret_cast<const std::int64_t*>(ws + t.offsets);
   const auto* d_slot = reinterpret_cast<const std::int64_t*>(ws + t.slot_begin);
@@ -201,7 +208,9 @@ void Compressor::compress_cuda(const at::Tensor& flat, Payload& out) {
 void Compressor::decode_cuda(const Payload& payload, float weight, bool accumulate, at::Tensor& dense) {
   if (payload.dtype != at::kFloat)
     throw std::invalid_argument("Compressor::decompress: the CUDA path decodes fp32 buffers only");
+  const char* what = accumulate ? "Compressor::decompress_add" : "Compressor::decompress";
   const auto device = dense.device();
+  const c10::cuda::CUDAGuard on_device(device);
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
   const std::int64_t n = payload.numel;
   const auto L = static_cast<std::int64_t>(offsets_.size()) - 1;
@@ -210,10 +219,13 @@ void Compressor::decode_cuda(const Payload& payload, float weight, bool accumula
   float* o = dense.data_ptr<float>();
   const auto kind = spec_.kind;
 
-  // Device copy of the offsets (and, for shared-seed random-k, the redrawn indices).
+  // Device copy of the offsets, the index check's word and, for shared-seed random-k,
+  // the redrawn indices.
   const std::int64_t K_fixed = k_[static_cast<std::size_t>(L)];
-  const std::int64_t idx_at = align256(8 * (L + 1));
-  const std::int64_t need = idx_at + 4 * K_fixed;
+  const std::int64_t flag_at = align256(8 * (L + 1));
+  const std::int64_t idx_at = flag_at + 256;
+  const bool device_indices = kind == CompressorKind::random_k && spec_.shared_seed;
+  const std::int64_t need = idx_at + (device_indices ? 4 * K_fixed : 0);
   if (!device_ws_.defined() || device_ws_.device() != device || device_ws_.numel() < need)
     device_ws_ = at::empty({need}, at::TensorOptions().dtype(at::kByte).device(device));
   auto* ws = static_cast<std::uint8_t*>(device_ws_.data_ptr());
@@ -281,8 +293,24 @@ void Compressor::decode_cuda(const Payload& payload, float weight, bool accumula
         idx = reinterpret_cast<const std::uint32_t*>(base);
         val = reinterpret_cast<const float*>(base + 4 * K_fixed);
       }
-      if (!accumulate && n > 0)
-        check(cudaMemsetAsync(o, 0, static_cast<std::size_t>(4 * n), stream), "Compressor::decompress");
+      // Every index inside its segment, as decode_cpu checks before writing anything.
+      auto* first = reinterpret_cast<unsigned long long*>(ws + flag_at);
+      check(cudaMemsetAsync(first, 0xFF, sizeof(unsigned long long), stream), what);
+      for (std::int64_t s = 0; s < L; ++s)
+        cuda::first_out_of_range(idx + k_[s], k_[s + 1] - k_[s], off[s + 1] - off[s], static_cast<std::uint64_t>(k_[s]),
+                                 first, stream);
+      unsigned long long bad = 0;
+      check(cudaMemcpyAsync(&bad, first, sizeof bad, cudaMemcpyDeviceToHost, stream), what);
+      check(cudaStreamSynchronize(stream), what);
+      if (bad != ~0ULL) {
+        const auto j = static_cast<std::int64_t>(bad);
+        const auto s = static_cast<std::int64_t>(std::upper_bound(k_.begin(), k_.begin() + L + 1, j) - k_.begin()) - 1;
+        std::uint32_t value = 0;
+        check(cudaMemcpy(&value, idx + j, sizeof value, cudaMemcpyDeviceToHost), what);
+        throw std::invalid_argument(
+            fmt::format("{}: index {} out of range in segment {} of {} elements", what, value, s, off[s + 1] - off[s]));
+      }
+      if (!accumulate && n > 0) check(cudaMemsetAsync(o, 0, static_cast<std::size_t>(4 * n), stream), what);
       for (std::int64_t s = 0; s < L; ++s)
         cuda::scatter(idx + k_[s], val + k_[s], k_[s + 1] - k_[s], weight, accumulate, o + off[s], stream);
       return;

@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/sign.hpp"
 #if DTSIM_TORCH_CUDA
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include "kernels/cuda/compress.cuh"
@@ -36,6 +37,7 @@ void majority_vote(std::span<const Payload> signs, at::Tensor& out) {
   if (out.numel() != n) throw std::invalid_argument(fmt::format("majority_vote: out must have {} elements", n));
   if (out.is_cuda()) {
 #if DTSIM_TORCH_CUDA
+    const c10::cuda::CUDAGuard on_device(out.device());
     // the kernel reads the pointer table from device memory
     std::vector<std::int64_t> addresses(ptrs.size());
     for (std::size_t r = 0; r < ptrs.size(); ++r) addresses[r] = reinterpret_cast<std::int64_t>(ptrs[r]);

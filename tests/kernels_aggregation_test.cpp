@@ -229,6 +229,25 @@ TEST(FusionBuckets, SingaRuleHandWorked) {
 }
 
 // CUDA average, scatter-add and majority vote equal the CPU kernels (GPU machine only).
+// An index outside dense is refused naming the first one; the GPU checks before adding
+// anything, so dense keeps its values there.
+TEST(AggregationCuda, OutOfRangeIndexIsRefusedBeforeAnythingIsAdded) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  for (auto type : {at::kLong, at::kInt}) {
+    at::Tensor idx = at::arange(10, at::TensorOptions().dtype(type));
+    idx[7] = 50;
+    idx[8] = -1;
+    at::Tensor dense = at::zeros({50}, at::TensorOptions().device(at::kCUDA));
+    try {
+      scatter_add(at::ones({10}, at::TensorOptions().device(at::kCUDA)), idx.to(at::kCUDA), dense);
+      ADD_FAILURE() << "an index outside dense was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_STREQ(e.what(), "scatter_add: indices[7] = 50 is outside [0, 50)");
+    }
+    EXPECT_EQ(dense.abs().sum().item<float>(), 0.0f);
+  }
+}
+
 TEST(AggregationCuda, EqualsCpu) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   auto gen = at::detail::createCPUGenerator(7);

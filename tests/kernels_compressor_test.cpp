@@ -909,6 +909,68 @@ TEST(Compressor, ThreadCountDoesNotChangePayloads) {
 
 // Every deterministic kind gives the same payload bytes and the same decoded tensor on
 // the GPU as on the CPU, seeded kinds included (same seed and round).
+// A sparse payload whose index lies outside its segment (a corrupt or foreign message)
+// is refused naming it, before anything is written: dense_inout keeps its values.
+void expect_out_of_range_refused(const at::Device& device) {
+  const std::vector<std::int64_t> segs{40, 100};
+  CompressorSpec spec = spec_of(K::top_k);
+  spec.ratio = 0.1;  // 4 and 10 kept
+  Compressor c(spec);
+  Payload p;
+  c.compress(random_input(140, 17).to(device), segs, p);
+  at::Tensor bytes = p.bytes.cpu();
+  reinterpret_cast<std::uint32_t*>(bytes.data_ptr())[4 + 3] = 100;  // segment 1's 4th index: its size
+  p.bytes = bytes.to(device);
+  at::Tensor dense = at::ones({140}, at::TensorOptions().device(device));
+  try {
+    c.decompress_add(p, 1.0, dense);
+    ADD_FAILURE() << "an index outside its segment was accepted on " << device;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "Compressor::decompress_add: index 100 out of range in segment 1 of 100 elements");
+  }
+  EXPECT_TRUE(at::equal(dense.cpu(), at::ones({140}))) << device;
+}
+
+TEST(Compressor, OutOfRangeIndexIsRefusedBeforeAnythingIsWritten) { expect_out_of_range_refused(at::kCPU); }
+
+// A refused compress() is not a round: a seeded compressor's next payload is the one a
+// fresh compressor makes first, so it stays in step with its peers'.
+TEST(Compressor, RefusedCallDoesNotUseARound) {
+  CompressorSpec spec = spec_of(K::random_k);
+  spec.seed = 9;
+  spec.shared_seed = true;
+  const at::Tensor x = random_input(1000, 3);
+  Compressor refused(spec), fresh(spec);
+  Payload a, b;
+  EXPECT_THROW(refused.compress(x.view({10, 100}).t(), {}, a), std::invalid_argument);  // not contiguous
+  const std::vector<std::int64_t> wrong_sizes{500, 400};
+  EXPECT_THROW(refused.compress(x, wrong_sizes, a), std::invalid_argument);  // segments sum to 900
+  refused.compress(x, {}, a);
+  fresh.compress(x, {}, b);
+  EXPECT_EQ(a.round, 0U);
+  EXPECT_TRUE(at::equal(a.bytes, b.bytes));
+}
+
+TEST(CompressorCuda, OutOfRangeIndexIsRefusedBeforeAnythingIsWritten) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  expect_out_of_range_refused(at::kCUDA);
+}
+
+// The CUDA path takes fp32 only; its refusal of fp16 input, too, uses up no round.
+TEST(CompressorCuda, RefusedCallDoesNotUseARound) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  CompressorSpec spec = spec_of(K::random_k);
+  spec.seed = 9;
+  const at::Tensor x = random_input(1000, 3);
+  Compressor gpu(spec), cpu(spec);
+  Payload pg, pc;
+  EXPECT_THROW(gpu.compress(x.to(at::kHalf).to(at::kCUDA), {}, pg), std::invalid_argument);
+  gpu.compress(x.to(at::kCUDA), {}, pg);
+  cpu.compress(x, {}, pc);
+  EXPECT_EQ(pg.round, 0U);
+  EXPECT_TRUE(at::equal(pg.bytes.cpu(), pc.bytes));
+}
+
 TEST(CompressorCuda, EqualsCpuBitForBit) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   std::vector<std::int64_t> segs{1, 33, 0, 1025, 70000, 5};

@@ -63,7 +63,17 @@ void gather(const float* x, const std::uint32_t* idx, std::int64_t m, float scal
 // out[idx[j]] = val[j], or += weight * val[j]; indices distinct.
 void scatter(const std::uint32_t* idx, const float* val, std::int64_t m, float weight, bool accumulate, float* out,
              void* stream);
-// dense[idx[j]] += values[j] with atomics; out-of-range indices are skipped.
+// *first = min(*first, base + j) for every j in [0, m) whose idx[j] is outside [0, limit)
+// (atomicMin on a device word the caller set to UINT64_MAX): the receivers' checks that
+// run before scatter and scatter_add write anything, as the CPU checks first too.
+void first_out_of_range(const std::uint32_t* idx, std::int64_t m, std::int64_t limit, std::uint64_t base,
+                        unsigned long long* first, void* stream);
+void first_out_of_range(const std::int64_t* idx, std::int64_t m, std::int64_t limit, std::uint64_t base,
+                        unsigned long long* first, void* stream);
+void first_out_of_range(const std::int32_t* idx, std::int64_t m, std::int64_t limit, std::uint64_t base,
+                        unsigned long long* first, void* stream);
+// dense[idx[j]] += values[j] with atomics (repeated indices: in no set order); indices
+// must be in range (first_out_of_range), out-of-range ones are skipped.
 void scatter_add(const float* values, const std::int64_t* idx, std::int64_t m, float* dense, std::int64_t n,
                  void* stream);
 void scatter_add(const float* values, const std::int32_t* idx, std::int64_t m, float* dense, std::int64_t n,

@@ -36,6 +36,25 @@ __global__ void scatter_kernel(const std::uint32_t* __restrict__ idx, const floa
 }
 
 template <class I>
+__global__ void first_out_of_range_kernel(const I* __restrict__ idx, std::int64_t m, std::int64_t limit,
+                                          std::uint64_t base, unsigned long long* first) {
+  for (std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < m;
+       j += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const auto i = static_cast<std::int64_t>(idx[j]);
+    if (i < 0 || i >= limit) atomicMin(first, static_cast<unsigned long long>(base + static_cast<std::uint64_t>(j)));
+  }
+}
+
+template <class I>
+void launch_first_out_of_range(const I* idx, std::int64_t m, std::int64_t limit, std::uint64_t base,
+                               unsigned long long* first, void* stream) {
+  if (m == 0) return;
+  first_out_of_range_kernel<<<grid_for(m, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(idx, m, limit, base,
+                                                                                               first);
+  DTSIM_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class I>
 __global__ void scatter_add_kernel(const float* __restrict__ values, const I* __restrict__ idx, std::int64_t m,
                                    float* dense, std::int64_t n) {
   for (std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < m;
@@ -83,6 +102,19 @@ void scatter(const std::uint32_t* idx, const float* val, std::int64_t m, float w
   if (m == 0) return;
   scatter_kernel<<<grid_for(m, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(idx, val, m, weight, accumulate, out);
   DTSIM_CUDA_CHECK(cudaGetLastError());
+}
+
+void first_out_of_range(const std::uint32_t* idx, std::int64_t m, std::int64_t limit, std::uint64_t base,
+                        unsigned long long* first, void* stream) {
+  launch_first_out_of_range(idx, m, limit, base, first, stream);
+}
+void first_out_of_range(const std::int64_t* idx, std::int64_t m, std::int64_t limit, std::uint64_t base,
+                        unsigned long long* first, void* stream) {
+  launch_first_out_of_range(idx, m, limit, base, first, stream);
+}
+void first_out_of_range(const std::int32_t* idx, std::int64_t m, std::int64_t limit, std::uint64_t base,
+                        unsigned long long* first, void* stream) {
+  launch_first_out_of_range(idx, m, limit, base, first, stream);
 }
 
 void scatter_add(const float* values, const std::int64_t* idx, std::int64_t m, float* dense, std::int64_t n,
