@@ -18,7 +18,10 @@ endif()
 # PyTorch's bundled LibTorch may define it without shipping Gloo's headers: need both.
 set(DTSIM_HAVE_GLOO OFF)
 get_target_property(_torch_defs torch_cpu INTERFACE_COMPILE_DEFINITIONS)
-find_path(DTSIM_GLOO_INCLUDE_DIR gloo/algorithm.h HINTS ${TORCH_INCLUDE_DIRS})
+# LibTorch's own Gloo headers first (they match the Gloo inside it); CMAKE_PREFIX_PATH
+# (on a GPU machine, .devdeps' older Debian Gloo) would otherwise be searched before HINTS.
+find_path(DTSIM_GLOO_INCLUDE_DIR gloo/algorithm.h PATHS ${TORCH_INCLUDE_DIRS} NO_DEFAULT_PATH)
+find_path(DTSIM_GLOO_INCLUDE_DIR gloo/algorithm.h)
 # DTSIM_GLOO=OFF leaves the backend out even so (scripts/gpu-check.sh retries that way
 # should c10d's Gloo header not compile against the Gloo headers found).
 if(DTSIM_GLOO AND _torch_defs MATCHES "USE_C10D_GLOO" AND DTSIM_GLOO_INCLUDE_DIR)

@@ -161,6 +161,7 @@ env_report() {
   echo "torch: $torch_version (CUDA ${torch_cuda:-none}, C++11 ABI ${torch_abi:-?}) at ${torch_prefix:-none}"
   echo "cmake: $(cmake --version | head -n1)"
   echo "ninja: $(ninja --version 2>/dev/null || echo none)"
+  echo "c++: $(c++ --version 2>/dev/null | head -n1)"
   echo "nvcc: $( (nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version 2>/dev/null) | tail -n1)"
   echo "cuda mode: $cuda ${why_no_cuda:+($why_no_cuda)}"
   if command -v nvidia-smi >/dev/null; then nvidia-smi 2>&1; else echo "nvidia-smi: not installed"; fi
