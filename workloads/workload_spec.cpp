@@ -68,6 +68,13 @@ const std::vector<std::string>& workload_types() {
 }
 
 std::shared_ptr<const WorkloadData> load_workload_data(const WorkloadSpec& spec, std::uint64_t seed) {
+  if (spec.device.is_cuda()) {
+    // fp32 on the GPU means fp32: LibTorch lets cuDNN convolutions (and, before 1.12,
+    // cuBLAS matmuls) round their inputs to TF32 (2^-11) by default, which would put the
+    // CNN's GPU run a thousand times further from the CPU run than rounding order does.
+    at::globalContext().setAllowTF32CuDNN(false);
+    at::globalContext().setAllowTF32CuBLAS(false);
+  }
   if (spec.type == "logistic_regression") {
     auto data = std::make_shared<LogisticData>();
     data->dataset = on_device(SyntheticDataset::generate(spec.logistic, seed), spec.device);
