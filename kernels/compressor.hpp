@@ -144,6 +144,10 @@ class Compressor {
   void compress_cuda(const at::Tensor& flat, Payload& out);
   void decode_cuda(const Payload& payload, float weight, bool accumulate, at::Tensor& dense);
   at::Tensor device_ws_;  // device scratch, grown as needed
+  // The segment offsets at the front of device_ws_ (and the buffer they were written
+  // to): a decode with the same segments, the common case, uploads nothing.
+  std::vector<std::int64_t> device_offsets_;
+  const void* device_offsets_in_ = nullptr;
 #endif
 
   CompressorSpec spec_;

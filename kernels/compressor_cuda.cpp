@@ -98,6 +98,8 @@ void Compressor::compress_cuda(const at::Tensor& flat, Payload& out) {
   }
   // From pageable memory: the call returns once the bytes are staged, so `host` may go.
   check(cudaMemcpyAsync(ws, host.data(), host.size(), cudaMemcpyHostToDevice, stream), "Compressor::compress");
+  device_offsets_.assign(off, off + L + 1);  // what decode_cuda finds at the front of ws
+  device_offsets_in_ = ws;
   const auto* d_off = reinterpret_cast<const std::int64_t*>(ws + t.offsets);
   const auto* d_slot = reinterpret_cast<const std::int64_t*>(ws + t.slot_begin);
   auto* partials = reinterpret_cast<float*>(ws + t.partials);
@@ -229,9 +231,13 @@ void Compressor::decode_cuda(const Payload& payload, float weight, bool accumula
   if (!device_ws_.defined() || device_ws_.device() != device || device_ws_.numel() < need)
     device_ws_ = at::empty({need}, at::TensorOptions().dtype(at::kByte).device(device));
   auto* ws = static_cast<std::uint8_t*>(device_ws_.data_ptr());
-  check(cudaMemcpyAsync(ws, off, static_cast<std::size_t>(8 * (L + 1)), cudaMemcpyHostToDevice, stream),
-        "Compressor::decompress");
-  check(cudaStreamSynchronize(stream), "Compressor::decompress");  // offsets_ may change before an async copy ends
+  if (device_offsets_in_ != ws || device_offsets_ != offsets_) {
+    // From pageable memory: staged before the call returns (and, there, after a stream
+    // synchronization), so offsets_ may change afterwards.
+    check(cudaMemcpyAsync(ws, off, static_cast<std::size_t>(8 * (L + 1)), cudaMemcpyHostToDevice, stream), what);
+    device_offsets_ = offsets_;
+    device_offsets_in_ = ws;
+  }
   const auto* d_off = reinterpret_cast<const std::int64_t*>(ws);
 
   switch (kind) {
