@@ -84,6 +84,15 @@ void record_stream([[maybe_unused]] const at::Tensor& t, [[maybe_unused]] cudaSt
 
 class NcclCommunicator;
 
+// A CUDA event with timing, owned.
+struct TimingEvent {
+  cudaEvent_t event = nullptr;
+  TimingEvent() { DTSIM_CUDA_CHECK(cudaEventCreate(&event)); }
+  TimingEvent(const TimingEvent&) = delete;
+  TimingEvent& operator=(const TimingEvent&) = delete;
+  ~TimingEvent() { cudaEventDestroy(event); }
+};
+
 // ncclGroupStart .. ncclGroupEnd, ended on every path: a group left open by an exception
 // (a bad peer, say) would queue every later NCCL call of this thread forever.
 class NcclGroup {
@@ -171,19 +180,15 @@ class NcclCommunicator final : public Communicator {
   // (no kernels) counts by the host's clock.
   Op compute(const sim::ComputeCost&, const std::function<void()>& work) override {
     const double host_start = now();
-    cudaEvent_t begin = nullptr, end = nullptr;
-    DTSIM_CUDA_CHECK(cudaEventCreate(&begin));
-    DTSIM_CUDA_CHECK(cudaEventCreate(&end));
+    const TimingEvent begin, end;  // destroyed on every path, a throwing `work` too
     const cudaStream_t s = compute_stream(device_);
-    DTSIM_CUDA_CHECK(cudaEventRecord(begin, s));
+    DTSIM_CUDA_CHECK(cudaEventRecord(begin.event, s));
     work();
-    DTSIM_CUDA_CHECK(cudaEventRecord(end, compute_stream(device_)));
-    DTSIM_CUDA_CHECK(cudaEventSynchronize(end));
+    DTSIM_CUDA_CHECK(cudaEventRecord(end.event, compute_stream(device_)));
+    DTSIM_CUDA_CHECK(cudaEventSynchronize(end.event));
     float ms = 0.0f;
-    DTSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
+    DTSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, begin.event, end.event));
     count_compute(std::max(ms * 1e-3, now() - host_start));
-    cudaEventDestroy(begin);
-    cudaEventDestroy(end);
     return Op();
   }
 
