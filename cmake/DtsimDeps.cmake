@@ -62,13 +62,20 @@ dtsim_target_defaults(dtsim_torch_pch)
 target_link_libraries(dtsim_torch_pch PRIVATE ${TORCH_LIBRARIES} fmt::fmt)
 target_precompile_headers(dtsim_torch_pch PRIVATE $<$<COMPILE_LANGUAGE:CXX>:<ATen/ATen.h$<ANGLE-R>>)
 
-# dtsim_use_torch(target [NO_PCH]): link LibTorch and reuse the precompiled ATen header.
-# NO_PCH: the caller sets up its precompiled header itself.
+# dtsim_use_torch(target [OWN_PCH | REUSE_PCH other]): link LibTorch and use a
+# precompiled ATen header: the shared one, or (OWN_PCH) one compiled with the target's
+# own flags (for flags that change code generation, as the kernels' -ffp-contract=off),
+# or another target's (REUSE_PCH).
 function(dtsim_use_torch target)
-  cmake_parse_arguments(U "NO_PCH" "" "" ${ARGN})
+  cmake_parse_arguments(U "OWN_PCH" "REUSE_PCH" "" ${ARGN})
   target_link_libraries(${target} PUBLIC ${TORCH_LIBRARIES})
-  if(NOT U_NO_PCH)
-    target_precompile_headers(${target} REUSE_FROM dtsim_torch_pch)
+  if(U_OWN_PCH)
+    target_precompile_headers(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:<ATen/ATen.h$<ANGLE-R>>)
+  else()
+    if(NOT U_REUSE_PCH)
+      set(U_REUSE_PCH dtsim_torch_pch)
+    endif()
+    target_precompile_headers(${target} REUSE_FROM ${U_REUSE_PCH})
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wno-error=invalid-pch>)
   endif()
   if(DTSIM_TORCH_HAS_CUDA)
@@ -100,3 +107,21 @@ if(DTSIM_CUDA)
   endif()
 endif()
 message(STATUS "dtsim: c10d TCPStore: ${DTSIM_HAVE_C10D}, NCCL backend: ${DTSIM_HAVE_NCCL} (${DTSIM_NCCL_LIBRARY})")
+
+# dtsim_live_backends(target): what compiles the live backends in (DTSIM_HAVE_C10D,
+# DTSIM_HAVE_GLOO, DTSIM_HAVE_NCCL, their headers and libraries), for dtsim_comm and the
+# GPU code's compile check.
+function(dtsim_live_backends target)
+  if(DTSIM_HAVE_C10D)
+    target_compile_definitions(${target} PRIVATE DTSIM_HAVE_C10D=1)
+  endif()
+  if(DTSIM_HAVE_GLOO)
+    target_compile_definitions(${target} PRIVATE DTSIM_HAVE_GLOO=1)
+    target_include_directories(${target} SYSTEM PRIVATE ${DTSIM_GLOO_INCLUDE_DIR})
+  endif()
+  if(DTSIM_HAVE_NCCL)  # NCCL's C API and the CUDA runtime
+    target_compile_definitions(${target} PRIVATE DTSIM_HAVE_NCCL=1)
+    target_include_directories(${target} SYSTEM PRIVATE ${DTSIM_NCCL_INCLUDE_DIR})
+    target_link_libraries(${target} PRIVATE ${DTSIM_NCCL_LIBRARY} CUDA::cudart)
+  endif()
+endfunction()
