@@ -223,8 +223,9 @@ void BM_Qsgd(benchmark::State& state) {
 void qsgd_bucket_bench(benchmark::State& state, std::int64_t bucket) {
   CompressorSpec s{.kind = CompressorKind::qsgd, .levels = 15, .seed = 1, .bucket = bucket};
   compressor_bench(state, s, [bucket](const at::Tensor& x) {
-    // the same in torch ops, one norm per row of `bucket`
-    at::Tensor rows = x.view({-1, bucket});
+    // the same in torch ops, one norm per row of `bucket` (the whole buffer when it is
+    // smaller; the sizes here are powers of two, so rows are full)
+    at::Tensor rows = x.view({-1, std::min<std::int64_t>(bucket, x.numel())});
     at::Tensor norm = rows.norm(2, {1}, true);
     at::Tensor y = rows.abs() * (15 / norm);
     at::Tensor fl = y.floor();
