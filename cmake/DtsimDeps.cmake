@@ -7,6 +7,44 @@ find_package(nlohmann_json 3 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(Threads REQUIRED)
 
+# OpenMP. at::parallel_for is a header template: in a LibTorch built on OpenMP (ATen's
+# Config.h: AT_PARALLEL_OPENMP) it runs the loop on the OpenMP team only where the
+# calling code is compiled with OpenMP (Parallel-inl.h tests _OPENMP); compiled without,
+# it calls the body once, on the calling thread, so every "parallel" CPU kernel of dtsim
+# would be serial whatever at::set_num_threads says. dtsim_use_torch compiles with
+# -fopenmp and links the OpenMP runtime that LibTorch itself loads: a renamed libgomp
+# next to libtorch_cpu (PyTorch's wheels may bundle one) or else the compiler's. Two
+# runtimes in one process would not share at::set_num_threads' team size.
+set(DTSIM_OPENMP_RUNTIME "")
+find_file(DTSIM_ATEN_CONFIG ATen/Config.h PATHS ${TORCH_INCLUDE_DIRS} NO_DEFAULT_PATH)
+if(DTSIM_ATEN_CONFIG)
+  file(STRINGS ${DTSIM_ATEN_CONFIG} _aten_openmp REGEX "define AT_PARALLEL_OPENMP 1")
+endif()
+if(_aten_openmp)
+  get_target_property(_torch_cpu_location torch_cpu IMPORTED_LOCATION)
+  get_target_property(_torch_cpu_configs torch_cpu IMPORTED_CONFIGURATIONS)
+  foreach(_config IN LISTS _torch_cpu_configs)
+    if(NOT _torch_cpu_location)
+      get_target_property(_torch_cpu_location torch_cpu IMPORTED_LOCATION_${_config})
+    endif()
+  endforeach()
+  if(_torch_cpu_location)
+    get_filename_component(_torch_lib_dir "${_torch_cpu_location}" DIRECTORY)
+    file(GLOB _bundled_gomp "${_torch_lib_dir}/libgomp*.so*")
+  endif()
+  if(_bundled_gomp)
+    list(GET _bundled_gomp 0 DTSIM_OPENMP_RUNTIME)
+  else()
+    find_package(OpenMP COMPONENTS CXX)
+    if(OpenMP_CXX_FOUND)
+      set(DTSIM_OPENMP_RUNTIME ${OpenMP_CXX_LIBRARIES})
+    endif()
+  endif()
+  if(NOT DTSIM_OPENMP_RUNTIME)
+    message(WARNING "dtsim: LibTorch uses OpenMP but no OpenMP runtime was found: the CPU kernels will run on one thread")
+  endif()
+endif()
+
 # Is the LibTorch we found a CUDA build? (Debian's 1.13 is CPU-only; PyTorch's 2.x on a
 # GPU machine is not.) The GPU code path is compiled in only then.
 set(DTSIM_TORCH_HAS_CUDA OFF)
@@ -60,6 +98,9 @@ file(CONFIGURE OUTPUT ${CMAKE_BINARY_DIR}/dtsim_torch_pch.cpp
 add_library(dtsim_torch_pch OBJECT ${CMAKE_BINARY_DIR}/dtsim_torch_pch.cpp)
 dtsim_target_defaults(dtsim_torch_pch)
 target_link_libraries(dtsim_torch_pch PRIVATE ${TORCH_LIBRARIES} fmt::fmt)
+if(DTSIM_OPENMP_RUNTIME)
+  target_compile_options(dtsim_torch_pch PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fopenmp>)
+endif()
 target_precompile_headers(dtsim_torch_pch PRIVATE $<$<COMPILE_LANGUAGE:CXX>:<ATen/ATen.h$<ANGLE-R>>)
 
 # dtsim_use_torch(target [OWN_PCH | REUSE_PCH other]): link LibTorch and use a
@@ -69,6 +110,10 @@ target_precompile_headers(dtsim_torch_pch PRIVATE $<$<COMPILE_LANGUAGE:CXX>:<ATe
 function(dtsim_use_torch target)
   cmake_parse_arguments(U "OWN_PCH" "REUSE_PCH" "" ${ARGN})
   target_link_libraries(${target} PUBLIC ${TORCH_LIBRARIES})
+  if(DTSIM_OPENMP_RUNTIME)  # see above: at::parallel_for is parallel only in OpenMP code
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fopenmp>)
+    target_link_libraries(${target} PUBLIC ${DTSIM_OPENMP_RUNTIME})
+  endif()
   if(U_OWN_PCH)
     target_precompile_headers(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:<ATen/ATen.h$<ANGLE-R>>)
   else()
