@@ -21,7 +21,11 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <cmath>
+#include <cstdlib>
 #include <functional>
+#include <random>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -29,6 +33,7 @@
 #include "kernels/compressor.hpp"
 #include "kernels/error_feedback.hpp"
 #include "kernels/majority_vote.hpp"
+#include "kernels/tensor_buffer.hpp"
 
 namespace {
 
@@ -397,8 +402,84 @@ void BM_MajorityVote32(benchmark::State& state) {
   compare(state, x, [&] { majority_vote(ps, out); }, std::vector<Yardstick>{});
 }
 
+// The gossip mixing step of a ring: x_i' = 1/2 x_i + 1/4 x_{i-1} + 1/4 x_{i+1}. Reads three
+// inputs and writes one, so x_read (one input's read pass) is at most about 1/3.
+void BM_WeightedSum3(benchmark::State& state) {
+  std::vector<at::Tensor> xs;
+  for (int j = 0; j < 3; ++j) xs.push_back(input(state.range(0)));
+  const std::vector<double> w{0.5, 0.25, 0.25};
+  at::Tensor out = at::empty_like(xs[0]);
+  compare(state, xs[0], [&] { weighted_sum(out, xs, w); },
+          [&] {
+            at::mul_out(out, xs[0], 0.5);
+            out.add_(xs[1], 0.25);
+            out.add_(xs[2], 0.25);
+          },
+          true);
+}
+
+// A model's parameters, `bytes` in all: tensors of 16 to 256 K elements, log-uniform with a
+// fixed seed (biases and norms next to convolution and linear weights), the last one cut
+// to fit: a 4 KB "model" is one tensor, a 256 MB one about 2,800.
+std::vector<at::Tensor> parameter_list(std::int64_t bytes) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> log2_size(4.0, 18.0);
+  auto gen = at::detail::createCPUGenerator(6);
+  std::vector<at::Tensor> ts;
+  for (std::int64_t left = bytes / 4; left > 0;) {
+    const std::int64_t n = std::min(left, static_cast<std::int64_t>(std::exp2(log2_size(rng))));
+    ts.push_back(at::randn({n}, gen, at::kFloat));
+    left -= n;
+  }
+  return ts;
+}
+
+// Fused flatten (TensorBuffer::pack) against one copy_ per tensor into the buffer's views
+// (what pack did before, and what the reference's TensorBuffer does) and at::cat_out.
+// Reads and writes every byte once: x_memcpy near 1 is the ceiling.
+void BM_Flatten(benchmark::State& state) {
+  std::vector<at::Tensor> ts = parameter_list(state.range(0));
+  TensorBuffer tb(ts);
+  std::vector<at::Tensor> views;
+  for (std::size_t i = 0; i < tb.count(); ++i) views.push_back(tb.view(i));
+  compare(state, tb.buffer(), [&] { tb.pack(ts); },
+          {{"x_per_tensor",
+            [&] {
+              for (std::size_t i = 0; i < ts.size(); ++i) views[i].copy_(ts[i]);
+            }},
+           {"x_torch", [&] { at::cat_out(tb.buffer(), ts); }}});
+  state.counters["tensors"] = static_cast<double>(ts.size());
+}
+
+// Fused unflatten (TensorBuffer::unpack) against one copy_ per tensor from the views.
+void BM_Unflatten(benchmark::State& state) {
+  std::vector<at::Tensor> ts = parameter_list(state.range(0));
+  TensorBuffer tb(ts);
+  std::vector<at::Tensor> views;
+  for (std::size_t i = 0; i < tb.count(); ++i) views.push_back(tb.view(i));
+  compare(state, tb.buffer(), [&] { tb.unpack(ts); },
+          {{"x_per_tensor", [&] {
+              for (std::size_t i = 0; i < ts.size(); ++i) ts[i].copy_(views[i]);
+            }}});
+  state.counters["tensors"] = static_cast<double>(ts.size());
+}
+
+// DTSIM_BENCH_SMOKE=1 in the environment (the test suite's KernelsBench.Smoke): every
+// benchmark at 4 KB and 1 MB, one thread and all cores, two iterations each; the test
+// checks that each runs and reports finite ratios, not how fast.
+bool smoke_run() {
+  const char* v = std::getenv("DTSIM_BENCH_SMOKE");
+  return v != nullptr && std::string_view(v) == "1";
+}
+
 // 4 KB .. 256 MB, one thread and all cores.
 void sizes(benchmark::internal::Benchmark* b) {
+  if (smoke_run()) {
+    for (std::int64_t bytes : {std::int64_t{4} << 10, std::int64_t{1} << 20})
+      for (int threads : {1, 0}) b->Args({bytes, threads});
+    b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(2);
+    return;
+  }
   for (std::int64_t bytes : {std::int64_t{4} << 10, std::int64_t{256} << 10, std::int64_t{1} << 20,
                              std::int64_t{4} << 20, std::int64_t{16} << 20, std::int64_t{64} << 20,
                              std::int64_t{256} << 20})
@@ -422,6 +503,9 @@ BENCHMARK(BM_QsgdDecodeAdd)->Apply(sizes);
 BENCHMARK(BM_Fp16DecodeAdd)->Apply(sizes);
 BENCHMARK(BM_TopKDecodeAdd)->Apply(sizes);
 BENCHMARK(BM_Average4)->Apply(sizes);
+BENCHMARK(BM_WeightedSum3)->Apply(sizes);
+BENCHMARK(BM_Flatten)->Apply(sizes);
+BENCHMARK(BM_Unflatten)->Apply(sizes);
 BENCHMARK(BM_ScatterAdd)->Apply(sizes);
 BENCHMARK(BM_MajorityVote8)->Apply(sizes);
 BENCHMARK(BM_MajorityVote32)->Apply(sizes);
@@ -630,6 +714,15 @@ void BM_CudaMajorityVote8(benchmark::State& state) {
   });
 }
 
+void BM_CudaFlatten(benchmark::State& state) {
+  std::vector<at::Tensor> ts = parameter_list(state.range(0));
+  for (auto& t : ts) t = t.to(at::kCUDA);
+  TensorBuffer tb(ts);
+  // x_torch: at::cat_out, LibTorch's batched copy kernel.
+  compare_cuda(state, tb.buffer(), [&] { tb.pack(ts); }, [&] { at::cat_out(tb.buffer(), ts); });
+  state.counters["tensors"] = static_cast<double>(ts.size());
+}
+
 void cuda_sizes(benchmark::internal::Benchmark* b) {
   for (std::int64_t bytes : {std::int64_t{1} << 20, std::int64_t{16} << 20, std::int64_t{64} << 20,
                              std::int64_t{256} << 20})
@@ -647,7 +740,7 @@ void cuda_sizes(benchmark::internal::Benchmark* b) {
       {"BM_CudaScaledSign", BM_CudaScaledSign}, {"BM_CudaQsgd", BM_CudaQsgd},
       {"BM_CudaFp16", BM_CudaFp16},       {"BM_CudaSignDecodeAdd", BM_CudaSignDecodeAdd},
       {"BM_CudaAverage4", BM_CudaAverage4}, {"BM_CudaScatterAdd", BM_CudaScatterAdd},
-      {"BM_CudaMajorityVote8", BM_CudaMajorityVote8}};
+      {"BM_CudaMajorityVote8", BM_CudaMajorityVote8}, {"BM_CudaFlatten", BM_CudaFlatten}};
   for (const auto& [name, fn] : cases) benchmark::RegisterBenchmark(name, fn)->Apply(cuda_sizes);
   return true;
 }();

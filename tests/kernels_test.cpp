@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 
 #include <vector>
 
@@ -57,6 +58,98 @@ TEST(TensorBuffer, RoundTripsShapes) {
   ts[2].fill_(1.0f);
   tb.pack(ts);
   EXPECT_TRUE(at::equal(tb.view(2), at::ones({4})));
+}
+
+// A model's worth of tensors (empty ones, a scalar, sizes up to 150 K elements, 1.3 MB in
+// all, so the 256 KB chunks straddle tensors) packs to exactly at::cat of the flattened
+// tensors and unpacks back, for element sizes 1, 2, 4 and 8 and at 1, 2 and 5 threads.
+TEST(TensorBuffer, FusedCopiesEqualCatAtEveryThreadCount) {
+  auto gen = at::detail::createCPUGenerator(11);
+  const int saved = at::get_num_threads();
+  for (auto type : {at::kFloat, at::kHalf, at::kByte, at::kLong}) {
+    std::vector<at::Tensor> ts{at::randn({0}, gen).to(type), at::randn({}, gen).to(type)};
+    for (int i = 0; i < 120; ++i) {
+      const std::int64_t n = (i % 7 == 0) ? 0 : (i * 7919) % (i % 11 == 0 ? 150000 : 900) + 1;
+      ts.push_back((at::randn({n}, gen) * 100).to(type).view(i % 3 == 0 && n % 2 == 0 ? at::IntArrayRef{2, n / 2}
+                                                                                          : at::IntArrayRef{n}));
+    }
+    std::vector<at::Tensor> flat;
+    for (const auto& t : ts) flat.push_back(t.reshape({-1}));
+    const at::Tensor want = at::cat(flat);
+    for (int threads : {1, 2, 5}) {
+      at::set_num_threads(threads);
+      TensorBuffer tb(ts);
+      EXPECT_TRUE(at::equal(tb.buffer(), want)) << type << " at " << threads << " threads";
+      tb.buffer().copy_((at::randn({tb.buffer().numel()}, gen) * 100).to(type));
+      std::vector<at::Tensor> back;
+      for (const auto& t : ts) back.push_back(at::empty_like(t));
+      tb.unpack(back);
+      for (std::size_t i = 0; i < ts.size(); ++i) {
+        ASSERT_EQ(back[i].sizes(), ts[i].sizes());
+        EXPECT_TRUE(at::equal(back[i], tb.view(i))) << type << " tensor " << i << " at " << threads << " threads";
+      }
+    }
+  }
+  at::set_num_threads(saved);
+}
+
+// Tensors the fused copy cannot take (another dtype, strided) are copied one by one with
+// copy_'s conversions; tensors that are the buffer's own views stay as they are.
+TEST(TensorBuffer, ConvertsStridedOrOtherDtypeTensorsAndLeavesItsOwnViews) {
+  std::vector<at::Tensor> ts{at::arange(6, at::kFloat).view({2, 3}), at::arange(4, at::kFloat)};
+  TensorBuffer tb(ts);
+  std::vector<at::Tensor> mixed{at::arange(6, at::kDouble).view({3, 2}).t(), at::full({4}, 0.5, at::kDouble)};
+  tb.pack(mixed);
+  EXPECT_TRUE(at::equal(tb.view(0), mixed[0].to(at::kFloat)));
+  EXPECT_TRUE(at::equal(tb.view(1), at::full({4}, 0.5f)));
+  std::vector<at::Tensor> own{tb.view(0), tb.view(1)};
+  const at::Tensor before = tb.buffer().clone();
+  tb.pack(own);
+  tb.unpack(own);
+  EXPECT_TRUE(at::equal(tb.buffer(), before));
+}
+
+// A wrong number of tensors, or a tensor of the wrong element count, is refused by name
+// (copy_ would have broadcast a one-element tensor over its slice).
+TEST(TensorBuffer, RefusesTensorsThatDoNotFitByName) {
+  std::vector<at::Tensor> ts{at::zeros({5}), at::zeros({2, 2})};
+  TensorBuffer tb(ts);
+  const auto message = [&](std::vector<at::Tensor> xs, bool pack) {
+    try {
+      if (pack)
+        tb.pack(xs);
+      else
+        tb.unpack(xs);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message({at::zeros({5})}, true), "TensorBuffer::pack: 1 tensors, the buffer holds 2");
+  EXPECT_EQ(message({at::ones({1}), at::zeros({4})}, true), "TensorBuffer::pack: tensor 0 has 1 elements, the buffer holds 5");
+  EXPECT_EQ(message({at::zeros({5}), at::Tensor()}, false),
+            "TensorBuffer::unpack: tensor 1 has 0 elements, the buffer holds 4");
+  EXPECT_EQ(message({at::zeros({5}), at::zeros({4})}, true), "accepted");
+}
+
+// The CUDA fused copies equal the CPU ones (GPU machine only): odd sizes and offsets that
+// take the 16-byte, 4-byte and byte paths, more than one 64-tensor launch.
+TEST(TensorBufferCuda, EqualsCpu) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  auto gen = at::detail::createCPUGenerator(12);
+  for (auto type : {at::kFloat, at::kHalf, at::kByte}) {
+    std::vector<at::Tensor> cpu, gpu;
+    for (int i = 0; i < 150; ++i) {
+      const std::int64_t n = (i % 9 == 0) ? 0 : (i * 7919) % (i % 13 == 0 ? 300000 : 1000) + 1;
+      cpu.push_back((at::randn({n}, gen) * 100).to(type));
+      gpu.push_back(cpu.back().to(at::kCUDA));
+    }
+    TensorBuffer tc(cpu), tg(gpu);
+    EXPECT_TRUE(at::equal(tc.buffer(), tg.buffer().cpu())) << type;
+    tg.buffer().neg_();
+    tg.unpack(gpu);
+    for (std::size_t i = 0; i < gpu.size(); ++i) EXPECT_TRUE(at::equal(gpu[i].cpu(), cpu[i].neg())) << type << " " << i;
+  }
 }
 
 }  // namespace

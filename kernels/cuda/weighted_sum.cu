@@ -9,18 +9,7 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdio>
-#include <cstdlib>
-
-#define DTSIM_CUDA_CHECK(call)                                                                  \
-  do {                                                                                          \
-    cudaError_t err_ = (call);                                                                  \
-    if (err_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "dtsim: CUDA error %s at %s:%d\n", cudaGetErrorString(err_), __FILE__, \
-                   __LINE__);                                                                   \
-      std::abort();                                                                             \
-    }                                                                                           \
-  } while (0)
+#include "kernels/cuda/check.cuh"
 
 namespace dtsim::kernels::cuda {
 
@@ -53,7 +42,7 @@ void weighted_sum(float* out, const float* const* in, const float* w, int k, int
     return;
   }
   const int threads = 256;
-  const int blocks = static_cast<int>((n + threads - 1) / threads < 65535 ? (n + threads - 1) / threads : 65535);
+  const int blocks = grid_for(n, threads);
   for (int first = 0; first < k; first += kMaxInputs) {
     Inputs batch{};
     batch.count = k - first < kMaxInputs ? k - first : kMaxInputs;
