@@ -1,8 +1,8 @@
 #include "kernels/aggregation.hpp"
 
 #include <stdexcept>
-#include <vector>
 
+#include <c10/util/SmallVector.h>
 #include <fmt/format.h>
 
 #include "kernels/cpu/sparse.hpp"
@@ -23,8 +23,9 @@ void weighted_sum(at::Tensor& out, std::span<const at::Tensor> inputs, std::span
     throw std::invalid_argument(fmt::format("weighted_sum: {} inputs, {} weights", inputs.size(), weights.size()));
   if (out.scalar_type() != at::kFloat || !out.is_contiguous())
     throw std::invalid_argument("weighted_sum: out must be contiguous fp32");
-  std::vector<const float*> src;
-  std::vector<float> w;
+  // Up to 16 inputs (a gossip neighbourhood) on the stack: no allocation per call.
+  c10::SmallVector<const float*, 16> src;
+  c10::SmallVector<float, 16> w;
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     const auto& x = inputs[k];
     if (x.scalar_type() != at::kFloat || !x.is_contiguous() || x.numel() != out.numel() ||
@@ -53,7 +54,7 @@ void average(at::Tensor& out, std::span<const at::Tensor> inputs) {
   if (inputs.empty()) throw std::invalid_argument("average: no inputs");
   if (out.scalar_type() != at::kFloat || !out.is_contiguous())
     throw std::invalid_argument("average: out must be contiguous fp32");
-  std::vector<const float*> src;
+  c10::SmallVector<const float*, 16> src;
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     const auto& x = inputs[k];
     if (x.scalar_type() != at::kFloat || !x.is_contiguous() || x.numel() != out.numel() || x.device() != out.device())

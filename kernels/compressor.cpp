@@ -273,7 +273,9 @@ void Compressor::compress_feedback(at::Tensor& memory, const at::Tensor& x, std:
   const std::int64_t span_bytes = 4 * memory.numel();
   const bool overlap = x.is_contiguous() && xb < mb + span_bytes && mb < xb + span_bytes;  // x aliases memory
   if (!elementwise || !memory.is_cpu() || memory.scalar_type() != at::kFloat || overlap) {
-    memory.add_(x.view_as(memory));  // one vectorized pass, in place (no allocation)
+    // One vectorized pass, in place; a view only when the shapes differ (a view is a new
+    // TensorImpl: an allocation per call).
+    memory.add_(x.sizes() == memory.sizes() ? x : x.view_as(memory));
     compress(memory, segment_sizes, out);
     decompress_add(out, -1.0, memory);
     return;

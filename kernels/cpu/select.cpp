@@ -166,8 +166,13 @@ void top_k(const T* x, std::int64_t n, std::int64_t k, SelectWorkspace& ws, std:
     ws.part_counts[p + 1] = ws.part_counts[p] + c;
   }
   const std::int64_t m = ws.part_counts[parts];
-  if (static_cast<std::int64_t>(ws.candidates.size()) < m + 8) ws.candidates.resize(m + 8);
-  if (static_cast<std::int64_t>(ws.candidate_keys.size()) < m + 8) ws.candidate_keys.resize(m + 8);
+  // The candidate count follows the data (error feedback's memory drifts from step to
+  // step): grow to twice the need, so that a step rarely finds the buffers short.
+  if (static_cast<std::int64_t>(ws.candidates.size()) < m + 8) {
+    const auto grown = static_cast<std::size_t>(std::min(2 * m, n) + 8);
+    ws.candidates.resize(grown);
+    ws.candidate_keys.resize(grown);
+  }
   const std::uint32_t lo0 = static_cast<std::uint32_t>(b0) << kShift[0];
   at::parallel_for(0, parts, 1, [&](std::int64_t p0, std::int64_t p1) {
     for (std::int64_t p = p0; p < p1; ++p) {

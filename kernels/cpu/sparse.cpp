@@ -40,18 +40,6 @@ std::int64_t scatter_add(const float* values, const I* idx, std::int64_t m, floa
   return -1;
 }
 
-void average(float* out, const float* const* in, std::int64_t k, std::int64_t n) {
-  const float fk = static_cast<float>(k);
-  at::parallel_for(0, n, 32768, [&](std::int64_t a, std::int64_t b) {
-    for (std::int64_t i = a; i < b; ++i) out[i] = in[0][i];
-    for (std::int64_t j = 1; j < k; ++j) {
-      const float* x = in[j];
-      for (std::int64_t i = a; i < b; ++i) out[i] += x[i];
-    }
-    for (std::int64_t i = a; i < b; ++i) out[i] /= fk;
-  });
-}
-
 template std::int64_t scatter_add<std::int64_t>(const float*, const std::int64_t*, std::int64_t, float*, std::int64_t);
 template std::int64_t scatter_add<std::int32_t>(const float*, const std::int32_t*, std::int64_t, float*, std::int64_t);
 #define DTSIM_SPARSE_INSTANTIATE(T)                                                        \

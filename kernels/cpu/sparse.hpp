@@ -1,5 +1,5 @@
 // CPU gather / scatter for sparse (values, indices) payloads and the dense
-// scatter-add and average aggregations.
+// scatter-add aggregation.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +20,5 @@ void scatter(const std::uint32_t* idx, const T* val, std::int64_t m, float weigh
 // which case nothing from j on was added.
 template <class I>
 std::int64_t scatter_add(const float* values, const I* idx, std::int64_t m, float* dense, std::int64_t n);
-
-// out_i = (in[0]_i + in[1]_i + ... + in[k-1]_i) / k, summed in input order.
-void average(float* out, const float* const* in, std::int64_t k, std::int64_t n);
 
 }  // namespace dtsim::kernels::cpu
