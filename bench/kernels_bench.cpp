@@ -249,6 +249,12 @@ void BM_QsgdVsQuantizePerTensor(benchmark::State& state) {
   });
 }
 
+// Identity: the payload is the input's bytes (the uncompressed baseline of every sweep).
+void BM_Identity(benchmark::State& state) {
+  compressor_bench(state, CompressorSpec{.kind = CompressorKind::identity},
+                   [](const at::Tensor& x) { benchmark::DoNotOptimize(x.clone()); });
+}
+
 void BM_Fp16(benchmark::State& state) {
   compressor_bench(state, CompressorSpec{.kind = CompressorKind::fp16},
                    [](const at::Tensor& x) { benchmark::DoNotOptimize(x.to(at::kHalf)); });
@@ -496,6 +502,7 @@ BENCHMARK(BM_Qsgd)->Apply(sizes);
 BENCHMARK(BM_QsgdBucket512)->Apply(sizes);
 BENCHMARK(BM_QsgdBucket4096)->Apply(sizes);
 BENCHMARK(BM_QsgdVsQuantizePerTensor)->Apply(sizes);
+BENCHMARK(BM_Identity)->Apply(sizes);
 BENCHMARK(BM_Fp16)->Apply(sizes);
 BENCHMARK(BM_Bf16)->Apply(sizes);
 BENCHMARK(BM_SignDecodeAdd)->Apply(sizes);

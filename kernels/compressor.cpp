@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/cast.hpp"
 #include "kernels/cpu/common.hpp"
+#include "kernels/cpu/flatten.hpp"
 #include "kernels/cpu/qsgd.hpp"
 #include "kernels/cpu/select.hpp"
 #include "kernels/cpu/sign.hpp"
@@ -354,7 +355,7 @@ void Compressor::compress_cpu(const at::Tensor& flat, Payload& out) {
     switch (kind) {
       case CompressorKind::identity: {
         ensure_bytes(out, E * n, flat.device());
-        if (n > 0) std::memcpy(out.bytes.data_ptr(), x, static_cast<std::size_t>(E * n));
+        cpu::parallel_copy(out.bytes.data_ptr(), x, E * n);
         return;
       }
       case CompressorKind::fp16:
@@ -515,9 +516,11 @@ void Compressor::decode_cpu(const Payload& payload, float weight, bool accumulat
       case CompressorKind::identity: {
         const T* v = reinterpret_cast<const T*>(base);
         if (!accumulate) {
-          if (n > 0) std::memcpy(o, v, static_cast<std::size_t>(E * n));
+          cpu::parallel_copy(o, v, E * n);
         } else {
-          for (std::int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(cpu::to_float(o[i]) + weight * cpu::to_float(v[i]));
+          at::parallel_for(0, n, 1 << 16, [&](std::int64_t a, std::int64_t b) {
+            for (std::int64_t i = a; i < b; ++i) o[i] = static_cast<T>(cpu::to_float(o[i]) + weight * cpu::to_float(v[i]));
+          });
         }
         return;
       }

@@ -56,4 +56,10 @@ void scatter(const void* flat, void* const* parts, const std::int64_t* offsets, 
   });
 }
 
+void parallel_copy(void* dst, const void* src, std::int64_t bytes) {
+  const std::int64_t offsets[2] = {0, bytes};
+  const void* parts[1] = {src};
+  gather(dst, parts, offsets, 1, 1);
+}
+
 }  // namespace dtsim::kernels::cpu

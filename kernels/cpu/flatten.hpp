@@ -19,4 +19,7 @@ void gather(void* flat, const void* const* parts, const std::int64_t* offsets, s
 void scatter(const void* flat, void* const* parts, const std::int64_t* offsets, std::size_t count,
              std::size_t element_size);
 
+// memcpy(dst, src, bytes) over the cores, in the same 256 KB chunks (no overlap).
+void parallel_copy(void* dst, const void* src, std::int64_t bytes);
+
 }  // namespace dtsim::kernels::cpu
