@@ -8,7 +8,8 @@
 #   configure    cmake against torch's LibTorch + .devdeps, CUDA arch 90     -> configure.log
 #   build        only the targets below, ninja -k 0 -j16, warnings not errors -> build.log
 #                (again without the Gloo backend, should it fail to compile: -> build-no-gloo.log)
-#   test-*       CompressorCuda.*, AggregationCuda.*, emulated_device_test   -> <name>.json (gtest)
+#   test-*       CompressorCuda.*, AggregationCuda.*, TensorBufferCuda.*,
+#                emulated_device_test                                        -> <name>.json (gtest)
 #   bench-kernels  dtsim_kernels_bench --benchmark_filter=Cuda               -> kernels_cuda.json
 #   bench-nccl   dtsim_nccl_bench, all-reduce 8 B .. 1 GB, one rank          -> nccl_allreduce.json
 #   bench-emulated-{cuda,cpu}  dtsim_emulated_bench on ResNet-20 x 64 ranks  -> emulated_{cuda,cpu}.json
@@ -173,7 +174,7 @@ step env 30 bash -c env_report
 if [ "$dry_run" = 1 ]; then env_report | sed 's/^/    /'; else sed 's/^/    /' "$results/env.log" | head -n 40; fi
 
 # --- Configure and build ---------------------------------------------------------------------
-targets=(kernels_compressor_test kernels_aggregation_test emulated_device_test dtsim
+targets=(kernels_compressor_test kernels_aggregation_test kernels_test emulated_device_test dtsim
          dtsim_kernels_bench dtsim_nccl_bench dtsim_emulated_bench)
 built=0
 configure() {  # configure STEP [CMAKE ARGS...]
@@ -260,9 +261,12 @@ run_bench() {
 if [ "$built" = 1 ]; then
   run_gtest test-compressor-cuda 90 kernels_compressor_test 'CompressorCuda.*'
   run_gtest test-aggregation-cuda 90 kernels_aggregation_test 'AggregationCuda.*'
+  run_gtest test-flatten-cuda 60 kernels_test 'TensorBufferCuda.*'
   run_gtest test-emulated-device 180 emulated_device_test '*'
 else
-  for s in test-compressor-cuda test-aggregation-cuda test-emulated-device; do skip "$s" "the build failed"; done
+  for s in test-compressor-cuda test-aggregation-cuda test-flatten-cuda test-emulated-device; do
+    skip "$s" "the build failed"
+  done
 fi
 
 # --- Benchmarks ------------------------------------------------------------------------------
