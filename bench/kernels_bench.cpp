@@ -182,6 +182,44 @@ void BM_TopK(benchmark::State& state) {
   });
 }
 
+// Per-tensor top-k as CHOCO-SGD sends it on ResNet-20 (CIFAR-10, 269,722 parameters): one
+// flat buffer cut into the model's 59 tensors, k = max(1, floor(0.01 n)) each: 38 of the
+// tensors have 16 to 64 elements, where a selection's fixed cost, not n, decides.
+// x_torch: at::topk per tensor.
+const std::vector<std::int64_t>& resnet20_tensor_sizes() {
+  static const std::vector<std::int64_t> sizes = [] {
+    std::vector<std::int64_t> v{432, 16, 16};  // conv1, bn1
+    for (std::int64_t c : {16, 32, 64})
+      for (int block = 0; block < 3; ++block) {
+        const std::int64_t in = (block == 0 && c > 16) ? c / 2 : c;
+        v.insert(v.end(), {9 * in * c, c, c, 9 * c * c, c, c});  // conv, bn, conv, bn
+      }
+    v.insert(v.end(), {640, 10});  // fc
+    return v;
+  }();
+  return sizes;
+}
+
+void BM_TopKPerTensorResNet20(benchmark::State& state) {
+  const auto& segments = resnet20_tensor_sizes();
+  std::int64_t n = 0;
+  for (std::int64_t s : segments) n += s;
+  auto gen = at::detail::createCPUGenerator(42);
+  const at::Tensor x = at::randn({n}, gen, at::kFloat);
+  Compressor c(CompressorSpec{.kind = CompressorKind::top_k, .ratio = 0.01});
+  Payload p;
+  compare(state, x, [&] { c.compress(x, segments, p); },
+          [&] {
+            std::int64_t off = 0;
+            for (std::int64_t s : segments) {
+              benchmark::DoNotOptimize(at::topk(x.narrow(0, off, s).abs(), c.k_for(s), 0, true, false));
+              off += s;
+            }
+          },
+          true);
+  state.counters["tensors"] = static_cast<double>(segments.size());
+}
+
 void BM_Threshold(benchmark::State& state) {
   CompressorSpec s{.kind = CompressorKind::threshold, .threshold = 2.5};
   compressor_bench(state, s, [](const at::Tensor& x) {
@@ -494,6 +532,7 @@ void sizes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_TopK)->Apply(sizes);
+BENCHMARK(BM_TopKPerTensorResNet20)->Args({269722 * 4, 1})->Args({269722 * 4, 0})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Threshold)->Apply(sizes);
 BENCHMARK(BM_RandomK)->Apply(sizes);
 BENCHMARK(BM_Sign)->Apply(sizes);

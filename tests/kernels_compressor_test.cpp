@@ -194,39 +194,52 @@ TEST(TopK, EdgeCasesAtKernelLevel) {
       EXPECT_TRUE(at::equal(got, ref_topk_indices(x, k))) << "n=" << n << " k=" << k;
     }
   }
-  // ties: 1000 equal magnitudes with mixed signs, k = 10 -> indices 0..9
-  at::Tensor ties = at::ones({1000});
-  ties.index_put_({at::arange(0, 1000, 3)}, -1.0f);
-  std::vector<std::uint32_t> idx(10);
-  std::vector<float> val(10);
-  cpu::top_k(ties.data_ptr<float>(), 1000, 10, ws, idx.data(), val.data());
-  for (std::uint32_t j = 0; j < 10; ++j) EXPECT_EQ(idx[j], j);
-  // NaN > Inf > finite; +-0 tie
-  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> special{0.0f, -0.0f, 1.0f, -inf, nan, 2.0f, 0.0f, inf};
-  std::vector<std::uint32_t> i3(3);
-  std::vector<float> v3(3);
-  cpu::top_k(special.data(), 8, 3, ws, i3.data(), v3.data());
-  EXPECT_EQ(i3, (std::vector<std::uint32_t>{3, 4, 7}));
-  std::vector<std::uint32_t> i7(7);
-  std::vector<float> v7(7);
-  cpu::top_k(special.data(), 8, 7, ws, i7.data(), v7.data());
-  EXPECT_EQ(i7, (std::vector<std::uint32_t>{0, 1, 2, 3, 4, 5, 7}));  // of the three zeros, the first two
-  EXPECT_TRUE(std::signbit(v7[1]));
+  // Both selection paths: inputs of up to 1024 elements take nth_element, longer ones the
+  // radix select; the same cases, padded with -0.5 .. 0.5 values below everything kept.
+  for (std::int64_t n : {std::int64_t{1000}, std::int64_t{8}, std::int64_t{5000}}) {
+    // ties: equal magnitudes with mixed signs, k = 10 -> indices 0..9
+    if (n >= 10) {
+      at::Tensor ties = at::ones({n});
+      ties.index_put_({at::arange(0, n, 3)}, -1.0f);
+      std::vector<std::uint32_t> idx(10);
+      std::vector<float> val(10);
+      cpu::top_k(ties.data_ptr<float>(), n, 10, ws, idx.data(), val.data());
+      for (std::uint32_t j = 0; j < 10; ++j) EXPECT_EQ(idx[j], j) << "n=" << n;
+    }
+    // NaN > Inf > finite; +-0 tie
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> special{0.0f, -0.0f, 1.0f, -inf, nan, 2.0f, 0.0f, inf};
+    const std::int64_t pad = n - 8;
+    for (std::int64_t i = 0; i < pad; ++i) special.push_back(i % 2 == 0 ? 1e-3f : -1e-3f);
+    std::vector<std::uint32_t> i3(3);
+    std::vector<float> v3(3);
+    cpu::top_k(special.data(), n, 3, ws, i3.data(), v3.data());
+    EXPECT_EQ(i3, (std::vector<std::uint32_t>{3, 4, 7})) << "n=" << n;
+    if (pad == 0) {  // the zeros are the smallest only without the padding
+      std::vector<std::uint32_t> i7(7);
+      std::vector<float> v7(7);
+      cpu::top_k(special.data(), n, 7, ws, i7.data(), v7.data());
+      EXPECT_EQ(i7, (std::vector<std::uint32_t>{0, 1, 2, 3, 4, 5, 7}));  // of the three zeros, the first two
+      EXPECT_TRUE(std::signbit(v7[1]));
+    }
+  }
 }
 
 // Large inputs with few distinct values stress the radix refinement (many candidates,
-// ties deep in the low digits).
+// ties deep in the low digits); 1000 elements take the small-input path with as many ties.
 TEST(TopK, HeavyTiesMatchReference) {
   auto gen = at::detail::createCPUGenerator(5);
-  at::Tensor x = at::randint(-20, 20, {300000}, gen, at::kFloat) * 0.25f;
   cpu::SelectWorkspace ws;
-  for (std::int64_t k : {1, 777, 150000, 299999}) {
-    std::vector<std::uint32_t> idx(static_cast<std::size_t>(k));
-    std::vector<float> val(static_cast<std::size_t>(k));
-    cpu::top_k(x.data_ptr<float>(), x.numel(), k, ws, idx.data(), val.data());
-    at::Tensor got = at::tensor(std::vector<std::int64_t>(idx.begin(), idx.end()), at::kLong);
-    EXPECT_TRUE(at::equal(got, ref_topk_indices(x, k))) << "k=" << k;
+  for (std::int64_t n : {std::int64_t{300000}, std::int64_t{1000}}) {
+    at::Tensor x = at::randint(-20, 20, {n}, gen, at::kFloat) * 0.25f;
+    for (std::int64_t k : {std::int64_t{1}, std::int64_t{777}, n / 2, n - 1}) {
+      std::vector<std::uint32_t> idx(static_cast<std::size_t>(k));
+      std::vector<float> val(static_cast<std::size_t>(k));
+      cpu::top_k(x.data_ptr<float>(), x.numel(), k, ws, idx.data(), val.data());
+      at::Tensor got = at::tensor(std::vector<std::int64_t>(idx.begin(), idx.end()), at::kLong);
+      EXPECT_TRUE(at::equal(got, ref_topk_indices(x, k))) << "n=" << n << " k=" << k;
+      EXPECT_TRUE(at::equal(at::tensor(val), x.index_select(0, got))) << "n=" << n << " k=" << k;
+    }
   }
 }
 
