@@ -11,10 +11,14 @@ find_package(Threads REQUIRED)
 # Config.h: AT_PARALLEL_OPENMP) it runs the loop on the OpenMP team only where the
 # calling code is compiled with OpenMP (Parallel-inl.h tests _OPENMP); compiled without,
 # it calls the body once, on the calling thread, so every "parallel" CPU kernel of dtsim
-# would be serial whatever at::set_num_threads says. dtsim_use_torch compiles with
-# -fopenmp and links the OpenMP runtime that LibTorch itself loads: a renamed libgomp
-# next to libtorch_cpu (PyTorch's wheels may bundle one) or else the compiler's. Two
-# runtimes in one process would not share at::set_num_threads' team size.
+# would be serial whatever at::set_num_threads says (tests: Build.ParallelForRunsOnSeveral
+# Threads). dtsim_use_torch compiles with -fopenmp and links the OpenMP library that
+# libtorch_cpu names, found next to it (PyTorch's wheels may bundle a renamed libgomp, or
+# Intel's libiomp5 with its GOMP entry points), else the compiler's libgomp. Two runtimes
+# would not share at::set_num_threads' team size. (A renamed libgomp keeps the SONAME
+# libgomp.so.1, so a binary linked with it asks for libgomp.so.1 and may load the
+# system's; that copy, loaded first, then serves libtorch_cpu's calls too: one team still.
+# scripts/gpu-check.sh logs what a test binary loads, openmp.log.)
 set(DTSIM_OPENMP_RUNTIME "")
 find_file(DTSIM_ATEN_CONFIG ATen/Config.h PATHS ${TORCH_INCLUDE_DIRS} NO_DEFAULT_PATH)
 if(DTSIM_ATEN_CONFIG)

@@ -29,62 +29,67 @@ at::Tensor TensorBuffer::view(std::size_t i) const {
   return buffer_.narrow(0, offsets_.at(i), offsets_.at(i + 1) - offsets_.at(i)).view(shapes_.at(i));
 }
 
-bool TensorBuffer::fusable(const std::vector<at::Tensor>& tensors, const char* what) const {
+void TensorBuffer::check(const std::vector<at::Tensor>& tensors, const char* what) const {
   if (tensors.size() != count())
     throw std::invalid_argument(fmt::format("TensorBuffer::{}: {} tensors, the buffer holds {}", what, tensors.size(),
                                             count()));
-  bool fused = true;
   for (std::size_t i = 0; i < count(); ++i) {
     const at::Tensor& t = tensors[i];
     const std::int64_t want = offsets_[i + 1] - offsets_[i];
     if (!t.defined() || t.numel() != want)
       throw std::invalid_argument(fmt::format("TensorBuffer::{}: tensor {} has {} elements, the buffer holds {}",
                                               what, i, t.defined() ? t.numel() : 0, want));
-    fused = fused && t.scalar_type() == buffer_.scalar_type() && t.device() == buffer_.device() && t.is_contiguous();
   }
-  return fused;
+}
+
+// The pointer table of the fused copy: a tensor's data, or null for one the fused copy
+// cannot take (another dtype or device, or strided), which `one_by_one` then copies.
+template <class OneByOne>
+void TensorBuffer::table(const std::vector<at::Tensor>& tensors, OneByOne&& one_by_one) const {
+  parts_.resize(count());
+  for (std::size_t i = 0; i < count(); ++i) {
+    const at::Tensor& t = tensors[i];
+    const bool fused =
+        t.scalar_type() == buffer_.scalar_type() && t.device() == buffer_.device() && t.is_contiguous();
+    parts_[i] = fused ? t.data_ptr() : nullptr;
+    if (!fused) one_by_one(i, buffer_.narrow(0, offsets_[i], offsets_[i + 1] - offsets_[i]));
+  }
 }
 
 void TensorBuffer::pack(const std::vector<at::Tensor>& tensors) {
-  if (!fusable(tensors, "pack")) {
-    for (std::size_t i = 0; i < count(); ++i) view(i).copy_(tensors[i]);
-    return;
-  }
-  parts_.resize(count());
-  for (std::size_t i = 0; i < count(); ++i) parts_[i] = tensors[i].data_ptr();
+  check(tensors, "pack");
+  if (count() == 0) return;
+  table(tensors, [&](std::size_t i, at::Tensor slice) { slice.copy_(tensors[i].reshape({-1})); });
   const std::size_t element_size = buffer_.element_size();
   if (buffer_.is_cuda()) {
 #if DTSIM_TORCH_CUDA
     const c10::cuda::CUDAGuard on_device(buffer_.device());
-    cuda::gather(buffer_.data_ptr(), parts_.data(), offsets_.data(), count(), element_size,
-                 c10::cuda::getCurrentCUDAStream().stream());
+    cuda::pack_parts(buffer_.data_ptr(), parts_.data(), offsets_.data(), count(), element_size,
+                     c10::cuda::getCurrentCUDAStream().stream());
     return;
 #else
     throw std::invalid_argument("TensorBuffer: CUDA tensors, but dtsim was built against a CPU LibTorch");
 #endif
   }
-  cpu::gather(buffer_.data_ptr(), parts_.data(), offsets_.data(), count(), element_size);
+  cpu::pack_parts(buffer_.data_ptr(), parts_.data(), offsets_.data(), count(), element_size);
 }
 
 void TensorBuffer::unpack(std::vector<at::Tensor>& tensors) const {
-  if (!fusable(tensors, "unpack")) {
-    for (std::size_t i = 0; i < count(); ++i) tensors[i].copy_(view(i));
-    return;
-  }
-  parts_.resize(count());
-  for (std::size_t i = 0; i < count(); ++i) parts_[i] = tensors[i].data_ptr();
+  check(tensors, "unpack");
+  if (count() == 0) return;
+  table(tensors, [&](std::size_t i, const at::Tensor& slice) { tensors[i].copy_(slice.view(tensors[i].sizes())); });
   const std::size_t element_size = buffer_.element_size();
   if (buffer_.is_cuda()) {
 #if DTSIM_TORCH_CUDA
     const c10::cuda::CUDAGuard on_device(buffer_.device());
-    cuda::scatter(buffer_.data_ptr(), parts_.data(), offsets_.data(), count(), element_size,
-                  c10::cuda::getCurrentCUDAStream().stream());
+    cuda::unpack_parts(buffer_.data_ptr(), parts_.data(), offsets_.data(), count(), element_size,
+                       c10::cuda::getCurrentCUDAStream().stream());
     return;
 #else
     throw std::invalid_argument("TensorBuffer: CUDA tensors, but dtsim was built against a CPU LibTorch");
 #endif
   }
-  cpu::scatter(buffer_.data_ptr(), parts_.data(), offsets_.data(), count(), element_size);
+  cpu::unpack_parts(buffer_.data_ptr(), parts_.data(), offsets_.data(), count(), element_size);
 }
 
 }  // namespace dtsim::kernels

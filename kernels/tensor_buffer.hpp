@@ -2,9 +2,10 @@
 // shapes kept so that each tensor is a view of the buffer and can be copied back.
 // The reference ChocoSGD code's TensorBuffer, used to fuse many parameters into a
 // single message. pack / unpack are fused copies (kernels/cpu/flatten, kernels/cuda/
-// flatten): one parallel pass or one launch per 64 tensors, not a dispatched copy per
-// tensor, whenever the tensors are contiguous with the buffer's dtype and device; other
-// tensors are copied one by one with at::Tensor::copy_ (converting dtype or device).
+// flatten): one parallel pass, or one launch per 64 tensors, for all the tensors that are
+// contiguous with the buffer's dtype and device, instead of a dispatched copy per tensor;
+// any other tensor is copied on its own with at::Tensor::copy_ (converting dtype or
+// device). A tensor may have any shape with its slot's element count.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -32,13 +33,18 @@ class TensorBuffer {
   void pack(const std::vector<at::Tensor>& tensors);
 
  private:
-  // True when every tensor can take part in the fused copy; throws for a wrong count.
-  bool fusable(const std::vector<at::Tensor>& tensors, const char* what) const;
+  // Throws std::invalid_argument for a wrong tensor count or element count.
+  void check(const std::vector<at::Tensor>& tensors, const char* what) const;
+  // Fills parts_ for the fused copy; calls one_by_one(i, slice) for the tensors it skips.
+  template <class OneByOne>
+  void table(const std::vector<at::Tensor>& tensors, OneByOne&& one_by_one) const;
 
   at::Tensor buffer_;
-  mutable std::vector<void*> parts_;  // pointer table of the fused copies, reused
   std::vector<std::vector<int64_t>> shapes_;
   std::vector<int64_t> offsets_;  // element offset of each tensor; offsets_[count] = total
+  // The fused copies' pointer table, reused (no allocation per call): one TensorBuffer
+  // must not pack or unpack from two threads at once, unpack included.
+  mutable std::vector<void*> parts_;
 };
 
 }  // namespace dtsim::kernels

@@ -8,8 +8,8 @@
 #   configure    cmake against torch's LibTorch + .devdeps, CUDA arch 90     -> configure.log
 #   build        only the targets below, ninja -k 0 -j16, warnings not errors -> build.log
 #                (again without the Gloo backend, should it fail to compile: -> build-no-gloo.log)
-#   test-*       CompressorCuda.*, AggregationCuda.*, TensorBufferCuda.*,
-#                emulated_device_test                                        -> <name>.json (gtest)
+#   test-*       CompressorCuda.*, AggregationCuda.*, TensorBufferCuda.* (with
+#                Build.*: OpenMP works), emulated_device_test                -> <name>.json (gtest)
 #   bench-kernels  dtsim_kernels_bench --benchmark_filter=Cuda               -> kernels_cuda.json
 #   bench-nccl   dtsim_nccl_bench, all-reduce 8 B .. 1 GB, one rank          -> nccl_allreduce.json
 #   bench-emulated-{cuda,cpu}  dtsim_emulated_bench on ResNet-20 x 64 ranks  -> emulated_{cuda,cpu}.json
@@ -214,6 +214,13 @@ if configure configure -DDTSIM_GLOO=ON; then
   fi
 fi
 [ "$dry_run" = 1 ] && built=1
+# Which OpenMP runtime(s) a test binary loads (cmake/DtsimDeps.cmake links the one
+# libtorch_cpu names; a wheel's renamed copy next to the system's would show twice).
+if [ "$dry_run" = 0 ] && [ -x "$build/tests/kernels_test" ]; then
+  { grep -E 'OpenMP runtime' "$results/configure.log"; ldd "$build/tests/kernels_test" | grep -Ei 'omp'; } \
+    >"$results/openmp.log" 2>&1 || true
+  sed 's/^/    /' "$results/openmp.log"
+fi
 
 # has BINARY: built, and up to date with the last configuration? (a dry run pretends so)
 has() {
@@ -261,7 +268,7 @@ run_bench() {
 if [ "$built" = 1 ]; then
   run_gtest test-compressor-cuda 90 kernels_compressor_test 'CompressorCuda.*'
   run_gtest test-aggregation-cuda 90 kernels_aggregation_test 'AggregationCuda.*'
-  run_gtest test-flatten-cuda 60 kernels_test 'TensorBufferCuda.*'
+  run_gtest test-flatten-cuda 60 kernels_test 'TensorBufferCuda.*:Build.*'
   run_gtest test-emulated-device 180 emulated_device_test '*'
 else
   for s in test-compressor-cuda test-aggregation-cuda test-flatten-cuda test-emulated-device; do

@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
+#include <atomic>
 #include <vector>
 
 #include "kernels/aggregation.hpp"
@@ -11,6 +12,19 @@
 
 namespace dtsim::kernels {
 namespace {
+
+// dtsim's own code runs at::parallel_for on several threads: it is compiled with OpenMP
+// where LibTorch uses it (cmake/DtsimDeps.cmake). Compiled without, at::parallel_for calls
+// the body once on the calling thread, every "parallel" kernel runs on one thread whatever
+// at::set_num_threads says, and no result shows it.
+TEST(Build, ParallelForRunsOnSeveralThreads) {
+  const int saved = at::get_num_threads();
+  at::set_num_threads(2);
+  std::atomic<int> threads_seen{0};
+  at::parallel_for(0, 2, 1, [&](std::int64_t, std::int64_t) { threads_seen |= 1 << at::get_thread_num(); });
+  at::set_num_threads(saved);
+  EXPECT_EQ(threads_seen.load(), 3) << "at::parallel_for ran on one thread: is dtsim compiled with OpenMP?";
+}
 
 // weighted_sum equals the left-to-right ATen expression bit for bit (same fp32 order),
 // across sizes that do and do not split across threads.
@@ -94,15 +108,24 @@ TEST(TensorBuffer, FusedCopiesEqualCatAtEveryThreadCount) {
 }
 
 // Tensors the fused copy cannot take (another dtype, strided) are copied one by one with
-// copy_'s conversions; tensors that are the buffer's own views stay as they are.
-TEST(TensorBuffer, ConvertsStridedOrOtherDtypeTensorsAndLeavesItsOwnViews) {
-  std::vector<at::Tensor> ts{at::arange(6, at::kFloat).view({2, 3}), at::arange(4, at::kFloat)};
+// copy_'s conversions, next to the ones it takes; a tensor may have another shape with its
+// slot's element count, on either path; tensors that are the buffer's own views stay.
+TEST(TensorBuffer, MixesFusedAndConvertedTensorsAndLeavesItsOwnViews) {
+  std::vector<at::Tensor> ts{at::arange(6, at::kFloat).view({2, 3}), at::arange(4, at::kFloat),
+                             at::arange(5, at::kFloat)};
   TensorBuffer tb(ts);
-  std::vector<at::Tensor> mixed{at::arange(6, at::kDouble).view({3, 2}).t(), at::full({4}, 0.5, at::kDouble)};
+  std::vector<at::Tensor> mixed{at::arange(6, at::kDouble).view({3, 2}).t(), at::full({2, 2}, 0.5, at::kDouble),
+                                at::full({5}, 7.0f)};
   tb.pack(mixed);
   EXPECT_TRUE(at::equal(tb.view(0), mixed[0].to(at::kFloat)));
   EXPECT_TRUE(at::equal(tb.view(1), at::full({4}, 0.5f)));
-  std::vector<at::Tensor> own{tb.view(0), tb.view(1)};
+  EXPECT_TRUE(at::equal(tb.view(2), at::full({5}, 7.0f)));
+  tb.buffer().neg_();
+  tb.unpack(mixed);
+  EXPECT_TRUE(at::equal(mixed[0], -at::arange(6, at::kDouble).view({3, 2}).t()));
+  EXPECT_TRUE(at::equal(mixed[1], at::full({2, 2}, -0.5, at::kDouble)));
+  EXPECT_TRUE(at::equal(mixed[2], at::full({5}, -7.0f)));
+  std::vector<at::Tensor> own{tb.view(0), tb.view(1), tb.view(2)};
   const at::Tensor before = tb.buffer().clone();
   tb.pack(own);
   tb.unpack(own);

@@ -34,22 +34,24 @@ void over_chunks(const std::int64_t* offsets, std::size_t count, std::size_t ele
 
 }  // namespace
 
-void gather(void* flat, const void* const* parts, const std::int64_t* offsets, std::size_t count,
-            std::size_t element_size) {
+void pack_parts(void* flat, const void* const* parts, const std::int64_t* offsets, std::size_t count,
+                std::size_t element_size) {
   auto* out = static_cast<char*>(flat);
   const auto es = static_cast<std::int64_t>(element_size);
   over_chunks(offsets, count, element_size, [&](std::size_t i, std::int64_t first, std::int64_t n) {
+    if (parts[i] == nullptr) return;
     char* dst = out + (offsets[i] + first) * es;
     const char* src = static_cast<const char*>(parts[i]) + first * es;
     if (dst != src) std::memcpy(dst, src, static_cast<std::size_t>(n * es));
   });
 }
 
-void scatter(const void* flat, void* const* parts, const std::int64_t* offsets, std::size_t count,
-             std::size_t element_size) {
+void unpack_parts(const void* flat, void* const* parts, const std::int64_t* offsets, std::size_t count,
+                  std::size_t element_size) {
   const auto* in = static_cast<const char*>(flat);
   const auto es = static_cast<std::int64_t>(element_size);
   over_chunks(offsets, count, element_size, [&](std::size_t i, std::int64_t first, std::int64_t n) {
+    if (parts[i] == nullptr) return;
     const char* src = in + (offsets[i] + first) * es;
     char* dst = static_cast<char*>(parts[i]) + first * es;
     if (dst != src) std::memcpy(dst, src, static_cast<std::size_t>(n * es));
@@ -59,7 +61,7 @@ void scatter(const void* flat, void* const* parts, const std::int64_t* offsets, 
 void parallel_copy(void* dst, const void* src, std::int64_t bytes) {
   const std::int64_t offsets[2] = {0, bytes};
   const void* parts[1] = {src};
-  gather(dst, parts, offsets, 1, 1);
+  pack_parts(dst, parts, offsets, 1, 1);
 }
 
 }  // namespace dtsim::kernels::cpu

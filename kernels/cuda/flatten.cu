@@ -2,10 +2,12 @@
 // copies per launch, the table passed by value as kernel arguments (~1.5 KB, under the
 // 4 KB limit), blockIdx.y picking the piece and a grid-stride loop over its bytes.
 //
-// Napkin math: a copy reads and writes each byte once; 16-byte accesses when the piece's
-// addresses and length allow (a flat buffer's parts start at element offsets, so often
-// only 4-byte alignment holds: then 4-byte words), bytes otherwise. Blocks past a short
-// piece's end exit at once, so a batch costs about its largest piece.
+// Napkin math: a copy reads and writes each byte once; each piece is copied in the widest
+// word (16, 8, 4, 2 or 1 bytes) that its source, destination and length all allow. A flat
+// buffer's parts start at element offsets, so an fp16 model's pieces may allow only 2
+// bytes: slower than a 16-byte copy, but never the byte loop for 2-, 4- or 8-byte
+// elements. Blocks past a short piece's end exit at once, so a batch costs about its
+// largest piece.
 #include "kernels/cuda/flatten.cuh"
 
 #include <cuda_runtime.h>
@@ -39,14 +41,16 @@ __global__ void copy_pieces_kernel(Pieces p) {
   const char* src = p.src[k];
   char* dst = p.dst[k];
   const std::int64_t bytes = p.bytes[k];
-  const auto aligned = [&](std::uintptr_t a) {
-    return ((reinterpret_cast<std::uintptr_t>(src) | reinterpret_cast<std::uintptr_t>(dst) |
-             static_cast<std::uintptr_t>(bytes)) & (a - 1)) == 0;
-  };
-  if (aligned(16))
+  const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(src) | reinterpret_cast<std::uintptr_t>(dst) |
+                              static_cast<std::uintptr_t>(bytes);
+  if ((bits & 15) == 0)
     copy_words<uint4>(src, dst, bytes);
-  else if (aligned(4))
-    copy_words<std::uint32_t>(src, dst, bytes);
+  else if ((bits & 7) == 0)
+    copy_words<unsigned long long>(src, dst, bytes);
+  else if ((bits & 3) == 0)
+    copy_words<unsigned int>(src, dst, bytes);
+  else if ((bits & 1) == 0)
+    copy_words<unsigned short>(src, dst, bytes);
   else
     copy_words<unsigned char>(src, dst, bytes);
 }
@@ -70,7 +74,7 @@ void copy_pieces(std::size_t n, Piece&& piece, cudaStream_t stream) {
   };
   for (std::size_t j = 0; j < n; ++j) {
     const auto [src, dst, bytes] = piece(j);
-    if (bytes == 0 || src == dst) continue;
+    if (bytes == 0 || src == nullptr || dst == nullptr || src == dst) continue;
     batch.src[used] = src;
     batch.dst[used] = dst;
     batch.bytes[used] = bytes;
@@ -88,8 +92,8 @@ struct Piece {
 
 }  // namespace
 
-void gather(void* flat, const void* const* parts, const std::int64_t* offsets, std::size_t count,
-            std::size_t element_size, void* stream) {
+void pack_parts(void* flat, const void* const* parts, const std::int64_t* offsets, std::size_t count,
+                std::size_t element_size, void* stream) {
   const auto es = static_cast<std::int64_t>(element_size);
   copy_pieces(
       count,
@@ -100,8 +104,8 @@ void gather(void* flat, const void* const* parts, const std::int64_t* offsets, s
       static_cast<cudaStream_t>(stream));
 }
 
-void scatter(const void* flat, void* const* parts, const std::int64_t* offsets, std::size_t count,
-             std::size_t element_size, void* stream) {
+void unpack_parts(const void* flat, void* const* parts, const std::int64_t* offsets, std::size_t count,
+                  std::size_t element_size, void* stream) {
   const auto es = static_cast<std::int64_t>(element_size);
   copy_pieces(
       count,
