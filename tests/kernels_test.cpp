@@ -156,11 +156,11 @@ TEST(TensorBuffer, RefusesTensorsThatDoNotFitByName) {
 }
 
 // The CUDA fused copies equal the CPU ones (GPU machine only): odd sizes and offsets that
-// take the 16-byte, 4-byte and byte paths, more than one 64-tensor launch.
+// take every word width (16, 8, 4, 2 and 1 bytes), more than one 64-tensor launch.
 TEST(TensorBufferCuda, EqualsCpu) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   auto gen = at::detail::createCPUGenerator(12);
-  for (auto type : {at::kFloat, at::kHalf, at::kByte}) {
+  for (auto type : {at::kFloat, at::kHalf, at::kByte, at::kLong}) {
     std::vector<at::Tensor> cpu, gpu;
     for (int i = 0; i < 150; ++i) {
       const std::int64_t n = (i % 9 == 0) ? 0 : (i * 7919) % (i % 13 == 0 ? 300000 : 1000) + 1;
