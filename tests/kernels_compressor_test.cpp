@@ -243,6 +243,24 @@ TEST(TopK, HeavyTiesMatchReference) {
   }
 }
 
+// Top-k picks its first digit from a sample of the keys when k <= n / 8 (select.cpp: 64
+// runs of 16 keys at r * (n - 16) / 64 for n = 65536). Here the sampled keys are the
+// large ones, so fewer than k keys reach the sample's digit and the full histogram must
+// decide; and a sample that is fair but for k = n / 8 exactly.
+TEST(TopK, MisleadingSampleFallsBackToTheFullHistogram) {
+  const std::int64_t n = 65536;
+  at::Tensor x = at::ones({n});
+  for (std::int64_t r = 0; r < 64; ++r) x.narrow(0, r * (n - 16) / 64, 16).fill_(100.0f);
+  cpu::SelectWorkspace ws;
+  for (std::int64_t k : {std::int64_t{5000}, n / 8}) {
+    std::vector<std::uint32_t> idx(static_cast<std::size_t>(k));
+    std::vector<float> val(static_cast<std::size_t>(k));
+    cpu::top_k(x.data_ptr<float>(), n, k, ws, idx.data(), val.data());
+    at::Tensor got = at::tensor(std::vector<std::int64_t>(idx.begin(), idx.end()), at::kLong);
+    EXPECT_TRUE(at::equal(got, ref_topk_indices(x, k))) << "k=" << k;
+  }
+}
+
 // Threshold keeps |x| >= t (and NaN), with per-segment counts on the wire.
 TEST(Threshold, MatchesMaskReference) {
   std::vector<std::int64_t> segs{0, 5, 1025, 3000};

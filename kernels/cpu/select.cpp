@@ -158,6 +158,71 @@ void top_k_small(const T* x, std::int64_t n, std::int64_t k, SelectWorkspace& ws
   }
 }
 
+// Elements of x[a, b) whose key is >= lo.
+template <class T>
+[[gnu::always_inline]] inline std::int64_t count_at_least(const T* x, std::int64_t a, std::int64_t b,
+                                                          std::uint32_t lo) {
+  std::int64_t c = 0;
+  for (std::int64_t i = a; i < b; ++i) c += mag_key(x[i]) >= lo;
+  return c;
+}
+#if defined(__x86_64__)
+[[DTSIM_TARGET_AVX2]] std::int64_t count_at_least_avx2(const float* x, std::int64_t a, std::int64_t b,
+                                                       std::uint32_t lo) {
+  const __m256i absmask = _mm256_set1_epi32(0x7FFFFFFF);
+  const __m256i thr = _mm256_set1_epi32(static_cast<int>(lo) - 1);  // keys and lo are < 2^31
+  std::int64_t c = 0, i = a;
+  while (i + 16 <= b) {
+    // 32-bit lane counters (a compare gives -1), flushed every 2^20 elements.
+    __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+    const std::int64_t stop = std::min(b, i + (std::int64_t{1} << 20));
+    for (; i + 16 <= stop; i += 16) {
+      const __m256i k0 = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), absmask);
+      const __m256i k1 = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 8)), absmask);
+      acc0 = _mm256_sub_epi32(acc0, _mm256_cmpgt_epi32(k0, thr));
+      acc1 = _mm256_sub_epi32(acc1, _mm256_cmpgt_epi32(k1, thr));
+    }
+    alignas(32) std::uint32_t lanes[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi32(acc0, acc1));
+    for (std::uint32_t l : lanes) c += l;
+  }
+  return c + count_at_least(x, i, b, lo);
+}
+#endif
+template <class T>
+std::int64_t count_keys_at_least(const T* x, std::int64_t a, std::int64_t b, std::uint32_t lo) {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, float>) {
+    if (has_avx2()) return count_at_least_avx2(x, a, b, lo);
+  }
+#endif
+  return count_at_least(x, a, b, lo);
+}
+
+// From this size, with k <= n / 8, top-k picks its first digit from a sample.
+constexpr std::int64_t kSampledTopK = 4096;
+
+// A top digit that at least k keys reach, from a sample of the keys (n / 64 of them, 1 K
+// to 16 K, in runs of 16 consecutive keys spread evenly: one cache line per run, where
+// single keys would cost a miss each): the digit at which the sample's count from the top
+// reaches its share of k plus four standard deviations and 8. Usually a digit or two below
+// the k-th key's, so a few percent of the keys reach it.
+template <class T>
+int sampled_top_digit(const T* x, std::int64_t n, std::int64_t k) {
+  constexpr std::int64_t kRun = 16;
+  const std::int64_t runs = std::clamp<std::int64_t>(n / 64, 1024, 16384) / kRun;
+  const std::int64_t samples = runs * kRun;
+  std::uint32_t h[kBins] = {};
+  for (std::int64_t r = 0; r < runs; ++r) {
+    const T* run = x + r * (n - kRun) / runs;  // n >= kSampledTopK > kRun * runs / 64
+    for (std::int64_t j = 0; j < kRun; ++j) ++h[mag_key(run[j]) >> kShift[0]];
+  }
+  const double expected = static_cast<double>(k) * static_cast<double>(samples) / static_cast<double>(n);
+  const auto want = std::min<std::int64_t>(samples, static_cast<std::int64_t>(expected + 4.0 * std::sqrt(expected) + 8));
+  std::int64_t above = 0;
+  return find_bin(h, kBins, want, &above);
+}
+
 }  // namespace
 
 template <class T>
@@ -171,31 +236,50 @@ void top_k(const T* x, std::int64_t n, std::int64_t k, SelectWorkspace& ws, std:
     return;
   }
   if (n <= kSmallTopK) return top_k_small(x, n, k, ws, idx, val);
-  // 1. Histogram of the top digit, one set of tables per part.
   const std::int64_t parts = part_count(n, 1 << 16);
-  const std::size_t hsize = static_cast<std::size_t>(parts) * 4 * kBins;
-  if (ws.hist.size() < hsize) ws.hist.resize(hsize);
-  std::fill(ws.hist.begin(), ws.hist.begin() + static_cast<std::ptrdiff_t>(hsize), 0U);
-  at::parallel_for(0, parts, 1, [&](std::int64_t p0, std::int64_t p1) {
-    for (std::int64_t p = p0; p < p1; ++p)
-      histogram_top(x, part_begin(n, parts, p), part_begin(n, parts, p + 1), ws.hist.data() + p * 4 * kBins);
-  });
-  std::uint32_t total[kBins] = {};
-  for (std::int64_t p = 0; p < parts; ++p)
-    for (int j = 0; j < kBins; ++j) total[j] += ws.hist[static_cast<std::size_t>(p * 4 * kBins + j)];
-  std::int64_t above = 0;
-  const int b0 = find_bin(total, kBins, k, &above);
-  std::int64_t need = k - above;  // elements still to take from bin b0, >= 1
-
-  // 2. Compact the indices of every element whose top digit is >= b0, in index order.
   if (static_cast<std::int64_t>(ws.part_counts.size()) < parts + 1) ws.part_counts.resize(parts + 1);
   ws.part_counts[0] = 0;
-  for (std::int64_t p = 0; p < parts; ++p) {
-    std::int64_t c = 0;
-    const std::uint32_t* h = ws.hist.data() + p * 4 * kBins;
-    for (int j = b0; j < kBins; ++j) c += h[j];
-    ws.part_counts[p + 1] = ws.part_counts[p] + c;
+
+  // 1. A top digit b0 that at least k keys reach (the candidates are the keys of top digit
+  //    >= b0), and part_counts: the running count of candidates per part.
+  //    When k is a small fraction of n (as sparsifiers use it), a sample of the keys picks
+  //    b0 a little below the k-th key's digit and one vectorized pass counts the candidates:
+  //    a histogram of every key, whose increments serialize on the few digits randn-like
+  //    data fill, costs several read passes. Should the sample mislead (fewer than k keys
+  //    reach its digit), the full histogram decides.
+  int b0 = -1;
+  if (n >= kSampledTopK && 8 * k <= n) {
+    b0 = sampled_top_digit(x, n, k);
+    const std::uint32_t lo = static_cast<std::uint32_t>(b0) << kShift[0];
+    at::parallel_for(0, parts, 1, [&](std::int64_t p0, std::int64_t p1) {
+      for (std::int64_t p = p0; p < p1; ++p)
+        ws.part_counts[p + 1] = count_keys_at_least(x, part_begin(n, parts, p), part_begin(n, parts, p + 1), lo);
+    });
+    for (std::int64_t p = 0; p < parts; ++p) ws.part_counts[p + 1] += ws.part_counts[p];
+    if (ws.part_counts[parts] < k) b0 = -1;
   }
+  if (b0 < 0) {
+    const std::size_t hsize = static_cast<std::size_t>(parts) * 4 * kBins;
+    if (ws.hist.size() < hsize) ws.hist.resize(hsize);
+    std::fill(ws.hist.begin(), ws.hist.begin() + static_cast<std::ptrdiff_t>(hsize), 0U);
+    at::parallel_for(0, parts, 1, [&](std::int64_t p0, std::int64_t p1) {
+      for (std::int64_t p = p0; p < p1; ++p)
+        histogram_top(x, part_begin(n, parts, p), part_begin(n, parts, p + 1), ws.hist.data() + p * 4 * kBins);
+    });
+    std::uint32_t total[kBins] = {};
+    for (std::int64_t p = 0; p < parts; ++p)
+      for (int j = 0; j < kBins; ++j) total[j] += ws.hist[static_cast<std::size_t>(p * 4 * kBins + j)];
+    std::int64_t above = 0;
+    b0 = find_bin(total, kBins, k, &above);
+    for (std::int64_t p = 0; p < parts; ++p) {
+      std::int64_t c = 0;
+      const std::uint32_t* h = ws.hist.data() + p * 4 * kBins;
+      for (int j = b0; j < kBins; ++j) c += h[j];
+      ws.part_counts[p + 1] = ws.part_counts[p] + c;
+    }
+  }
+
+  // 2. Compact the indices and keys of the candidates, in index order.
   const std::int64_t m = ws.part_counts[parts];
   // The candidate count follows the data (error feedback's memory drifts from step to
   // step): grow to twice the need, so that a step rarely finds the buffers short.
@@ -212,11 +296,12 @@ void top_k(const T* x, std::int64_t n, std::int64_t k, SelectWorkspace& ws, std:
     }
   });
 
-  // 3. Refine the k-th key within bin b0 on the lower digits, over the candidates.
-  std::uint32_t prefix = lo0, fixed = kMask[0] << kShift[0];
+  // 3. The k-th largest key, digit by digit over the candidates (all k are among them).
+  std::uint32_t prefix = 0, fixed = 0;
+  std::int64_t need = k;  // keys still to take at or below the prefix found so far
   const std::uint32_t* cand = ws.candidates.data();
   const std::uint32_t* keys = ws.candidate_keys.data();
-  for (int d = 1; d < 3; ++d) {
+  for (int d = 0; d < 3; ++d) {
     std::uint32_t h[kBins] = {};
     for (std::int64_t j = 0; j < m; ++j) {
       const std::uint32_t key = keys[j];
