@@ -1,5 +1,7 @@
-// CPU selection kernels for the sparsifiers: exact top-k by magnitude (radix select),
-// threshold selection, and seeded random-k index sets. Indices are segment-local
+// CPU selection kernels for the sparsifiers: exact top-k by magnitude (a radix select of
+// three digits over the candidates whose first digit reaches the k-th key's; that digit
+// from a sample of the keys when k <= n / 8, else from a histogram of all of them;
+// nth_element up to 1024 elements), threshold selection, and seeded random-k index sets. Indices are segment-local
 // uint32 and come out in increasing order; values are the selected elements unchanged.
 //
 // Magnitude order is the order of mag_key (common.hpp): NaN ranks above +Inf, +-0 tie.
