@@ -481,11 +481,17 @@ std::vector<at::Tensor> parameter_list(std::int64_t bytes) {
 // Fused flatten (TensorBuffer::pack) against one copy_ per tensor into the buffer's views
 // (what pack did before, and what the reference's TensorBuffer does) and at::cat_out.
 // Reads and writes every byte once: x_memcpy near 1 is the ceiling.
+// The buffer's tensors as views of it, in their shapes.
+std::vector<at::Tensor> views_of(const TensorBuffer& tb) {
+  std::vector<at::Tensor> views;
+  for (std::size_t i = 0; i < tb.count(); ++i) views.push_back(tb.view(i));
+  return views;
+}
+
 void BM_Flatten(benchmark::State& state) {
   std::vector<at::Tensor> ts = parameter_list(state.range(0));
   TensorBuffer tb(ts);
-  std::vector<at::Tensor> views;
-  for (std::size_t i = 0; i < tb.count(); ++i) views.push_back(tb.view(i));
+  const std::vector<at::Tensor> views = views_of(tb);
   compare(state, tb.buffer(), [&] { tb.pack(ts); },
           {{"x_per_tensor",
             [&] {
@@ -499,8 +505,7 @@ void BM_Flatten(benchmark::State& state) {
 void BM_Unflatten(benchmark::State& state) {
   std::vector<at::Tensor> ts = parameter_list(state.range(0));
   TensorBuffer tb(ts);
-  std::vector<at::Tensor> views;
-  for (std::size_t i = 0; i < tb.count(); ++i) views.push_back(tb.view(i));
+  const std::vector<at::Tensor> views = views_of(tb);
   compare(state, tb.buffer(), [&] { tb.unpack(ts); },
           {{"x_per_tensor", [&] {
               for (std::size_t i = 0; i < ts.size(); ++i) ts[i].copy_(views[i]);

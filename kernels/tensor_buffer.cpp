@@ -60,36 +60,36 @@ void TensorBuffer::pack(const std::vector<at::Tensor>& tensors) {
   check(tensors, "pack");
   if (count() == 0) return;
   table(tensors, [&](std::size_t i, at::Tensor slice) { slice.copy_(tensors[i].reshape({-1})); });
-  const std::size_t element_size = buffer_.element_size();
-  if (buffer_.is_cuda()) {
-#if DTSIM_TORCH_CUDA
-    const c10::cuda::CUDAGuard on_device(buffer_.device());
-    cuda::pack_parts(buffer_.data_ptr(), parts_.data(), offsets_.data(), count(), element_size,
-                     c10::cuda::getCurrentCUDAStream().stream());
-    return;
-#else
-    throw std::invalid_argument("TensorBuffer: CUDA tensors, but dtsim was built against a CPU LibTorch");
-#endif
-  }
-  cpu::pack_parts(buffer_.data_ptr(), parts_.data(), offsets_.data(), count(), element_size);
+  fused_copy(/*into_buffer=*/true);
 }
 
 void TensorBuffer::unpack(std::vector<at::Tensor>& tensors) const {
   check(tensors, "unpack");
   if (count() == 0) return;
   table(tensors, [&](std::size_t i, const at::Tensor& slice) { tensors[i].copy_(slice.view(tensors[i].sizes())); });
+  fused_copy(/*into_buffer=*/false);
+}
+
+void TensorBuffer::fused_copy(bool into_buffer) const {
+  void* flat = buffer_.data_ptr();
   const std::size_t element_size = buffer_.element_size();
   if (buffer_.is_cuda()) {
 #if DTSIM_TORCH_CUDA
     const c10::cuda::CUDAGuard on_device(buffer_.device());
-    cuda::unpack_parts(buffer_.data_ptr(), parts_.data(), offsets_.data(), count(), element_size,
-                       c10::cuda::getCurrentCUDAStream().stream());
+    void* stream = c10::cuda::getCurrentCUDAStream().stream();
+    if (into_buffer)
+      cuda::pack_parts(flat, parts_.data(), offsets_.data(), count(), element_size, stream);
+    else
+      cuda::unpack_parts(flat, parts_.data(), offsets_.data(), count(), element_size, stream);
     return;
 #else
     throw std::invalid_argument("TensorBuffer: CUDA tensors, but dtsim was built against a CPU LibTorch");
 #endif
   }
-  cpu::unpack_parts(buffer_.data_ptr(), parts_.data(), offsets_.data(), count(), element_size);
+  if (into_buffer)
+    cpu::pack_parts(flat, parts_.data(), offsets_.data(), count(), element_size);
+  else
+    cpu::unpack_parts(flat, parts_.data(), offsets_.data(), count(), element_size);
 }
 
 }  // namespace dtsim::kernels

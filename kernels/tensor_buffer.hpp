@@ -38,6 +38,9 @@ class TensorBuffer {
   // Fills parts_ for the fused copy; calls one_by_one(i, slice) for the tensors it skips.
   template <class OneByOne>
   void table(const std::vector<at::Tensor>& tensors, OneByOne&& one_by_one) const;
+  // The fused copy of the tensors in parts_, into the buffer (pack) or out of it, on the
+  // buffer's device.
+  void fused_copy(bool into_buffer) const;
 
   at::Tensor buffer_;
   std::vector<std::vector<int64_t>> shapes_;
