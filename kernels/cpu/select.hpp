@@ -18,7 +18,7 @@ namespace dtsim::kernels::cpu {
 struct SelectWorkspace {
   std::vector<std::uint32_t> hist;        // per-part radix histograms
   std::vector<std::uint32_t> candidates;  // indices whose top digit reaches the k-th one (grown 2x)
-  std::vector<std::uint32_t> candidate_keys;  // and their magnitude keys
+  std::vector<std::uint32_t> candidate_keys;  // and their magnitude keys (top-k of <= 1024: all the keys)
   std::vector<std::int64_t> part_counts;
   std::vector<std::uint64_t> bitmap;      // random-k membership bits, all zero between calls
 };
