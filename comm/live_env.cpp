@@ -102,6 +102,7 @@ LiveEnv LiveEnv::from_variables(const std::function<const char*(const char*)>& g
   if (auto port = value("MASTER_PORT"))
     env.master_port = static_cast<std::uint16_t>(parse_int("MASTER_PORT", *port, 1, 65535));
   env.launcher_serves_store = env.launcher == "torchrun" && value("TORCHELASTIC_USE_AGENT_STORE") == "True";
+  if (auto id = value("DTSIM_JOB_ID")) env.job_id = *id;
   if (auto t = value("DTSIM_TIMEOUT_S"))
     env.timeout = std::chrono::milliseconds(1000 * parse_int("DTSIM_TIMEOUT_S", *t, 1, 86400));
   return env;

@@ -15,7 +15,10 @@
 // The rendezvous is at MASTER_ADDR:MASTER_PORT (rank 0 serves it). MASTER_ADDR may be
 // left out only when the launcher says the job is on one machine (torchrun or no way to
 // tell: 127.0.0.1); Open MPI and Slurm jobs over several machines must set it.
-// DTSIM_TIMEOUT_S (default 60) bounds every wait for a peer.
+// DTSIM_TIMEOUT_S (default 60) bounds every wait for a peer. DTSIM_JOB_ID, when set, names
+// the job: a process whose DTSIM_JOB_ID differs from rank 0's is refused ("another job is
+// using MASTER_PORT ..."), so a second job started on the same port cannot take seats in
+// the first one's rendezvous (comm/live_job.hpp).
 #pragma once
 
 #include <chrono>
@@ -36,6 +39,7 @@ struct LiveEnv {
   // torchrun's agent already serves a TCPStore at MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE
   // is "True"): rank 0 connects to it instead of serving one.
   bool launcher_serves_store = false;
+  std::string job_id;  // DTSIM_JOB_ID; "" when unset
 
   // Reads the environment; throws std::invalid_argument with a one-line message naming
   // the variable that is missing, malformed or in conflict.

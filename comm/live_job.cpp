@@ -9,8 +9,9 @@
 namespace dtsim::comm {
 
 LiveJob::Timing LiveJob::timing_for(std::chrono::milliseconds timeout) {
-  const auto beat = std::clamp(timeout / 20, std::chrono::milliseconds(100), std::chrono::milliseconds(1000));
-  return {beat, 5 * beat};
+  using std::chrono::milliseconds;
+  const auto beat = std::clamp(timeout / 20, milliseconds(100), milliseconds(1000));
+  return {beat, 5 * beat, std::clamp(timeout / 2, milliseconds(500), milliseconds(5000))};
 }
 
 }  // namespace dtsim::comm
@@ -19,10 +20,20 @@ LiveJob::Timing LiveJob::timing_for(std::chrono::milliseconds timeout) {
 #include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -38,6 +49,9 @@ std::string text(const std::vector<std::uint8_t>& b) { return {b.begin(), b.end(
 std::string seconds(std::chrono::milliseconds d) { return fmt::format("{:g} s", static_cast<double>(d.count()) / 1e3); }
 std::string key(const char* what, int rank) { return fmt::format("dtsim/{}/{}", what, rank); }
 const std::string kVerdict = "dtsim/verdict";
+const std::string kJob = "dtsim/job", kWorldSize = "dtsim/world_size", kConflict = "dtsim/conflict",
+                  kOutcome = "dtsim/rendezvous", kAcks = "dtsim/acks", kHeard = "dtsim/heard",
+                  kClaimed = "dtsim/claimed_world_size";
 
 std::string ranks_phrase(const std::vector<int>& ranks) {
   return ranks.size() == 1 ? fmt::format("rank {}", ranks[0]) : fmt::format("ranks {}", fmt::join(ranks, ", "));
@@ -49,12 +63,104 @@ std::string first_line(const std::exception& e) {
   return what;
 }
 
+// A store call that failed because no reply came within the connection's receive timeout
+// (c10d says "Socket Timeout"), as opposed to a connection that closed.
+bool timed_out(const std::exception& e) {
+  const std::string what = e.what();
+  return what.find("Socket Timeout") != std::string::npos || what.find("imed out") != std::string::npos;
+}
+
+// The local port of a TCP/IP socket, or -1 for any other descriptor.
+int local_port(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return -1;
+  if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(addr).sin_port);
+  if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(addr).sin6_port);
+  return -1;
+}
+
+std::vector<int> open_descriptors() {
+  std::vector<int> fds;
+  if (DIR* dir = ::opendir("/proc/self/fd")) {
+    while (const dirent* entry = ::readdir(dir))
+      if (entry->d_name[0] != '.') fds.push_back(std::atoi(entry->d_name));
+    ::closedir(dir);
+  } else {
+    for (int fd = 0; fd < 4096; ++fd)
+      if (::fcntl(fd, F_GETFD) != -1) fds.push_back(fd);
+  }
+  return fds;
+}
+
+// Rank 0's defence of the store it serves (live_job.hpp, "Bad peers", garbage): every TCP socket
+// of this process bound to `port` (c10d's listening socket, and the connections it has
+// accepted so far) gets a receive and a send timeout of `limit`; connections accepted
+// later inherit them from the listening socket (Linux copies a listening socket's options
+// to the sockets accept() returns). A client that stops in the middle of a request, or
+// stops reading the replies, then makes the store's daemon thread fail that connection's
+// recv or send after `limit`, and it drops that client alone and goes on serving.
+// Returns whether the listening socket was found.
+bool guard_store_sockets(std::uint16_t port, std::chrono::milliseconds limit) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(limit.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>(limit.count() % 1000 * 1000);
+  bool listening = false;
+  for (int fd : open_descriptors()) {
+    if (local_port(fd) != port) continue;
+    int type = 0, accepting = 0;
+    socklen_t len = sizeof type;
+    if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) continue;
+    if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+        ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
+      continue;
+    len = sizeof accepting;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) == 0 && accepting) listening = true;
+  }
+  return listening;
+}
+
+// c10d's store daemon lets an exception escape its thread when accept() fails (a flood
+// of connections that exhausts the descriptors: "... failed to accept a connection
+// (errno: 24 - Too many open files)") or poll() reports the listening socket in error,
+// which is std::terminate and a core dump. Rank 0, serving the store, turns exactly
+// those into the run's one-line failure (status 1); any other terminate goes on as before.
+char g_store_where[300] = "";  // "ADDR:PORT" of the store this process serves (no destructor)
+std::terminate_handler g_previous_terminate = nullptr;
+
+[[noreturn]] void on_terminate() {
+  if (auto current = std::current_exception()) {
+    try {
+      std::rethrow_exception(current);
+    } catch (const std::exception& e) {
+      const std::string what = first_line(e);
+      if (what.find("failed to accept") != std::string::npos ||
+          what.find("Unexpected poll revent on the master's listening socket") != std::string::npos) {
+        std::fprintf(stderr, "dtsim: run failed: rank 0: the store at %s stopped serving: %s\n",
+                     g_store_where, what.c_str());
+        std::fflush(stderr);
+        std::_Exit(1);
+      }
+    } catch (...) {
+    }
+  }
+  if (g_previous_terminate) g_previous_terminate();
+  std::abort();
+}
+
+void turn_store_daemon_crashes_into_failures(const std::string& where) {
+  static std::once_flag once;
+  std::snprintf(g_store_where, sizeof g_store_where, "%s", where.c_str());
+  std::call_once(once, [] { g_previous_terminate = std::set_terminate(on_terminate); });
+}
+
 // What the heartbeat thread and the rank's main thread share.
 struct Heart {
   std::mutex mutex;
   std::condition_variable wake;
   bool stop = false;
   bool store_lost = false;
+  bool store_stalled = false;  // lost because it stopped answering, not because it closed
   std::string verdict;  // cached from the store once any rank published one
   std::atomic<std::uint64_t> ops{0};
 };
@@ -67,20 +173,22 @@ void beat_loop(std::shared_ptr<Heart> heart, c10::intrusive_ptr<c10d::TCPStore> 
     const bool have_verdict = !heart->verdict.empty();
     lock.unlock();
     std::string verdict;
-    bool lost = false;
+    bool lost = false, stalled = false;
     try {
       store->set(key("hb", rank), bytes(fmt::format("{} {}", ++beat, heart->ops.load())));
       if (!have_verdict && store->check({kVerdict})) {
         verdict = text(store->get(kVerdict));
         store->set(key("seen", rank), bytes("1"));
       }
-    } catch (const std::exception&) {
-      lost = true;  // rank 0's store is gone (or this process is ending)
+    } catch (const std::exception& e) {
+      lost = true;  // rank 0's store is gone (or this process is ending), or stopped answering
+      stalled = timed_out(e);
     }
     lock.lock();
     if (!verdict.empty()) heart->verdict = verdict;
     if (lost) {
       heart->store_lost = true;
+      heart->store_stalled = stalled;
       break;
     }
     heart->wake.wait_for(lock, period, [&] { return heart->stop; });
@@ -101,8 +209,13 @@ void quiet_library_logging() {
 class TcpLiveJob final : public LiveJob {
  public:
   explicit TcpLiveJob(const LiveEnv& env) : env_(env), timing_(timing_for(env.timeout)) {
-    connect();
-    rendezvous();
+    try {
+      connect();
+      rendezvous();
+    } catch (const std::exception&) {
+      leave_stalled_store();
+      throw;
+    }
     thread_ = std::thread(beat_loop, heart_, beat_store_, env_.rank, timing_.beat);
   }
 
@@ -119,6 +232,7 @@ class TcpLiveJob final : public LiveJob {
       thread_.detach();
     else
       thread_.join();
+    leave_stalled_store();
   }
 
   const LiveEnv& env() const override { return env_; }
@@ -131,12 +245,16 @@ class TcpLiveJob final : public LiveJob {
     {
       std::lock_guard lock(heart_->mutex);
       if (!heart_->verdict.empty()) return heart_->verdict;
-      if (heart_->store_lost) return rank0_gone();
+      if (heart_->store_lost) return store_gone(heart_->store_stalled);
     }
     try {
       return cache(diagnose());
-    } catch (const std::exception&) {
-      return rank0_gone();
+    } catch (const std::exception& e) {
+      if (timed_out(e)) {
+        std::lock_guard lock(heart_->mutex);
+        heart_->store_stalled = true;
+      }
+      return store_gone(timed_out(e));
     }
   }
 
@@ -154,12 +272,67 @@ class TcpLiveJob final : public LiveJob {
  private:
   std::runtime_error failure(const std::string& why) const { return std::runtime_error(why); }
 
-  std::string rank0_gone() const {
-    if (env_.launcher_serves_store)
-      return fmt::format("the launcher's store at {}:{} stopped answering", env_.master_addr, env_.master_port);
+  // A store that stopped answering is left to the process's exit: destroying rank 0's
+  // joins c10d's daemon thread, which may be the one stuck.
+  void leave_stalled_store() {
+    if (!heart_->store_stalled) return;
+    (void)store_.release();
+    (void)beat_store_.release();
+  }
+
+  std::string where() const { return fmt::format("{}:{}", env_.master_addr, env_.master_port); }
+
+  // The store is lost: it closed (rank 0 is gone) or, `stalled`, stopped answering while
+  // its connection stayed open.
+  std::string store_gone(bool stalled) const {
+    if (env_.launcher_serves_store) return fmt::format("the launcher's store at {} stopped answering", where());
+    if (stalled)
+      return fmt::format("the store at {} stopped answering (no reply within {})", where(), seconds(env_.timeout));
     if (env_.rank == 0) return "";
-    return fmt::format("rank 0 is gone (the store it served at {}:{} stopped answering)", env_.master_addr,
-                       env_.master_port);
+    return fmt::format("rank 0 is gone (the store it served at {} stopped answering)", where());
+  }
+
+  // Rank 0 found MASTER_PORT taken. When a store of this job (same DTSIM_JOB_ID) answers
+  // there and its rendezvous is still open, this is a second rank 0 or a second job: say
+  // so there, so that its rank 0 ends the rendezvous for every rank (a finished
+  // rendezvous is left alone). Best effort, bounded by the timeout.
+  void tell_the_job_at_the_port(c10d::TCPStoreOptions opts) {
+    try {
+      opts.isServer = false;
+      auto there = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, opts);
+      there->wait({}, env_.timeout);
+      if (!there->check({kWorldSize}) || there->check({kOutcome})) return;
+      const std::string job = there->check({kJob}) ? text(there->get(kJob)) : "";
+      if (job != env_.job_id) return;
+      there->compareSet(kConflict, {}, bytes(joined_twice()));
+      there->add(kHeard, 1);
+    } catch (const std::exception&) {
+    }
+  }
+
+  // A store call of the rendezvous failed.
+  std::string rendezvous_trouble(const std::exception& e) {
+    if (timed_out(e)) heart_->store_stalled = true;
+    if (env_.launcher_serves_store || timed_out(e) || env_.rank == 0)
+      return fmt::format("the store at {} stopped answering during the rendezvous ({})", where(),
+                         timed_out(e) ? fmt::format("no reply within {}", seconds(env_.timeout)) : first_line(e));
+    return fmt::format("rank 0 is gone during the rendezvous: {}", first_line(e));
+  }
+
+  std::string joined_twice() const {
+    return fmt::format("rank {} joined twice (two processes have RANK={}, or two jobs use MASTER_PORT {})", env_.rank,
+                       env_.rank, env_.master_port);
+  }
+
+  // This process cannot take part: says why in the store (rank 0 ends the rendezvous with
+  // it for every rank that joined; the first reason published stays) and throws it.
+  [[noreturn]] void refuse(const std::string& why) {
+    try {
+      store_->compareSet(kConflict, {}, bytes(why));
+      store_->add(kHeard, 1);
+    } catch (const std::exception&) {
+    }
+    throw failure(why);
   }
 
   std::string cache(std::string verdict) {
@@ -175,81 +348,183 @@ class TcpLiveJob final : public LiveJob {
     opts.numWorkers = c10::nullopt;
     opts.waitWorkers = false;
     opts.timeout = env_.timeout;
+    const bool serving = opts.isServer;
     try {
       store_ = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, opts);
+      if (serving) {
+        guard_store_sockets(env_.master_port, timing_.stray);
+        turn_store_daemon_crashes_into_failures(where());
+      }
       opts.isServer = false;
       beat_store_ = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, opts);
     } catch (const std::exception& e) {
-      if (env_.rank == 0)
-        throw failure(fmt::format("cannot serve the store at {}:{}: {}", env_.master_addr, env_.master_port, first_line(e)));
-      throw failure(fmt::format("rank 0 never arrived: no store answered at {}:{} within {}", env_.master_addr,
-                                env_.master_port, seconds(env_.timeout)));
+      if (serving) {
+        const std::string what = e.what();
+        if (what.find("Address already in use") != std::string::npos) {
+          tell_the_job_at_the_port(opts);
+          throw failure(fmt::format("cannot serve the store at {}: the port is in use (two processes have RANK=0, "
+                                    "or another job or program is using MASTER_PORT {})",
+                                    where(), env_.master_port));
+        }
+        throw failure(fmt::format("cannot serve the store at {}: {}", where(), first_line(e)));
+      }
+      throw failure(fmt::format("rank 0 never arrived: no store answered at {} within {}", where(),
+                                seconds(env_.timeout)));
+    }
+    // Every later call on either connection returns or throws within the timeout: c10d
+    // 1.13's wait() sets the connection's receive timeout (SO_RCVTIMEO), which stays for
+    // the calls after it (check, add, compareSet would otherwise wait for ever on a store
+    // that stopped answering). This first call also finds out whether what answers at
+    // MASTER_PORT speaks the store's protocol.
+    try {
+      store_->wait({}, env_.timeout);
+      beat_store_->wait({}, env_.timeout);
+    } catch (const std::exception& e) {
+      if (timed_out(e)) heart_->store_stalled = true;
+      throw failure(fmt::format("the store at {} {} (is another program using MASTER_PORT {}?)", where(),
+                                timed_out(e) ? fmt::format("did not answer within {}", seconds(env_.timeout))
+                                             : fmt::format("does not answer as a c10d store ({})", first_line(e)),
+                                env_.master_port));
     }
   }
 
   void rendezvous() {
+    if (env_.rank == 0)
+      lead_rendezvous();
+    else
+      join_rendezvous();
+  }
+
+  // Rank 0: publishes the job, then waits up to the timeout for every rank's seat; a
+  // conflict a refused process published ends the wait at once.
+  void lead_rendezvous() {
     auto& s = *store_;
-    const int n = env_.world_size, me = env_.rank;
-    auto lost = [](const std::exception& e) {
-      return std::runtime_error(fmt::format("rank 0 is gone during the rendezvous: {}", first_line(e)));
-    };
-    // A rank whose WORLD_SIZE differs from rank 0's does not join (rank 0 then names it).
-    std::string theirs = std::to_string(n);
-    try {
-      if (me == 0) {
-        s.set("dtsim/world_size", bytes(theirs));
-      } else {
-        s.wait({"dtsim/world_size"}, env_.timeout);
-        theirs = text(s.get("dtsim/world_size"));
-      }
-    } catch (const std::exception& e) {
-      throw lost(e);
-    }
-    if (theirs != std::to_string(n)) throw failure(fmt::format("WORLD_SIZE is {} here but {} at rank 0", n, theirs));
+    const int n = env_.world_size;
+    std::string outcome;
     std::int64_t joined = 0;
     try {
-      s.set(key("hb", me), bytes("0 0"));
-      joined = s.add(key("joined", me), 1);
+      s.set(kJob, bytes(env_.job_id));
+      s.set(kWorldSize, bytes(std::to_string(n)));  // last: the other ranks wait for it
+      joined = s.add(key("joined", 0), 1);  // more than 1 only at a launcher's store
     } catch (const std::exception& e) {
-      throw lost(e);
+      throw failure(rendezvous_trouble(e));
     }
-    if (joined > 1) throw failure(fmt::format("rank {} joined twice (two processes have RANK={})", me, me));
-
-    if (me == 0) {
+    if (joined > 1) refuse(joined_twice());
+    try {
+      s.set(key("hb", 0), bytes("0 0"));
       std::vector<std::string> keys;
       for (int r = 0; r < n; ++r) keys.push_back(key("joined", r));
       // Polled rather than waited for: a timed-out wait leaves the connection expecting
       // a late answer.
-      std::vector<int> missing;
       const auto until = Clock::now() + env_.timeout;
-      while (!s.check(keys)) {
-        if (Clock::now() >= until) {
+      bool conflict = false;
+      while (outcome.empty()) {
+        const bool all = s.check(keys);
+        if (s.check({kConflict})) {
+          outcome = text(s.get(kConflict));
+          conflict = true;
+        } else if (all) {
+          outcome = "ok";
+        } else if (Clock::now() >= until) {
+          std::vector<int> missing;
           for (int r = 0; r < n; ++r)
             if (!s.check({keys[r]})) missing.push_back(r);
-          break;
+          outcome = fmt::format("{} never joined (waited {})", ranks_phrase(missing), seconds(env_.timeout));
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
-      const std::string outcome =
-          missing.empty() ? "ok"
-                          : fmt::format("{} never joined (waited {})", ranks_phrase(missing), seconds(env_.timeout));
-      s.set("dtsim/rendezvous", bytes(outcome));
-      if (missing.empty()) return;
-      // Keep the store up until the ranks that came have read the outcome.
-      const auto present = static_cast<std::int64_t>(n - static_cast<int>(missing.size()) - 1);
-      const auto acks_until = Clock::now() + timing_.window;
-      while (s.add("dtsim/acks", 0) < present && Clock::now() < acks_until) std::this_thread::sleep_for(timing_.beat / 4);
+      s.set(kOutcome, bytes(outcome));
+      if (outcome == "ok") return;
+      // Keep the store up until the ranks that took their seat have read the outcome
+      // (acks). After a conflict, for the window at least, and until as many processes
+      // as the job has other ranks have heard of it (acks, and the refused or late ones:
+      // heard), and for at most another window as many as a refused rank's larger
+      // WORLD_SIZE says, so that those still starting name the conflict rather than a
+      // vanished rank 0 (or find the port free); at most until the rendezvous's timeout.
+      const auto published = Clock::now();
+      const auto linger_until = conflict ? std::max(until, published + timing_.window) : published + timing_.window;
+      std::optional<Clock::time_point> all_ours;  // when as many as our WORLD_SIZE had heard
+      while (Clock::now() < linger_until) {
+        std::int64_t seated = 0;
+        for (int r = 1; r < n; ++r) seated += s.check({keys[r]}) ? 1 : 0;
+        const auto acks = s.add(kAcks, 0);
+        if (acks >= seated && !conflict) break;
+        if (acks >= seated) {
+          const auto heard = acks + s.add(kHeard, 0);
+          std::int64_t claimed = n;
+          if (s.check({kClaimed})) claimed = std::stoll(text(s.get(kClaimed)));
+          if (heard >= n - 1 && !all_ours) all_ours = Clock::now();
+          const bool long_enough = Clock::now() - published >= timing_.window;
+          if (long_enough && heard >= std::max<std::int64_t>(n, claimed) - 1) break;
+          if (long_enough && all_ours && Clock::now() - *all_ours >= timing_.window) break;  // no larger job
+        }
+        std::this_thread::sleep_for(timing_.beat / 4);
+      }
+    } catch (const std::exception& e) {
+      if (outcome.empty()) throw failure(rendezvous_trouble(e));
+      // The outcome is published; the store failed while lingering for the acks.
+    }
+    throw failure(outcome);
+  }
+
+  // Every other rank: refused, without a seat, when it belongs to another job or came
+  // after the rendezvous; with its WORLD_SIZE differing from rank 0's, or its seat taken,
+  // it says so for rank 0 to end the rendezvous.
+  void join_rendezvous() {
+    auto& s = *store_;
+    const int n = env_.world_size, me = env_.rank;
+    std::string theirs, their_job, outcome;
+    try {
+      s.wait({kWorldSize}, env_.timeout);
+      theirs = text(s.get(kWorldSize));
+      if (s.check({kJob})) their_job = text(s.get(kJob));
+      if (s.check({kOutcome})) outcome = text(s.get(kOutcome));
+    } catch (const std::exception& e) {
+      throw failure(rendezvous_trouble(e));
+    }
+    auto job_name = [](const std::string& id) {
+      return id.empty() ? std::string("a job without DTSIM_JOB_ID") : fmt::format("job \"{}\"", id);
+    };
+    if (their_job != env_.job_id)
+      throw failure(fmt::format("another job is using MASTER_PORT {}: rank 0 at {} runs {}, this process {}",
+                                env_.master_port, where(), job_name(their_job), job_name(env_.job_id)));
+    if (outcome == "ok")
+      throw failure(fmt::format("the job at {} had already started without this process (another job is using "
+                                "MASTER_PORT {}, or two processes have RANK={})",
+                                where(), env_.master_port, me));
+    if (!outcome.empty()) {  // the rendezvous already failed
+      try {
+        s.add(kHeard, 1);
+      } catch (const std::exception&) {
+      }
       throw failure(outcome);
     }
+    if (theirs != std::to_string(n)) {
+      try {  // rank 0 then waits for this many processes to hear of it
+        s.compareSet(kClaimed, {}, bytes(std::to_string(n)));
+      } catch (const std::exception&) {
+      }
+      refuse(fmt::format("WORLD_SIZE is {} at rank {} but {} at rank 0", n, me, theirs));
+    }
+    std::int64_t joined = 0;
+    try {
+      joined = s.add(key("joined", me), 1);
+      if (joined == 1) s.set(key("hb", me), bytes("0 0"));
+    } catch (const std::exception& e) {
+      throw failure(rendezvous_trouble(e));
+    }
+    if (joined > 1) refuse(joined_twice());
+
     // Rank 0 decides within the timeout from its own start, which may be later than ours.
-    std::string outcome;
     const auto patience = 2 * env_.timeout + timing_.window;
     try {
-      s.wait({"dtsim/rendezvous"}, patience);
-      outcome = text(s.get("dtsim/rendezvous"));
-      s.add("dtsim/acks", 1);
-    } catch (const std::exception&) {
-      throw failure(fmt::format("rank 0 did not finish the rendezvous within {}", seconds(patience)));
+      s.wait({kOutcome}, patience);
+      outcome = text(s.get(kOutcome));
+      s.add(kAcks, 1);
+    } catch (const std::exception& e) {
+      if (timed_out(e)) throw failure(fmt::format("rank 0 did not finish the rendezvous within {}", seconds(patience)));
+      throw failure(rendezvous_trouble(e));
     }
     if (outcome != "ok") throw failure(outcome);
   }

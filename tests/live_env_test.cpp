@@ -51,6 +51,9 @@ TEST(LiveEnv, DefaultsOnOneMachine) {
   EXPECT_EQ(env.master_addr, "127.0.0.1");
   EXPECT_EQ(env.master_port, 29500);
   EXPECT_EQ(env.timeout, std::chrono::seconds(60));
+  EXPECT_EQ(env.job_id, "");
+  env = parse({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"DTSIM_JOB_ID", "sweep-17"}});
+  EXPECT_EQ(env.job_id, "sweep-17");
 }
 
 TEST(LiveEnv, OpenMpi) {
