@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -109,5 +110,30 @@ const std::vector<std::string>& algorithm_fields(const std::string& name);
 
 // Builds `spec` for `rank`; throws std::invalid_argument naming what is unknown.
 std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSpec& spec, const net::Topology& topology, int rank);
+
+// What one rank of `spec` keeps and sends, for the up-front resource estimate
+// (runner/resource_estimate.hpp): a static count per algorithm, an upper bound read off
+// its members (registry.cpp lists them), not a measurement. Units: the model (its fp32
+// parameters) and the payload (one compressed message of the model).
+struct MemoryFootprint {
+  // Model-sized buffers besides the parameters, the gradients and the momentum buffer:
+  // flat copies, replicas, error memories, scratch.
+  double model_buffers = 0.0;
+  // Model-sized buffers per gossip neighbour (DCD/ECD-PSGD's replicas x^_j).
+  double model_buffers_per_peer = 0.0;
+  // Exchanges with the gossip neighbours every step: the rank keeps one payload received
+  // per neighbour, its own and the copy in flight.
+  bool gossips = false;
+  // All-gathers a payload from every rank every step: every rank's output holds one
+  // block per rank (the emulated world clones them), the world one more set.
+  bool gathers = false;
+  // Bytes of a payload per byte of the model (1: uncompressed fp32; a top-k 1 % message
+  // of values and indices 0.02; threshold kinds, whose size depends on the data, 0.2).
+  double payload_fraction = 1.0;
+  // Collectives (all-reduces, all-gathers or exchanges) per step, on average over `steps`.
+  double collectives_per_step = 1.0;
+};
+// `sizes`: the workload's tensor sizes in backward order (DistOpt's partitions).
+MemoryFootprint memory_footprint(const AlgorithmSpec& spec, std::span<const std::int64_t> sizes, std::int64_t steps);
 
 }  // namespace dtsim::algorithms

@@ -21,6 +21,7 @@
 #include "kernels/tensor_buffer.hpp"
 #include "network_models/network.hpp"
 #include "network_models/topology_spec.hpp"
+#include "runner/resource_estimate.hpp"
 #include "sim/engine.hpp"
 #include "sim/trace_writer.hpp"
 #include "sim/task.hpp"
@@ -170,6 +171,8 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
     wire.push_back(static_cast<double>(comm.traffic().wire_bytes - traffic_before.wire_bytes));
     calls.push_back(static_cast<double>(comm.traffic().calls - traffic_before.calls));
     phase_steps.push_back(timer.take_step());
+    if (options.progress && rank == 0)
+      options.progress({evaluate ? "" : "rank 0's kernels", static_cast<std::int64_t>(t) + 1, s.steps, comm.now()});
     if (s.eval_every > 0 && (t + 1) % static_cast<std::size_t>(s.eval_every) == 0 && t + 1 < steps) {
       mark(comm::TraceMark::EvalBegin);
       const double at_step_end = comm.now();
@@ -285,6 +288,25 @@ std::vector<comm::OpTrace>* trace_sink(const RunOptions& options, std::vector<co
   return options.record_trace_dir ? &local : nullptr;
 }
 
+// Reports rank 0's replay to RunOptions::progress: every step opens "forward_pass" first.
+class ReplayProgress final : public comm::PhaseTimer::Listener {
+ public:
+  ReplayProgress(const RunOptions& options, const comm::Communicator& comm, std::int64_t steps)
+      : options_(options), comm_(comm), steps_(steps) {}
+  void phase_begin(std::size_t, const std::string& name) override {
+    if (name != "forward_pass") return;
+    if (begun_ > 0) options_.progress({"replay", begun_, steps_, comm_.now()});
+    ++begun_;
+  }
+  void phase_end(std::size_t) override {}
+
+ private:
+  const RunOptions& options_;
+  const comm::Communicator& comm_;
+  std::int64_t steps_;
+  std::int64_t begun_ = 0;
+};
+
 sim::Task<void> replay_rank(comm::Communicator& comm, const comm::OpTrace& trace, std::vector<int> neighbours,
                             comm::PhaseTimer& timer, comm::ReplayRecord& out) {
   out = co_await comm::replay_trace(comm, trace, std::move(neighbours), timer);
@@ -324,9 +346,11 @@ void replay_on_network(const Scenario& s, const net::Topology& topology, const s
   }
   std::vector<comm::ReplayRecord> records(static_cast<std::size_t>(s.ranks));
   std::vector<std::unique_ptr<comm::PhaseTimer>> timers;
+  std::optional<ReplayProgress> progress;
   for (int r = 0; r < s.ranks; ++r) {
     auto& comm = world.communicator(r);
     timers.push_back(std::make_unique<comm::PhaseTimer>(comm));
+    if (r == 0 && options.progress) timers.back()->notify(&progress.emplace(options, comm, s.steps));
     if (trace) timers.back()->record_to(trace.get(), trace->track(fmt::format("rank {}", r), "phases"));
     engine.spawn(replay_rank(comm, *traces.at(static_cast<std::size_t>(r)), topology.neighbors(r), *timers.back(),
                              records[r]),
@@ -432,6 +456,7 @@ double RunResult::mean_calls() const { return mean(calls); }
 double RunResult::mean_compute_time_s() const { return mean(compute_time_s); }
 
 RunResult run_emulated(const Scenario& s, const RunOptions& options) {
+  check_resources(s, RunKind::Emulated);  // before anything large is allocated
   if (s.timing_only) return run_timing_only(s, options);
   sim::Engine engine;
   auto network =
@@ -512,6 +537,7 @@ RunResult run_live(const Scenario& s, const comm::LiveEnv& env, const RunOptions
     throw ScenarioError("/timing_only", "applies to emulated runs (dtsim run); a live run runs and measures every rank");
   if (env.world_size != s.ranks)
     throw ScenarioError("/ranks", fmt::format("the scenario has {} ranks but WORLD_SIZE is {}", s.ranks, env.world_size));
+  check_resources(s, RunKind::Live);  // this process's rank, before anything large is allocated
   auto topology = net::make_topology(s.topology, s.ranks, s.network.nominal);
   auto comm = options.live_backend == "nccl" ? comm::make_nccl_communicator(env, s.network)
                                              : comm::make_gloo_communicator(env, s.network);

@@ -2,7 +2,9 @@
 // simulated network) or live (this process is one rank of a job over Gloo).
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +16,14 @@
 #include "runner/scenario.hpp"
 
 namespace dtsim::runner {
+
+// Where a run is, for a progress line (runner/progress.hpp).
+struct RunProgress {
+  std::string stage;         // "" for a run; in timing-only mode "rank 0's kernels", then "replay"
+  std::int64_t step = 0;     // steps done
+  std::int64_t steps = 0;
+  double simulated_s = 0.0;  // rank 0's clock
+};
 
 struct RunOptions {
   // When set, every rank writes its parameters after the last step to
@@ -30,6 +40,10 @@ struct RunOptions {
   // When set, every rank this process runs also writes its trace to
   // "<dir>/rank<r>.trace" (comm::to_bytes), for `dtsim replay`.
   std::optional<std::filesystem::path> record_trace_dir;
+  // When set, called at the end of every step of rank 0 (the rank this process runs, for a
+  // live run; the representative, then rank 0's replay, in timing-only mode; rank 0's
+  // replay for replay_traces). It observes only: nothing it sees changes the results.
+  std::function<void(const RunProgress&)> progress;
 };
 
 // A live run that failed part-way: the one-line error, and what this rank measured so far

@@ -1,0 +1,623 @@
+#include "runner/resource_estimate.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <deque>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "algorithms/algorithm.hpp"
+#include "network_models/network.hpp"
+#include "network_models/closed_form.hpp"
+#include "workloads/image_models.hpp"
+#include "workloads/shape_models.hpp"
+
+namespace dtsim::runner {
+
+namespace {
+
+constexpr double kFloat = 4.0;
+constexpr double kRankBookkeeping = 16.0 * 1024;  // frames, communicator, workload, algorithm objects
+constexpr double kReplayRankBookkeeping = 4.0 * 1024;  // a replaying rank: frame, communicator, timer
+constexpr double kRecordPerRankStep = 320.0;      // rank_program's records, summary, RunResult
+constexpr double kReplayRecordPerRankStep = 160.0;
+constexpr double kTracedOp = 32.0;
+constexpr double kResultJsonPerStep = 6 * 40.0;   // the result's six per-step series, as JSON
+constexpr double kLongRun = 1e9;                  // simulated events worth a note
+constexpr double kBookkeepingPerEvent = 10.0;     // bookkeeping steps as fast as one event
+
+double d(std::int64_t x) { return static_cast<double>(x); }
+double log2_at_least_1(double n) { return n > 2.0 ? std::log2(n) : 1.0; }
+
+// --- the topology, from its spec ------------------------------------------------------
+
+struct TopologyShape {
+  double ranks = 1, nodes = 1, cables = 0;
+  double degree = 0;          // gossip neighbours of a rank (the largest)
+  double hops = 1;            // mean route length between two ranks
+  double neighbour_hops = 1;  // route length to a gossip neighbour (and to rank r + 1 on direct topologies)
+  bool dedup = false;         // the builder de-duplicates cables through a std::set
+  std::string label;
+};
+
+// Mean BFS distance from rank 0 to the other ranks, and the largest rank degree when no
+// switch is present: a custom graph is given edge by edge, so this is cheap next to it.
+void measure_edges(const net::TopologySpec& t, TopologyShape& shape) {
+  const auto n = static_cast<std::size_t>(std::max<double>(shape.nodes, 1));
+  std::vector<std::vector<int>> adj(n);
+  for (const auto& e : t.edges)
+    if (e.a >= 0 && e.b >= 0 && static_cast<std::size_t>(e.a) < n && static_cast<std::size_t>(e.b) < n) {
+      adj[static_cast<std::size_t>(e.a)].push_back(e.b);
+      adj[static_cast<std::size_t>(e.b)].push_back(e.a);
+    }
+  const auto ranks = static_cast<std::size_t>(shape.ranks);
+  double largest = 0;
+  for (std::size_t r = 0; r < ranks && r < n; ++r) largest = std::max(largest, d(static_cast<std::int64_t>(adj[r].size())));
+  const bool switches = n > ranks;
+  shape.degree = switches ? shape.ranks - 1 : largest;
+  std::vector<int> dist(n, -1);
+  std::deque<int> frontier{0};
+  dist[0] = 0;
+  double sum = 0, reached = 0;
+  while (!frontier.empty()) {
+    const int u = frontier.front();
+    frontier.pop_front();
+    if (static_cast<std::size_t>(u) < ranks && u != 0) sum += dist[static_cast<std::size_t>(u)], ++reached;
+    for (int v : adj[static_cast<std::size_t>(u)])
+      if (dist[static_cast<std::size_t>(v)] < 0) {
+        dist[static_cast<std::size_t>(v)] = dist[static_cast<std::size_t>(u)] + 1;
+        frontier.push_back(v);
+      }
+  }
+  shape.hops = reached > 0 ? std::max(1.0, sum / reached) : 1.0;
+  shape.neighbour_hops = switches ? 2.0 : 1.0;
+}
+
+TopologyShape topology_shape(const net::TopologySpec& t, int ranks) {
+  TopologyShape s;
+  const double n = std::max(1, ranks);
+  s.ranks = s.nodes = n;
+  s.label = t.kind;
+  const auto& kind = t.kind;
+  if (kind == "ring") {
+    s.cables = n >= 3 ? n : n - 1;
+    s.degree = std::min(2.0, n - 1);
+    s.hops = std::max(1.0, n / 4);
+    s.dedup = true;
+  } else if (kind == "complete") {
+    s.cables = n * (n - 1) / 2;
+    s.degree = n - 1;
+    s.dedup = true;
+  } else if (kind == "torus") {
+    s.cables = s.degree = 0;
+    s.hops = 0;
+    for (int dim : t.dims) {
+      s.cables += dim >= 3 ? n : dim == 2 ? n / 2 : 0;
+      s.degree += dim >= 3 ? 2 : dim == 2 ? 1 : 0;
+      s.hops += dim / 4.0;
+    }
+    s.hops = std::max(1.0, s.hops);
+    s.label = fmt::format("torus {}", fmt::join(t.dims, "x"));
+    s.dedup = true;
+  } else if (kind == "hypercube") {
+    const double bits = n > 1 ? std::log2(n) : 0;
+    s.cables = n * bits / 2;
+    s.degree = bits;
+    s.hops = std::max(1.0, bits / 2);
+    s.neighbour_hops = 2;  // r -> r + 1 flips about two bits
+    s.dedup = true;
+  } else if (kind == "exponential") {
+    double steps = 0;
+    for (double step = 1; step < n; step *= 2) ++steps;
+    s.cables = n * steps;
+    s.degree = std::min(n - 1, 2 * steps);
+    s.hops = std::max(1.0, log2_at_least_1(n) / 2);
+    s.dedup = true;
+  } else if (kind == "star") {
+    s.nodes = n + 1;
+    s.cables = n;
+    s.degree = n - 1;
+    s.hops = s.neighbour_hops = 2;
+  } else if (kind == "fat_tree") {
+    const double k = t.k, half = k / 2;
+    s.nodes = n + 2 * k * half + half * half;
+    s.cables = n + 2 * k * half * half;
+    s.degree = n - 1;
+    s.hops = s.neighbour_hops = 6;
+    s.label = fmt::format("fat_tree k={}", t.k);
+  } else if (kind == "hierarchical") {
+    const double g = std::max(1, t.gpus_per_node), nodes = std::ceil(n / g);
+    s.degree = n - 1;
+    if (t.nvswitch) {
+      s.nodes = n + nodes + 1;
+      s.cables = n + nodes;
+      s.hops = s.neighbour_hops = 4;
+    } else {
+      s.nodes = n + 1;
+      s.cables = n * (std::min(g, n) - 1) / 2 + n;
+      s.hops = s.neighbour_hops = 2;
+    }
+  } else if (kind == "edges") {
+    s.nodes = std::max<double>(n, t.nodes);
+    s.cables = d(static_cast<std::int64_t>(t.edges.size()));
+    measure_edges(t, s);
+  }
+  return s;
+}
+
+// One copy of the topology: links, adjacency, failed flags; the gossip graph when it is
+// computed; the BFS trees when messages are routed.
+double topology_copy_bytes(const TopologyShape& t, bool gossip_graph, bool routed) {
+  double b = 2 * t.cables * 24 + t.nodes * 40 + 2 * t.cables * 4 + 2 * t.cables / 8 + 256;
+  if (gossip_graph) b += t.ranks * 40 + t.ranks * t.degree * 4 + 2 * t.nodes * 4 /* the BFS's distances */;
+  if (routed) b += std::min(256.0, t.ranks) * (t.nodes * 4 + 64);
+  return b;
+}
+
+// What building it takes besides the result: the edge list (with growth) and the set.
+double topology_build_transient(const TopologyShape& t) { return t.cables * 48 + (t.dedup ? t.cables * 48 : 0); }
+
+// --- collectives ------------------------------------------------------------------------
+
+struct CollectiveCost {
+  double messages = 0;   // point-to-point messages of one call
+  double pairs = 0;      // distinct (src, dst) pairs
+  double in_flight = 0;  // messages in flight at once, at most
+  double schedule_transfers = 0;  // explicit schedule entries (0: compact ring)
+  bool neighbour_pairs = false;   // pairs are r -> r + 1 (routes of neighbour_hops)
+};
+
+CollectiveCost collective_cost(net::Algorithm a, net::CollectiveKind kind, double n) {
+  CollectiveCost c;
+  const bool reduce = kind == net::CollectiveKind::AllReduce;
+  if (n <= 1) return c;
+  switch (a) {
+    case net::Algorithm::Ring:
+    case net::Algorithm::Auto:
+      c.messages = (reduce ? 2 : 1) * n * (n - 1);
+      c.pairs = n;
+      c.in_flight = n;
+      c.neighbour_pairs = true;
+      break;
+    case net::Algorithm::HalvingDoubling: {
+      const double p = std::exp2(std::floor(std::log2(n))), rounds = std::log2(p);
+      c.messages = 2 * p * rounds + 2 * (n - p);
+      c.pairs = p * rounds + 2 * (n - p);
+      c.in_flight = n;
+      c.schedule_transfers = c.messages;
+      break;
+    }
+    case net::Algorithm::DoubleBinaryTree:
+      c.messages = c.pairs = 4 * (n - 1);
+      c.in_flight = 2 * n;
+      c.schedule_transfers = c.messages;
+      break;
+    case net::Algorithm::Direct:
+      c.messages = (reduce ? 2 : 1) * n * (n - 1);
+      c.pairs = c.in_flight = n * (n - 1);
+      c.schedule_transfers = c.messages;
+      break;
+    case net::Algorithm::ParameterServer:
+    case net::Algorithm::Binomial:
+      c.messages = c.pairs = 2 * (n - 1);
+      c.in_flight = n;
+      c.schedule_transfers = c.messages;
+      break;
+  }
+  return c;
+}
+
+net::Algorithm resolved(net::CollectiveKind kind, const Scenario& s, double elements) {
+  net::CollectiveSpec spec;
+  spec.kind = kind;
+  spec.ranks = s.ranks;
+  spec.elements = static_cast<std::int64_t>(std::min(elements, 1e15));
+  if (kind == net::CollectiveKind::AllGather) spec.block_elements.assign(static_cast<std::size_t>(s.ranks), spec.elements);
+  try {
+    return net::resolve_collective(spec, s.ranks, s.network).algorithm;
+  } catch (const std::exception&) {
+    return net::Algorithm::Ring;
+  }
+}
+
+// --- the workload -----------------------------------------------------------------------
+
+struct WorkloadShape {
+  double elements = 0;  // parameters
+  std::vector<std::int64_t> sizes_backward;  // tensor sizes, backward order
+  double data = 0;      // bytes per process
+  double per_rank = 0;  // bytes per rank besides parameters and gradients
+};
+
+WorkloadShape workload_shape(const Scenario& s) {
+  WorkloadShape w;
+  const auto& spec = s.workload;
+  const double ranks = std::max(1, s.ranks);
+  if (spec.type == "logistic_regression") {
+    const double samples = d(spec.logistic.samples), features = d(spec.logistic.features);
+    w.elements = features + 1;
+    w.sizes_backward = {1, spec.logistic.features};
+    // x and y, the generator's temporaries and the evaluation's per-sample vectors, one
+    // rank's permutation of every sample index while it builds its shard.
+    w.data = samples * features * kFloat + samples * 48;
+    const double shard = std::ceil(samples / ranks);
+    const double batch = spec.logistic.batch_size == 0 ? shard : std::min(d(spec.logistic.batch_size), shard);
+    w.per_rank = 2 * shard * 8 + batch * (features + 5) * kFloat;
+  } else if (spec.type == "mlp" || spec.type == "cnn") {
+    const auto net = workloads::LayerNet::make(spec.type);
+    double activations = 784, widest = 784;
+    for (const auto& l : net.layers()) {
+      double out = 1;
+      for (auto e : l.out_shape) out *= d(e);
+      activations += out;
+      widest = std::max(widest, out);
+      if (l.op == workloads::LayerNet::Op::Conv || l.op == workloads::LayerNet::Op::Linear) {
+        const double weight = d(l.in) * d(l.out) * (l.op == workloads::LayerNet::Op::Conv ? d(l.kernel) * d(l.kernel) : 1);
+        w.sizes_backward.insert(w.sizes_backward.begin(), {static_cast<std::int64_t>(l.out), static_cast<std::int64_t>(weight)});
+        w.elements += weight + d(l.out);
+      }
+    }
+    const double train = spec.train_samples > 0 ? std::min(d(spec.train_samples), 60000.0) : 60000.0;
+    const double test = spec.test_samples > 0 ? std::min(d(spec.test_samples), 10000.0) : 10000.0;
+    // fp32 images and int64 labels, the file's bytes while they are converted, and the
+    // evaluation's chunk of 2,000 images (activations and their ReLU outputs).
+    w.data = (train + test) * (784 * kFloat + 8) + train * 784 + 2000 * activations * kFloat * 2;
+    const double shard = std::ceil(train / ranks), batch = std::min(d(spec.batch_size), shard);
+    w.per_rank = 2 * shard * 8 + batch * (activations * 2 + widest) * kFloat;
+  } else if (workloads::is_shape_model(spec.type)) {
+    for (const auto& t : workloads::shape_model_tensors(spec.type)) {
+      w.sizes_backward.push_back(t.numel());
+      w.elements += d(t.numel());
+    }
+    w.data = d((std::int64_t{1} << 22) + 7) * kFloat;  // the value pool
+  }
+  return w;
+}
+
+// --- the estimate -------------------------------------------------------------------------
+
+// What the estimate knows besides its numbers, for the refusal's message.
+struct Detail {
+  ResourceEstimate e;
+  TopologyShape topology;
+  std::string route_cause;  // what dominates route_bytes
+  bool route_from_gossip = false;
+};
+
+Detail estimate(const Scenario& s, RunKind kind) {
+  Detail out;
+  auto& e = out.e;
+  const bool live = kind == RunKind::Live;
+  const bool timing_only = !live && s.timing_only;
+  const double R = std::max(1, s.ranks), steps = d(s.steps);
+  const auto w = workload_shape(s);
+  const auto f = algorithms::memory_footprint(s.algorithm, w.sizes_backward, s.steps);
+  const auto t = topology_shape(s.topology, s.ranks);
+  out.topology = t;
+  const double M = w.elements * kFloat;  // bytes of the model
+  const double P = f.payload_fraction * M + 8 * d(static_cast<std::int64_t>(w.sizes_backward.size()));
+  e.model_elements = w.elements;
+  e.tensor_ranks = live || timing_only ? 1 : R;
+
+  // One rank's tensors.
+  const double momentum = s.algorithm.optimizer.momentum > 0 ? 1 : 0;
+  const double peers = f.gossips || f.model_buffers_per_peer > 0 ? t.degree : 0;
+  e.peer_message_bytes = f.model_buffers_per_peer * peers * M + (f.gossips ? peers * P : 0);
+  const double gathered_blocks = timing_only ? 1 : R;  // the representative's blocks are one clone
+  e.gathered_bytes = f.gathers ? (gathered_blocks + 1) * P : 0;
+  e.workload_rank_bytes = w.per_rank;
+  e.rank_tensor_bytes = M * (2 + momentum + 3 + f.model_buffers) + e.peer_message_bytes + (f.gossips ? 2 * P : 0) +
+                        e.gathered_bytes + e.workload_rank_bytes;
+  const double shared = live ? 0 : M + (f.gathers && !timing_only ? R * P : 0);
+  e.tensor_bytes = e.tensor_ranks * e.rank_tensor_bytes + shared;
+  e.data_bytes = w.data;
+
+  // The topology: one copy (two in timing-only mode: the replay's network copies it).
+  const bool gossip_graph = f.gossips || timing_only;
+  const bool collectives_routed = s.network.model != "analytical";
+  const bool routed = collectives_routed || f.gossips;
+  const double copies = timing_only ? 2 : 1;
+  e.topology_bytes = copies * topology_copy_bytes(t, gossip_graph, routed && !live) + topology_build_transient(t) +
+                     (f.gossips ? R * 8 : 0) /* a mixing row */;
+
+  // Routes, schedules and messages in flight (emulated networks only).
+  const auto main_kind = f.gathers ? net::CollectiveKind::AllGather : net::CollectiveKind::AllReduce;
+  const auto all_reduce = resolved(net::CollectiveKind::AllReduce, s, w.elements);
+  const auto main_alg = f.gathers ? resolved(main_kind, s, f.payload_fraction * w.elements) : all_reduce;
+  const auto reduce_cost = collective_cost(all_reduce, net::CollectiveKind::AllReduce, R);
+  const auto main_cost = f.gathers ? collective_cost(main_alg, main_kind, R) : reduce_cost;
+  if (!live) {
+    auto route_bytes = [&](const CollectiveCost& c) {
+      const double hops = c.neighbour_pairs ? t.neighbour_hops : t.hops;
+      return collectives_routed ? c.pairs * (80 + 4 * hops) : 0.0;
+    };
+    auto flight = [&](const CollectiveCost& c) {
+      return c.schedule_transfers * 20 + R * 8 + R * 200 + (collectives_routed ? c.in_flight * 128 : 0.0);
+    };
+    const double collective_routes = route_bytes(reduce_cost) + (f.gathers ? route_bytes(main_cost) : 0);
+    const double gossip_routes = f.gossips ? R * t.degree * (80 + 4 * t.neighbour_hops + 128) : 0;
+    e.route_bytes = collective_routes + gossip_routes + std::max(flight(reduce_cost), flight(main_cost));
+    out.route_from_gossip = gossip_routes > collective_routes;
+    out.route_cause = fmt::format("the {} {}", net::to_string(f.gathers ? main_alg : all_reduce),
+                                  net::to_string(f.gathers ? main_kind : net::CollectiveKind::AllReduce));
+  }
+
+  // Records.
+  const double ops_per_step = 64 + (s.algorithm.name == "distopt" ? 6 * d(static_cast<std::int64_t>(w.sizes_backward.size())) : 0);
+  if (live) e.record_bytes = steps * kRecordPerRankStep;
+  else if (timing_only)
+    e.record_bytes = steps * (kRecordPerRankStep + ops_per_step * kTracedOp) + R * steps * kReplayRecordPerRankStep;
+  else e.record_bytes = R * steps * kRecordPerRankStep;
+  e.record_bytes += steps * kResultJsonPerStep;
+  e.rank_bookkeeping_bytes = live ? kRankBookkeeping : timing_only ? kRankBookkeeping + R * kReplayRankBookkeeping
+                                                                    : R * kRankBookkeeping;
+
+  // Work: simulated events and set-up visits.
+  if (!live) {
+    // The analytical model fires one completion per rank, but the emulated world still
+    // builds every schedule and walks it for each rank's bytes sent: bookkeeping steps.
+    const bool analytical = !collectives_routed;
+    const double evaluations = s.eval_every > 0 ? std::floor((steps - 1) / d(s.eval_every)) : 0;
+    const double calls = steps * f.collectives_per_step, closing = 5 + 2 * evaluations;
+    const double main_messages = calls * (f.gossips ? 0.0 : main_cost.messages) + closing * reduce_cost.messages;
+    const double gossip_messages = f.gossips ? calls * R * t.degree : 0.0;
+    e.network_events = (analytical ? (calls + closing) * R : main_messages) + gossip_messages + steps * 12 * R;
+    if (s.network.model == "flow") e.network_events *= 2;
+    if (analytical) e.bookkeeping_steps += main_messages;
+    const double bfs = t.nodes + 2 * t.cables;
+    if (gossip_graph) e.bookkeeping_steps += 2 * R * bfs;
+    if (f.gossips) e.bookkeeping_steps += R * R;  // mixing rows
+    if (routed) e.bookkeeping_steps += R * bfs;  // one BFS tree per source
+  }
+  return out;
+}
+
+std::string limit_text(const MemoryLimit& limit) {
+  if (limit.source == "DTSIM_MEMORY_LIMIT") return fmt::format("the {} DTSIM_MEMORY_LIMIT allows", format_bytes(limit.bytes));
+  if (limit.source == "MemAvailable") return fmt::format("the {} this machine has available", format_bytes(limit.bytes));
+  return fmt::format("the {} {} leaves", format_bytes(limit.bytes), limit.source);
+}
+
+// 4095, 1.8e13.
+std::string count(double x) {
+  if (!(x >= 1e6) || !std::isfinite(x)) return fmt::format("{:.0f}", x);
+  int exponent = static_cast<int>(std::floor(std::log10(x)));
+  double mantissa = std::round(x / std::pow(10.0, exponent) * 10) / 10;
+  if (mantissa >= 10) mantissa /= 10, ++exponent;
+  return fmt::format("{:.1f}e{}", mantissa, exponent);
+}
+
+std::optional<double> read_number_file(const char* path) {
+  std::ifstream in(path);
+  std::string word;
+  if (!(in >> word) || word == "max") return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(word.c_str(), &end);
+  if (errno != 0 || end == word.c_str()) return std::nullopt;
+  return v;
+}
+
+// A key of a "key value" file (/proc/meminfo's "MemAvailable: 123 kB", memory.stat's
+// "inactive_file 123").
+std::optional<double> read_key(const char* path, const std::string& key) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string k;
+    double v = 0;
+    if (!(words >> k >> v)) continue;
+    if (!k.empty() && k.back() == ':') k.pop_back();
+    if (k != key) continue;
+    std::string unit;
+    words >> unit;
+    return unit == "kB" ? v * 1024 : v;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+double ResourceEstimate::total_bytes() const {
+  return tensor_bytes + data_bytes + topology_bytes + route_bytes + record_bytes + rank_bookkeeping_bytes;
+}
+
+ResourceEstimate estimate_resources(const Scenario& s, RunKind kind) { return estimate(s, kind).e; }
+
+double topology_build_bytes(const net::TopologySpec& spec, int ranks) {
+  const auto t = topology_shape(spec, ranks);
+  return topology_copy_bytes(t, false, false) + topology_build_transient(t);
+}
+
+std::string format_bytes(double bytes) {
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  std::size_t u = 0;
+  while (bytes >= 1024 && u + 1 < std::size(units)) bytes /= 1024, ++u;
+  if (u + 1 == std::size(units) && bytes >= 1024) return fmt::format("{:.2g} EiB", bytes);
+  return bytes < 10 && u > 0 ? fmt::format("{:.1f} {}", bytes, units[u]) : fmt::format("{:.0f} {}", bytes, units[u]);
+}
+
+double parse_memory_size(const std::string& text) {
+  const auto bad = [&] {
+    return std::invalid_argument(fmt::format("DTSIM_MEMORY_LIMIT: expected a number of bytes with an optional K, M, G "
+                                             "or T suffix (powers of 1024), or \"unlimited\", got \"{}\"",
+                                             text));
+  };
+  if (text.empty()) throw bad();
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end == text.c_str() || !std::isfinite(v) || v < 0) throw bad();
+  std::string suffix(end);
+  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
+  if (suffix.size() == 2 && (suffix[1] == 'i' || suffix[1] == 'I')) suffix.pop_back();  // KiB, GiB
+  double scale = 1;
+  if (suffix.size() > 1) throw bad();
+  if (!suffix.empty()) {
+    switch (suffix[0]) {
+      case 'k': case 'K': scale = 1024.0; break;
+      case 'm': case 'M': scale = 1024.0 * 1024; break;
+      case 'g': case 'G': scale = 1024.0 * 1024 * 1024; break;
+      case 't': case 'T': scale = 1024.0 * 1024 * 1024 * 1024; break;
+      default: throw bad();
+    }
+  }
+  return v * scale;
+}
+
+std::optional<MemoryLimit> memory_limit() {
+  if (const char* env = std::getenv("DTSIM_MEMORY_LIMIT"); env && *env) {
+    const std::string text = env;
+    if (text == "unlimited" || text == "none" || text == "off") return std::nullopt;
+    return MemoryLimit{parse_memory_size(text), "DTSIM_MEMORY_LIMIT"};
+  }
+  std::optional<MemoryLimit> best;
+  if (const auto avail = read_key("/proc/meminfo", "MemAvailable")) best = MemoryLimit{*avail, "MemAvailable"};
+  // cgroup v2, then v1: the limit minus what the group uses (its inactive page cache is
+  // reclaimable, as MemAvailable counts it).
+  auto cgroup = [&](const char* max_file, const char* current_file, const char* stat_file) {
+    const auto max = read_number_file(max_file);
+    const auto current = read_number_file(current_file);
+    if (!max || !current || *max > 1e18) return;
+    const double reclaimable = read_key(stat_file, "inactive_file").value_or(0.0);
+    const double left = std::max(0.0, *max - std::max(0.0, *current - reclaimable));
+    if (!best || left < best->bytes) best = MemoryLimit{left, "the cgroup's memory.max"};
+  };
+  cgroup("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat");
+  cgroup("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+         "/sys/fs/cgroup/memory/memory.stat");
+  return best;
+}
+
+void check_topology_fits(const Scenario& s) {
+  // Most topologies are small: then the limit (a few files read) is not even looked up.
+  const double bytes = topology_build_bytes(s.topology, s.ranks);
+  if (bytes < 64.0 * 1024 * 1024) return;
+  const auto limit = memory_limit();
+  if (!limit || bytes <= limit->bytes) return;
+  const auto t = topology_shape(s.topology, s.ranks);
+  throw ScenarioError("/topology", fmt::format("a {} topology of {} ranks ({} cables) needs about {} to build (links, "
+                                               "adjacency lists and the builder's edge set), more than {}: use fewer "
+                                               "ranks or a sparser topology (ring, torus, fat_tree)",
+                                               t.label, s.ranks, count(t.cables), format_bytes(bytes), limit_text(*limit)));
+}
+
+void check_resources(const Scenario& s, RunKind kind) {
+  const auto limit = memory_limit();
+  if (!limit) return;
+  const Detail detail = estimate(s, kind);
+  const auto& e = detail.e;
+  const double total = e.total_bytes();
+  if (total <= limit->bytes) return;
+  const std::string need = format_bytes(total), more = limit_text(*limit);
+  const bool emulated = kind == RunKind::Emulated && !s.timing_only;
+  const std::string ranks_of = fmt::format("{} {}ranks of {}", s.ranks, emulated ? "emulated " : "", s.workload.type);
+  const std::string per_rank = format_bytes(e.rank_tensor_bytes);
+  // The way out follows the largest part.
+  const double parts[] = {e.tensor_bytes, e.data_bytes, e.topology_bytes, e.route_bytes, e.record_bytes,
+                          e.rank_bookkeeping_bytes};
+  const auto largest = static_cast<int>(std::max_element(std::begin(parts), std::end(parts)) - std::begin(parts));
+  const auto& lr = s.workload.logistic;
+  const bool logistic = s.workload.type == "logistic_regression";
+  switch (largest) {
+    case 0: {  // the ranks' tensors
+      if (e.peer_message_bytes > 0.5 * e.rank_tensor_bytes && detail.topology.degree > 2)
+        throw ScenarioError("/topology", fmt::format("{} on a {} topology need about {} ({} per rank, most of it a "
+                                                     "message or replica per gossip neighbour: {} each), more than {}: "
+                                                     "use a sparser topology (ring, torus) or fewer ranks",
+                                                     ranks_of, detail.topology.label, need, per_rank,
+                                                     count(detail.topology.degree), more));
+      if (e.gathered_bytes > 0.5 * e.rank_tensor_bytes && e.tensor_ranks > 1)
+        throw ScenarioError("/ranks", fmt::format("{} need about {} ({} per rank, most of it the all-gather's block "
+                                                  "from each of the {} ranks), more than {}: use \"timing_only\": true "
+                                                  "(memory of one rank) or fewer ranks",
+                                                  ranks_of, need, per_rank, s.ranks, more));
+      if (e.tensor_ranks > 1) {
+        // The way out is timing-only mode, unless that too is refused (then say why).
+        Scenario one = s;
+        one.timing_only = true;
+        std::string way_out = "use \"timing_only\": true (memory of one rank) or fewer ranks";
+        try {
+          check_resources(one, RunKind::Emulated);
+        } catch (const ScenarioError& timing_only_too) {
+          way_out = fmt::format("use fewer ranks (in timing-only mode, {})", timing_only_too.what());
+        }
+        throw ScenarioError("/ranks", fmt::format("{} need about {} (parameters, gradients, algorithm state and "
+                                                  "messages: {} per rank), more than {}: {}",
+                                                  ranks_of, need, per_rank, more, way_out));
+      }
+      if (e.workload_rank_bytes > 0.5 * e.rank_tensor_bytes)
+        throw ScenarioError("/workload/batch_size",
+                            fmt::format("one rank of {} needs about {} for its mini-batch ({} of {}), more than {}: "
+                                        "use a smaller batch_size",
+                                        s.workload.type, need, format_bytes(e.workload_rank_bytes), per_rank, more));
+      throw ScenarioError(logistic ? "/workload/features" : "/workload/type",
+                          fmt::format("one rank of {} with {} parameters needs about {} (parameters, gradients and "
+                                      "algorithm state: {}), more than {}: use {}",
+                                      s.workload.type, fmt::format("{:.0f}", e.model_elements), need, per_rank, more,
+                                      logistic ? "fewer features" : "a smaller model"));
+    }
+    case 1:  // the data set
+      if (logistic)
+        throw ScenarioError(lr.features >= lr.samples ? "/workload/features" : "/workload/samples",
+                            fmt::format("the logistic_regression data set ({} samples x {} features, fp32, one copy "
+                                        "shared by the ranks) needs about {}, more than {}: use fewer samples or "
+                                        "features",
+                                        lr.samples, lr.features, need, more));
+      throw ScenarioError("/workload", fmt::format("the {} data needs about {}, more than {}: use fewer samples",
+                                                   s.workload.type, need, more));
+    case 2:  // the topology
+      throw ScenarioError("/topology", fmt::format("a {} topology of {} ranks needs about {} ({} for its links, adjacency "
+                                                   "lists, gossip graph and BFS trees), more than {}: use fewer ranks or "
+                                                   "a sparser topology (ring, torus, fat_tree)",
+                                                   detail.topology.label, s.ranks, need,
+                                                   format_bytes(e.topology_bytes), more));
+    case 3:  // routes, schedules, messages in flight
+      if (detail.route_from_gossip)
+        throw ScenarioError("/topology", fmt::format("gossip among {} ranks on a {} topology needs about {} ({} of routes "
+                                                     "and messages in flight: {} neighbours each), more than {}: use a "
+                                                     "sparser topology (ring, torus) or fewer ranks",
+                                                     s.ranks, detail.topology.label, need,
+                                                     format_bytes(e.route_bytes), count(detail.topology.degree), more));
+      throw ScenarioError("/network/algorithms",
+                          fmt::format("{} over {} ranks needs about {} ({} of routes, schedules and messages in "
+                                      "flight), more than {}: use the ring algorithm or fewer ranks",
+                                      detail.route_cause, s.ranks, need, format_bytes(e.route_bytes), more));
+    case 4:  // per-step records
+      throw ScenarioError("/steps", fmt::format("{} steps of {} ranks need about {} ({} of per-step records), more than "
+                                                "{}: use fewer steps",
+                                                s.steps, s.ranks, need, format_bytes(e.record_bytes), more));
+    default:
+      throw ScenarioError("/ranks", fmt::format("{} ranks need about {} ({} of bookkeeping each), more than {}: use "
+                                                "fewer ranks",
+                                                s.ranks, need, format_bytes(e.rank_bookkeeping_bytes / std::max(1, s.ranks)), more));
+  }
+}
+
+std::optional<std::string> long_run_note(const Scenario& s) {
+  const auto e = estimate_resources(s, RunKind::Emulated);
+  // Measured on 2 cores: about 4e6 events a second (alpha_beta), and ten times as many
+  // bookkeeping steps; so 1e9 is minutes and 1e10 an hour.
+  const double work = e.network_events + e.bookkeeping_steps / kBookkeepingPerEvent;
+  if (work <= kLongRun) return std::nullopt;
+  const char* how_long = work > 10 * kLongRun ? "hours" : "many minutes";
+  if (e.bookkeeping_steps / kBookkeepingPerEvent > e.network_events)
+    return fmt::format("note: about {} steps of bookkeeping (routes, the gossip graph and collective schedules over {} "
+                       "ranks on a {} topology); this run may take {}; fewer ranks or steps are faster",
+                       count(e.bookkeeping_steps), s.ranks, topology_shape(s.topology, s.ranks).label, how_long);
+  const std::string faster = s.network.model == "flow"         ? "the alpha_beta or analytical network model, "
+                             : s.network.model == "alpha_beta" ? "the analytical network model (closed-form collectives), "
+                                                               : "";
+  return fmt::format("note: about {} simulated network events; this run may take {}; {}fewer steps or fewer ranks are "
+                     "faster",
+                     count(e.network_events), how_long, faster);
+}
+
+}  // namespace dtsim::runner
