@@ -6,12 +6,14 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "network_models/closed_form.hpp"
 #include "network_models/network.hpp"
+#include "runner/json_input.hpp"
 
 namespace dtsim::calibration {
 
@@ -253,20 +255,25 @@ json model_json(const NetworkModel& model, const std::vector<Sample>& samples, c
 }
 
 NetworkModel load_model(const std::filesystem::path& file) {
+  const std::string name = runner::one_line(file.string());
+  if (const auto why = runner::not_a_regular_file(file))
+    throw std::invalid_argument(fmt::format("{}: the network model file {}", name, *why));
   std::ifstream in(file);
-  if (!in) throw std::invalid_argument(fmt::format("{}: cannot read the network model file", file.string()));
+  if (!in) throw std::invalid_argument(fmt::format("{}: cannot read the network model file", name));
+  std::stringstream text;
+  text << in.rdbuf();
   json doc;
   try {
-    doc = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw std::invalid_argument(fmt::format("{}: not JSON: {}", file.string(), e.what()));
+    doc = runner::parse_json_text(text.str());
+  } catch (const runner::JsonTextError& e) {
+    throw std::invalid_argument(fmt::format("{}: not JSON: {}", name, e.reason()));
   }
   auto field = [&](const json& obj, const std::string& where, const char* key, bool positive) {
     if (!obj.is_object() || !obj.contains(key) || !obj[key].is_number())
-      throw std::invalid_argument(fmt::format("{}: {}/{}: expected a number", file.string(), where, key));
+      throw std::invalid_argument(fmt::format("{}: {}/{}: expected a number", name, where, key));
     const double v = obj[key].get<double>();
     if (positive ? !(v > 0) : !(v >= 0))
-      throw std::invalid_argument(fmt::format("{}: {}/{}: expected a number {} 0, got {}", file.string(), where, key,
+      throw std::invalid_argument(fmt::format("{}: {}/{}: expected a number {} 0, got {}", name, where, key,
                                               positive ? ">" : ">=", v));
     return v;
   };
@@ -275,13 +282,14 @@ NetworkModel load_model(const std::filesystem::path& file) {
   if (doc.contains("model")) {
     const auto& known = net::network_models();
     if (!doc["model"].is_string() || std::find(known.begin(), known.end(), doc["model"].get<std::string>()) == known.end())
-      throw std::invalid_argument(fmt::format("{}: /model: expected one of the network models", file.string()));
+      throw std::invalid_argument(fmt::format("{}: /model: expected one of the network models", name));
     model.model = doc["model"];
   }
   if (doc.contains("links") && doc["links"].is_object())
-    for (const auto& [cls, link] : doc["links"].items())
-      model.links[cls] = {field(link, "/links/" + cls, "latency_us", false) * 1e-6,
-                          field(link, "/links/" + cls, "bandwidth_GBps", true) * 1e9};
+    for (const auto& [cls, link] : doc["links"].items()) {
+      const std::string at = "/links/" + runner::one_line(runner::pointer_token(cls));  // a class name may hold anything
+      model.links[cls] = {field(link, at, "latency_us", false) * 1e-6, field(link, at, "bandwidth_GBps", true) * 1e9};
+    }
   return model;
 }
 

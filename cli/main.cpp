@@ -3,19 +3,23 @@
 // Exit codes: 0 success; 2 bad input (scenario, flags, environment), with one line
 // naming what is wrong; 1 a failure during the run (e.g. a peer that died).
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "cli/calibrate_command.hpp"
+#include "cli/collective_command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/sweep_command.hpp"
-#include "runner/collective_table.hpp"
+#include "runner/progress.hpp"
 #include "runner/report.hpp"
+#include "runner/resource_estimate.hpp"
 #include "runner/run.hpp"
 #include "runner/scenario.hpp"
 
@@ -99,32 +103,7 @@ int main(int argc, char** argv) {
   replay->add_option("--trace", args.trace, "Write the replay's timeline as Chrome/Perfetto trace JSON");
   replay->add_flag("--quiet", args.quiet, "Do not print the table");
 
-  struct CollectiveArgs {
-    std::string op = "allreduce", algo = "auto", topology = "ring", model = "flow", min = "8", max = "128M", json;
-    double factor = 2.0, latency_us = 5.0, bandwidth_GBps = 12.5;
-    std::string step;
-    int ranks = 0, root = 0;
-  } coll;
-  auto* collective = app.add_subcommand(
-      "collective", "Simulate one collective over a range of sizes and print the nccl-tests table (size, count, type, "
-                    "redop, root, time, algbw, busbw) for the simulated network");
-  collective->add_option("--op", coll.op, "allreduce, reducescatter, allgather or broadcast")->capture_default_str();
-  collective->add_option("--algo", coll.algo, "auto, ring, halving_doubling, tree, direct, ps or binomial")
-      ->capture_default_str();
-  collective->add_option("-b,--minbytes", coll.min, "Smallest size (bytes; K, M, G suffixes)")->capture_default_str();
-  collective->add_option("-e,--maxbytes", coll.max, "Largest size")->capture_default_str();
-  collective->add_option("-f,--stepfactor", coll.factor, "Multiply the size by this between rows")->capture_default_str();
-  collective->add_option("-i,--stepbytes", coll.step, "Add this many bytes between rows instead");
-  collective->add_option("--topology", coll.topology,
-                         "ring, complete, star, hypercube, exponential, torus:AxB[xC], fat_tree:K, hierarchical:G[:direct]")
-      ->capture_default_str();
-  collective->add_option("-n,--ranks", coll.ranks, "Rank count (default: the torus's size; required otherwise)");
-  collective->add_option("--model", coll.model, "analytical, alpha_beta or flow")->capture_default_str();
-  collective->add_option("--latency-us", coll.latency_us, "Per-link latency")->capture_default_str();
-  collective->add_option("--bandwidth-GBps", coll.bandwidth_GBps, "Per-link bandwidth (1e9 bytes/s)")->capture_default_str();
-  collective->add_option("-r,--root", coll.root, "Broadcast root")->capture_default_str();
-  collective->add_option("--json", coll.json, "Also write the table as JSON to this file");
-
+  dtsim::cli::CollectiveCommand collective_command(app);  // collective
   dtsim::cli::SweepCommands sweep_commands(app);  // sweep, merge, report
   dtsim::cli::CalibrateCommands calibrate_commands(app);  // calibrate, compare
   try {
@@ -138,49 +117,30 @@ int main(int argc, char** argv) {
   if (!args.dump_params.empty()) options.dump_params_prefix = args.dump_params;
   if (!args.trace.empty()) options.trace_file = args.trace;
   if (!args.record_trace.empty()) options.record_trace_dir = args.record_trace;
-  if (collective->parsed()) {
-    return cli::exit_code_of([&] {
-      runner::CollectiveSweep sweep;
-      sweep.kind = runner::parse_collective(coll.op);
-      sweep.algorithm = net::parse_algorithm(coll.algo);
-      sweep.topology = net::parse_topology(coll.topology);
-      sweep.ranks = coll.ranks;
-      if (sweep.ranks == 0 && sweep.topology.kind == "torus") {
-        sweep.ranks = 1;
-        for (int d : sweep.topology.dims) sweep.ranks *= d;
-      }
-      if (sweep.ranks < 1) throw std::invalid_argument("--ranks: expected a rank count >= 1");
-      if (coll.model != "analytical" && coll.model != "alpha_beta" && coll.model != "flow")
-        throw std::invalid_argument(fmt::format("--model: expected analytical, alpha_beta or flow, got \"{}\"", coll.model));
-      sweep.model = coll.model;
-      sweep.link = {coll.latency_us * 1e-6, coll.bandwidth_GBps * 1e9};
-      if (!(sweep.link.bandwidth_bytes_per_s > 0) || !(sweep.link.latency_s >= 0))
-        throw std::invalid_argument("--latency-us must be >= 0 and --bandwidth-GBps > 0");
-      sweep.min_bytes = runner::parse_size(coll.min);
-      sweep.max_bytes = runner::parse_size(coll.max);
-      sweep.factor = coll.factor;
-      if (!coll.step.empty()) sweep.step_bytes = runner::parse_size(coll.step);
-      sweep.root = coll.root;
-      if (sweep.root < 0 || sweep.root >= sweep.ranks) throw std::invalid_argument("--root: expected a rank of the job");
-      const auto rows = runner::run_collective_sweep(sweep);
-      std::cout << runner::format_collective_table(sweep, rows);
-      if (!coll.json.empty()) {
-        std::ofstream out(coll.json);
-        out << runner::collective_table_json(sweep, rows).dump(2) << '\n';
-        if (!out) throw std::runtime_error("cannot write " + coll.json);
-      }
-      return 0;
-    });
-  }
+  if (auto rc = collective_command.run()) return *rc;
 
   return cli::exit_code_of([&] {
     try {
       auto scenario = runner::load_scenario(args.scenario);
       if (args.timing_only) scenario.timing_only = true;
-      if (run->parsed()) return finish(runner::run_emulated(scenario, options), args, ".result.json", true);
+      // A progress line on a terminal only (runner/progress.hpp): files, pipes and --quiet
+      // see nothing of it. Declared here, so that an error unwinding past it erases it first.
+      std::optional<runner::ProgressLine> progress;
+      if (!args.quiet && ::isatty(STDERR_FILENO) == 1) {
+        progress.emplace(stderr);
+        options.progress = [&progress](const runner::RunProgress& p) { progress->update(p); };
+      }
+      if (run->parsed()) {
+        runner::check_resources(scenario);  // a refusal is the one line, without the note
+        if (const auto note = runner::long_run_note(scenario)) fmt::print(stderr, "dtsim: {}\n", *note);
+        const auto result = runner::run_emulated(scenario, options);
+        if (progress) progress->clear();
+        return finish(result, args, ".result.json", true);
+      }
       if (replay->parsed()) {
         auto result = runner::replay_traces(scenario, runner::read_traces(args.traces, scenario.ranks), options);
         result.replayed_from = args.traces;
+        if (progress) progress->clear();
         return finish(result, args, ".replay.result.json", true);
       }
       const auto env = comm::LiveEnv::from_environment();
@@ -193,6 +153,7 @@ int main(int argc, char** argv) {
           throw;
         }
       }();
+      if (progress) progress->clear();
       if (env.rank == 0) return finish(result, args, ".live.result.json", true);
       return 0;
     } catch (const runner::ScenarioError& e) {  // bad input, named with its file

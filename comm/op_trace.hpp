@@ -50,7 +50,11 @@ struct OpTrace {
 };
 
 // A compact binary form (MessagePack) for sending a trace to another process, and back;
-// from_bytes throws std::invalid_argument on bytes that are not a trace.
+// from_bytes throws std::invalid_argument on bytes that are not a trace, one line starting
+// "not an operation trace: " and naming the byte offset, the field (/ranks) or the entry
+// (entry #3: ...). It checks everything the replay acts on (kinds, types, ranges,
+// reductions, roots, phases, marks) and refuses nesting deeper than a trace has (nlohmann's
+// MessagePack reader recurses per level: a few hundred KB of 0x91 would overflow the stack).
 std::vector<std::uint8_t> to_bytes(const OpTrace& trace);
 OpTrace op_trace_from_bytes(const std::vector<std::uint8_t>& bytes);
 

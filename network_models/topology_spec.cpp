@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
+#include <string>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -18,11 +20,13 @@ Topology make_topology(const TopologySpec& s, int ranks, LinkParams link) {
   if (s.kind == "fat_tree") return Topology::fat_tree(ranks, s.k, link);
   if (s.kind == "hierarchical") return Topology::hierarchical(ranks, s.gpus_per_node, s.nvswitch, s.intra, link);
   if (s.kind == "torus") {
-    int product = 1;
-    for (int d : s.dims) product *= d;
+    // In 64 bits, saturated: the dims come from a user (torus:65536x65536 overflows an int).
+    constexpr std::int64_t kBeyond = std::int64_t{1} << 31;
+    std::int64_t product = 1;
+    for (int d : s.dims) product = std::min(product * d, kBeyond);
     if (s.dims.empty() || product != ranks)
-      throw std::invalid_argument(
-          fmt::format("torus dims {} hold {} ranks, not {}", fmt::join(s.dims, "x"), product, ranks));
+      throw std::invalid_argument(fmt::format("torus dims {} hold {} ranks, not {}", fmt::join(s.dims, "x"),
+                                              product >= kBeyond ? "more than 2^31" : std::to_string(product), ranks));
     return Topology::torus(s.dims, link);
   }
   if (s.kind == "edges") return Topology::from_edges(ranks, s.nodes == 0 ? ranks : s.nodes, s.edges);

@@ -1,6 +1,7 @@
 #include "runner/collective_table.hpp"
 
 #include <charconv>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -19,7 +20,7 @@ std::int64_t parse_size(const std::string& text) {
   else if (suffix == "M" || suffix == "m") scale = 1 << 20;
   else if (suffix == "G" || suffix == "g") scale = 1LL << 30;
   else if (!suffix.empty()) ec = std::errc::invalid_argument;
-  if (ec != std::errc() || value < 0)
+  if (ec != std::errc() || value < 0 || value > std::numeric_limits<std::int64_t>::max() / scale)
     throw std::invalid_argument(fmt::format("size \"{}\": expected a number of bytes with an optional K, M or G", text));
   return value * scale;
 }
@@ -72,12 +73,25 @@ std::vector<CollectiveRow> run_collective_sweep(const CollectiveSweep& s) {
     for (int r = 0; r < s.ranks; ++r) sent += schedule.bytes_sent(r);
     rows.push_back({bytes, spec.elements, net::to_string(spec.algorithm), seconds, algbw,
                     algbw * bus_factor(s.kind, s.ranks), sent / s.ranks});
-    const auto next = s.step_bytes > 0 ? bytes + s.step_bytes
-                                       : std::max(bytes + 1, static_cast<std::int64_t>(static_cast<double>(bytes) * s.factor));
-    if (next <= bytes) break;
-    bytes = next;
+    const auto next = next_collective_size(s, bytes);
+    if (!next) break;
+    bytes = *next;
   }
   return rows;
+}
+
+std::optional<std::int64_t> next_collective_size(const CollectiveSweep& s, std::int64_t bytes) {
+  if (bytes >= s.max_bytes) return std::nullopt;
+  if (s.step_bytes > 0) {
+    if (s.step_bytes > s.max_bytes - bytes) return std::nullopt;  // also keeps bytes + step from overflowing
+    return bytes + s.step_bytes;
+  }
+  // In doubles first: bytes * factor may exceed any int64 (casting it would be undefined).
+  const double grown = static_cast<double>(bytes) * s.factor;
+  if (!(grown < 0x1p63)) return std::nullopt;  // also NaN
+  const auto next = std::max(bytes + 1, static_cast<std::int64_t>(grown));
+  if (next > s.max_bytes) return std::nullopt;
+  return next;
 }
 
 std::string format_collective_table(const CollectiveSweep& s, const std::vector<CollectiveRow>& rows) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,12 +42,15 @@ struct CollectiveRow {
   double bytes_sent_per_rank;
 };
 
-// Parses "8", "4K", "16M", "1G" (powers of 1024, as nccl-tests does).
+// Parses "8", "4K", "16M", "1G" (powers of 1024, as nccl-tests does); a size beyond
+// int64 is an error.
 std::int64_t parse_size(const std::string& text);
 net::CollectiveKind parse_collective(const std::string& text);  // allreduce, reducescatter, allgather, broadcast
 double bus_factor(net::CollectiveKind kind, int ranks);
 
 std::vector<CollectiveRow> run_collective_sweep(const CollectiveSweep& sweep);
+// The size after `bytes` in the sweep (min_bytes first), or nullopt after the last one.
+std::optional<std::int64_t> next_collective_size(const CollectiveSweep& sweep, std::int64_t bytes);
 std::string format_collective_table(const CollectiveSweep& sweep, const std::vector<CollectiveRow>& rows);
 nlohmann::json collective_table_json(const CollectiveSweep& sweep, const std::vector<CollectiveRow>& rows);
 

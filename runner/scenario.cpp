@@ -1,5 +1,6 @@
 #include "runner/scenario.hpp"
 #include "runner/schema.hpp"
+#include "runner/resource_estimate.hpp"
 
 #include <fstream>
 #include <optional>
@@ -20,7 +21,7 @@ using nlohmann::json;
 namespace {
 
 std::string describe(const json& v) {
-  std::string text = v.dump();
+  std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
   if (text.size() > 40) text = text.substr(0, 37) + "...";
   const char* type = v.is_string() ? "string" : v.is_boolean() ? "boolean" : v.is_number() ? "number"
                    : v.is_object() ? "object" : v.is_array() ? "array" : "null";
@@ -35,7 +36,9 @@ class ObjectReader {
     if (!object_.is_object()) throw ScenarioError(where(), "expected an object, got " + describe(object_));
   }
 
-  std::string where(const std::string& key = "") const { return key.empty() ? (path_.empty() ? "/" : path_) : path_ + "/" + key; }
+  std::string where(const std::string& key = "") const {
+    return key.empty() ? (path_.empty() ? "/" : path_) : path_ + "/" + pointer_token(key);
+  }
 
   auto items() const { return object_.items(); }
 
@@ -55,7 +58,7 @@ class ObjectReader {
     if (!v) return *fallback;
     if (!v->is_number()) throw ScenarioError(where(key), "expected a number, got " + describe(*v));
     const double x = v->get<double>();
-    if (x < lo || x > hi || (lo_open && x == lo))
+    if (!(x >= lo && x <= hi) || (lo_open && x == lo))  // NaN (from a document built in memory) is out of range
       throw ScenarioError(where(key), fmt::format("expected a number in {}{}, {}], got {}", lo_open ? "(" : "[", lo,
                                                   hi, v->dump()));
     return x;
@@ -92,7 +95,8 @@ class ObjectReader {
                      const std::vector<std::string>& allowed) {
     std::string s = string(key, fallback);
     if (std::find(allowed.begin(), allowed.end(), s) == allowed.end())
-      throw ScenarioError(where(key), fmt::format("expected one of {}, got \"{}\"", fmt::join(allowed, ", "), s));
+      throw ScenarioError(where(key), fmt::format("expected one of {}, got {}", fmt::join(allowed, ", "),
+                                                  json(s).dump(-1, ' ', false, json::error_handler_t::replace)));
     return s;
   }
 
@@ -143,10 +147,18 @@ at::Device parse_device(ObjectReader& root) {
 
 constexpr auto kIntMax = std::numeric_limits<std::int64_t>::max();
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// Physical bounds of a link, so that a message's time (latency + bytes / bandwidth) stays a
+// finite double for any message dtsim can send: one byte per second to a petabyte per
+// second, and up to 1,000 s of latency.
+constexpr double kMinBandwidthGBps = 1e-9;
+constexpr double kMaxBandwidthGBps = 1e6;
+constexpr double kMaxLatencyUs = 1e9;
 
 }  // namespace
 
 Scenario parse_scenario(const json& doc) {
+  if (const auto deep = first_too_deep(doc))
+    throw ScenarioError(*deep, fmt::format("expected at most {} levels of nesting, got more", kMaxJsonDepth));
   Scenario s;
   ObjectReader root(doc, "");
   s.name = root.string("name", "unnamed");
@@ -180,11 +192,13 @@ Scenario parse_scenario(const json& doc) {
         if (w.find("samples"))
           throw ScenarioError(w.where("samples"), "expected no samples with libsvm_file (the file's lines are the samples)");
         lr.libsvm_file = file->get<std::string>();
+        if (const auto why = not_a_regular_file(lr.libsvm_file))
+          throw ScenarioError(w.where("libsvm_file"), fmt::format("{} {}", one_line(lr.libsvm_file), *why));
         lr.features = w.integer("features", 0, 1, kIntMax);
-        try {
-          const auto data = workloads::load_libsvm(lr.libsvm_file, lr.features);
-          lr.samples = data->x.size(0);
-          lr.features = data->x.size(1);
+        try {  // the file's shape, without building its (dense) data
+          const auto shape = workloads::libsvm_shape(lr.libsvm_file, lr.features);
+          lr.samples = shape.samples;
+          lr.features = shape.features;
         } catch (const std::invalid_argument& e) {
           throw ScenarioError(w.where("libsvm_file"), e.what());
         }
@@ -311,10 +325,14 @@ Scenario parse_scenario(const json& doc) {
         throw ScenarioError(t.where("dims"), "expected a non-empty array of integers, got " + describe(dims));
       std::int64_t product = 1;
       for (std::size_t i = 0; i < dims.size(); ++i) {
-        if (!dims[i].is_number_integer() || dims[i].get<std::int64_t>() < 1)
-          throw ScenarioError(t.where("dims") + fmt::format("/{}", i), "expected an integer >= 1, got " + describe(dims[i]));
+        // Each dimension divides ranks, so a larger one (which would overflow the product) is wrong too.
+        if (!dims[i].is_number_integer() || (dims[i].is_number_unsigned() && dims[i].get<std::uint64_t>() > 1u << 20) ||
+            dims[i].get<std::int64_t>() < 1 || dims[i].get<std::int64_t>() > s.ranks)
+          throw ScenarioError(t.where("dims") + fmt::format("/{}", i),
+                              fmt::format("expected an integer >= 1 and <= ranks ({}), got {}", s.ranks, describe(dims[i])));
         topo.dims.push_back(dims[i].get<int>());
         product *= topo.dims.back();
+        if (product > s.ranks) break;
       }
       if (product != s.ranks)
         throw ScenarioError(t.where("dims"), fmt::format("expected dimensions whose product is ranks ({}), got {}",
@@ -326,8 +344,8 @@ Scenario parse_scenario(const json& doc) {
     if (topo.kind == "hierarchical") {
       topo.gpus_per_node = static_cast<int>(t.integer("gpus_per_node", std::nullopt, 1, 1 << 20));
       topo.nvswitch = t.boolean("nvswitch", true);
-      topo.intra.latency_s = t.number("intra_latency_us", std::nullopt, 0.0, kInf) * 1e-6;
-      topo.intra.bandwidth_bytes_per_s = t.number("intra_bandwidth_GBps", std::nullopt, 0.0, kInf, true) * 1e9;
+      topo.intra.latency_s = t.number("intra_latency_us", std::nullopt, 0.0, kMaxLatencyUs) * 1e-6;
+      topo.intra.bandwidth_bytes_per_s = t.number("intra_bandwidth_GBps", std::nullopt, kMinBandwidthGBps, kMaxBandwidthGBps) * 1e9;
     }
     if (topo.kind == "edges") {
       topo.nodes = static_cast<int>(t.integer("nodes", s.ranks, s.ranks, 1 << 24));
@@ -339,8 +357,8 @@ Scenario parse_scenario(const json& doc) {
         net::Edge edge;
         edge.a = static_cast<int>(e.integer("a", std::nullopt, 0, topo.nodes - 1));
         edge.b = static_cast<int>(e.integer("b", std::nullopt, 0, topo.nodes - 1));
-        edge.params.latency_s = e.number("latency_us", std::nullopt, 0.0, kInf) * 1e-6;
-        edge.params.bandwidth_bytes_per_s = e.number("bandwidth_GBps", std::nullopt, 0.0, kInf, true) * 1e9;
+        edge.params.latency_s = e.number("latency_us", std::nullopt, 0.0, kMaxLatencyUs) * 1e-6;
+        edge.params.bandwidth_bytes_per_s = e.number("bandwidth_GBps", std::nullopt, kMinBandwidthGBps, kMaxBandwidthGBps) * 1e9;
         if (edge.a == edge.b) throw ScenarioError(e.where("b"), fmt::format("expected a node other than a ({})", edge.a));
         e.finish();
         topo.edges.push_back(edge);
@@ -352,8 +370,8 @@ Scenario parse_scenario(const json& doc) {
     auto n = root.object("network", true);
     auto& net = s.network;
     net.model = n.choice("model", std::nullopt, net::network_models());
-    net.nominal.latency_s = n.number("latency_us", std::nullopt, 0.0, kInf) * 1e-6;
-    net.nominal.bandwidth_bytes_per_s = n.number("bandwidth_GBps", std::nullopt, 0.0, kInf, true) * 1e9;
+    net.nominal.latency_s = n.number("latency_us", std::nullopt, 0.0, kMaxLatencyUs) * 1e-6;
+    net.nominal.bandwidth_bytes_per_s = n.number("bandwidth_GBps", std::nullopt, kMinBandwidthGBps, kMaxBandwidthGBps) * 1e9;
     net.perturbations.overhead_s = n.number("overhead_us", 0.0, 0.0, kInf) * 1e-6;
     net.perturbations.jitter_s = n.number("jitter_us", 0.0, 0.0, kInf) * 1e-6;
     net.perturbations.jitter_seed = s.seed;
@@ -383,7 +401,7 @@ Scenario parse_scenario(const json& doc) {
         net::BandwidthChange change;
         change.time_s = c.number("time_s", std::nullopt, 0.0, kInf);
         std::tie(change.a, change.b) = node_pair(c);
-        change.bandwidth_bytes_per_s = c.number("bandwidth_GBps", std::nullopt, 0.0, kInf, true) * 1e9;
+        change.bandwidth_bytes_per_s = c.number("bandwidth_GBps", std::nullopt, kMinBandwidthGBps, kMaxBandwidthGBps) * 1e9;
         c.finish();
         net.perturbations.bandwidth_trace.push_back(change);
       }
@@ -401,6 +419,7 @@ Scenario parse_scenario(const json& doc) {
     }
     n.finish();
   }
+  check_topology_fits(s);  // before building it: a complete graph of 10^6 ranks would not fit (resource_estimate.hpp)
   std::optional<net::Topology> topology;
   try {  // the topology must be buildable (e.g. a fat-tree large enough for the ranks)
     topology = net::make_topology(s.topology, s.ranks, s.network.nominal);
@@ -454,6 +473,8 @@ Scenario parse_scenario(const json& doc) {
 }
 
 void resolve_file_fields(json& doc, const std::filesystem::path& dir) {
+  if (const auto deep = first_too_deep(doc))
+    throw ScenarioError(*deep, fmt::format("expected at most {} levels of nesting, got more", kMaxJsonDepth));
   // "network": {"calibrated": "model.json"} (a file from `dtsim calibrate`, relative to the
   // scenario's directory) supplies model, latency_us and bandwidth_GBps where the scenario
   // does not set them.
@@ -462,9 +483,11 @@ void resolve_file_fields(json& doc, const std::filesystem::path& dir) {
     if (!n["calibrated"].is_string()) throw ScenarioError("/network/calibrated", "expected a network model file name");
     std::filesystem::path model_file = n["calibrated"].get<std::string>();
     if (model_file.is_relative()) model_file = dir / model_file;
+    if (const auto why = not_a_regular_file(model_file))
+      throw ScenarioError("/network/calibrated", fmt::format("{} {}", one_line(model_file.string()), *why));
     std::ifstream model_in(model_file);
     json model = json::parse(model_in, nullptr, false);
-    if (!model.is_object() || !model.contains("latency_us") || !model.contains("bandwidth_GBps"))
+    if (!model.is_object() || !model.contains("latency_us") || !model.contains("bandwidth_GBps") || first_too_deep(model))
       throw ScenarioError("/network/calibrated", fmt::format("{}: expected a network model file (from dtsim calibrate) "
                                                              "with latency_us and bandwidth_GBps", model_file.string()));
     for (const char* key : {"model", "latency_us", "bandwidth_GBps"})
@@ -484,20 +507,21 @@ void resolve_file_fields(json& doc, const std::filesystem::path& dir) {
 }
 
 Scenario load_scenario(const std::filesystem::path& file) {
+  if (const auto why = not_a_regular_file(file))
+    throw ScenarioError("/", fmt::format("scenario file {} {}", one_line(file.string()), *why));
   std::ifstream in(file);
   if (!in) throw ScenarioError("/", fmt::format("cannot read scenario file {}", file.string()));
   std::stringstream text;
   text << in.rdbuf();
   json doc;
   try {
-    doc = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    // nlohmann reports a byte offset; turn it into line:column for a person.
-    const std::string s = text.str();
-    std::size_t line = 1, col = 1;
-    for (std::size_t i = 0; i + 1 < e.byte && i < s.size(); ++i, ++col)
-      if (s[i] == '\n') ++line, col = 0;
-    throw ScenarioError("/", fmt::format("invalid JSON at line {}, column {}", line, col));
+    doc = parse_json_text(text.str());
+  } catch (const JsonTextError& e) {
+    // A syntax error says no more than where; a number out of range says which.
+    const auto overflow = e.reason().find("number overflow");
+    throw ScenarioError("/", fmt::format("invalid JSON at line {}, column {}{}", e.line(), e.column(),
+                                         overflow == std::string::npos ? "" : ": " + e.reason().substr(overflow) +
+                                                                                  " (beyond the range of a double)"));
   }
   resolve_file_fields(doc, file.parent_path());
   return parse_scenario(doc);

@@ -2,8 +2,8 @@
 //
 // Every field is checked where it is read: a wrong type, a value out of range, a missing
 // required field or an unknown key raises ScenarioError with the JSON path (as a JSON
-// Pointer, e.g. /algorithm/lr) and what was expected. The field reference lives in
-// scenarios/README.md.
+// Pointer, e.g. /algorithm/lr) and what was expected, on one line (control characters in
+// the path or message are escaped). The field reference lives in scenarios/README.md.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@
 #include "comm/emulated.hpp"
 #include "network_models/network.hpp"
 #include "network_models/topology_spec.hpp"
+#include "runner/json_input.hpp"
 #include "workloads/workload_spec.hpp"
 
 namespace dtsim::runner {
@@ -24,7 +25,7 @@ namespace dtsim::runner {
 class ScenarioError : public std::runtime_error {
  public:
   ScenarioError(const std::string& path, const std::string& message)
-      : std::runtime_error(path + ": " + message), path_(path) {}
+      : std::runtime_error(one_line(path + ": " + message)), path_(path) {}
   const std::string& path() const { return path_; }
 
  private:
@@ -61,8 +62,10 @@ Scenario parse_scenario(const nlohmann::json& doc);
 // /network/calibrated (a `dtsim calibrate` model file) fills in model, latency_us and
 // bandwidth_GBps where the scenario does not set them. Throws ScenarioError.
 void resolve_file_fields(nlohmann::json& doc, const std::filesystem::path& dir);
-// Reads and parses a file; JSON syntax errors become ScenarioError at path "/" with the
-// line and column.
+// Reads and parses a file; JSON syntax errors (and numbers beyond a double's range)
+// become ScenarioError at path "/" with the line and column. parse_scenario and
+// resolve_file_fields refuse documents nested deeper than kMaxJsonDepth
+// (runner/json_input.hpp).
 Scenario load_scenario(const std::filesystem::path& file);
 
 }  // namespace dtsim::runner

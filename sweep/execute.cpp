@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "runner/resource_estimate.hpp"
 #include "runner/run.hpp"
 #include "sweep/table.hpp"
 
@@ -146,6 +147,9 @@ ExecuteOutcome execute_sweep(const Sweep& sweep, const ExecuteOptions& options, 
                      options.shards > 1 ? fmt::format(" (shard {}/{}: {})", options.shard + 1, options.shards, outcome.selected)
                                         : "",
                      outcome.skipped, todo.size(), todo.size() ? jobs : 0, jobs == 1 ? "" : "s");
+  // A point that would take hours says so before anything runs (runner/resource_estimate.hpp).
+  for (const Point* p : todo)
+    if (const auto note = runner::long_run_note(p->scenario)) log << fmt::format("point {}: {}\n", p->label, *note);
   log.flush();
 
   std::mutex mutex;  // guards log, outcome.failures, done

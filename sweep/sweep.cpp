@@ -143,16 +143,16 @@ std::string slug(const std::string& text) {
 }
 
 json read_json_file(const fs::path& file, const std::string& what) {
+  if (const auto why = runner::not_a_regular_file(file))
+    throw SweepError(fmt::format("{} {} {}", what, runner::one_line(file.string()), *why));
   std::ifstream in(file);
   if (!in) throw SweepError(fmt::format("cannot read {} {}", what, file.string()));
   std::stringstream text;
   text << in.rdbuf();
   try {
-    return json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    std::string msg = e.what();
-    if (auto p = msg.find("] "); p != std::string::npos) msg = msg.substr(p + 2);
-    throw SweepError(fmt::format("{} {}: invalid JSON: {}", what, file.string(), msg));
+    return runner::parse_json_text(text.str());
+  } catch (const runner::JsonTextError& e) {
+    throw SweepError(fmt::format("{} {}: invalid JSON: {}", what, file.string(), e.reason()));
   }
 }
 
@@ -188,9 +188,13 @@ json Sweep::manifest() const {
 
 Sweep parse_sweep(const json& doc, const fs::path& dir, const std::string& default_name) {
   if (!doc.is_object()) throw SweepError("sweep: expected a JSON object with base and axes");
+  if (const auto deep = runner::first_too_deep(doc))
+    throw SweepError(fmt::format("sweep: {}: expected at most {} levels of nesting, got more", *deep, runner::kMaxJsonDepth));
   static const std::set<std::string> known{"name", "base", "mode", "axes", "target_loss", "description"};
   for (const auto& [key, value] : doc.items())
-    if (!known.count(key)) throw SweepError(fmt::format("sweep: /{}: unknown field (expected one of name, base, mode, axes, target_loss, description)", key));
+    if (!known.count(key))
+      throw SweepError(fmt::format("sweep: /{}: unknown field (expected one of name, base, mode, axes, target_loss, description)",
+                                   runner::pointer_token(key)));
   Sweep sweep;
   sweep.name = default_name;
   if (doc.contains("name")) {

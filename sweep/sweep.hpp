@@ -21,7 +21,9 @@
 // to its directory, and /network/calibrated fills in the network fields. An axis path is valid when it names
 // a value of the base scenario's resolved form (Scenario::to_json(), every default
 // filled in) or a field the loader accepts in every point; otherwise the sweep fails with
-// "axis P: unknown path". Every error is one line naming the axis.
+// "axis P: unknown path". Every error is one line naming the axis (or the sweep file's
+// JSON path, "sweep: /axes/0: ..."); documents nested deeper than runner::kMaxJsonDepth
+// are refused.
 #pragma once
 
 #include <cstddef>
@@ -34,14 +36,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runner/json_input.hpp"
 #include "runner/scenario.hpp"
 
 namespace dtsim::sweep {
 
-// A malformed sweep file or flag: bad input (exit 2).
+// A malformed sweep file or flag: bad input (exit 2). One line: control characters in
+// the message (from keys, values, labels) are escaped.
 class SweepError : public std::invalid_argument {
  public:
-  using std::invalid_argument::invalid_argument;
+  explicit SweepError(const std::string& message) : std::invalid_argument(runner::one_line(message)) {}
 };
 
 struct Axis {

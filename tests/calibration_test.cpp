@@ -165,6 +165,18 @@ TEST(CalibrateCli, ThreeLocalRanksWriteAModelAScenarioCanUse) {
   scenario["network"]["calibrated"] = "missing.json";
   testing::write_file(dir / "s.json", scenario.dump());
   EXPECT_THROW(runner::load_scenario(dir / "s.json"), runner::ScenarioError);
+  // /dev/stdin would block and /dev/zero be read forever: only regular files are read.
+  for (const char* device : {"/dev/stdin", "/dev/zero"}) {
+    scenario["network"]["calibrated"] = device;
+    testing::write_file(dir / "s.json", scenario.dump());
+    try {
+      runner::load_scenario(dir / "s.json");
+      ADD_FAILURE() << device << " was read";
+    } catch (const runner::ScenarioError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "/network/calibrated: " + std::string(device) + " is not a regular file (a device, FIFO or socket)");
+    }
+  }
 }
 
 // `dtsim compare` on 2 local Gloo ranks (CHOCO-SGD with its overlapped exchange): the

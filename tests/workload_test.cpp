@@ -106,7 +106,11 @@ TEST(Libsvm, ScenarioFieldsAndErrors) {
                "/workload/libsvm_file: " + (dir / "bad.libsvm").string() +
                    ":2: expected index:value (an integer index >= 1 and a finite number), got \"2:x\"");
   expect_error(tiny_scenario((dir / "missing.libsvm").string(), 4),
-               "/workload/libsvm_file: cannot read LIBSVM file " + (dir / "missing.libsvm").string());
+               "/workload/libsvm_file: " + (dir / "missing.libsvm").string() + " does not exist");
+  // A device or a directory is refused before it is read (/dev/zero would be read forever).
+  expect_error(tiny_scenario("/dev/zero", 4),
+               "/workload/libsvm_file: /dev/zero is not a regular file (a device, FIFO or socket)");
+  expect_error(tiny_scenario(dir.string(), 4), "/workload/libsvm_file: " + dir.string() + " is a directory");
   auto with_samples = tiny_scenario(kTiny, 4);
   with_samples["workload"]["samples"] = 12;
   expect_error(with_samples, "/workload/samples: expected no samples with libsvm_file (the file's lines are the samples)");

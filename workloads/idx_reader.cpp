@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <memory>
@@ -19,6 +20,8 @@ struct GzCloser {
   void operator()(gzFile f) const { gzclose(f); }
 };
 using GzFile = std::unique_ptr<std::remove_pointer_t<gzFile>, GzCloser>;
+
+constexpr std::int64_t kMaxDataBytes = std::int64_t{1} << 40;
 
 // Reads up to `n` bytes; returns how many were read (fewer only at end of file).
 std::size_t read_bytes(gzFile f, const std::string& path, void* out, std::size_t n) {
@@ -62,15 +65,27 @@ at::Tensor read_idx(const std::string& path) {
       throw std::invalid_argument(fmt::format("{}: header ends inside dimension {} of {}", path, i, ndims));
     const std::uint32_t d = (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) | b[3];
     dims[static_cast<std::size_t>(i)] = d;
-    total *= static_cast<std::int64_t>(d);
-    if (total > (std::int64_t{1} << 40))
+    // Checked before multiplying: a product of 32-bit dimensions overflows 64 bits.
+    if (d != 0 && total > kMaxDataBytes / static_cast<std::int64_t>(d))
       throw std::invalid_argument(fmt::format("{}: IDX dimensions are implausibly large", path));
+    total *= static_cast<std::int64_t>(d);
   }
-  auto out = at::empty(dims, at::kByte);
-  const std::size_t got = read_bytes(f.get(), path, out.data_ptr<std::uint8_t>(), static_cast<std::size_t>(total));
+  // The data is read in chunks before the tensor is allocated, so a header that claims
+  // gigabytes costs memory only when the file holds them.
+  std::vector<std::uint8_t> data;
+  std::size_t got = 0;
+  while (got < static_cast<std::size_t>(total)) {
+    const std::size_t chunk = std::min<std::size_t>(static_cast<std::size_t>(total) - got, std::max<std::size_t>(got, 1u << 20));
+    data.resize(got + chunk);
+    const std::size_t n = read_bytes(f.get(), path, data.data() + got, chunk);
+    got += n;
+    if (n < chunk) break;
+  }
   if (got != static_cast<std::size_t>(total))
     throw std::invalid_argument(fmt::format("{}: expected {} data bytes for dimensions {}, got {}", path, total,
                                             fmt::join(dims, "x"), got));
+  auto out = at::empty(dims, at::kByte);
+  if (total > 0) std::memcpy(out.data_ptr<std::uint8_t>(), data.data(), static_cast<std::size_t>(total));
   unsigned char extra = 0;
   if (read_bytes(f.get(), path, &extra, 1) != 0)
     throw std::invalid_argument(

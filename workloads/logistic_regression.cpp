@@ -120,11 +120,15 @@ std::optional<double> parse_double(std::string_view t) {
 
 }  // namespace
 
-std::shared_ptr<const SyntheticDataset> parse_libsvm(std::istream& in, const std::string& name, std::int64_t features) {
-  std::vector<float> labels;
-  std::vector<std::vector<std::pair<std::int64_t, float>>> rows;
-  std::int64_t largest = 0;
+namespace {
+
+// Reads every line of a LIBSVM text, calling on_sample(label, row) for each sample (row:
+// (0-based index, value) pairs, ascending); returns the shape.
+template <typename OnSample>
+LibsvmShape read_libsvm(std::istream& in, const std::string& name, std::int64_t features, OnSample&& on_sample) {
+  std::int64_t samples = 0, largest = 0;
   std::string line;
+  std::vector<std::pair<std::int64_t, float>> row;
   for (std::int64_t number = 1; std::getline(in, line); ++number) {
     auto fail = [&](const std::string& what) {
       return std::invalid_argument(fmt::format("{}:{}: {}", name, number, what));
@@ -136,8 +140,7 @@ std::shared_ptr<const SyntheticDataset> parse_libsvm(std::istream& in, const std
     const auto label = parse_double(token);
     if (!label || (*label != 1.0 && *label != -1.0 && *label != 0.0))
       throw fail(fmt::format("expected a label +1, -1, 1 or 0, got \"{}\"", token_text(token)));
-    labels.push_back(*label == 1.0 ? 1.0f : 0.0f);
-    auto& row = rows.emplace_back();
+    row.clear();
     std::int64_t previous = 0;
     while (tokens >> token) {
       const auto colon = token.find(':');
@@ -157,14 +160,39 @@ std::shared_ptr<const SyntheticDataset> parse_libsvm(std::istream& in, const std
       largest = std::max(largest, index);
       row.emplace_back(index - 1, static_cast<float>(*value));
     }
+    ++samples;
+    on_sample(*label == 1.0 ? 1.0f : 0.0f, row);
   }
   if (in.bad()) throw std::invalid_argument(fmt::format("{}: read error", name));
-  if (labels.empty()) throw std::invalid_argument(fmt::format("{}: expected at least one sample, got none", name));
+  if (samples == 0) throw std::invalid_argument(fmt::format("{}: expected at least one sample, got none", name));
   const std::int64_t d = features > 0 ? features : largest;
   if (d < 1) throw std::invalid_argument(fmt::format("{}: expected at least one feature index, got none", name));
+  return {samples, d};
+}
+
+constexpr std::int64_t kMaxDenseBytes = std::int64_t{1} << 40;
+
+}  // namespace
+
+std::shared_ptr<const SyntheticDataset> parse_libsvm(std::istream& in, const std::string& name, std::int64_t features) {
+  std::vector<float> labels;
+  std::vector<std::vector<std::pair<std::int64_t, float>>> rows;
+  const auto [n, d] = read_libsvm(in, name, features, [&](float label, const auto& row) {
+    labels.push_back(label);
+    rows.push_back(row);
+  });
+  // n x d x 4 bytes, without overflowing: an index of 10^15 in a one-line file is not data.
+  if (d > kMaxDenseBytes / 4 / n)
+    throw std::invalid_argument(fmt::format("{}: expected a dense float32 matrix of at most 1 TiB, got {} samples x {} "
+                                            "features",
+                                            name, n, d));
   auto data = std::make_shared<SyntheticDataset>();
-  const auto n = static_cast<std::int64_t>(labels.size());
-  data->x = at::zeros({n, d}, at::kFloat);
+  try {
+    data->x = at::zeros({n, d}, at::kFloat);
+  } catch (const c10::Error&) {
+    throw std::invalid_argument(
+        fmt::format("{}: cannot allocate the dense {} x {} float32 matrix ({} bytes)", name, n, d, n * d * 4));
+  }
   auto x = data->x.accessor<float, 2>();
   for (std::int64_t i = 0; i < n; ++i)
     for (const auto& [j, v] : rows[static_cast<std::size_t>(i)]) x[i][j] = v;
@@ -176,6 +204,16 @@ std::shared_ptr<const SyntheticDataset> load_libsvm(const std::string& path, std
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(fmt::format("cannot read LIBSVM file {}", path));
   return parse_libsvm(in, path, features);
+}
+
+LibsvmShape libsvm_shape(std::istream& in, const std::string& name, std::int64_t features) {
+  return read_libsvm(in, name, features, [](float, const auto&) {});
+}
+
+LibsvmShape libsvm_shape(const std::string& path, std::int64_t features) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument(fmt::format("cannot read LIBSVM file {}", path));
+  return libsvm_shape(in, path, features);
 }
 
 std::shared_ptr<const SyntheticDataset> SyntheticDataset::generate(const LogisticRegressionSpec& spec,

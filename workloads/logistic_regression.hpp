@@ -48,8 +48,19 @@ struct SyntheticDataset {
 // blank lines ignored. features = the largest index when `features` is 0, else `features`
 // (a larger index is an error). Malformed input throws std::invalid_argument
 // "<name>:<line>: expected ..., got ...". `name` is only used in messages.
+// The data is dense (samples x features float32): a matrix over 1 TiB is refused, one that
+// cannot be allocated is an std::invalid_argument too.
 std::shared_ptr<const SyntheticDataset> parse_libsvm(std::istream& in, const std::string& name, std::int64_t features = 0);
 std::shared_ptr<const SyntheticDataset> load_libsvm(const std::string& path, std::int64_t features = 0);
+
+// What parse_libsvm / load_libsvm would return, as a shape: the same checks and messages
+// for every line, without building the data (the scenario parser's view of a file).
+struct LibsvmShape {
+  std::int64_t samples = 0;
+  std::int64_t features = 0;
+};
+LibsvmShape libsvm_shape(std::istream& in, const std::string& name, std::int64_t features = 0);
+LibsvmShape libsvm_shape(const std::string& path, std::int64_t features = 0);
 
 std::unique_ptr<Workload> make_logistic_regression(const LogisticRegressionSpec& spec,
                                                    std::shared_ptr<const SyntheticDataset> data, std::uint64_t seed,

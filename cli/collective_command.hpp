@@ -1,0 +1,32 @@
+// `dtsim collective`: registered on the app before parsing; sweep() turns the parsed
+// flags into a runner::CollectiveSweep, checking every flag (a bad one throws
+// std::invalid_argument, one line starting with the flag's name: "--topology: ...");
+// run() executes it when the command was parsed and returns its exit code (nullopt: it
+// was not). tests/fuzz/ feeds sweep() mutated command lines.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "runner/collective_table.hpp"
+
+namespace dtsim::cli {
+
+class CollectiveCommand {
+ public:
+  explicit CollectiveCommand(CLI::App& app);
+  bool parsed() const { return cmd_->parsed(); }
+  runner::CollectiveSweep sweep() const;
+  std::optional<int> run() const;
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  std::string op_ = "allreduce", algo_ = "auto", topology_ = "ring", model_ = "flow", min_ = "8", max_ = "128M", json_;
+  double factor_ = 2.0, latency_us_ = 5.0, bandwidth_GBps_ = 12.5;
+  std::string step_;
+  int ranks_ = 0, root_ = 0;
+};
+
+}  // namespace dtsim::cli
