@@ -81,13 +81,28 @@ std::string relative(double a, double b) {
   return fmt::format("{:.3g}", std::fabs(a - b) / std::max(std::fabs(a), std::fabs(b)));
 }
 
-const std::vector<std::pair<const char*, const char*>>& simulated_figures() {
-  static const std::vector<std::pair<const char*, const char*>> f{{"step_mean_s", "/step_mean_s"},
-                                                                  {"n_bits_per_step", "/n_bits_per_step"},
-                                                                  {"wire_bytes_per_step", "/wire_bytes_per_step"},
-                                                                  {"calls_per_step", "/calls_per_step"},
-                                                                  {"final_loss", "/final/loss"}};
+// The figures a simulated baseline holds: where each is in a result, and whether it is
+// exact on every machine or a floating-point result of the training math (regress.hpp).
+struct SimulatedFigure {
+  const char* key;
+  const char* pointer;
+  bool exact;
+};
+
+const std::vector<SimulatedFigure>& simulated_figures() {
+  static const std::vector<SimulatedFigure> f{{"step_mean_s", "/step_mean_s", true},
+                                              {"n_bits_per_step", "/n_bits_per_step", true},
+                                              {"wire_bytes_per_step", "/wire_bytes_per_step", true},
+                                              {"calls_per_step", "/calls_per_step", true},
+                                              {"final_loss", "/final/loss", false}};
   return f;
+}
+
+double number_or(const json& doc, const char* key, double fallback) {
+  if (!doc.contains(key)) return fallback;
+  if (!doc[key].is_number() || !(doc[key].get<double>() >= 0))
+    throw SweepError(fmt::format("simulated baseline: \"{}\" must be a number >= 0", key));
+  return doc[key].get<double>();
 }
 
 json run_scenario(const fs::path& file) {
@@ -145,26 +160,35 @@ json refresh_benchmarks(const json& baseline, const std::vector<json>& runs) {
 CheckOutcome check_simulated(const json& baseline, const fs::path& dir) {
   if (!baseline.contains("scenarios") || !baseline["scenarios"].is_array())
     throw SweepError("simulated baseline: expected a \"scenarios\" array");
-  const double tolerance = baseline.value("tolerance", 1e-9);
+  if (baseline.contains("tolerance"))
+    throw SweepError("simulated baseline: \"tolerance\" is gone: exact figures must match exactly, "
+                     "floating-point ones within \"float_tolerance\" (sweep/regress.hpp)");
+  const double float_tolerance = number_or(baseline, "float_tolerance", 1e-6);
   CheckOutcome out;
-  out.table = "| scenario | figure | baseline | now | rel. diff | |\n|---|---|---:|---:|---:|---|\n";
+  out.table = "| scenario | figure | baseline | now | rel. diff | allowed | |\n|---|---|---:|---:|---:|---:|---|\n";
   for (const auto& entry : baseline["scenarios"]) {
     const std::string file = entry.at("file").get<std::string>();
     const json result = run_scenario(dir / file);
-    for (const auto& [key, pointer] : simulated_figures()) {
-      if (!entry.contains(key)) continue;
-      const double base = entry[key].get<double>();
-      const json::json_pointer ptr(pointer);
+    const double loss_tolerance = number_or(entry, "final_loss_tolerance", float_tolerance);
+    for (const auto& figure : simulated_figures()) {
+      if (!entry.contains(figure.key)) continue;
+      const double base = entry[figure.key].get<double>();
+      const json::json_pointer ptr(figure.pointer);
       const double now = result.contains(ptr) && result.at(ptr).is_number() ? result.at(ptr).get<double>() : NAN;
+      const double allowed = figure.exact ? 0.0 : loss_tolerance;
       const double diff = std::fabs(now - base) / std::max({std::fabs(base), std::fabs(now), 1e-300});
-      const bool bad = !(diff <= tolerance);
+      const bool bad = figure.exact ? !(now == base) : !(diff <= allowed);
       if (bad) {
         out.ok = false;
-        out.failures.push_back(fmt::format("{}: {} is {} (baseline {}, relative difference {:.3g} > {:g})", file, key,
-                                           format_value(now), format_value(base), diff, tolerance));
+        out.failures.push_back(
+            figure.exact ? fmt::format("{}: {} is {} (baseline {}, relative difference {:.3g}; an exact figure)", file,
+                                       figure.key, format_value(now), format_value(base), diff)
+                         : fmt::format("{}: {} is {} (baseline {}, relative difference {:.3g} > {:g})", file, figure.key,
+                                       format_value(now), format_value(base), diff, allowed));
       }
-      out.table += fmt::format("| {} | {} | {} | {} | {} | {} |\n", file, key, format_value(base), format_value(now),
-                               relative(base, now), bad ? "**CHANGED**" : "ok");
+      out.table += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", file, figure.key, format_value(base),
+                               format_value(now), relative(base, now), figure.exact ? "exact" : fmt::format("{:g}", allowed),
+                               bad ? "**CHANGED**" : "ok");
     }
   }
   return out;
@@ -174,7 +198,7 @@ json refresh_simulated(const json& baseline, const fs::path& dir) {
   json out = baseline;
   for (auto& entry : out["scenarios"]) {
     const json result = run_scenario(dir / entry.at("file").get<std::string>());
-    for (const auto& [key, pointer] : simulated_figures()) entry[key] = result.at(json::json_pointer(pointer));
+    for (const auto& figure : simulated_figures()) entry[figure.key] = result.at(json::json_pointer(figure.pointer));
   }
   return out;
 }

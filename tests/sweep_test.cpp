@@ -623,5 +623,47 @@ TEST(Regress, SimulatedFiguresMatchTheCommittedBaseline) {
   EXPECT_NE(bad.table.find("**CHANGED**"), std::string::npos);
 }
 
+// The two kinds of figure (sweep/regress.hpp): an exact one fails on its last bit, a
+// floating-point one passes within its tolerance (the entry's over the file's) and fails
+// beyond it.
+TEST(Regress, ExactFiguresFailOnTheLastBitFloatFiguresWithinTheirTolerance) {
+  const fs::path baseline_file = fs::path(DTSIM_SOURCE_DIR) / "bench" / "baselines" / "simulated.json";
+  const json committed = testing::read_json(baseline_file);
+  const fs::path dir = baseline_file.parent_path();
+  json one = committed;
+  one["scenarios"] = {committed["scenarios"][0]};
+  one["float_tolerance"] = 1e-4;
+  // This machine's own figures, so that only the edits below differ.
+  json base = refresh_simulated(one, dir);
+  ASSERT_TRUE(check_simulated(base, dir).ok);
+
+  json step = base;
+  const double t = step["scenarios"][0]["step_mean_s"].get<double>();
+  step["scenarios"][0]["step_mean_s"] = std::nextafter(t, 1.0);
+  const auto step_out = check_simulated(step, dir);
+  EXPECT_FALSE(step_out.ok);
+  ASSERT_EQ(step_out.failures.size(), 1U);
+  EXPECT_NE(step_out.failures[0].find("step_mean_s is"), std::string::npos);
+  EXPECT_NE(step_out.failures[0].find("an exact figure"), std::string::npos) << step_out.failures[0];
+
+  const double loss = base["scenarios"][0]["final_loss"].get<double>();
+  json near = base;
+  near["scenarios"][0]["final_loss"] = loss * (1 + 0.5e-4);
+  EXPECT_TRUE(check_simulated(near, dir).ok);
+  json far = base;
+  far["scenarios"][0]["final_loss"] = loss * (1 + 2e-4);
+  const auto far_out = check_simulated(far, dir);
+  EXPECT_FALSE(far_out.ok);
+  ASSERT_EQ(far_out.failures.size(), 1U);
+  EXPECT_NE(far_out.failures[0].find("final_loss is"), std::string::npos) << far_out.failures[0];
+  // The entry's own tolerance overrides the file's.
+  far["scenarios"][0]["final_loss_tolerance"] = 1e-3;
+  EXPECT_TRUE(check_simulated(far, dir).ok);
+  // The old single tolerance is refused by name rather than silently ignored.
+  json old = base;
+  old["tolerance"] = 1e-9;
+  EXPECT_THROW(check_simulated(old, dir), SweepError);
+}
+
 }  // namespace
 }  // namespace dtsim::sweep
