@@ -102,18 +102,18 @@ class Algorithm {
   virtual bool drives_backward() const { return false; }
 };
 
-// The algorithm names make_algorithm knows, for error messages.
+// The names of registry.hpp's table (algorithm_entries()), in its order.
 const std::vector<std::string>& algorithm_names();
 // The scenario fields (keys of the "algorithm" object besides "name") that algorithm
 // `name` reads; setting any other is an error naming the field.
 const std::vector<std::string>& algorithm_fields(const std::string& name);
 
-// Builds `spec` for `rank`; throws std::invalid_argument naming what is unknown.
+// Builds `spec` (as the loader checked it) for `rank` with its entry's factory.
 std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSpec& spec, const net::Topology& topology, int rank);
 
 // What one rank of `spec` keeps and sends, for the up-front resource estimate
 // (runner/resource_estimate.hpp): a static count per algorithm, an upper bound read off
-// its members (registry.cpp lists them), not a measurement. Units: the model (its fp32
+// its members (each algorithm's entry lists them), not a measurement. Units: the model (its fp32
 // parameters) and the payload (one compressed message of the model).
 struct MemoryFootprint {
   // Model-sized buffers besides the parameters, the gradients and the momentum buffer:

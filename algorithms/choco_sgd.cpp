@@ -1,4 +1,6 @@
 #include "algorithms/choco_sgd.hpp"
+#include "algorithms/registry.hpp"
+#include "algorithms/spec_fields.hpp"
 
 namespace dtsim::algorithms {
 
@@ -88,6 +90,37 @@ sim::Task<void> ChocoSgd::finish(comm::Communicator&) {
   // The last round's messages would only feed a step that never comes: join, do not decode.
   co_await in_flight_;
   pending_ = false;
+}
+
+const AlgorithmEntry& choco_sgd_entry() {
+  static const AlgorithmEntry entry{
+      .name = "choco_sgd",
+      .description = "CHOCO-SGD: gossip of compressed model differences x - x^ with consensus step size gamma",
+      .paper = "Koloskova, Stich, Jaggi, ICML 2019 (Algorithm 2); the ChocoSGD reference code's parallel_choco.py",
+      .fields = with_optimizer_fields({"compressor", "consensus_stepsize", "overlap"}),
+      .parse =
+          [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
+            spec.compressor = parse_compressor(a, ctx);
+            spec.consensus_stepsize = a.number("consensus_stepsize", 1.0, 0.0, 1.0, true);
+            spec.overlap = a.boolean("overlap", true);
+          },
+      .to_json =
+          [](const AlgorithmSpec& spec, nlohmann::json& out) {
+            out["compressor"] = compressor_json(spec.compressor);
+            out["consensus_stepsize"] = spec.consensus_stepsize;
+            out["overlap"] = spec.overlap;
+          },
+      .make = [](const AlgorithmSpec& spec, const net::Topology& topology, int rank) -> std::unique_ptr<Algorithm> {
+        return std::make_unique<ChocoSgd>(spec, topology, rank);
+      },
+      .memory = [](const AlgorithmSpec& spec, std::span<const std::int64_t>, std::int64_t) {
+        MemoryFootprint f;
+        f.model_buffers = 4;  // flat_params_, x_hat_, s_, diff_
+        f.gossips = true;
+        f.payload_fraction = payload_fraction(spec.compressor);
+        return f;
+      }};
+  return entry;
 }
 
 }  // namespace dtsim::algorithms

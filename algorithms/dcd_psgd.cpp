@@ -1,4 +1,6 @@
 #include "algorithms/dcd_psgd.hpp"
+#include "algorithms/registry.hpp"
+#include "algorithms/spec_fields.hpp"
 
 #include "kernels/aggregation.hpp"
 
@@ -63,6 +65,36 @@ sim::Task<std::uint64_t> DcdPsgd::step(StepContext& ctx) {
     });
   }
   co_return reference_n_bits(compressor_, segments_);
+}
+
+const AlgorithmEntry& dcd_psgd_entry() {
+  static const AlgorithmEntry entry{
+      .name = "dcd_psgd",
+      .description = "DCD-PSGD: decentralized SGD sending compressed differences of the model",
+      .paper = "Tang, Gan, Zhang, Zhang, Liu, NeurIPS 2018 (Algorithm 1); the ChocoSGD reference code's dcd_psgd.py",
+      .fields = with_optimizer_fields({"compressor"}),
+      .parse =
+          [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
+            spec.compressor = parse_compressor(a, ctx);
+
+          },
+      .to_json =
+          [](const AlgorithmSpec& spec, nlohmann::json& out) {
+            out["compressor"] = compressor_json(spec.compressor);
+
+          },
+      .make = [](const AlgorithmSpec& spec, const net::Topology& topology, int rank) -> std::unique_ptr<Algorithm> {
+        return std::make_unique<DcdPsgd>(spec, topology, rank);
+      },
+      .memory = [](const AlgorithmSpec& spec, std::span<const std::int64_t>, std::int64_t) {
+        MemoryFootprint f;
+        f.model_buffers = 4;  // flat_params_, flat_grads_, half_, replicas_[0] (x^_i)
+        f.model_buffers_per_peer = 1;  // replicas_ x^_j
+        f.gossips = true;
+        f.payload_fraction = payload_fraction(spec.compressor);
+        return f;
+      }};
+  return entry;
 }
 
 }  // namespace dtsim::algorithms

@@ -1,4 +1,6 @@
 #include "algorithms/deepsqueeze.hpp"
+#include "algorithms/registry.hpp"
+#include "algorithms/spec_fields.hpp"
 
 namespace dtsim::algorithms {
 
@@ -59,6 +61,35 @@ sim::Task<std::uint64_t> DeepSqueeze::step(StepContext& ctx) {
     });
   }
   co_return reference_n_bits(compressor_, segments_);
+}
+
+const AlgorithmEntry& deepsqueeze_entry() {
+  static const AlgorithmEntry entry{
+      .name = "deepsqueeze",
+      .description = "DeepSqueeze: decentralized SGD with error-compensated compression of the model",
+      .paper = "Tang, Lian, Qiu, Yuan, Zhang, Liu, arXiv 1907.07346, 2019; the ChocoSGD reference code's deep_squeeze.py",
+      .fields = with_optimizer_fields({"compressor", "consensus_stepsize"}),
+      .parse =
+          [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
+            spec.compressor = parse_compressor(a, ctx);
+            spec.consensus_stepsize = a.number("consensus_stepsize", 1.0, 0.0, 1.0, true);
+          },
+      .to_json =
+          [](const AlgorithmSpec& spec, nlohmann::json& out) {
+            out["compressor"] = compressor_json(spec.compressor);
+            out["consensus_stepsize"] = spec.consensus_stepsize;
+          },
+      .make = [](const AlgorithmSpec& spec, const net::Topology& topology, int rank) -> std::unique_ptr<Algorithm> {
+        return std::make_unique<DeepSqueeze>(spec, topology, rank);
+      },
+      .memory = [](const AlgorithmSpec& spec, std::span<const std::int64_t>, std::int64_t) {
+        MemoryFootprint f;
+        f.model_buffers = 2;  // flat_params_, memory_
+        f.gossips = true;
+        f.payload_fraction = payload_fraction(spec.compressor);
+        return f;
+      }};
+  return entry;
 }
 
 }  // namespace dtsim::algorithms

@@ -1,4 +1,6 @@
 #include "algorithms/distopt.hpp"
+#include "algorithms/registry.hpp"
+#include "algorithms/spec_fields.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -23,7 +25,7 @@ DistOpt::Variant parse_variant(const std::string& v) {
   if (v == "half") return DistOpt::Variant::half;
   if (v == "partial") return DistOpt::Variant::partial;
   if (v == "sparse") return DistOpt::Variant::sparse;
-  throw std::invalid_argument(
+  throw std::logic_error(
       fmt::format("/algorithm/variant: distopt has no variant \"{}\" (expected sync, half, partial or sparse)", v));
 }
 
@@ -44,17 +46,18 @@ DistOpt::DistOpt(const AlgorithmSpec& spec)
       top_k_(spec.top_k),
       corr_(spec.corr),
       optimizer_(spec.optimizer) {
+  // Preconditions: the loader (distopt_entry's parse) refuses these with their JSON path.
   if (spec.threshold < 0 || spec.buffer_size < 0)
-    throw std::invalid_argument(fmt::format("/algorithm/threshold: distopt needs threshold >= 0 and buffer_size >= 0, "
+    throw std::logic_error(fmt::format("/algorithm/threshold: distopt needs threshold >= 0 and buffer_size >= 0, "
                                             "got {} and {}",
                                             spec.threshold, spec.buffer_size));
   if (spec.threshold > spec.buffer_size / 2)
-    throw std::invalid_argument(fmt::format(
+    throw std::logic_error(fmt::format(
         "/algorithm/threshold: {} elements exceeds buffer_size / 2 = {} (a fused group holds up to 2 * threshold "
         "elements and would overflow SINGA's {}-element buffer)",
         spec.threshold, spec.buffer_size / 2, spec.buffer_size));
   if (variant_ == Variant::sparse && (spars_ < 0.0 || (top_k_ && spars_ > 1.0)))
-    throw std::invalid_argument(
+    throw std::logic_error(
         fmt::format("/algorithm/spars: expected a fraction in [0, 1] with top_k, or a threshold >= 0, got {}", spars_));
 }
 
@@ -319,6 +322,73 @@ sim::Task<std::uint64_t> DistOpt::step(StepContext& ctx) {
     });
   }
   co_return n_bits;
+}
+
+const AlgorithmEntry& distopt_entry() {
+  static const AlgorithmEntry entry{
+      .name = "distopt",
+      .description = "Apache SINGA's DistOpt: fused all-reduce of gradients under a size threshold, overlapping the "
+                     "backward pass (variants sync, half, partial, sparse)",
+      .paper = "Apache SINGA, python/singa/opt.py DistOpt (Ooi et al., ACM MM 2015; SINGA 3.x)",
+      .fields = with_optimizer_fields({"variant", "threshold", "buffer_size", "clipping", "clip_value", "spars", "top_k",
+                                       "corr"}),
+      .parse =
+          [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) {
+            using config::ErrorKind;
+            using config::ScenarioError;
+            spec.variant = a.choice("variant", "sync", {"sync", "half", "partial", "sparse"});
+            // Fields of one variant only are errors under another.
+            const std::vector<std::pair<const char*, const char*>> variant_only{
+                {"clipping", "half"}, {"clip_value", "half"}, {"spars", "sparse"}, {"top_k", "sparse"}, {"corr", "sparse"}};
+            for (const auto& [key, variant] : variant_only)
+              if (spec.variant != variant && a.find(key))
+                throw ScenarioError(a.where(key), ErrorKind::unknown_field,
+                                    fmt::format("only the {} variant of distopt reads it (this one is {})", variant,
+                                                spec.variant));
+            spec.buffer_size = a.integer("buffer_size", 4194304, 0, config::kIntMax);
+            spec.threshold = a.integer("threshold", 2097152, 0, config::kIntMax);
+            if (spec.threshold > spec.buffer_size / 2)
+              throw ScenarioError(a.where("threshold"), ErrorKind::inconsistent,
+                                  fmt::format("expected at most buffer_size / 2 = {} elements (a fused group holds up "
+                                              "to 2 * threshold elements and would overflow the {}-element buffer), got {}",
+                                              spec.buffer_size / 2, spec.buffer_size, spec.threshold));
+            spec.clipping = a.boolean("clipping", false);
+            spec.clip_value = a.number("clip_value", 100.0, 0.0, config::kInf, true);
+            spec.top_k = a.boolean("top_k", false);
+            spec.spars = spec.top_k ? a.number("spars", 0.05, 0.0, 1.0) : a.number("spars", 0.05, 0.0, config::kInf);
+            spec.corr = a.boolean("corr", true);
+          },
+      .to_json =
+          [](const AlgorithmSpec& spec, nlohmann::json& out) {
+            out["variant"] = spec.variant;
+            out["threshold"] = spec.threshold;
+            out["buffer_size"] = spec.buffer_size;
+            if (spec.variant == "half") {
+              out["clipping"] = spec.clipping;
+              out["clip_value"] = spec.clip_value;
+            }
+            if (spec.variant == "sparse") {
+              out["spars"] = spec.spars;
+              out["top_k"] = spec.top_k;
+              out["corr"] = spec.corr;
+            }
+          },
+      .make = [](const AlgorithmSpec& spec, const net::Topology&, int) -> std::unique_ptr<Algorithm> {
+        return std::make_unique<DistOpt>(spec);
+      },
+      .memory = [](const AlgorithmSpec& spec, std::span<const std::int64_t> sizes, std::int64_t) {
+        // Partition buffers (fp32; half: fp16), sparse: residuals (corr) and packed pairs.
+        MemoryFootprint f;
+        const bool sparse = spec.variant == "sparse";
+        f.model_buffers = spec.variant == "half" ? 0.5 : 1.0;
+        if (sparse) f.model_buffers += spec.corr ? 1.0 : 0.0;
+        f.gathers = sparse;
+        f.payload_fraction = spec.top_k ? 2.0 * spec.spars : 0.2;
+        const auto partitions = static_cast<double>(distopt_partitions(sizes, spec.threshold).size());
+        f.collectives_per_step = spec.variant == "partial" ? 1.0 : std::max(1.0, partitions);
+        return f;
+      }};
+  return entry;
 }
 
 }  // namespace dtsim::algorithms

@@ -1,4 +1,6 @@
 #include "algorithms/ef_sign_sgd.hpp"
+#include "algorithms/registry.hpp"
+#include "algorithms/spec_fields.hpp"
 
 namespace dtsim::algorithms {
 
@@ -79,6 +81,27 @@ sim::Task<std::uint64_t> EfSignSgd::step(StepContext& ctx) {
     });
   }
   co_return static_cast<std::uint64_t>(payload_.payload_bits());
+}
+
+const AlgorithmEntry& ef_sign_sgd_entry() {
+  static const AlgorithmEntry entry{
+      .name = "ef_sign_sgd",
+      .description = "EF-signSGD: scaled-sign compression of the gradient with error feedback, all-gathered",
+      .paper = "Karimireddy, Rebjock, Stich, Jaggi, ICML 2019; the ChocoSGD reference code's ef_sign_sgd.py",
+      .fields = with_optimizer_fields({}),
+      .parse = [](config::ObjectReader& , AlgorithmSpec& , const SpecContext&) {},
+      .to_json = [](const AlgorithmSpec& , nlohmann::json& ) {},
+      .make = [](const AlgorithmSpec& spec, const net::Topology&, int) -> std::unique_ptr<Algorithm> {
+        return std::make_unique<EfSignSgd>(spec);
+      },
+      .memory = [](const AlgorithmSpec& , std::span<const std::int64_t>, std::int64_t ) {
+        MemoryFootprint f;
+        f.model_buffers = 3;  // flat_, memory_, update_
+        f.gathers = true;     // packed scaled signs
+        f.payload_fraction = 1.0 / 32.0;
+        return f;
+      }};
+  return entry;
 }
 
 }  // namespace dtsim::algorithms

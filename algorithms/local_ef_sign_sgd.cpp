@@ -1,4 +1,6 @@
 #include "algorithms/local_ef_sign_sgd.hpp"
+#include "algorithms/registry.hpp"
+#include "algorithms/spec_fields.hpp"
 
 namespace dtsim::algorithms {
 
@@ -96,6 +98,28 @@ sim::Task<std::uint64_t> LocalEfSignSgd::step(StepContext& ctx) {
   }
   const auto sign_bits = packed_ ? static_cast<std::uint64_t>(payload_.payload_bits()) : 32ULL * static_cast<std::uint64_t>(d);
   co_return sign_bits + 32ULL * static_cast<std::uint64_t>(L);
+}
+
+const AlgorithmEntry& local_ef_sign_sgd_entry() {
+  static const AlgorithmEntry entry{
+      .name = "local_ef_sign_sgd",
+      .description = "local SGD whose periodic synchronisation sends error-feedback scaled signs of the model difference",
+      .paper = "Lin, Stich, Patel, Jaggi, ICLR 2020; Karimireddy et al., ICML 2019; the LocalSGD-Code repository's local_ef_sign_sgd.py",
+      .fields = with_optimizer_fields({"local_steps", "turn_on_local_steps_from", "packed_signs"}),
+      .parse = [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) { parse_local_schedule(a, spec); spec.packed_signs = a.boolean("packed_signs", false); },
+      .to_json = [](const AlgorithmSpec& spec, nlohmann::json& out) { local_schedule_json(spec, out); out["packed_signs"] = spec.packed_signs; },
+      .make = [](const AlgorithmSpec& spec, const net::Topology&, int) -> std::unique_ptr<Algorithm> {
+        return std::make_unique<LocalEfSignSgd>(spec);
+      },
+      .memory = [](const AlgorithmSpec& spec, std::span<const std::int64_t>, std::int64_t steps) {
+        MemoryFootprint f;
+        f.model_buffers = 6;  // consensus_, flat_params_, memory_, input_, own_signs_, signs_
+        f.gathers = spec.packed_signs;
+        f.payload_fraction = 1.0 / 32.0;
+        f.collectives_per_step = 2.0 * local_sync_share(spec, steps);  // signs (or their gather), scales
+        return f;
+      }};
+  return entry;
 }
 
 }  // namespace dtsim::algorithms

@@ -1,4 +1,8 @@
 #include "algorithms/parallel_sgd.hpp"
+#include "algorithms/registry.hpp"
+#include "algorithms/spec_fields.hpp"
+
+#include <fmt/format.h>
 
 #include "kernels/aggregation.hpp"
 
@@ -93,6 +97,52 @@ sim::Task<std::uint64_t> DecentralizedSgd::step(StepContext& ctx) {
     co_await comm.compute(copy_cost(d), [&] { flat_params_.unpack(ctx.params); });
   }
   co_return compressor_ ? reference_n_bits(*compressor_, segments_) : fp32_bits(d);
+}
+
+const AlgorithmEntry& parallel_sgd_entry() {
+  static const AlgorithmEntry entry{
+      .name = "parallel_sgd",
+      .description = "parallel SGD: centralized (all-reduce of gradients) or decentralized (gossip averaging of models, "
+                     "optionally compressed)",
+      .paper = "the ChocoSGD reference code's sgd.py (decentralized: Lian et al., NeurIPS 2017, D-PSGD)",
+      .fields = with_optimizer_fields({"variant", "compressor"}),
+      .parse =
+          [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
+            spec.variant = a.choice("variant", std::nullopt, {"centralized", "decentralized"});
+            spec.compressor = parse_compressor(a, ctx);
+            if (spec.variant == "centralized" && spec.compressor.kind != kernels::CompressorKind::identity)
+              throw config::ScenarioError(a.where("compressor"), config::ErrorKind::inconsistent,
+                                          fmt::format("parallel_sgd variant centralized takes no compressor (got {}; only "
+                                                      "the decentralized variant does)",
+                                                      kernels::to_string(spec.compressor.kind)));
+          },
+      .to_json =
+          [](const AlgorithmSpec& spec, nlohmann::json& out) {
+            out["variant"] = spec.variant;
+            out["compressor"] = compressor_json(spec.compressor);
+          },
+      .make = [](const AlgorithmSpec& spec, const net::Topology& topology, int rank) -> std::unique_ptr<Algorithm> {
+        if (spec.variant == "centralized") {
+          if (spec.compressor.kind != kernels::CompressorKind::identity)
+            throw std::logic_error("parallel_sgd: the centralized variant takes no compressor (the loader refuses one)");
+          return std::make_unique<CentralizedSgd>(spec.optimizer);
+        }
+        if (spec.variant == "decentralized") return std::make_unique<DecentralizedSgd>(spec, topology, rank);
+        throw std::logic_error(fmt::format("parallel_sgd: unknown variant \"{}\"", spec.variant));
+      },
+      .memory = [](const AlgorithmSpec& spec, std::span<const std::int64_t>, std::int64_t) {
+        MemoryFootprint f;
+        if (spec.variant == "centralized") {
+          f.model_buffers = 1;  // flat_grads_
+          return f;
+        }
+        f.model_buffers = 2;  // flat_params_, mixed_
+        f.gossips = true;     // identity: the model itself in received_; else GossipMessage's payloads
+        f.payload_fraction =
+            spec.compressor.kind == kernels::CompressorKind::identity ? 1.0 : payload_fraction(spec.compressor);
+        return f;
+      }};
+  return entry;
 }
 
 }  // namespace dtsim::algorithms

@@ -1,4 +1,6 @@
 #include "algorithms/sign_sgd.hpp"
+#include "algorithms/registry.hpp"
+#include "algorithms/spec_fields.hpp"
 
 #include "kernels/majority_vote.hpp"
 
@@ -74,6 +76,27 @@ sim::Task<std::uint64_t> SignSgd::step(StepContext& ctx) {
     });
   }
   co_return static_cast<std::uint64_t>(payload_.payload_bits());
+}
+
+const AlgorithmEntry& sign_sgd_entry() {
+  static const AlgorithmEntry entry{
+      .name = "sign_sgd",
+      .description = "signSGD / signum: all-gather of packed gradient signs, update along the majority vote (or the mean of signs)",
+      .paper = "Bernstein, Wang, Azizzadenesheli, Anandkumar, ICML 2018; Bernstein, Zhao et al., ICLR 2019 (majority vote)",
+      .fields = with_optimizer_fields({"majority_vote"}),
+      .parse = [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) { spec.majority_vote = a.boolean("majority_vote", true); },
+      .to_json = [](const AlgorithmSpec& spec, nlohmann::json& out) { out["majority_vote"] = spec.majority_vote; },
+      .make = [](const AlgorithmSpec& spec, const net::Topology&, int) -> std::unique_ptr<Algorithm> {
+        return std::make_unique<SignSgd>(spec);
+      },
+      .memory = [](const AlgorithmSpec& , std::span<const std::int64_t>, std::int64_t ) {
+        MemoryFootprint f;
+        f.model_buffers = 3;  // flat_params_, flat_grads_, update_
+        f.gathers = true;     // packed signs
+        f.payload_fraction = 1.0 / 32.0;
+        return f;
+      }};
+  return entry;
 }
 
 }  // namespace dtsim::algorithms

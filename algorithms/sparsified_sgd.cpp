@@ -1,4 +1,6 @@
 #include "algorithms/sparsified_sgd.hpp"
+#include "algorithms/registry.hpp"
+#include "algorithms/spec_fields.hpp"
 
 #include <bit>
 #include <cstring>
@@ -167,6 +169,36 @@ sim::Task<std::uint64_t> SparsifiedSgd::step(StepContext& ctx) {
     });
   }
   co_return n_bits;
+}
+
+const AlgorithmEntry& sparsified_sgd_entry() {
+  static const AlgorithmEntry entry{
+      .name = "sparsified_sgd",
+      .description = "sparsified SGD with memory: each rank all-gathers its compressed gradient plus the residual it "
+                     "kept back (QSGD: all-reduced)",
+      .paper = "Stich, Cordonnier, Jaggi, NeurIPS 2018; Lin et al., ICLR 2018 (DGC); the ChocoSGD reference code's dgc.py",
+      .fields = with_optimizer_fields({"compressor", "mask_momentum"}),
+      .parse =
+          [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
+            spec.compressor = parse_compressor(a, ctx);
+            spec.mask_momentum = a.boolean("mask_momentum", false);
+          },
+      .to_json =
+          [](const AlgorithmSpec& spec, nlohmann::json& out) {
+            out["compressor"] = compressor_json(spec.compressor);
+            out["mask_momentum"] = spec.mask_momentum;
+          },
+      .make = [](const AlgorithmSpec& spec, const net::Topology&, int rank) -> std::unique_ptr<Algorithm> {
+        return std::make_unique<SparsifiedSgd>(spec, rank);
+      },
+      .memory = [](const AlgorithmSpec& spec, std::span<const std::int64_t>, std::int64_t) {
+        MemoryFootprint f;
+        f.model_buffers = 3;  // flat_, memory_, update_
+        f.gathers = spec.compressor.kind != kernels::CompressorKind::qsgd;  // qsgd all-reduces flat_
+        f.payload_fraction = payload_fraction(spec.compressor);
+        return f;
+      }};
+  return entry;
 }
 
 }  // namespace dtsim::algorithms

@@ -13,7 +13,8 @@
 
 #include "network_models/closed_form.hpp"
 #include "network_models/network.hpp"
-#include "runner/json_input.hpp"
+#include "config/json_input.hpp"
+#include "config/scenario_error.hpp"
 
 namespace dtsim::calibration {
 
@@ -67,7 +68,7 @@ LinkFit fit(const std::vector<Sample>& samples) {
   }
   std::sort(sizes.begin(), sizes.end());
   if (std::unique(sizes.begin(), sizes.end()) - sizes.begin() < 2)
-    throw std::invalid_argument("calibration: need samples of at least two sizes to fit alpha and beta");
+    throw std::runtime_error("calibration: need samples of at least two sizes to fit alpha and beta");
   const double det = s11 * s22 - s12 * s12;
   double alpha = 0.0, gamma = 0.0;
   if (det > 1e-12 * s11 * s22) {
@@ -78,13 +79,13 @@ LinkFit fit(const std::vector<Sample>& samples) {
     alpha = 0.0;
     gamma = r2 / s22;
   }
-  if (!(gamma > 0.0)) throw std::invalid_argument("calibration: the samples do not determine a positive bandwidth");
+  if (!(gamma > 0.0)) throw std::runtime_error("calibration: the samples do not determine a positive bandwidth");
   return {alpha, 1.0 / gamma};
 }
 
 std::vector<std::int64_t> geometric_sizes(std::int64_t min, std::int64_t max, double factor) {
   if (min < 1 || max < min || !(factor > 1.0))
-    throw std::invalid_argument("calibration sizes: expected 1 <= min <= max and a factor > 1");
+    throw config::InputError("calibration sizes: expected 1 <= min <= max and a factor > 1");
   std::vector<std::int64_t> sizes;
   for (double b = static_cast<double>(min); b <= static_cast<double>(max) * (1 + 1e-9); b *= factor) {
     const auto bytes = std::max<std::int64_t>(4, static_cast<std::int64_t>(std::llround(b / 4.0)) * 4);
@@ -243,7 +244,7 @@ json model_json(const NetworkModel& model, const std::vector<Sample>& samples, c
   for (const auto& [name, group] : by_probe) {
     try {
       fits[name] = link_json(fit(group));
-    } catch (const std::invalid_argument&) {
+    } catch (const std::runtime_error&) {
     }
   }
   doc["calibration"] = {{"backend", backend},
@@ -255,25 +256,25 @@ json model_json(const NetworkModel& model, const std::vector<Sample>& samples, c
 }
 
 NetworkModel load_model(const std::filesystem::path& file) {
-  const std::string name = runner::one_line(file.string());
-  if (const auto why = runner::not_a_regular_file(file))
-    throw std::invalid_argument(fmt::format("{}: the network model file {}", name, *why));
+  const std::string name = config::one_line(file.string());
+  if (const auto why = config::not_a_regular_file(file))
+    throw config::InputError(fmt::format("{}: the network model file {}", name, *why));
   std::ifstream in(file);
-  if (!in) throw std::invalid_argument(fmt::format("{}: cannot read the network model file", name));
+  if (!in) throw config::InputError(fmt::format("{}: cannot read the network model file", name));
   std::stringstream text;
   text << in.rdbuf();
   json doc;
   try {
-    doc = runner::parse_json_text(text.str());
-  } catch (const runner::JsonTextError& e) {
-    throw std::invalid_argument(fmt::format("{}: not JSON: {}", name, e.reason()));
+    doc = config::parse_json_text(text.str());
+  } catch (const config::JsonTextError& e) {
+    throw config::InputError(fmt::format("{}: not JSON: {}", name, e.reason()));
   }
   auto field = [&](const json& obj, const std::string& where, const char* key, bool positive) {
     if (!obj.is_object() || !obj.contains(key) || !obj[key].is_number())
-      throw std::invalid_argument(fmt::format("{}: {}/{}: expected a number", name, where, key));
+      throw config::InputError(fmt::format("{}: {}/{}: expected a number", name, where, key));
     const double v = obj[key].get<double>();
     if (positive ? !(v > 0) : !(v >= 0))
-      throw std::invalid_argument(fmt::format("{}: {}/{}: expected a number {} 0, got {}", name, where, key,
+      throw config::InputError(fmt::format("{}: {}/{}: expected a number {} 0, got {}", name, where, key,
                                               positive ? ">" : ">=", v));
     return v;
   };
@@ -282,12 +283,12 @@ NetworkModel load_model(const std::filesystem::path& file) {
   if (doc.contains("model")) {
     const auto& known = net::network_models();
     if (!doc["model"].is_string() || std::find(known.begin(), known.end(), doc["model"].get<std::string>()) == known.end())
-      throw std::invalid_argument(fmt::format("{}: /model: expected one of the network models", name));
+      throw config::InputError(fmt::format("{}: /model: expected one of the network models", name));
     model.model = doc["model"];
   }
   if (doc.contains("links") && doc["links"].is_object())
     for (const auto& [cls, link] : doc["links"].items()) {
-      const std::string at = "/links/" + runner::one_line(runner::pointer_token(cls));  // a class name may hold anything
+      const std::string at = "/links/" + config::one_line(config::pointer_token(cls));  // a class name may hold anything
       model.links[cls] = {field(link, at, "latency_us", false) * 1e-6, field(link, at, "bandwidth_GBps", true) * 1e9};
     }
   return model;

@@ -1,4 +1,5 @@
 #include "calibration/compare.hpp"
+#include "config/scenario_error.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -108,7 +109,7 @@ std::string samples_table(const std::vector<Sample>& samples, const NetworkModel
 }
 
 Comparison compare(const runner::Scenario& scenario, const comm::LiveEnv& env, const CompareOptions& o) {
-  if (env.master_port == 65535) throw std::invalid_argument("compare: MASTER_PORT + 1 (the sweep's rendezvous) must be a port");
+  if (env.master_port == 65535) throw config::InputError("compare: MASTER_PORT + 1 (the sweep's rendezvous) must be a port");
   const auto s = with_model(scenario, o.model);
   runner::RunOptions run_options;
   run_options.live_backend = o.backend;

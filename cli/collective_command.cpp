@@ -11,7 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "cli/exit_codes.hpp"
-#include "runner/json_input.hpp"
+#include "config/json_input.hpp"
 
 namespace dtsim::cli {
 
@@ -24,7 +24,7 @@ auto flag(const char* name, F&& parse) {
   try {
     return parse();
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(runner::one_line(fmt::format("{}: {}", name, e.what())));
+    throw std::invalid_argument(config::one_line(fmt::format("{}: {}", name, e.what())));
   }
 }
 
@@ -91,7 +91,7 @@ runner::CollectiveSweep CollectiveCommand::sweep() const {
   }
   if (model_ != "analytical" && model_ != "alpha_beta" && model_ != "flow")
     throw std::invalid_argument(
-        runner::one_line(fmt::format("--model: expected analytical, alpha_beta or flow, got \"{}\"", model_)));
+        config::one_line(fmt::format("--model: expected analytical, alpha_beta or flow, got \"{}\"", model_)));
   sweep.model = model_;
   sweep.link = {latency_us_ * 1e-6, bandwidth_GBps_ * 1e9};
   // An infinite latency (CLI11 reads 1e309 as inf) would schedule events at inf.

@@ -1,7 +1,9 @@
-// How every dtsim command ends: 0 success; 2 bad input (a scenario, sweep, flag or
-// environment variable), with one line naming what is wrong; 1 a failure during the run
-// (a peer that died, a deadlock), with the first line of its message (c10 appends
-// backtraces on later lines).
+// How every dtsim command ends: 0 success; 2 bad input (config::ScenarioError: a
+// scenario field; config::InputError: a sweep file, flag, environment variable or input
+// file), with one line naming what is wrong; 1 a failure during the run (a peer that
+// died, a deadlock), with the first line of its message (c10 appends backtraces on later
+// lines), or a broken internal precondition (std::logic_error, std::invalid_argument
+// included): a bug in dtsim, said as such, not blamed on the input.
 #pragma once
 
 #include <cstdio>
@@ -19,12 +21,15 @@ template <typename F>
 int exit_code_of(F&& body) {
   try {
     return body();
-  } catch (const runner::ScenarioError& e) {
+  } catch (const config::ScenarioError& e) {
     fmt::print(stderr, "dtsim: error: {}\n", e.what());
     return 2;
-  } catch (const std::invalid_argument& e) {
+  } catch (const config::InputError& e) {
     fmt::print(stderr, "dtsim: error: {}\n", e.what());
     return 2;
+  } catch (const std::logic_error& e) {
+    fmt::print(stderr, "dtsim: internal error (a bug in dtsim, not in the input): {}\n", config::one_line(e.what()));
+    return 1;
   } catch (const std::exception& e) {
     std::string what = e.what();
     if (auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);

@@ -15,6 +15,7 @@
 
 #include "cli/calibrate_command.hpp"
 #include "cli/collective_command.hpp"
+#include "cli/list_command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/sweep_command.hpp"
 #include "runner/progress.hpp"
@@ -106,6 +107,7 @@ int main(int argc, char** argv) {
   dtsim::cli::CollectiveCommand collective_command(app);  // collective
   dtsim::cli::SweepCommands sweep_commands(app);  // sweep, merge, report
   dtsim::cli::CalibrateCommands calibrate_commands(app);  // calibrate, compare
+  dtsim::cli::ListCommand list_command(app);  // list
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -114,6 +116,7 @@ int main(int argc, char** argv) {
 
   if (auto rc = sweep_commands.run()) return *rc;
   if (auto rc = calibrate_commands.run()) return *rc;
+  if (auto rc = list_command.run()) return *rc;
   if (!args.dump_params.empty()) options.dump_params_prefix = args.dump_params;
   if (!args.trace.empty()) options.trace_file = args.trace;
   if (!args.record_trace.empty()) options.record_trace_dir = args.record_trace;
@@ -157,7 +160,7 @@ int main(int argc, char** argv) {
       if (env.rank == 0) return finish(result, args, ".live.result.json", true);
       return 0;
     } catch (const runner::ScenarioError& e) {  // bad input, named with its file
-      throw std::invalid_argument(fmt::format("{}: {}", args.scenario, e.what()));
+      throw config::InputError(fmt::format("{}: {}", args.scenario, e.what()));
     }
   });
 }

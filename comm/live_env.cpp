@@ -1,4 +1,5 @@
 #include "comm/live_env.hpp"
+#include "config/scenario_error.hpp"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -40,7 +41,7 @@ long parse_int(const char* name, const std::string& text, long lo, long hi) {
   long value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size() || value < lo || value > hi)
-    throw std::invalid_argument(fmt::format("environment variable {}=\"{}\": expected an integer in [{}, {}]",
+    throw config::InputError(fmt::format("environment variable {}=\"{}\": expected an integer in [{}, {}]",
                                             name, text, lo, hi));
   return value;
 }
@@ -65,12 +66,12 @@ LiveEnv LiveEnv::from_variables(const std::function<const char*(const char*)>& g
     }
   if (!chosen) {
     for (const auto& l : launchers())
-      if (value(l.size)) throw std::invalid_argument(fmt::format("live run: {} is not set, but {} is", l.rank, l.size));
-    throw std::invalid_argument("live run: RANK is not set (nor OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)");
+      if (value(l.size)) throw config::InputError(fmt::format("live run: {} is not set, but {} is", l.rank, l.size));
+    throw config::InputError("live run: RANK is not set (nor OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)");
   }
   const auto size = value(chosen->size);
   if (!size)
-    throw std::invalid_argument(fmt::format("live run: {} is not set, but {} is", chosen->size, chosen->rank));
+    throw config::InputError(fmt::format("live run: {} is not set, but {} is", chosen->size, chosen->rank));
   env.launcher = chosen->name;
   env.world_size = static_cast<int>(parse_int(chosen->size, *size, 1, 1 << 20));
   env.rank = static_cast<int>(parse_int(chosen->rank, *value(chosen->rank), 0, env.world_size - 1));
@@ -83,7 +84,7 @@ LiveEnv LiveEnv::from_variables(const std::function<const char*(const char*)>& g
     auto other_rank = value(l.rank), other_size = value(l.size);
     if (!other_rank || !other_size || *other_size != *size) continue;
     if (*other_rank != *value(chosen->rank))
-      throw std::invalid_argument(fmt::format(
+      throw config::InputError(fmt::format(
           "live run: conflicting ranks for a job of {}: {}={} but {}={}; unset the variables of the launcher not in use",
           *size, chosen->rank, *value(chosen->rank), l.rank, *other_rank));
   }
@@ -95,7 +96,7 @@ LiveEnv LiveEnv::from_variables(const std::function<const char*(const char*)>& g
     const bool one_machine = chosen->machines == std::string("SLURM_NNODES") ? (!machines || *machines == "1")
                                                                              : (!machines || *machines == *size);
     if (!one_machine)
-      throw std::invalid_argument(fmt::format(
+      throw config::InputError(fmt::format(
           "live run: MASTER_ADDR is not set, and this {} job spans several machines ({}={}): set it to rank 0's host",
           chosen->name, chosen->machines, *machines));
   }

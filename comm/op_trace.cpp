@@ -1,4 +1,5 @@
 #include "comm/op_trace.hpp"
+#include "config/scenario_error.hpp"
 
 #include <cmath>
 #include <limits>
@@ -35,9 +36,8 @@ namespace {
 
 constexpr int kMaxDepth = 16;  // a trace nests 3 levels: {ops: [[..., peer_slots]]}
 
-std::invalid_argument not_a_trace(const std::string& what) {
-  return std::invalid_argument("not an operation trace: " + what);
-}
+// A trace file is a user's input (dtsim replay --traces): bad bytes are bad input.
+config::InputError not_a_trace(const std::string& what) { return config::InputError("not an operation trace: " + what); }
 
 // nlohmann's MessagePack reader recurses once per level of nesting, so a few hundred KB
 // of 0x91 (an array of one array of one ...) overflow the stack. This walk follows the

@@ -1,4 +1,5 @@
 #include "comm/trace_replay.hpp"
+#include "config/scenario_error.hpp"
 
 #include <limits>
 #include <memory>
@@ -27,11 +28,11 @@ sim::ComputeModel replay_compute_model() {
 sim::Task<ReplayRecord> replay_trace(Communicator& comm, const OpTrace& trace, std::vector<int> neighbours,
                                      PhaseTimer& timer) {
   if (comm.size() != trace.ranks)
-    throw std::invalid_argument(
+    throw config::InputError(
         fmt::format("replay: the trace is of a {}-rank job, the communicator's has {}", trace.ranks, comm.size()));
   auto peer = [&](int slot) {
     if (slot < 0 || static_cast<std::size_t>(slot) >= neighbours.size())
-      throw std::invalid_argument(fmt::format(
+      throw config::InputError(fmt::format(
           "replay: rank {} has {} gossip neighbours, but the trace it replays (recorded on rank {}) sends to "
           "neighbour #{}: the topology must give each rank at least as many neighbours as the recording had",
           comm.rank(), neighbours.size(), trace.rank, slot + 1));
@@ -89,7 +90,7 @@ sim::Task<ReplayRecord> replay_trace(Communicator& comm, const OpTrace& trace, s
       case Kind::Wait: {
         auto it = in_flight.find(t.op);
         if (it == in_flight.end())
-          throw std::invalid_argument(fmt::format("replay: operation #{} awaited before it was issued", t.op));
+          throw config::InputError(fmt::format("replay: operation #{} awaited before it was issued", t.op));
         co_await it->second;
         in_flight.erase(it);
         outputs.erase(t.op);
@@ -100,7 +101,7 @@ sim::Task<ReplayRecord> replay_trace(Communicator& comm, const OpTrace& trace, s
         open_phases.emplace_back(new PhaseTimer::Scope(timer.phase(trace.phase_names.at(static_cast<std::size_t>(t.variant)))));
         break;
       case Kind::PhaseEnd:
-        if (open_phases.empty()) throw std::invalid_argument("replay: a phase ends that never began");
+        if (open_phases.empty()) throw config::InputError("replay: a phase ends that never began");
         open_phases.pop_back();
         break;
       case Kind::Mark:

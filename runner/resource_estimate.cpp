@@ -15,8 +15,7 @@
 #include "algorithms/algorithm.hpp"
 #include "network_models/network.hpp"
 #include "network_models/closed_form.hpp"
-#include "workloads/image_models.hpp"
-#include "workloads/shape_models.hpp"
+#include "workloads/workload_registry.hpp"
 
 namespace dtsim::runner {
 
@@ -228,56 +227,9 @@ net::Algorithm resolved(net::CollectiveKind kind, const Scenario& s, double elem
 
 // --- the workload -----------------------------------------------------------------------
 
-struct WorkloadShape {
-  double elements = 0;  // parameters
-  std::vector<std::int64_t> sizes_backward;  // tensor sizes, backward order
-  double data = 0;      // bytes per process
-  double per_rank = 0;  // bytes per rank besides parameters and gradients
-};
-
-WorkloadShape workload_shape(const Scenario& s) {
-  WorkloadShape w;
-  const auto& spec = s.workload;
-  const double ranks = std::max(1, s.ranks);
-  if (spec.type == "logistic_regression") {
-    const double samples = d(spec.logistic.samples), features = d(spec.logistic.features);
-    w.elements = features + 1;
-    w.sizes_backward = {1, spec.logistic.features};
-    // x and y, the generator's temporaries and the evaluation's per-sample vectors, one
-    // rank's permutation of every sample index while it builds its shard.
-    w.data = samples * features * kFloat + samples * 48;
-    const double shard = std::ceil(samples / ranks);
-    const double batch = spec.logistic.batch_size == 0 ? shard : std::min(d(spec.logistic.batch_size), shard);
-    w.per_rank = 2 * shard * 8 + batch * (features + 5) * kFloat;
-  } else if (spec.type == "mlp" || spec.type == "cnn") {
-    const auto net = workloads::LayerNet::make(spec.type);
-    double activations = 784, widest = 784;
-    for (const auto& l : net.layers()) {
-      double out = 1;
-      for (auto e : l.out_shape) out *= d(e);
-      activations += out;
-      widest = std::max(widest, out);
-      if (l.op == workloads::LayerNet::Op::Conv || l.op == workloads::LayerNet::Op::Linear) {
-        const double weight = d(l.in) * d(l.out) * (l.op == workloads::LayerNet::Op::Conv ? d(l.kernel) * d(l.kernel) : 1);
-        w.sizes_backward.insert(w.sizes_backward.begin(), {static_cast<std::int64_t>(l.out), static_cast<std::int64_t>(weight)});
-        w.elements += weight + d(l.out);
-      }
-    }
-    const double train = spec.train_samples > 0 ? std::min(d(spec.train_samples), 60000.0) : 60000.0;
-    const double test = spec.test_samples > 0 ? std::min(d(spec.test_samples), 10000.0) : 10000.0;
-    // fp32 images and int64 labels, the file's bytes while they are converted, and the
-    // evaluation's chunk of 2,000 images (activations and their ReLU outputs).
-    w.data = (train + test) * (784 * kFloat + 8) + train * 784 + 2000 * activations * kFloat * 2;
-    const double shard = std::ceil(train / ranks), batch = std::min(d(spec.batch_size), shard);
-    w.per_rank = 2 * shard * 8 + batch * (activations * 2 + widest) * kFloat;
-  } else if (workloads::is_shape_model(spec.type)) {
-    for (const auto& t : workloads::shape_model_tensors(spec.type)) {
-      w.sizes_backward.push_back(t.numel());
-      w.elements += d(t.numel());
-    }
-    w.data = d((std::int64_t{1} << 22) + 7) * kFloat;  // the value pool
-  }
-  return w;
+// What the workload needs, from its registry entry (workloads/workload_registry.hpp).
+workloads::WorkloadFootprint workload_shape(const Scenario& s) {
+  return workloads::workload_entry(s.workload.type).footprint(s.workload, s.ranks);
 }
 
 // --- the estimate -------------------------------------------------------------------------
@@ -311,12 +263,12 @@ Detail estimate(const Scenario& s, RunKind kind) {
   e.peer_message_bytes = f.model_buffers_per_peer * peers * M + (f.gossips ? peers * P : 0);
   const double gathered_blocks = timing_only ? 1 : R;  // the representative's blocks are one clone
   e.gathered_bytes = f.gathers ? (gathered_blocks + 1) * P : 0;
-  e.workload_rank_bytes = w.per_rank;
+  e.workload_rank_bytes = w.per_rank_bytes;
   e.rank_tensor_bytes = M * (2 + momentum + 3 + f.model_buffers) + e.peer_message_bytes + (f.gossips ? 2 * P : 0) +
                         e.gathered_bytes + e.workload_rank_bytes;
   const double shared = live ? 0 : M + (f.gathers && !timing_only ? R * P : 0);
   e.tensor_bytes = e.tensor_ranks * e.rank_tensor_bytes + shared;
-  e.data_bytes = w.data;
+  e.data_bytes = w.data_bytes;
 
   // The topology: one copy (two in timing-only mode: the replay's network copies it).
   const bool gossip_graph = f.gossips || timing_only;
@@ -446,7 +398,7 @@ std::string format_bytes(double bytes) {
 
 double parse_memory_size(const std::string& text) {
   const auto bad = [&] {
-    return std::invalid_argument(fmt::format("DTSIM_MEMORY_LIMIT: expected a number of bytes with an optional K, M, G "
+    return config::InputError(fmt::format("DTSIM_MEMORY_LIMIT: expected a number of bytes with an optional K, M, G "
                                              "or T suffix (powers of 1024), or \"unlimited\", got \"{}\"",
                                              text));
   };
@@ -503,7 +455,7 @@ void check_topology_fits(const Scenario& s) {
   const auto limit = memory_limit();
   if (!limit || bytes <= limit->bytes) return;
   const auto t = topology_shape(s.topology, s.ranks);
-  throw ScenarioError("/topology", fmt::format("a {} topology of {} ranks ({} cables) needs about {} to build (links, "
+  throw ScenarioError("/topology", ErrorKind::too_large, fmt::format("a {} topology of {} ranks ({} cables) needs about {} to build (links, "
                                                "adjacency lists and the builder's edge set), more than {}: use fewer "
                                                "ranks or a sparser topology (ring, torus, fat_tree)",
                                                t.label, s.ranks, count(t.cables), format_bytes(bytes), limit_text(*limit)));
@@ -529,13 +481,13 @@ void check_resources(const Scenario& s, RunKind kind) {
   switch (largest) {
     case 0: {  // the ranks' tensors
       if (e.peer_message_bytes > 0.5 * e.rank_tensor_bytes && detail.topology.degree > 2)
-        throw ScenarioError("/topology", fmt::format("{} on a {} topology need about {} ({} per rank, most of it a "
+        throw ScenarioError("/topology", ErrorKind::too_large, fmt::format("{} on a {} topology need about {} ({} per rank, most of it a "
                                                      "message or replica per gossip neighbour: {} each), more than {}: "
                                                      "use a sparser topology (ring, torus) or fewer ranks",
                                                      ranks_of, detail.topology.label, need, per_rank,
                                                      count(detail.topology.degree), more));
       if (e.gathered_bytes > 0.5 * e.rank_tensor_bytes && e.tensor_ranks > 1)
-        throw ScenarioError("/ranks", fmt::format("{} need about {} ({} per rank, most of it the all-gather's block "
+        throw ScenarioError("/ranks", ErrorKind::too_large, fmt::format("{} need about {} ({} per rank, most of it the all-gather's block "
                                                   "from each of the {} ranks), more than {}: use \"timing_only\": true "
                                                   "(memory of one rank) or fewer ranks",
                                                   ranks_of, need, per_rank, s.ranks, more));
@@ -549,53 +501,49 @@ void check_resources(const Scenario& s, RunKind kind) {
         } catch (const ScenarioError& timing_only_too) {
           way_out = fmt::format("use fewer ranks (in timing-only mode, {})", timing_only_too.what());
         }
-        throw ScenarioError("/ranks", fmt::format("{} need about {} (parameters, gradients, algorithm state and "
+        throw ScenarioError("/ranks", ErrorKind::too_large, fmt::format("{} need about {} (parameters, gradients, algorithm state and "
                                                   "messages: {} per rank), more than {}: {}",
                                                   ranks_of, need, per_rank, more, way_out));
       }
       if (e.workload_rank_bytes > 0.5 * e.rank_tensor_bytes)
-        throw ScenarioError("/workload/batch_size",
-                            fmt::format("one rank of {} needs about {} for its mini-batch ({} of {}), more than {}: "
+        throw ScenarioError("/workload/batch_size", ErrorKind::too_large, fmt::format("one rank of {} needs about {} for its mini-batch ({} of {}), more than {}: "
                                         "use a smaller batch_size",
                                         s.workload.type, need, format_bytes(e.workload_rank_bytes), per_rank, more));
-      throw ScenarioError(logistic ? "/workload/features" : "/workload/type",
-                          fmt::format("one rank of {} with {} parameters needs about {} (parameters, gradients and "
+      throw ScenarioError(logistic ? "/workload/features" : "/workload/type", ErrorKind::too_large, fmt::format("one rank of {} with {} parameters needs about {} (parameters, gradients and "
                                       "algorithm state: {}), more than {}: use {}",
                                       s.workload.type, fmt::format("{:.0f}", e.model_elements), need, per_rank, more,
                                       logistic ? "fewer features" : "a smaller model"));
     }
     case 1:  // the data set
       if (logistic)
-        throw ScenarioError(lr.features >= lr.samples ? "/workload/features" : "/workload/samples",
-                            fmt::format("the logistic_regression data set ({} samples x {} features, fp32, one copy "
+        throw ScenarioError(lr.features >= lr.samples ? "/workload/features" : "/workload/samples", ErrorKind::too_large, fmt::format("the logistic_regression data set ({} samples x {} features, fp32, one copy "
                                         "shared by the ranks) needs about {}, more than {}: use fewer samples or "
                                         "features",
                                         lr.samples, lr.features, need, more));
-      throw ScenarioError("/workload", fmt::format("the {} data needs about {}, more than {}: use fewer samples",
+      throw ScenarioError("/workload", ErrorKind::too_large, fmt::format("the {} data needs about {}, more than {}: use fewer samples",
                                                    s.workload.type, need, more));
     case 2:  // the topology
-      throw ScenarioError("/topology", fmt::format("a {} topology of {} ranks needs about {} ({} for its links, adjacency "
+      throw ScenarioError("/topology", ErrorKind::too_large, fmt::format("a {} topology of {} ranks needs about {} ({} for its links, adjacency "
                                                    "lists, gossip graph and BFS trees), more than {}: use fewer ranks or "
                                                    "a sparser topology (ring, torus, fat_tree)",
                                                    detail.topology.label, s.ranks, need,
                                                    format_bytes(e.topology_bytes), more));
     case 3:  // routes, schedules, messages in flight
       if (detail.route_from_gossip)
-        throw ScenarioError("/topology", fmt::format("gossip among {} ranks on a {} topology needs about {} ({} of routes "
+        throw ScenarioError("/topology", ErrorKind::too_large, fmt::format("gossip among {} ranks on a {} topology needs about {} ({} of routes "
                                                      "and messages in flight: {} neighbours each), more than {}: use a "
                                                      "sparser topology (ring, torus) or fewer ranks",
                                                      s.ranks, detail.topology.label, need,
                                                      format_bytes(e.route_bytes), count(detail.topology.degree), more));
-      throw ScenarioError("/network/algorithms",
-                          fmt::format("{} over {} ranks needs about {} ({} of routes, schedules and messages in "
+      throw ScenarioError("/network/algorithms", ErrorKind::too_large, fmt::format("{} over {} ranks needs about {} ({} of routes, schedules and messages in "
                                       "flight), more than {}: use the ring algorithm or fewer ranks",
                                       detail.route_cause, s.ranks, need, format_bytes(e.route_bytes), more));
     case 4:  // per-step records
-      throw ScenarioError("/steps", fmt::format("{} steps of {} ranks need about {} ({} of per-step records), more than "
+      throw ScenarioError("/steps", ErrorKind::too_large, fmt::format("{} steps of {} ranks need about {} ({} of per-step records), more than "
                                                 "{}: use fewer steps",
                                                 s.steps, s.ranks, need, format_bytes(e.record_bytes), more));
     default:
-      throw ScenarioError("/ranks", fmt::format("{} ranks need about {} ({} of bookkeeping each), more than {}: use "
+      throw ScenarioError("/ranks", ErrorKind::too_large, fmt::format("{} ranks need about {} ({} of bookkeeping each), more than {}: use "
                                                 "fewer ranks",
                                                 s.ranks, need, format_bytes(e.rank_bookkeeping_bytes / std::max(1, s.ranks)), more));
   }

@@ -22,6 +22,7 @@
 #include "network_models/network.hpp"
 #include "network_models/topology_spec.hpp"
 #include "runner/resource_estimate.hpp"
+#include "workloads/workload_registry.hpp"
 #include "sim/engine.hpp"
 #include "sim/trace_writer.hpp"
 #include "sim/task.hpp"
@@ -245,8 +246,7 @@ std::shared_ptr<const workloads::WorkloadData> load_data(const Scenario& s) {
   try {
     return workloads::load_workload_data(s.workload, s.seed);
   } catch (const std::invalid_argument& e) {
-    const bool images = s.workload.type == "mlp" || s.workload.type == "cnn";
-    throw ScenarioError(images ? "/workload/data_dir" : "/workload", e.what());
+    throw ScenarioError(workloads::workload_entry(s.workload.type).data_path, ErrorKind::bad_file, e.what());
   }
 }
 
@@ -320,7 +320,7 @@ std::vector<double> rank_mean(const std::vector<comm::ReplayRecord>& records,
   for (std::size_t r = 1; r < records.size(); ++r) {
     const auto& other = records[r].*series;
     if (other.size() != mean.size())
-      throw std::invalid_argument(fmt::format("replay: rank {} recorded {} steps or evaluations, rank 0 {}", r,
+      throw config::InputError(fmt::format("replay: rank {} recorded {} steps or evaluations, rank 0 {}", r,
                                               other.size(), mean.size()));
     for (std::size_t t = 0; t < mean.size(); ++t) mean[t] += other[t];
   }
@@ -406,9 +406,9 @@ void replay_on_network(const Scenario& s, const net::Topology& topology, const s
 // rank replays that trace with size-only tensors on the emulated network.
 RunResult run_timing_only(const Scenario& s, const RunOptions& options) {
   if (options.dump_params_prefix)
-    throw std::invalid_argument("timing-only mode keeps no per-rank parameters to dump (drop --dump-params)");
+    throw config::InputError("timing-only mode keeps no per-rank parameters to dump (drop --dump-params)");
   if (options.record_traces || options.record_trace_dir)
-    throw std::invalid_argument("timing-only mode replays one rank's trace; record the traces of a full run");
+    throw config::InputError("timing-only mode replays one rank's trace; record the traces of a full run");
   constexpr int representative = 0;
   const auto topology = net::make_topology(s.topology, s.ranks, s.network.nominal);
   RunResult result;
@@ -428,7 +428,7 @@ RunResult run_timing_only(const Scenario& s, const RunOptions& options) {
   const auto degree = topology.neighbors(representative).size();
   for (int r = 0; gossips && r < s.ranks; ++r)
     if (topology.neighbors(r).size() != degree)
-      throw ScenarioError("/timing_only", fmt::format("rank {} has {} gossip neighbours and rank {} has {}: one rank "
+      throw ScenarioError("/timing_only", ErrorKind::inconsistent, fmt::format("rank {} has {} gossip neighbours and rank {} has {}: one rank "
                                                       "cannot stand for all on this topology",
                                                       r, topology.neighbors(r).size(), representative, degree));
 
@@ -500,12 +500,12 @@ std::vector<comm::OpTrace> read_traces(const std::filesystem::path& dir, int ran
   for (int r = 0; r < ranks; ++r) {
     const auto file = trace_file_of(dir, r);
     std::ifstream in(file, std::ios::binary);
-    if (!in) throw std::invalid_argument(fmt::format("{}: cannot read rank {}'s trace", file.string(), r));
+    if (!in) throw config::InputError(fmt::format("{}: cannot read rank {}'s trace", file.string(), r));
     const std::vector<std::uint8_t> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
     try {
       traces.push_back(comm::op_trace_from_bytes(bytes));
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(fmt::format("{}: {}", file.string(), e.what()));
+    } catch (const config::InputError& e) {
+      throw config::InputError(fmt::format("{}: {}", file.string(), e.what()));
     }
   }
   return traces;
@@ -513,10 +513,10 @@ std::vector<comm::OpTrace> read_traces(const std::filesystem::path& dir, int ran
 
 RunResult replay_traces(const Scenario& s, const std::vector<comm::OpTrace>& traces, const RunOptions& options) {
   if (traces.size() != static_cast<std::size_t>(s.ranks))
-    throw std::invalid_argument(fmt::format("replay: {} traces for {} ranks", traces.size(), s.ranks));
+    throw config::InputError(fmt::format("replay: {} traces for {} ranks", traces.size(), s.ranks));
   for (std::size_t r = 0; r < traces.size(); ++r)
     if (traces[r].rank != static_cast<int>(r) || traces[r].ranks != s.ranks)
-      throw std::invalid_argument(fmt::format("replay: trace #{} is rank {} of {}, not rank {} of {}", r,
+      throw config::InputError(fmt::format("replay: trace #{} is rank {} of {}, not rank {} of {}", r,
                                               traces[r].rank, traces[r].ranks, r, s.ranks));
   const auto topology = net::make_topology(s.topology, s.ranks, s.network.nominal);
   std::vector<const comm::OpTrace*> pointers;
@@ -534,9 +534,9 @@ RunResult replay_traces(const Scenario& s, const std::vector<comm::OpTrace>& tra
 
 RunResult run_live(const Scenario& s, const comm::LiveEnv& env, const RunOptions& options) {
   if (s.timing_only)
-    throw ScenarioError("/timing_only", "applies to emulated runs (dtsim run); a live run runs and measures every rank");
+    throw ScenarioError("/timing_only", ErrorKind::inconsistent, "applies to emulated runs (dtsim run); a live run runs and measures every rank");
   if (env.world_size != s.ranks)
-    throw ScenarioError("/ranks", fmt::format("the scenario has {} ranks but WORLD_SIZE is {}", s.ranks, env.world_size));
+    throw ScenarioError("/ranks", ErrorKind::environment, fmt::format("the scenario has {} ranks but WORLD_SIZE is {}", s.ranks, env.world_size));
   check_resources(s, RunKind::Live);  // this process's rank, before anything large is allocated
   auto topology = net::make_topology(s.topology, s.ranks, s.network.nominal);
   auto comm = options.live_backend == "nccl" ? comm::make_nccl_communicator(env, s.network)

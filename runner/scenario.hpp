@@ -3,7 +3,12 @@
 // Every field is checked where it is read: a wrong type, a value out of range, a missing
 // required field or an unknown key raises ScenarioError with the JSON path (as a JSON
 // Pointer, e.g. /algorithm/lr) and what was expected, on one line (control characters in
-// the path or message are escaped). The field reference lives in scenarios/README.md.
+// the path or message are escaped). Each section is read and echoed next to what it
+// describes: /workload by the workload registry (workloads/workload_registry.hpp),
+// /algorithm by the algorithm registry (algorithms/registry.hpp), /topology and /network
+// in network_models/ (topology_section.hpp, network_section.hpp), /compute in comm/
+// (compute_section.hpp); this file holds the top-level fields and the checks across
+// sections. The field reference lives in scenarios/README.md.
 #pragma once
 
 #include <cstdint>
@@ -17,20 +22,14 @@
 #include "comm/emulated.hpp"
 #include "network_models/network.hpp"
 #include "network_models/topology_spec.hpp"
-#include "runner/json_input.hpp"
+#include "config/scenario_error.hpp"
 #include "workloads/workload_spec.hpp"
 
 namespace dtsim::runner {
 
-class ScenarioError : public std::runtime_error {
- public:
-  ScenarioError(const std::string& path, const std::string& message)
-      : std::runtime_error(one_line(path + ": " + message)), path_(path) {}
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+// A user's mistake in the scenario: its JSON path and kind (config/scenario_error.hpp).
+using config::ErrorKind;
+using config::ScenarioError;
 
 struct Scenario {
   std::string name;
@@ -65,7 +64,7 @@ void resolve_file_fields(nlohmann::json& doc, const std::filesystem::path& dir);
 // Reads and parses a file; JSON syntax errors (and numbers beyond a double's range)
 // become ScenarioError at path "/" with the line and column. parse_scenario and
 // resolve_file_fields refuse documents nested deeper than kMaxJsonDepth
-// (runner/json_input.hpp).
+// (config/json_input.hpp).
 Scenario load_scenario(const std::filesystem::path& file);
 
 }  // namespace dtsim::runner

@@ -143,24 +143,20 @@ std::string slug(const std::string& text) {
 }
 
 json read_json_file(const fs::path& file, const std::string& what) {
-  if (const auto why = runner::not_a_regular_file(file))
-    throw SweepError(fmt::format("{} {} {}", what, runner::one_line(file.string()), *why));
+  if (const auto why = config::not_a_regular_file(file))
+    throw SweepError(fmt::format("{} {} {}", what, config::one_line(file.string()), *why));
   std::ifstream in(file);
   if (!in) throw SweepError(fmt::format("cannot read {} {}", what, file.string()));
   std::stringstream text;
   text << in.rdbuf();
   try {
-    return runner::parse_json_text(text.str());
-  } catch (const runner::JsonTextError& e) {
+    return config::parse_json_text(text.str());
+  } catch (const config::JsonTextError& e) {
     throw SweepError(fmt::format("{} {}: invalid JSON: {}", what, file.string(), e.reason()));
   }
 }
 
-bool is_unknown_field(const runner::ScenarioError& e) {
-  const std::string what = e.what();
-  const std::string message = what.substr(std::min(what.size(), e.path().size() + 2));
-  return message == "unknown field" || message.rfind("not a field of", 0) == 0;
-}
+bool is_unknown_field(const runner::ScenarioError& e) { return e.kind() == config::ErrorKind::unknown_field; }
 
 bool is_prefix(const std::string& prefix, const std::string& path) {
   return path == prefix || (path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0 &&
@@ -188,13 +184,13 @@ json Sweep::manifest() const {
 
 Sweep parse_sweep(const json& doc, const fs::path& dir, const std::string& default_name) {
   if (!doc.is_object()) throw SweepError("sweep: expected a JSON object with base and axes");
-  if (const auto deep = runner::first_too_deep(doc))
-    throw SweepError(fmt::format("sweep: {}: expected at most {} levels of nesting, got more", *deep, runner::kMaxJsonDepth));
+  if (const auto deep = config::first_too_deep(doc))
+    throw SweepError(fmt::format("sweep: {}: expected at most {} levels of nesting, got more", *deep, config::kMaxJsonDepth));
   static const std::set<std::string> known{"name", "base", "mode", "axes", "target_loss", "description"};
   for (const auto& [key, value] : doc.items())
     if (!known.count(key))
       throw SweepError(fmt::format("sweep: /{}: unknown field (expected one of name, base, mode, axes, target_loss, description)",
-                                   runner::pointer_token(key)));
+                                   config::pointer_token(key)));
   Sweep sweep;
   sweep.name = default_name;
   if (doc.contains("name")) {

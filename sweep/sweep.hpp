@@ -22,7 +22,7 @@
 // a value of the base scenario's resolved form (Scenario::to_json(), every default
 // filled in) or a field the loader accepts in every point; otherwise the sweep fails with
 // "axis P: unknown path". Every error is one line naming the axis (or the sweep file's
-// JSON path, "sweep: /axes/0: ..."); documents nested deeper than runner::kMaxJsonDepth
+// JSON path, "sweep: /axes/0: ..."); documents nested deeper than config::kMaxJsonDepth
 // are refused.
 #pragma once
 
@@ -36,16 +36,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runner/json_input.hpp"
+#include "config/json_input.hpp"
 #include "runner/scenario.hpp"
 
 namespace dtsim::sweep {
 
 // A malformed sweep file or flag: bad input (exit 2). One line: control characters in
 // the message (from keys, values, labels) are escaped.
-class SweepError : public std::invalid_argument {
+class SweepError : public config::InputError {
  public:
-  explicit SweepError(const std::string& message) : std::invalid_argument(runner::one_line(message)) {}
+  using config::InputError::InputError;
 };
 
 struct Axis {

@@ -655,13 +655,13 @@ TEST(DistOptScenario, ThresholdAboveHalfTheBufferIsRejected) {
   } catch (const runner::ScenarioError& e) {
     EXPECT_EQ(e.path(), "/algorithm/variant");
   }
-  // The algorithm itself refuses too (for callers that bypass the parser).
+  // The algorithm itself refuses too, as a broken precondition (a caller that bypasses the parser: a bug).
   algorithms::AlgorithmSpec spec;
   spec.name = "distopt";
   spec.variant = "sync";
   spec.threshold = 10;
   spec.buffer_size = 19;
-  EXPECT_THROW(algorithms::DistOpt{spec}, std::invalid_argument);
+  EXPECT_THROW(algorithms::DistOpt{spec}, std::logic_error);
 }
 
 TEST(DistOptScenario, EchoesItsFields) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "comm/live_env.hpp"
+#include "config/scenario_error.hpp"
 
 namespace dtsim::comm {
 namespace {
@@ -23,7 +24,7 @@ LiveEnv parse(const Vars& vars) {
 std::string error_of(const Vars& vars) {
   try {
     parse(vars);
-  } catch (const std::invalid_argument& e) {
+  } catch (const config::InputError& e) {
     return e.what();
   }
   return "(no error)";

@@ -119,10 +119,10 @@ TEST(RecordReplay, TracesMustBeTheScenariosRanks) {
   (void)runner::run_emulated(s, record);
   auto fewer = traces;
   fewer.pop_back();
-  EXPECT_THROW((void)runner::replay_traces(s, fewer), std::invalid_argument);
+  EXPECT_THROW((void)runner::replay_traces(s, fewer), config::InputError);
   auto swapped = traces;
   std::swap(swapped[0], swapped[1]);
-  EXPECT_THROW((void)runner::replay_traces(s, swapped), std::invalid_argument);
+  EXPECT_THROW((void)runner::replay_traces(s, swapped), config::InputError);
 }
 
 // A communicator whose clock the test moves: a live rank's clock, which also advances
@@ -217,9 +217,9 @@ TEST(OpTrace, BytesRoundTripAndOtherBytesAreRefused) {
     EXPECT_EQ(back.ops[i].op, t.ops[i].op);
     EXPECT_EQ(back.ops[i].peer_slots, t.ops[i].peer_slots);
   }
-  EXPECT_THROW((void)comm::op_trace_from_bytes({0xc1, 0x00}), std::invalid_argument);
+  EXPECT_THROW((void)comm::op_trace_from_bytes({0xc1, 0x00}), config::InputError);
   const auto not_a_trace = nlohmann::json::to_msgpack(json{{"rank", 0}});
-  EXPECT_THROW((void)comm::op_trace_from_bytes(not_a_trace), std::invalid_argument);
+  EXPECT_THROW((void)comm::op_trace_from_bytes(not_a_trace), config::InputError);
   // Well-formed MessagePack whose entries the replay could not act on: each is named.
   auto with_entry = [&](json entry) {
     json doc = json::from_msgpack(comm::to_bytes(t));
@@ -230,7 +230,7 @@ TEST(OpTrace, BytesRoundTripAndOtherBytesAreRefused) {
     try {
       (void)comm::op_trace_from_bytes(with_entry(std::move(entry)));
       ADD_FAILURE() << "accepted " << what;
-    } catch (const std::invalid_argument& e) {
+    } catch (const config::InputError& e) {
       EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
     }
   };

@@ -79,10 +79,11 @@ runner::ScenarioError refusal(const runner::Scenario& s) {
     runner::run_emulated(s);
   } catch (const runner::ScenarioError& e) {
     EXPECT_LT(seconds_since(t0), 1.0) << e.what();
+    EXPECT_EQ(e.kind(), runner::ErrorKind::too_large) << e.what();
     return e;
   }
   ADD_FAILURE() << "the run was not refused";
-  return runner::ScenarioError("", "");
+  return runner::ScenarioError("", runner::ErrorKind::syntax, "");
 }
 
 TEST(ResourceLimits, RefusesThousandsOfEmulatedResnet50RanksAndTimingOnlyFits) {
@@ -213,7 +214,7 @@ TEST(ResourceLimits, MemoryLimitFromTheEnvironment) {
     try {
       runner::parse_memory_size(bad);
       ADD_FAILURE() << bad;
-    } catch (const std::invalid_argument& e) {
+    } catch (const config::InputError& e) {
       EXPECT_EQ(std::string(e.what()).rfind("DTSIM_MEMORY_LIMIT: ", 0), 0u) << e.what();
     }
   }

@@ -575,8 +575,11 @@ TEST(WorkloadSpecs, EveryTypeBuildsAndErrorsAreOneLine) {
   }
   WorkloadSpec spec;
   spec.type = "alexnet";
+  // A type the loader refuses, given to the API directly: a broken precondition (a bug).
+  EXPECT_THROW(load_workload_data(spec, 1), std::logic_error);
   const auto unknown = error_of([&] { load_workload_data(spec, 1); });
-  EXPECT_NE(unknown.find("/workload/type: unknown workload type 'alexnet' (expected one of: logistic_regression, mlp, cnn, resnet20, resnet50, bert_base, gpt2_small)"),
+  EXPECT_NE(unknown.find("workload type 'alexnet' is none of logistic_regression, mlp, cnn, resnet20, resnet50, bert_base, "
+                         "gpt2_small"),
             std::string::npos)
       << unknown;
   spec.type = "cnn";

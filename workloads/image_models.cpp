@@ -1,7 +1,9 @@
 #include "workloads/image_models.hpp"
+#include "workloads/workload_registry.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <utility>
@@ -372,6 +374,108 @@ std::unique_ptr<Workload> make_image_workload(const std::string& model, std::sha
                                               std::int64_t batch_size, const std::string& partition,
                                               std::uint64_t seed, int rank, int ranks) {
   return std::make_unique<ImageWorkload>(model, std::move(data), batch_size, partition, seed, rank, ranks);
+}
+
+// --- the registry entries of "mlp" and "cnn" (workload_registry.hpp) ---------------------
+
+namespace {
+
+struct FashionMnistData : WorkloadData {
+  std::shared_ptr<const FashionMnist> dataset;
+};
+
+void parse_image_workload(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext& ctx) {
+  spec.batch_size = w.integer("batch_size", spec.batch_size, 1, config::kIntMax);
+  const std::string dir = w.string("data_dir", spec.data_dir);
+  if (dir.empty())
+    throw config::ScenarioError(w.where("data_dir"), config::ErrorKind::out_of_range, "expected a non-empty directory path");
+  spec.data_dir = dir;
+  spec.partition = w.choice("partition", "iid", {"iid", "by_label"});
+  spec.train_samples = w.integer("train_samples", 0, 0, config::kIntMax);
+  spec.test_samples = w.integer("test_samples", 0, 0, config::kIntMax);
+  if (spec.train_samples != 0 && spec.train_samples < ctx.ranks)
+    throw config::ScenarioError(w.where("train_samples"), config::ErrorKind::inconsistent,
+                                fmt::format("expected 0 (all) or at least one sample per rank ({}), got {}", ctx.ranks,
+                                            spec.train_samples));
+}
+
+void image_workload_json(const WorkloadSpec& spec, nlohmann::json& out) {
+  out["data_dir"] = spec.data_dir;
+  out["batch_size"] = spec.batch_size;
+  out["partition"] = spec.partition;
+  out["train_samples"] = spec.train_samples;
+  out["test_samples"] = spec.test_samples;
+}
+
+std::shared_ptr<const WorkloadData> load_fashion_mnist(const WorkloadSpec& spec, std::uint64_t) {
+  auto data = std::make_shared<FashionMnistData>();
+  data->dataset = on_device(FashionMnist::load(spec.data_dir, spec.train_samples, spec.test_samples), spec.device,
+                            [](const FashionMnist& from, FashionMnist& to, at::Device device) {
+                              to.train_x = from.train_x.to(device);
+                              to.train_y = from.train_y.to(device);
+                              to.test_x = from.test_x.to(device);
+                              to.test_y = from.test_y.to(device);
+                            });
+  return data;
+}
+
+std::unique_ptr<Workload> make_fashion_mnist_workload(const WorkloadSpec& spec, std::shared_ptr<const WorkloadData> data,
+                                                      std::uint64_t seed, int rank, int ranks) {
+  return make_image_workload(spec.type, data_for<FashionMnistData>(data, spec.type).dataset, spec.batch_size,
+                             spec.partition, seed, rank, ranks);
+}
+
+WorkloadFootprint image_workload_footprint(const WorkloadSpec& spec, int ranks) {
+  constexpr double kFloat = 4;
+  const auto d = [](auto x) { return static_cast<double>(x); };
+  WorkloadFootprint w;
+  const auto net = LayerNet::make(spec.type);
+  double activations = 784, widest = 784;
+  for (const auto& l : net.layers()) {
+    double out = 1;
+    for (auto e : l.out_shape) out *= d(e);
+    activations += out;
+    widest = std::max(widest, out);
+    if (l.op == LayerNet::Op::Conv || l.op == LayerNet::Op::Linear) {
+      const double weight = d(l.in) * d(l.out) * (l.op == LayerNet::Op::Conv ? d(l.kernel) * d(l.kernel) : 1);
+      w.sizes_backward.insert(w.sizes_backward.begin(), {static_cast<std::int64_t>(l.out), static_cast<std::int64_t>(weight)});
+      w.elements += weight + d(l.out);
+    }
+  }
+  const double train = spec.train_samples > 0 ? std::min(d(spec.train_samples), 60000.0) : 60000.0;
+  const double test = spec.test_samples > 0 ? std::min(d(spec.test_samples), 10000.0) : 10000.0;
+  // fp32 images and int64 labels, the file's bytes while they are converted, and the
+  // evaluation's chunk of 2,000 images (activations and their ReLU outputs).
+  w.data_bytes = (train + test) * (784 * kFloat + 8) + train * 784 + 2000 * activations * kFloat * 2;
+  const double shard = std::ceil(train / std::max(1, ranks)), batch = std::min(d(spec.batch_size), shard);
+  w.per_rank_bytes = 2 * shard * 8 + batch * (activations * 2 + widest) * kFloat;
+  return w;
+}
+
+WorkloadEntry image_workload_entry(std::string name, std::string description) {
+  return {.name = std::move(name),
+          .description = std::move(description),
+          .fields = {"data_dir", "batch_size", "partition", "train_samples", "test_samples"},
+          .data_path = "/workload/data_dir",
+          .parse = parse_image_workload,
+          .to_json = image_workload_json,
+          .load_data = load_fashion_mnist,
+          .make = make_fashion_mnist_workload,
+          .footprint = image_workload_footprint};
+}
+
+}  // namespace
+
+const WorkloadEntry& mlp_entry() {
+  static const WorkloadEntry entry =
+      image_workload_entry("mlp", "Fashion-MNIST, a 784-256-128-10 ReLU MLP (real data, real accuracy)");
+  return entry;
+}
+
+const WorkloadEntry& cnn_entry() {
+  static const WorkloadEntry entry =
+      image_workload_entry("cnn", "Fashion-MNIST, a two-convolution CNN (real data, real accuracy)");
+  return entry;
 }
 
 }  // namespace dtsim::workloads

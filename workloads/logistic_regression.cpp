@@ -1,7 +1,9 @@
 #include "workloads/logistic_regression.hpp"
+#include "workloads/workload_registry.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -233,6 +235,115 @@ std::unique_ptr<Workload> make_logistic_regression(const LogisticRegressionSpec&
                                                    std::shared_ptr<const SyntheticDataset> data, std::uint64_t seed,
                                                    int rank, int ranks) {
   return std::make_unique<LogisticRegression>(spec, std::move(data), seed, rank, ranks);
+}
+
+namespace {
+
+struct LogisticData : WorkloadData {
+  std::shared_ptr<const SyntheticDataset> dataset;
+};
+
+// "batch_size": a positive integer, or "full" / 0 for the whole shard every step.
+std::int64_t parse_batch_size(config::ObjectReader& w) {
+  if (const auto* b = w.find("batch_size"); b && b->is_string()) {
+    if (b->get<std::string>() != "full")
+      throw config::ScenarioError(w.where("batch_size"), config::ErrorKind::wrong_type,
+                                  "expected a positive integer, 0 or \"full\", got " + config::describe(*b));
+    return 0;
+  }
+  return w.integer("batch_size", 32, 0, config::kIntMax);
+}
+
+void parse_logistic(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext& ctx) {
+  using config::ErrorKind;
+  using config::kIntMax;
+  using config::ScenarioError;
+  auto& lr = spec.logistic;
+  if (const auto* file = w.find("libsvm_file")) {
+    // Data from a LIBSVM file (a relative path is relative to the scenario file's
+    // directory, runner::resolve_file_fields): samples is the file's; features defaults
+    // to its largest index.
+    if (!file->is_string() || file->get<std::string>().empty())
+      throw ScenarioError(w.where("libsvm_file"), ErrorKind::wrong_type,
+                          "expected a non-empty path string, got " + config::describe(*file));
+    if (w.find("samples"))
+      throw ScenarioError(w.where("samples"), ErrorKind::inconsistent,
+                          "expected no samples with libsvm_file (the file's lines are the samples)");
+    lr.libsvm_file = file->get<std::string>();
+    if (const auto why = config::not_a_regular_file(lr.libsvm_file))
+      throw ScenarioError(w.where("libsvm_file"), ErrorKind::bad_file, fmt::format("{} {}", config::one_line(lr.libsvm_file), *why));
+    lr.features = w.integer("features", 0, 1, kIntMax);
+    try {  // the file's shape, without building its (dense) data
+      const auto shape = libsvm_shape(lr.libsvm_file, lr.features);
+      lr.samples = shape.samples;
+      lr.features = shape.features;
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError(w.where("libsvm_file"), ErrorKind::bad_file, e.what());
+    }
+  } else {
+    lr.samples = w.integer("samples", 4096, 1, kIntMax);
+    lr.features = w.integer("features", 32, 1, kIntMax);
+  }
+  lr.batch_size = parse_batch_size(w);
+  lr.partition = w.choice("partition", "iid", {"iid", "sorted"});
+  if (lr.samples < ctx.ranks)
+    throw ScenarioError(w.where("samples"), ErrorKind::inconsistent,
+                        fmt::format("expected at least one sample per rank ({}), got {}", ctx.ranks, lr.samples));
+}
+
+void logistic_json(const WorkloadSpec& spec, nlohmann::json& out) {
+  const auto& lr = spec.logistic;
+  if (lr.libsvm_file.empty())
+    out["samples"] = lr.samples;
+  else  // the file's sample count is implied (and not a field then)
+    out["libsvm_file"] = lr.libsvm_file;
+  out["features"] = lr.features;
+  out["batch_size"] = lr.batch_size;
+  out["partition"] = lr.partition;
+}
+
+WorkloadFootprint logistic_footprint(const WorkloadSpec& spec, int ranks) {
+  constexpr double kFloat = 4;
+  WorkloadFootprint w;
+  const auto& lr = spec.logistic;
+  const double samples = static_cast<double>(lr.samples), features = static_cast<double>(lr.features);
+  w.elements = features + 1;
+  w.sizes_backward = {1, lr.features};
+  // x and y, the generator's temporaries and the evaluation's per-sample vectors, one
+  // rank's permutation of every sample index while it builds its shard.
+  w.data_bytes = samples * features * kFloat + samples * 48;
+  const double shard = std::ceil(samples / std::max(1, ranks));
+  const double batch = lr.batch_size == 0 ? shard : std::min(static_cast<double>(lr.batch_size), shard);
+  w.per_rank_bytes = 2 * shard * 8 + batch * (features + 5) * kFloat;
+  return w;
+}
+
+}  // namespace
+
+const WorkloadEntry& logistic_regression_entry() {
+  static const WorkloadEntry entry{
+      .name = "logistic_regression",
+      .description = "logistic regression on synthetic data or a LIBSVM file (the convex problem of the CHOCO-SGD "
+                     "experiments)",
+      .fields = {"samples", "features", "batch_size", "partition", "libsvm_file"},
+      .data_path = "/workload",
+      .parse = parse_logistic,
+      .to_json = logistic_json,
+      .load_data = [](const WorkloadSpec& spec, std::uint64_t seed) -> std::shared_ptr<const WorkloadData> {
+        auto data = std::make_shared<LogisticData>();
+        data->dataset = on_device(SyntheticDataset::generate(spec.logistic, seed), spec.device,
+                                  [](const SyntheticDataset& from, SyntheticDataset& to, at::Device device) {
+                                    to.x = from.x.to(device);
+                                    to.y = from.y.to(device);
+                                  });
+        return data;
+      },
+      .make = [](const WorkloadSpec& spec, std::shared_ptr<const WorkloadData> data, std::uint64_t seed, int rank,
+                 int ranks) {
+        return make_logistic_regression(spec.logistic, data_for<LogisticData>(data, spec.type).dataset, seed, rank, ranks);
+      },
+      .footprint = logistic_footprint};
+  return entry;
 }
 
 }  // namespace dtsim::workloads

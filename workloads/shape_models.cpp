@@ -1,4 +1,5 @@
 #include "workloads/shape_models.hpp"
+#include "workloads/workload_registry.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -350,6 +351,88 @@ std::unique_ptr<Workload> make_shape_workload(const std::string& model, std::int
                                               std::int64_t sequence_length, at::Tensor pool, std::uint64_t seed,
                                               int rank) {
   return std::make_unique<ShapeWorkload>(shape_model(model, sequence_length), batch_size, std::move(pool), seed, rank);
+}
+
+// --- the registry entries of the shape-only models (workload_registry.hpp) ---------------
+
+namespace {
+
+struct ShapePoolData : WorkloadData {
+  at::Tensor pool;
+};
+
+void parse_shape_workload(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext&) {
+  spec.batch_size = w.integer("batch_size", spec.batch_size, 1, config::kIntMax);
+  if (shape_model(spec.type, 1).sequence_length > 0)  // a transformer
+    spec.sequence_length = w.integer("sequence_length", spec.sequence_length, 1, config::kIntMax);
+}
+
+void shape_workload_json(const WorkloadSpec& spec, nlohmann::json& out) {
+  out["batch_size"] = spec.batch_size;
+  if (shape_model(spec.type, 1).sequence_length > 0) out["sequence_length"] = spec.sequence_length;
+}
+
+std::shared_ptr<const WorkloadData> load_shape_pool(const WorkloadSpec& spec, std::uint64_t seed) {
+  shape_model(spec.type, spec.sequence_length);  // validates the sequence length
+  auto data = std::make_shared<ShapePoolData>();
+  data->pool = make_shape_pool(seed).to(spec.device);
+  return data;
+}
+
+std::unique_ptr<Workload> make_shape_model_workload(const WorkloadSpec& spec, std::shared_ptr<const WorkloadData> data,
+                                                    std::uint64_t seed, int rank, int) {
+  return make_shape_workload(spec.type, spec.batch_size, spec.sequence_length, data_for<ShapePoolData>(data, spec.type).pool,
+                             seed, rank);
+}
+
+WorkloadFootprint shape_workload_footprint(const WorkloadSpec& spec, int) {
+  WorkloadFootprint w;
+  for (const auto& t : shape_model_tensors(spec.type)) {
+    w.sizes_backward.push_back(t.numel());
+    w.elements += static_cast<double>(t.numel());
+  }
+  w.data_bytes = static_cast<double>((std::int64_t{1} << 22) + 7) * 4;  // the value pool (fp32)
+  return w;
+}
+
+WorkloadEntry shape_workload_entry(std::string name, std::string description, bool transformer) {
+  std::vector<std::string> fields{"batch_size"};
+  if (transformer) fields.push_back("sequence_length");
+  return {.name = std::move(name),
+          .description = std::move(description),
+          .fields = std::move(fields),
+          .data_path = "/workload",
+          .parse = parse_shape_workload,
+          .to_json = shape_workload_json,
+          .load_data = load_shape_pool,
+          .make = make_shape_model_workload,
+          .footprint = shape_workload_footprint};
+}
+
+}  // namespace
+
+const WorkloadEntry& resnet20_entry() {
+  static const WorkloadEntry entry = shape_workload_entry(
+      "resnet20", "ResNet-20 (CIFAR-10, 0.27 M parameters), shapes and FLOPs only: for communication sweeps", false);
+  return entry;
+}
+
+const WorkloadEntry& resnet50_entry() {
+  static const WorkloadEntry entry = shape_workload_entry(
+      "resnet50", "ResNet-50 (ImageNet, 25.6 M parameters), shapes and FLOPs only: for communication sweeps", false);
+  return entry;
+}
+
+const WorkloadEntry& bert_base_entry() {
+  static const WorkloadEntry entry = shape_workload_entry(
+      "bert_base", "BERT-base (110 M parameters), shapes and FLOPs only: for communication sweeps", true);
+  return entry;
+}
+
+const WorkloadEntry& gpt2_small_entry() {
+  static const WorkloadEntry entry = shape_workload_entry(
+      "gpt2_small", "GPT-2 small (124 M parameters), shapes and FLOPs only: for communication sweeps", true);
+  return entry;
 }
 
 }  // namespace dtsim::workloads

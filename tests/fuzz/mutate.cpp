@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "runner/json_input.hpp"
+#include "config/json_input.hpp"
 
 namespace dtsim::fuzz {
 
@@ -334,7 +334,7 @@ std::string mutate_json_text(Reader reader, const std::string& seed, const std::
   json doc = json::parse(seed, nullptr, false);  // iterative: safe at any depth
   // A deep document (from an earlier mutation) only gets byte changes: copying or dumping
   // it would recurse as deep as it is (and pretty-printing it is quadratic).
-  const bool shallow = !doc.is_discarded() && !runner::first_too_deep(doc, 32);
+  const bool shallow = !doc.is_discarded() && !config::first_too_deep(doc, 32);
   if (shallow && rng.chance(85)) {
     std::vector<json> donor_docs;
     for (int k = 0; k < 2 && !donors.empty(); ++k) {

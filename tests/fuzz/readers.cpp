@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "calibration/calibration.hpp"
+#include "config/scenario_error.hpp"
 #include "cli/collective_command.hpp"
 #include "comm/op_trace.hpp"
 #include "runner/collective_table.hpp"
@@ -241,7 +242,7 @@ Verdict check_op_trace(std::string_view input) {
   try {
     (void)comm::op_trace_from_bytes(bytes);
     direct = true;
-  } catch (const std::invalid_argument& e) {
+  } catch (const config::InputError& e) {
     check_message(out, "op_trace_from_bytes", e.what(), {"not an operation trace: "});
   } catch (const std::exception& e) {
     foreign(out, "op_trace_from_bytes", e);
@@ -253,7 +254,7 @@ Verdict check_op_trace(std::string_view input) {
   try {
     (void)runner::read_traces(dir, 1);
     if (!direct) out.broken("read_traces accepts what op_trace_from_bytes refuses");
-  } catch (const std::invalid_argument& e) {
+  } catch (const config::InputError& e) {
     check_message(out, "read_traces", e.what(), {file.string() + ": "});
     if (direct) out.broken("read_traces refuses what op_trace_from_bytes accepts: " + printable(e.what()));
   } catch (const std::exception& e) {
@@ -270,7 +271,7 @@ Verdict check_network_model(std::string_view input) {
   try {
     (void)calibration::load_model(file);
     out.accepted();
-  } catch (const std::invalid_argument& e) {
+  } catch (const config::InputError& e) {
     check_message(out, "load_model", e.what(), {file.string() + ": "});
   } catch (const std::exception& e) {
     foreign(out, "load_model", e);

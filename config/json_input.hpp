@@ -23,7 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace dtsim::runner {
+namespace dtsim::config {
 
 // what() is the reason, which names the line and column too.
 class JsonTextError : public std::invalid_argument {
@@ -58,4 +58,4 @@ std::optional<std::string> not_a_regular_file(const std::filesystem::path& file)
 // A key as a JSON Pointer token (RFC 6901: ~ as ~0, / as ~1).
 std::string pointer_token(const std::string& key);
 
-}  // namespace dtsim::runner
+}  // namespace dtsim::config

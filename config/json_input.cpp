@@ -1,11 +1,11 @@
-#include "runner/json_input.hpp"
+#include "config/json_input.hpp"
 
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
-namespace dtsim::runner {
+namespace dtsim::config {
 
 using nlohmann::json;
 
@@ -140,4 +140,4 @@ std::string pointer_token(const std::string& key) {
   return out;
 }
 
-}  // namespace dtsim::runner
+}  // namespace dtsim::config

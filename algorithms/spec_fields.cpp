@@ -1,0 +1,107 @@
+#include "algorithms/spec_fields.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "kernels/compressor_kinds.hpp"
+
+namespace dtsim::algorithms {
+
+using config::ErrorKind;
+using config::kInf;
+using config::kIntMax;
+using config::ObjectReader;
+using config::ScenarioError;
+using nlohmann::json;
+
+const std::vector<std::string>& optimizer_fields() {
+  static const std::vector<std::string> fields{"lr", "momentum", "dampening", "weight_decay", "nesterov"};
+  return fields;
+}
+
+std::vector<std::string> with_optimizer_fields(std::vector<std::string> own) {
+  std::vector<std::string> all = optimizer_fields();
+  all.insert(all.end(), own.begin(), own.end());
+  return all;
+}
+
+void parse_optimizer(ObjectReader& a, OptimizerSpec& o) {
+  o.lr = a.number("lr", std::nullopt, 0.0, kInf);
+  o.momentum = a.number("momentum", 0.0, 0.0, 1.0);
+  o.dampening = a.number("dampening", 0.0, 0.0, 1.0);
+  o.weight_decay = a.number("weight_decay", 0.0, 0.0, kInf);
+  o.nesterov = a.boolean("nesterov", false);
+  if (o.nesterov && (o.momentum == 0.0 || o.dampening != 0.0))
+    throw ScenarioError(a.where("nesterov"), ErrorKind::inconsistent, "expected momentum > 0 and dampening 0 with nesterov");
+}
+
+void optimizer_json(const OptimizerSpec& o, json& out) {
+  out["lr"] = o.lr;
+  out["momentum"] = o.momentum;
+  out["dampening"] = o.dampening;
+  out["weight_decay"] = o.weight_decay;
+  out["nesterov"] = o.nesterov;
+}
+
+kernels::CompressorSpec parse_compressor(ObjectReader& a, const SpecContext& ctx) {
+  auto c = a.object("compressor", false);
+  kernels::CompressorSpec cs;
+  const auto& kind = *kernels::find_compressor_kind(c.choice("kind", "identity", kernels::compressor_kind_names()));
+  cs.kind = kind.kind;
+  const std::vector<std::string> fields(kind.fields.begin(), kind.fields.end());
+  const std::vector<std::string> except{"kind"};
+  c.only_fields(fields, except, fmt::format("compressor {}", kind.name));
+  cs.ratio = c.number("ratio", cs.ratio, 0.0, 1.0);
+  cs.threshold = c.number("threshold", cs.threshold, 0.0, kInf);
+  cs.levels = static_cast<int>(c.integer("levels", cs.levels, 2, 256));
+  cs.seed = static_cast<std::uint64_t>(c.integer("seed", static_cast<std::int64_t>(ctx.seed), 0, kIntMax));
+  cs.shared_seed = c.boolean("shared_seed", cs.shared_seed);
+  cs.unbiased = c.boolean("unbiased", cs.unbiased);
+  cs.tau_rescale = c.boolean("tau_rescale", cs.tau_rescale);
+  cs.bucket = c.integer("bucket", cs.bucket, 0, std::int64_t{1} << 30);
+  c.finish();
+  try {  // the compressor's own checks (a bucket that is not a power of two, ...)
+    kernels::Compressor check(cs);
+  } catch (const std::invalid_argument& e) {
+    throw ScenarioError(a.where("compressor"), ErrorKind::out_of_range, e.what());
+  }
+  return cs;
+}
+
+json compressor_json(const kernels::CompressorSpec& c) {
+  const auto& kind = kernels::compressor_kind_info(c.kind);
+  json out = {{"kind", std::string(kind.name)}};
+  for (const auto field : kind.fields) {
+    if (field == "ratio") out["ratio"] = c.ratio;
+    if (field == "threshold") out["threshold"] = c.threshold;
+    if (field == "levels") out["levels"] = c.levels;
+    if (field == "seed") out["seed"] = c.seed;
+    if (field == "shared_seed") out["shared_seed"] = c.shared_seed;
+    if (field == "unbiased") out["unbiased"] = c.unbiased;
+    if (field == "tau_rescale") out["tau_rescale"] = c.tau_rescale;
+    if (field == "bucket") out["bucket"] = c.bucket;
+  }
+  return out;
+}
+
+void parse_local_schedule(ObjectReader& a, AlgorithmSpec& spec) {
+  spec.local_steps = a.integer("local_steps", 1, 1, kIntMax);
+  spec.turn_on_local_steps_from = a.integer("turn_on_local_steps_from", 0, 0, kIntMax);
+}
+
+void local_schedule_json(const AlgorithmSpec& spec, json& out) {
+  out["local_steps"] = spec.local_steps;
+  out["turn_on_local_steps_from"] = spec.turn_on_local_steps_from;
+}
+
+double payload_fraction(const kernels::CompressorSpec& c) { return kernels::payload_fraction(c); }
+
+double local_sync_share(const AlgorithmSpec& spec, std::int64_t steps) {
+  if (steps < 1) return 1.0;
+  const double before = static_cast<double>(std::min(steps, std::max<std::int64_t>(spec.turn_on_local_steps_from - 1, 0)));
+  const double after = static_cast<double>(steps) - before;
+  return (before + after / static_cast<double>(spec.local_steps)) / static_cast<double>(steps);
+}
+
+}  // namespace dtsim::algorithms

@@ -1,0 +1,40 @@
+// The scenario fields several algorithms share, each read and echoed in one place: the
+// local optimizer's, the compressor object, the consensus step size and the local SGD
+// family's schedule. An algorithm's entry (registry.hpp) lists the ones it reads.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "algorithms/algorithm.hpp"
+#include "algorithms/registry.hpp"
+#include "config/object_reader.hpp"
+
+namespace dtsim::algorithms {
+
+// The local optimizer's fields, which every algorithm reads: lr, momentum, dampening,
+// weight_decay, nesterov.
+const std::vector<std::string>& optimizer_fields();
+// optimizer_fields(), then `own`.
+std::vector<std::string> with_optimizer_fields(std::vector<std::string> own);
+
+void parse_optimizer(config::ObjectReader& a, OptimizerSpec& o);
+void optimizer_json(const OptimizerSpec& o, nlohmann::json& out);
+
+// "compressor": {"kind": K, ...the fields kind K reads (kernels/compressor_kinds.hpp)};
+// absent: identity. The seed defaults to the scenario's.
+kernels::CompressorSpec parse_compressor(config::ObjectReader& a, const SpecContext& ctx);
+nlohmann::json compressor_json(const kernels::CompressorSpec& c);
+
+// "local_steps" (H >= 1) and "turn_on_local_steps_from" (>= 0).
+void parse_local_schedule(config::ObjectReader& a, AlgorithmSpec& spec);
+void local_schedule_json(const AlgorithmSpec& spec, nlohmann::json& out);
+
+// A compressed message's bytes per byte of fp32 model (for memory_footprint).
+double payload_fraction(const kernels::CompressorSpec& c);
+// Steps that synchronise under the local SGD family's schedule, per step.
+double local_sync_share(const AlgorithmSpec& spec, std::int64_t steps);
+
+}  // namespace dtsim::algorithms

@@ -1,0 +1,113 @@
+#include "cli/list_command.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "algorithms/registry.hpp"
+#include "algorithms/spec_fields.hpp"
+#include "cli/exit_codes.hpp"
+#include "kernels/compressor_kinds.hpp"
+#include "network_models/network.hpp"
+#include "network_models/topology.hpp"
+#include "workloads/workload_registry.hpp"
+
+namespace dtsim::cli {
+
+namespace {
+
+template <class List>
+std::string joined(const List& fields) {
+  if (fields.empty()) return "-";
+  std::vector<std::string> quoted;
+  for (const auto& f : fields) quoted.push_back(fmt::format("`{}`", f));
+  return fmt::format("{}", fmt::join(quoted, ", "));
+}
+
+std::string algorithms_table() {
+  std::string out = "| algorithm | what it does | fields besides the optimizer's | after |\n|---|---|---|---|\n";
+  for (const auto* e : algorithms::algorithm_entries()) {
+    std::vector<std::string> own;
+    for (const auto& f : e->fields)
+      if (std::find(algorithms::optimizer_fields().begin(), algorithms::optimizer_fields().end(), f) ==
+          algorithms::optimizer_fields().end())
+        own.push_back(f);
+    out += fmt::format("| `{}` | {} | {} | {} |\n", e->name, e->description, joined(own), e->paper);
+  }
+  return out;
+}
+
+std::string workloads_table() {
+  std::string out = "| workload type | what it is | fields |\n|---|---|---|\n";
+  for (const auto* e : workloads::workload_entries())
+    out += fmt::format("| `{}` | {} | {} |\n", e->name, e->description, joined(e->fields));
+  return out;
+}
+
+std::string compressors_table() {
+  std::string out = "| compressor kind | what it sends | fields | after |\n|---|---|---|---|\n";
+  for (const auto& k : kernels::compressor_kinds())
+    out += fmt::format("| `{}` | {} | {} | {} |\n", k.name, k.description, joined(k.fields),
+                       k.paper.empty() ? "-" : std::string(k.paper));
+  return out;
+}
+
+std::string networks_table() {
+  std::string out = "| network model |\n|---|\n";
+  for (const auto& m : net::network_models()) out += fmt::format("| `{}` |\n", m);
+  return out;
+}
+
+std::string topologies_table() {
+  std::string out = "| topology kind |\n|---|\n";
+  for (const auto& k : net::topology_kinds()) out += fmt::format("| `{}` |\n", k);
+  return out;
+}
+
+struct Table {
+  const char* name;
+  std::string (*make)();
+};
+
+const std::vector<Table>& tables() {
+  static const std::vector<Table> t{{"algorithms", algorithms_table},
+                                    {"workloads", workloads_table},
+                                    {"compressors", compressors_table},
+                                    {"networks", networks_table},
+                                    {"topologies", topologies_table}};
+  return t;
+}
+
+}  // namespace
+
+std::string list_tables(const std::string& what) {
+  std::string out;
+  for (const auto& t : tables()) {
+    if (!what.empty() && what != t.name) continue;
+    if (!out.empty()) out += "\n";
+    out += t.make();
+  }
+  return out;
+}
+
+ListCommand::ListCommand(CLI::App& app) {
+  cmd_ = app.add_subcommand("list", "Print what this dtsim knows (algorithms, workload types, compressor kinds, network "
+                                    "models, topologies), from its registries, as Markdown tables");
+  std::vector<std::string> names;
+  for (const auto& t : tables()) names.push_back(t.name);
+  cmd_->add_option("what", what_, fmt::format("One table: {} (default: all)", fmt::join(names, ", ")))
+      ->check(CLI::IsMember(names));
+}
+
+std::optional<int> ListCommand::run() const {
+  if (!cmd_->parsed()) return std::nullopt;
+  return exit_code_of([&] {
+    std::fputs(list_tables(what_).c_str(), stdout);
+    return 0;
+  });
+}
+
+}  // namespace dtsim::cli

@@ -1,0 +1,124 @@
+#include "network_models/network_section.hpp"
+
+#include <algorithm>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "network_models/topology_section.hpp"
+
+namespace dtsim::net {
+
+using config::ErrorKind;
+using config::kInf;
+using config::ObjectReader;
+using config::ScenarioError;
+using nlohmann::json;
+
+namespace {
+
+const std::vector<std::pair<const char*, CollectiveKind>>& collective_keys() {
+  static const std::vector<std::pair<const char*, CollectiveKind>> keys{{"all_reduce", CollectiveKind::AllReduce},
+                                                                       {"reduce_scatter", CollectiveKind::ReduceScatter},
+                                                                       {"all_gather", CollectiveKind::AllGather},
+                                                                       {"broadcast", CollectiveKind::Broadcast}};
+  return keys;
+}
+
+// "algorithms": {"all_reduce": "ring", ...}: the algorithm each collective kind uses.
+void parse_collective_algorithms(ObjectReader& a, NetworkConfig& net) {
+  for (const auto& [key, kind] : collective_keys()) {
+    std::vector<std::string> allowed{"auto"};
+    for (auto alg : algorithms_for(kind)) allowed.push_back(to_string(alg));
+    net.algorithms[kind] = parse_algorithm(a.choice(key, to_string(net.algorithms[kind]), allowed));
+  }
+  a.finish();
+}
+
+std::pair<int, int> node_pair(ObjectReader& r, int nodes) {
+  return {static_cast<int>(r.integer("a", std::nullopt, 0, 1 << 24)),
+          static_cast<int>(r.integer("b", std::nullopt, 0, std::max(nodes, 1 << 24)))};
+}
+
+template <class Item, class ParseItem>
+std::vector<Item> parse_array(ObjectReader& n, const std::string& key, ParseItem parse_item) {
+  std::vector<Item> out;
+  const json* items = n.find(key);
+  if (!items) return out;
+  if (!items->is_array()) throw ScenarioError(n.where(key), ErrorKind::wrong_type, "expected an array, got " + config::describe(*items));
+  for (std::size_t i = 0; i < items->size(); ++i) {
+    ObjectReader c((*items)[i], n.where(key) + fmt::format("/{}", i));
+    out.push_back(parse_item(c));
+    c.finish();
+  }
+  return out;
+}
+
+}  // namespace
+
+NetworkConfig parse_network_section(ObjectReader& n, int nodes, std::uint64_t seed) {
+  NetworkConfig net;
+  net.model = n.choice("model", std::nullopt, network_models());
+  net.nominal.latency_s = n.number("latency_us", std::nullopt, 0.0, kMaxLatencyUs) * 1e-6;
+  net.nominal.bandwidth_bytes_per_s = n.number("bandwidth_GBps", std::nullopt, kMinBandwidthGBps, kMaxBandwidthGBps) * 1e9;
+  net.perturbations.overhead_s = n.number("overhead_us", 0.0, 0.0, kInf) * 1e-6;
+  net.perturbations.jitter_s = n.number("jitter_us", 0.0, 0.0, kInf) * 1e-6;
+  net.perturbations.jitter_seed = seed;
+  auto algorithms = n.object("algorithms", false);
+  parse_collective_algorithms(algorithms, net);
+  net.perturbations.bandwidth_trace = parse_array<BandwidthChange>(n, "bandwidth_trace", [&](ObjectReader& c) {
+    BandwidthChange change;
+    change.time_s = c.number("time_s", std::nullopt, 0.0, kInf);
+    std::tie(change.a, change.b) = node_pair(c, nodes);
+    change.bandwidth_bytes_per_s = c.number("bandwidth_GBps", std::nullopt, kMinBandwidthGBps, kMaxBandwidthGBps) * 1e9;
+    return change;
+  });
+  net.perturbations.failures = parse_array<LinkFailure>(n, "failures", [&](ObjectReader& c) {
+    LinkFailure failure;
+    failure.time_s = c.number("time_s", std::nullopt, 0.0, kInf);
+    std::tie(failure.a, failure.b) = node_pair(c, nodes);
+    return failure;
+  });
+  n.finish();
+  return net;
+}
+
+json network_section_json(const NetworkConfig& network) {
+  json algorithms = json::object();
+  for (const auto& [kind, choice] : network.algorithms) algorithms[to_string(kind)] = to_string(choice);
+  json net = {{"model", network.model},
+              {"latency_us", network.nominal.latency_s * 1e6},
+              {"bandwidth_GBps", network.nominal.bandwidth_bytes_per_s / 1e9},
+              {"overhead_us", network.perturbations.overhead_s * 1e6},
+              {"jitter_us", network.perturbations.jitter_s * 1e6},
+              {"algorithms", algorithms}};
+  if (!network.perturbations.bandwidth_trace.empty()) {
+    net["bandwidth_trace"] = json::array();
+    for (const auto& c : network.perturbations.bandwidth_trace)
+      net["bandwidth_trace"].push_back(
+          {{"time_s", c.time_s}, {"a", c.a}, {"b", c.b}, {"bandwidth_GBps", c.bandwidth_bytes_per_s / 1e9}});
+  }
+  if (!network.perturbations.failures.empty()) {
+    net["failures"] = json::array();
+    for (const auto& f : network.perturbations.failures) net["failures"].push_back({{"time_s", f.time_s}, {"a", f.a}, {"b", f.b}});
+  }
+  return net;
+}
+
+void check_network_links(const NetworkConfig& network, const Topology& topology) {
+  auto is_link = [&](int a, int b) {
+    for (const auto& link : topology.links())
+      if (link.src == a && link.dst == b) return true;
+    return false;
+  };
+  auto check = [&](const char* key, std::size_t i, int a, int b) {
+    if (!is_link(a, b))
+      throw ScenarioError(fmt::format("/network/{}/{}", key, i), ErrorKind::inconsistent,
+                          fmt::format("expected a link of the topology, but there is none between nodes {} and {}", a, b));
+  };
+  const auto& p = network.perturbations;
+  for (std::size_t i = 0; i < p.bandwidth_trace.size(); ++i) check("bandwidth_trace", i, p.bandwidth_trace[i].a, p.bandwidth_trace[i].b);
+  for (std::size_t i = 0; i < p.failures.size(); ++i) check("failures", i, p.failures[i].a, p.failures[i].b);
+}
+
+}  // namespace dtsim::net

@@ -1,0 +1,299 @@
+// One table per concept: the registries of algorithms, workload types, compressor kinds,
+// network models, topologies and collective algorithms are the only lists of names, and
+// everything else follows them:
+// - the JSON Schema (scenarios/scenario.schema.json) lists exactly the registries' names
+//   and, per entry, exactly the fields the entry reads;
+// - every scenario file in scenarios/ survives parse -> to_json -> parse unchanged;
+// - every field an entry reads appears in to_json, so a sweep axis can name it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "algorithms/registry.hpp"
+#include "kernels/compressor_kinds.hpp"
+#include "network_models/network.hpp"
+#include "network_models/topology.hpp"
+#include "runner/scenario.hpp"
+#include "runner/schema.hpp"
+#include "sweep/sweep.hpp"
+#include "workloads/workload_registry.hpp"
+
+namespace dtsim {
+namespace {
+
+using nlohmann::json;
+using Names = std::set<std::string>;
+
+const json& schema_def(const std::string& name) { return runner::scenario_schema().at("$defs").at(name); }
+
+Names enum_of(const json& property) {
+  Names names;
+  for (const auto& v : property.at("enum")) names.insert(v.get<std::string>());
+  return names;
+}
+
+template <class List>
+Names names_of(const List& list) {
+  Names names;
+  for (const auto& n : list) names.insert(std::string(n));
+  return names;
+}
+
+// The keys of an if/then block's "then.properties", less `except`.
+Names then_fields(const json& block, const Names& except) {
+  Names fields;
+  for (const auto& [key, value] : block.at("then").at("properties").items())
+    if (!except.count(key)) fields.insert(key);
+  return fields;
+}
+
+// The values `key` takes in an if block: {"properties": {key: {"const" | "enum"}}}, also
+// under anyOf (the workload's type-or-kind blocks).
+Names if_values(const json& condition, const std::string& key) {
+  Names out;
+  if (condition.contains("properties") && condition["properties"].contains(key)) {
+    const auto& p = condition["properties"][key];
+    if (p.contains("const")) out.insert(p["const"].get<std::string>());
+    if (p.contains("enum"))
+      for (const auto& v : p["enum"]) out.insert(v.get<std::string>());
+  }
+  if (condition.contains("anyOf"))
+    for (const auto& alternative : condition["anyOf"]) {
+      const auto more = if_values(alternative, key);
+      out.insert(more.begin(), more.end());
+    }
+  return out;
+}
+
+// The field set the schema allows for the entry named `name`: the then-block whose
+// condition names it (exactly one must).
+Names schema_fields_of(const json& def, const std::string& key, const std::string& name, const Names& except) {
+  const json* found = nullptr;
+  for (const auto& block : def.at("allOf"))
+    if (block.contains("if") && if_values(block["if"], key).count(name)) {
+      EXPECT_EQ(found, nullptr) << key << " " << name << ": more than one schema block";
+      found = &block;
+    }
+  if (!found) {
+    ADD_FAILURE() << key << " " << name << ": no schema block names it";
+    return {};
+  }
+  return then_fields(*found, except);
+}
+
+TEST(Registry, NamesAreUniqueAndFound) {
+  Names algorithms;
+  for (const auto* e : algorithms::algorithm_entries()) {
+    EXPECT_TRUE(algorithms.insert(e->name).second) << e->name;
+    EXPECT_EQ(algorithms::find_algorithm(e->name), e);
+    EXPECT_FALSE(e->description.empty()) << e->name;
+    EXPECT_FALSE(e->paper.empty()) << e->name;
+    EXPECT_EQ(names_of(e->fields).size(), e->fields.size()) << e->name << ": a field listed twice";
+  }
+  EXPECT_EQ(algorithms::find_algorithm("adam"), nullptr);
+  Names workloads;
+  for (const auto* e : workloads::workload_entries()) {
+    EXPECT_TRUE(workloads.insert(e->name).second) << e->name;
+    EXPECT_EQ(workloads::find_workload(e->name), e);
+    EXPECT_FALSE(e->description.empty()) << e->name;
+  }
+  Names kinds;
+  for (const auto& k : kernels::compressor_kinds()) {
+    EXPECT_TRUE(kinds.insert(std::string(k.name)).second) << k.name;
+    EXPECT_EQ(kernels::find_compressor_kind(k.name), &k);
+    EXPECT_EQ(&kernels::compressor_kind_info(k.kind), &k);
+  }
+}
+
+TEST(Registry, SchemaListsExactlyTheAlgorithmsAndTheirFields) {
+  const auto& def = schema_def("algorithm");
+  EXPECT_EQ(enum_of(def.at("properties").at("name")), names_of(algorithms::algorithm_names()));
+  for (const auto* e : algorithms::algorithm_entries())
+    EXPECT_EQ(schema_fields_of(def, "name", e->name, {"name"}), names_of(e->fields)) << e->name;
+}
+
+TEST(Registry, SchemaListsExactlyTheWorkloadTypesAndTheirFields) {
+  const auto& def = schema_def("workload");
+  EXPECT_EQ(enum_of(def.at("properties").at("type")), names_of(workloads::workload_types()));
+  EXPECT_EQ(enum_of(def.at("properties").at("kind")), names_of(workloads::workload_types()));
+  for (const auto* e : workloads::workload_entries())
+    EXPECT_EQ(schema_fields_of(def, "type", e->name, {"type", "kind"}), names_of(e->fields)) << e->name;
+}
+
+TEST(Registry, SchemaListsExactlyTheCompressorKindsAndTheirFields) {
+  const auto& def = schema_def("compressor");
+  EXPECT_EQ(enum_of(def.at("properties").at("kind")), names_of(kernels::compressor_kind_names()));
+  for (const auto& k : kernels::compressor_kinds())
+    EXPECT_EQ(schema_fields_of(def, "kind", std::string(k.name), {"kind"}), names_of(k.fields)) << k.name;
+}
+
+TEST(Registry, SchemaListsExactlyTheNetworkModelsTopologiesAndCollectiveAlgorithms) {
+  EXPECT_EQ(enum_of(schema_def("network").at("properties").at("model")), names_of(net::network_models()));
+  EXPECT_EQ(enum_of(schema_def("topology").at("properties").at("kind")), names_of(net::topology_kinds()));
+  const auto& algorithms = schema_def("network").at("properties").at("algorithms").at("properties");
+  const std::vector<std::pair<std::string, net::CollectiveKind>> kinds{{"all_reduce", net::CollectiveKind::AllReduce},
+                                                                      {"reduce_scatter", net::CollectiveKind::ReduceScatter},
+                                                                      {"all_gather", net::CollectiveKind::AllGather},
+                                                                      {"broadcast", net::CollectiveKind::Broadcast}};
+  for (const auto& [key, kind] : kinds) {
+    Names expected{"auto"};
+    for (auto a : net::algorithms_for(kind)) expected.insert(net::to_string(a));
+    EXPECT_EQ(enum_of(algorithms.at(key)), expected) << key;
+  }
+}
+
+std::vector<std::filesystem::path> scenario_files() {
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(DTSIM_SOURCE_DIR) / "scenarios"))
+    if (entry.path().extension() == ".json" && entry.path().filename() != "scenario.schema.json") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST(Registry, EveryScenarioFileRoundTripsThroughToJson) {
+  const auto files = scenario_files();
+  ASSERT_GE(files.size(), 30u);
+  for (const auto& file : files) {
+    SCOPED_TRACE(file.filename().string());
+    const auto s = runner::load_scenario(file);
+    const json once = s.to_json();
+    const auto again = runner::parse_scenario(once);
+    EXPECT_EQ(again.to_json(), once);
+  }
+}
+
+// A scenario of 4 ranks (ring, alpha_beta) with `workload` and `algorithm`.
+json scenario_with(json workload, json algorithm) {
+  return {{"name", "registry"},
+          {"ranks", 4},
+          {"steps", 2},
+          {"workload", std::move(workload)},
+          {"algorithm", std::move(algorithm)},
+          {"topology", {{"kind", "ring"}}},
+          {"network", {{"model", "alpha_beta"}, {"latency_us", 1}, {"bandwidth_GBps", 10}}}};
+}
+
+// Every field at `path` in `echoed` (to_json of a parsed scenario) can be an axis: a sweep
+// over it with its echoed value expands, and the point's scenario echoes that value.
+void expect_sweepable(const json& base, const json& echoed, const std::string& path) {
+  const json ptr_value = echoed.at(json::json_pointer(path));
+  const json sweep = {{"base", base}, {"axes", {{{"path", path}, {"values", {ptr_value}}}}}};
+  try {
+    const auto s = sweep::parse_sweep(sweep, ".");
+    ASSERT_EQ(s.points.size(), 1u);
+    EXPECT_EQ(s.points[0].scenario.to_json().at(json::json_pointer(path)), ptr_value) << path;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << path << ": " << e.what();
+  }
+}
+
+// Required fields of an entry that has no default, with a value it accepts.
+json minimal_algorithm(const std::string& name) {
+  json a = {{"name", name}, {"lr", 0.1}};
+  if (name == "parallel_sgd") a["variant"] = "decentralized";
+  return a;
+}
+
+TEST(Registry, EveryFieldOfEveryAlgorithmIsEchoedAndSweepable) {
+  const json workload = {{"type", "logistic_regression"}, {"samples", 64}, {"features", 4}};
+  for (const auto* e : algorithms::algorithm_entries()) {
+    for (const std::string variant : {"", "sync", "half", "partial", "sparse"}) {
+      if (!variant.empty() && e->name != "distopt") continue;
+      json algorithm = minimal_algorithm(e->name);
+      if (!variant.empty()) algorithm["variant"] = variant;
+      const json base = scenario_with(workload, algorithm);
+      const json echoed = runner::parse_scenario(base).to_json();
+      for (const auto& field : e->fields) {
+        // distopt's variant-only fields are echoed (and read) under their variant only.
+        const bool other_variant = e->name == "distopt" &&
+                                   (((field == "clipping" || field == "clip_value") && variant != "half") ||
+                                    ((field == "spars" || field == "top_k" || field == "corr") && variant != "sparse"));
+        if (other_variant || (e->name == "distopt" && variant.empty())) continue;
+        ASSERT_TRUE(echoed.at("algorithm").contains(field)) << e->name << " " << variant << ": " << field << " not echoed";
+        expect_sweepable(base, echoed, "/algorithm/" + field);
+      }
+    }
+  }
+}
+
+TEST(Registry, EveryFieldOfEveryCompressorKindIsEchoedAndSweepable) {
+  const json workload = {{"type", "logistic_regression"}, {"samples", 64}, {"features", 4}};
+  for (const auto& k : kernels::compressor_kinds()) {
+    json algorithm = minimal_algorithm("choco_sgd");
+    algorithm["compressor"] = {{"kind", std::string(k.name)}};
+    const json base = scenario_with(workload, algorithm);
+    const json echoed = runner::parse_scenario(base).to_json();
+    const auto& compressor = echoed.at("algorithm").at("compressor");
+    EXPECT_EQ(compressor.size(), k.fields.size() + 1) << k.name << ": echoes a field it does not read";
+    for (const auto field : k.fields) {
+      ASSERT_TRUE(compressor.contains(std::string(field))) << k.name << ": " << field << " not echoed";
+      expect_sweepable(base, echoed, "/algorithm/compressor/" + std::string(field));
+    }
+    // A field the kind does not read is refused, naming it (no silent default).
+    for (const std::string other : {"ratio", "threshold", "levels", "seed", "shared_seed", "unbiased", "tau_rescale", "bucket"}) {
+      if (std::find(k.fields.begin(), k.fields.end(), other) != k.fields.end()) continue;
+      json bad = base;
+      bad["algorithm"]["compressor"][other] = json(compressor.contains(other) ? compressor[other] : json(0));
+      try {
+        runner::parse_scenario(bad);
+        ADD_FAILURE() << k.name << " accepted " << other;
+      } catch (const runner::ScenarioError& e) {
+        EXPECT_EQ(e.path(), "/algorithm/compressor/" + other);
+        EXPECT_EQ(e.kind(), runner::ErrorKind::unknown_field);
+      }
+    }
+  }
+}
+
+TEST(Registry, EveryFieldOfEveryWorkloadTypeIsEchoedAndSweepable) {
+  for (const auto* e : workloads::workload_entries()) {
+    json workload = {{"type", e->name}};
+    if (e->name == "logistic_regression") workload["samples"] = 64;
+    const json base = scenario_with(workload, minimal_algorithm("parallel_sgd"));
+    const json echoed = runner::parse_scenario(base).to_json();
+    for (const auto& field : e->fields) {
+      if (field == "libsvm_file") continue;  // replaces samples; a file of its own (tests/workload_test.cpp)
+      ASSERT_TRUE(echoed.at("workload").contains(field)) << e->name << ": " << field << " not echoed";
+      expect_sweepable(base, echoed, "/workload/" + field);
+    }
+    EXPECT_EQ(echoed.at("workload").size(), e->fields.size() + (e->name == "logistic_regression" ? 0 : 1))
+        << e->name << ": echoes a field it does not read";
+  }
+}
+
+// The sweep tells an axis that names no field from a value the field refuses by the
+// error's kind (not its text).
+TEST(Registry, ErrorsCarryTheirKind) {
+  auto kind_of = [](json doc) {
+    try {
+      runner::parse_scenario(doc);
+    } catch (const runner::ScenarioError& e) {
+      return e.kind();
+    }
+    ADD_FAILURE() << "accepted " << doc.dump();
+    return runner::ErrorKind::syntax;
+  };
+  const json base = scenario_with({{"type", "logistic_regression"}, {"samples", 64}}, minimal_algorithm("choco_sgd"));
+  auto with = [&](const std::string& pointer, json value) {
+    json d = base;
+    d[json::json_pointer(pointer)] = std::move(value);
+    return d;
+  };
+  EXPECT_EQ(kind_of(with("/algorithm/local_steps", 2)), runner::ErrorKind::unknown_field);
+  EXPECT_EQ(kind_of(with("/algorithm/lr", -1)), runner::ErrorKind::out_of_range);
+  EXPECT_EQ(kind_of(with("/algorithm/lr", "fast")), runner::ErrorKind::wrong_type);
+  EXPECT_EQ(kind_of(with("/algorithm/name", "adam")), runner::ErrorKind::unknown_name);
+  EXPECT_EQ(kind_of(with("/workload/samples", 2)), runner::ErrorKind::inconsistent);
+  json no_lr = base;
+  no_lr["algorithm"].erase("lr");
+  EXPECT_EQ(kind_of(no_lr), runner::ErrorKind::missing_field);
+}
+
+}  // namespace
+}  // namespace dtsim

@@ -1,0 +1,88 @@
+#include "workloads/workload_registry.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace dtsim::workloads {
+
+// Each entry is defined next to its workload (the file named on its line).
+const WorkloadEntry& logistic_regression_entry();  // logistic_regression.cpp
+const WorkloadEntry& mlp_entry();                  // image_models.cpp
+const WorkloadEntry& cnn_entry();                  // image_models.cpp
+const WorkloadEntry& resnet20_entry();             // shape_models.cpp
+const WorkloadEntry& resnet50_entry();             // shape_models.cpp
+const WorkloadEntry& bert_base_entry();            // shape_models.cpp
+const WorkloadEntry& gpt2_small_entry();           // shape_models.cpp
+
+std::span<const WorkloadEntry* const> workload_entries() {
+  static const std::vector<const WorkloadEntry*> table{&logistic_regression_entry(), &mlp_entry(),
+                                                       &cnn_entry(),                 &resnet20_entry(),
+                                                       &resnet50_entry(),            &bert_base_entry(),
+                                                       &gpt2_small_entry()};
+  return table;
+}
+
+const WorkloadEntry* find_workload(std::string_view type) {
+  for (const auto* entry : workload_entries())
+    if (entry->name == type) return entry;
+  return nullptr;
+}
+
+const std::vector<std::string>& workload_types() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto* entry : workload_entries()) v.push_back(entry->name);
+    return v;
+  }();
+  return names;
+}
+
+const WorkloadEntry& workload_entry(const std::string& type) {
+  const auto* entry = find_workload(type);
+  if (!entry)
+    throw std::logic_error(fmt::format("workload type '{}' is none of {} (the loader refuses it)", type,
+                                       fmt::join(workload_types(), ", ")));
+  return *entry;
+}
+
+WorkloadSpec parse_workload_section(config::ObjectReader& w, const WorkloadContext& ctx) {
+  WorkloadSpec spec;
+  // "type" (default logistic_regression); "kind" is its older name.
+  const auto* kind = w.find("kind");
+  if (kind && w.find("type"))
+    throw config::ScenarioError(w.where("kind"), config::ErrorKind::inconsistent,
+                                "expected type or kind, not both (kind is the older name of type)");
+  spec.type = w.choice(kind ? "kind" : "type", "logistic_regression", workload_types());
+  const auto& entry = workload_entry(spec.type);
+  const std::vector<std::string> except{"type", "kind"};
+  w.only_fields(entry.fields, except, "workload type " + spec.type);
+  entry.parse(w, spec, ctx);
+  w.finish();
+  return spec;
+}
+
+nlohmann::json workload_section_json(const WorkloadSpec& spec) {
+  nlohmann::json out = {{"type", spec.type}};
+  workload_entry(spec.type).to_json(spec, out);
+  return out;
+}
+
+std::shared_ptr<const WorkloadData> load_workload_data(const WorkloadSpec& spec, std::uint64_t seed) {
+  if (spec.device.is_cuda()) {
+    // fp32 on the GPU means fp32: LibTorch lets cuDNN convolutions (and, before 1.12,
+    // cuBLAS matmuls) round their inputs to TF32 (2^-11) by default, which would put the
+    // CNN's GPU run a thousand times further from the CPU run than rounding order does.
+    at::globalContext().setAllowTF32CuDNN(false);
+    at::globalContext().setAllowTF32CuBLAS(false);
+  }
+  return workload_entry(spec.type).load_data(spec, seed);
+}
+
+std::unique_ptr<Workload> make_workload(const WorkloadSpec& spec, std::shared_ptr<const WorkloadData> data,
+                                        std::uint64_t seed, int rank, int ranks) {
+  return workload_entry(spec.type).make(spec, std::move(data), seed, rank, ranks);
+}
+
+}  // namespace dtsim::workloads
