@@ -55,8 +55,12 @@
 
 namespace dtsim::kernels {
 
+// The kinds' names, descriptions, fields and codecs are listed once, in
+// compressor_kinds.cpp (compressor_kinds.hpp: the registry); a new kind is a value here,
+// an entry there and its codec in codecs/ (kernels/README.md).
 enum class CompressorKind { identity, top_k, random_k, threshold, sign, scaled_sign, qsgd, fp16, bf16 };
-std::string_view to_string(CompressorKind kind);
+std::string_view to_string(CompressorKind kind);  // the registry's name; "?" for a value it lacks
+struct CompressorKindInfo;                         // compressor_kinds.hpp
 
 struct CompressorSpec {
   CompressorKind kind = CompressorKind::identity;
@@ -85,9 +89,43 @@ struct Payload {
   std::int64_t payload_bits() const { return bytes.defined() ? 8 * bytes.numel() : 0; }
 };
 
+namespace detail {
+
+// A Compressor's workspaces, reused across calls (once grown, a step allocates nothing),
+// shared by the Compressor and its kind's codec (codecs/codec.hpp).
+struct CompressorWorkspace {
+  // Segment tables of the current call: element offsets (offsets.size() - 1 segments,
+  // QSGD's buckets already cut), running totals of kept elements (segment s's block is
+  // [k[s], k[s + 1])), and cpu::partial_slots' slot layout.
+  std::vector<std::int64_t> offsets, k, slot_begin;
+  std::vector<std::int64_t> bucket_offsets;  // qsgd with buckets: scratch for the cut offsets
+  std::vector<std::uint64_t> keys;           // qsgd: per-segment stream keys
+  std::vector<float> partials, scalars;      // canonical partial sums; scales or norms
+  std::vector<std::uint32_t> indices;        // random_k with shared_seed: the redrawn indices
+  cpu::SelectWorkspace select;
+  struct Block {  // per thread, for qsgd's bucketed block encoder
+    std::vector<std::int64_t> offsets, slot_begin;
+    std::vector<float> partials;
+  };
+  std::vector<Block> blocks;
+#if DTSIM_TORCH_CUDA
+  at::Tensor device;  // device scratch, grown as needed
+  // The segment offsets at the front of `device` (and the buffer they were written to):
+  // a decode with the same segments, the common case, uploads nothing.
+  std::vector<std::int64_t> device_offsets;
+  const void* device_offsets_in = nullptr;
+#endif
+
+  std::int64_t segment_count() const { return static_cast<std::int64_t>(offsets.size()) - 1; }
+};
+
+}  // namespace detail
+
 class Compressor {
  public:
-  // Throws std::invalid_argument naming the bad field.
+  // Throws std::invalid_argument naming the bad field: an unknown kind, a value out of
+  // its field's range, or a field the kind does not read set to other than its default
+  // (seed excepted: callers give every kind the run's, or a rank's, seed).
   explicit Compressor(const CompressorSpec& spec);
 
   const CompressorSpec& spec() const { return spec_; }
@@ -124,46 +162,19 @@ class Compressor {
 
  private:
   void prepare_segments(std::span<const std::int64_t> sizes, std::int64_t numel, const char* what);
-  void compress_cpu(const at::Tensor& flat, Payload& out);
   void begin_payload(const at::Tensor& flat, std::span<const std::int64_t> segment_sizes, Payload& out);
-  // scaled_sign: folds partials_ into the per-segment scales, written to `base`.
-  void finish_scales(std::uint8_t* base);
-  // qsgd: folds partials_ into norms (scalars_[0, L)), wire norms (scalars_[L, 2L)) and
-  // the segments' stream keys (keys_) for `round`.
-  void finish_norms(std::uint64_t round);
-  // qsgd: scalars_[s] holds segment s's sum of squares; makes it the norm, and sets its
-  // wire norm and stream key (scalars_ and keys_ sized for every segment).
-  void finish_norm(std::int64_t s, std::uint64_t round);
-  // qsgd with buckets, on the CPU: norms and codes block by block (whole buckets, in L2),
-  // one read of x; the same bytes as the two passes over the whole buffer.
-  template <class T>
-  void compress_qsgd_buckets(const T* x, std::uint8_t* base, std::uint64_t round);
   void decode(const Payload& payload, double weight, bool accumulate, at::Tensor& dense);
-  void decode_cpu(const Payload& payload, float weight, bool accumulate, at::Tensor& dense);
 #if DTSIM_TORCH_CUDA
+  // std::invalid_argument when the kind has no CUDA path (compressor_cuda.cpp).
+  void check_cuda_path(const char* what) const;
   void compress_cuda(const at::Tensor& flat, Payload& out);
   void decode_cuda(const Payload& payload, float weight, bool accumulate, at::Tensor& dense);
-  at::Tensor device_ws_;  // device scratch, grown as needed
-  // The segment offsets at the front of device_ws_ (and the buffer they were written
-  // to): a decode with the same segments, the common case, uploads nothing.
-  std::vector<std::int64_t> device_offsets_;
-  const void* device_offsets_in_ = nullptr;
 #endif
 
   CompressorSpec spec_;
+  const CompressorKindInfo* info_ = nullptr;  // the kind's registry entry: its facts and codec
   std::uint64_t round_ = 0;
-  // Workspaces reused across calls.
-  std::vector<std::int64_t> offsets_, slot_begin_, k_;
-  std::vector<std::int64_t> bucket_offsets_;  // qsgd with buckets: scratch for the cut offsets
-  std::vector<std::uint64_t> keys_;
-  std::vector<float> partials_, scalars_;
-  std::vector<std::uint32_t> indices_;
-  cpu::SelectWorkspace select_;
-  struct BlockWorkspace {  // per thread, for compress_qsgd_buckets
-    std::vector<std::int64_t> offsets, slot_begin;
-    std::vector<float> partials;
-  };
-  std::vector<BlockWorkspace> block_ws_;
+  detail::CompressorWorkspace ws_;
 };
 
 // The factory the algorithms call: validates `spec` (std::invalid_argument naming the field).

@@ -1,6 +1,11 @@
 // Compressor's CUDA path: host-side planning (segment tables, k per segment, random-k
 // index draws) and launches of the kernels/cuda kernels on the current stream. Compiled
-// only against a CUDA LibTorch (DTSIM_TORCH_CUDA); fp32 buffers only.
+// only against a CUDA LibTorch (DTSIM_TORCH_CUDA), and compile-checked against the CPU
+// one (cmake/DtsimTorchCudaCheck.cmake); fp32 buffers only.
+//
+// The planning is shared; each kind's launches are its CudaCodec below, the device twin
+// of its codecs/ file (kept here, the one file the compile check sees). A kind without
+// one is refused on CUDA tensors.
 #include "kernels/compressor.hpp"
 
 #if DTSIM_TORCH_CUDA
@@ -15,6 +20,8 @@
 
 #include <fmt/format.h>
 
+#include "kernels/codecs/codec.hpp"
+#include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/common.hpp"
 #include "kernels/cpu/qsgd.hpp"
 #include "kernels/cpu/select.hpp"
@@ -24,6 +31,9 @@
 namespace dtsim::kernels {
 
 namespace {
+
+using codecs::ensure_bytes;
+using Workspace = detail::CompressorWorkspace;
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(fmt::format("{}: CUDA error {}", what, cudaGetErrorString(e)));
@@ -37,40 +47,325 @@ struct DeviceTables {
                total = 0;
 };
 
-void ensure_payload(Payload& out, std::int64_t nbytes, const at::Device& device) {
-  if (out.bytes.defined() && out.bytes.device() == device && out.bytes.scalar_type() == at::kByte &&
-      out.bytes.dim() == 1 && out.bytes.is_contiguous() && out.bytes.storage_offset() == 0) {
-    out.bytes.resize_({nbytes});
-  } else {
-    out.bytes = at::empty({nbytes}, at::TensorOptions().dtype(at::kByte).device(device));
+// A compress call on the device: the input, its segment tables (host and device) and the
+// planned device workspace.
+struct CudaCompress {
+  const CompressorSpec& spec;
+  Workspace& ws;
+  const float* x;
+  std::int64_t n, L, K;
+  const std::int64_t* off;     // host offsets (ws.offsets)
+  const std::int64_t* d_off;   // device offsets
+  const std::int64_t* d_slot;  // device slot_begin
+  std::int64_t slots;
+  float* partials;
+  std::uint8_t* dev;  // the device workspace, laid out as `t`
+  const DeviceTables& t;
+  at::Device device;
+  cudaStream_t stream;
+};
+
+// A decode on the device: the payload's bytes, the dense output and the device scratch
+// (the offsets at its front, the index check's word at flag_at, redrawn indices at idx_at).
+struct CudaDecode {
+  const CompressorSpec& spec;
+  Workspace& ws;
+  const Payload& payload;
+  const std::uint8_t* base;  // payload bytes (device)
+  std::int64_t n, L, K_fixed;
+  const std::int64_t* off;    // host offsets
+  const std::int64_t* d_off;  // device offsets
+  float* o;
+  float weight;
+  bool accumulate;
+  std::uint8_t* dev;
+  std::int64_t flag_at, idx_at;
+  cudaStream_t stream;
+  const char* what;
+};
+
+struct CudaCodec {
+  bool selects = false;  // needs a selection scratch region per segment (top_k, threshold)
+  void (*compress)(const CudaCompress& c, Payload& out);
+  void (*decode)(const CudaDecode& d);
+};
+
+// --- identity, casts ---------------------------------------------------------------------
+
+void identity_compress(const CudaCompress& c, Payload& out) {
+  ensure_bytes(out, 4 * c.n, c.device);
+  if (c.n > 0)
+    check(cudaMemcpyAsync(out.bytes.data_ptr(), c.x, static_cast<std::size_t>(4 * c.n), cudaMemcpyDeviceToDevice,
+                          c.stream),
+          "Compressor::compress");
+}
+
+void identity_decode(const CudaDecode& d) {
+  if (d.accumulate)
+    cuda::add_scaled(reinterpret_cast<const float*>(d.base), d.n, d.weight, d.o, d.stream);
+  else if (d.n > 0)
+    check(cudaMemcpyAsync(d.o, d.base, static_cast<std::size_t>(4 * d.n), cudaMemcpyDeviceToDevice, d.stream),
+          "Compressor::decompress");
+}
+
+template <bool half>
+void cast_compress(const CudaCompress& c, Payload& out) {
+  ensure_bytes(out, 2 * c.n, c.device);
+  auto* h = static_cast<std::uint16_t*>(out.bytes.data_ptr());
+  if constexpr (half)
+    cuda::float_to_half(c.x, c.n, h, c.stream);
+  else
+    cuda::float_to_bfloat16(c.x, c.n, h, c.stream);
+}
+
+template <bool half>
+void cast_decode(const CudaDecode& d) {
+  const auto* h = reinterpret_cast<const std::uint16_t*>(d.base);
+  if constexpr (half)
+    cuda::half_to_float(h, d.n, d.weight, d.accumulate, d.o, d.stream);
+  else
+    cuda::bfloat16_to_float(h, d.n, d.weight, d.accumulate, d.o, d.stream);
+}
+
+// --- sign, scaled_sign, qsgd ----------------------------------------------------------------
+
+template <bool scaled>
+void sign_compress(const CudaCompress& c, Payload& out) {
+  const std::int64_t L = c.L;
+  ensure_bytes(out, (scaled ? 4 * L : 0) + 4 * ((c.n + 31) / 32), c.device);
+  auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+  cuda::pack_signs(c.x, c.n, c.d_off, L, c.d_slot, c.slots, reinterpret_cast<std::uint32_t*>(base + (scaled ? 4 * L : 0)),
+                   scaled ? reinterpret_cast<float*>(base) : nullptr, c.partials, c.stream);
+}
+
+template <bool scaled>
+void sign_decode(const CudaDecode& d) {
+  if constexpr (!scaled)
+    cuda::decode_signs(reinterpret_cast<const std::uint32_t*>(d.base), d.n, d.d_off, d.L, nullptr, d.weight, d.accumulate,
+                       d.o, d.stream);
+  else
+    cuda::decode_signs(reinterpret_cast<const std::uint32_t*>(d.base + 4 * d.L), d.n, d.d_off, d.L,
+                       reinterpret_cast<const float*>(d.base), d.weight, d.accumulate, d.o, d.stream);
+}
+
+void qsgd_compress(const CudaCompress& c, Payload& out) {
+  const std::int64_t L = c.L;
+  const int bits = cpu::qsgd_code_bits(c.spec.levels);
+  ensure_bytes(out, 4 * L + 4 * ((c.n * bits + 31) / 32), c.device);
+  auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+  cuda::qsgd_encode(c.x, c.n, c.d_off, L, c.d_slot, c.slots, reinterpret_cast<const std::uint64_t*>(c.dev + c.t.keys),
+                    c.spec.levels, c.spec.tau_rescale ? reinterpret_cast<const double*>(c.dev + c.t.tau) : nullptr,
+                    c.partials, reinterpret_cast<float*>(c.dev + c.t.norms), reinterpret_cast<float*>(base),
+                    reinterpret_cast<std::uint32_t*>(base + 4 * L), c.stream);
+}
+
+void qsgd_decode(const CudaDecode& d) {
+  cuda::qsgd_decode(reinterpret_cast<const std::uint32_t*>(d.base + 4 * d.L), d.n, d.d_off, d.L,
+                    reinterpret_cast<const float*>(d.base), d.spec.levels, d.weight, d.accumulate, d.o, d.stream);
+}
+
+// --- the sparse kinds ---------------------------------------------------------------------
+
+void top_k_compress(const CudaCompress& c, Payload& out) {
+  const std::int64_t K = c.K;
+  const auto& k = c.ws.k;
+  ensure_bytes(out, 8 * K, c.device);
+  auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+  auto* idx = reinterpret_cast<std::uint32_t*>(base);
+  auto* val = reinterpret_cast<float*>(base + 4 * K);
+  std::int64_t sel = c.t.select;
+  for (std::int64_t s = 0; s < c.L; ++s) {
+    const std::int64_t ns = c.off[s + 1] - c.off[s];
+    cuda::top_k(c.x + c.off[s], ns, k[s + 1] - k[s], c.dev + sel, idx + k[s], val + k[s], c.stream);
+    sel += align256(cuda::select_workspace_bytes(ns));
   }
+}
+
+void random_k_compress(const CudaCompress& c, Payload& out) {
+  const std::int64_t K = c.K, L = c.L;
+  const std::int64_t* off = c.off;
+  auto& ws = c.ws;
+  const auto& k = ws.k;
+  const bool shared = c.spec.shared_seed;
+  ensure_bytes(out, (shared ? 0 : 4 * K) + 4 * K, c.device);
+  auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+  ws.indices.resize(static_cast<std::size_t>(K));
+  for (std::int64_t s = 0; s < L; ++s)
+    cpu::random_k_indices(off[s + 1] - off[s], k[s + 1] - k[s],
+                          detail::stream_key(c.spec.seed, out.round, static_cast<std::uint64_t>(s)), ws.select,
+                          ws.indices.data() + k[s]);
+  auto* idx = shared ? reinterpret_cast<std::uint32_t*>(c.dev + c.t.indices) : reinterpret_cast<std::uint32_t*>(base);
+  auto* val = reinterpret_cast<float*>(base + (shared ? 0 : 4 * K));
+  if (K > 0)
+    check(cudaMemcpyAsync(idx, ws.indices.data(), static_cast<std::size_t>(4 * K), cudaMemcpyHostToDevice, c.stream),
+          "Compressor::compress");
+  // the host indices buffer must outlive the asynchronous copy from pageable memory
+  check(cudaStreamSynchronize(c.stream), "Compressor::compress");
+  for (std::int64_t s = 0; s < L; ++s) {
+    const std::int64_t ns = off[s + 1] - off[s], ks = k[s + 1] - k[s];
+    const float scale =
+        c.spec.unbiased && ks > 0 ? static_cast<float>(static_cast<double>(ns) / static_cast<double>(ks)) : 1.0f;
+    cuda::gather(c.x + off[s], idx + k[s], ks, scale, val + k[s], c.stream);
+  }
+}
+
+void threshold_compress(const CudaCompress& c, Payload& out) {
+  const std::int64_t L = c.L;
+  const std::int64_t* off = c.off;
+  auto& k = c.ws.k;  // recomputed: the counts are the data's
+  const auto thr = static_cast<float>(c.spec.threshold);
+  std::int64_t sel = c.t.select;
+  for (std::int64_t s = 0; s < L; ++s) {
+    const std::int64_t ns = off[s + 1] - off[s];
+    k[s + 1] = k[s] + cuda::threshold_count(c.x + off[s], ns, thr, c.dev + sel, c.stream);
+    sel += align256(cuda::select_workspace_bytes(ns));
+  }
+  const std::int64_t KK = k[L];
+  ensure_bytes(out, 4 * L + 8 * KK, c.device);
+  auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+  std::vector<std::uint32_t> counts(static_cast<std::size_t>(L));
+  for (std::int64_t s = 0; s < L; ++s) counts[s] = static_cast<std::uint32_t>(k[s + 1] - k[s]);
+  if (L > 0)
+    check(cudaMemcpyAsync(base, counts.data(), static_cast<std::size_t>(4 * L), cudaMemcpyHostToDevice, c.stream),
+          "Compressor::compress");
+  auto* idx = reinterpret_cast<std::uint32_t*>(base + 4 * L);
+  auto* val = reinterpret_cast<float*>(base + 4 * L + 4 * KK);
+  sel = c.t.select;
+  for (std::int64_t s = 0; s < L; ++s) {
+    const std::int64_t ns = off[s + 1] - off[s];
+    cuda::threshold_select(c.x + off[s], ns, thr, c.dev + sel, idx + k[s], val + k[s], c.stream);
+    sel += align256(cuda::select_workspace_bytes(ns));
+  }
+  check(cudaStreamSynchronize(c.stream), "Compressor::compress");  // `counts` is pageable host memory
+}
+
+// Every index inside its segment, as the CPU decoders check before writing anything,
+// then the scatter (segment s's block of indices and values is [k[s], k[s + 1])).
+void scatter_segments(const CudaDecode& d, const std::uint32_t* idx, const float* val) {
+  const std::int64_t L = d.L;
+  const std::int64_t* off = d.off;
+  const auto& k = d.ws.k;
+  auto* first = reinterpret_cast<unsigned long long*>(d.dev + d.flag_at);
+  check(cudaMemsetAsync(first, 0xFF, sizeof(unsigned long long), d.stream), d.what);
+  for (std::int64_t s = 0; s < L; ++s)
+    cuda::first_out_of_range(idx + k[s], k[s + 1] - k[s], off[s + 1] - off[s], static_cast<std::uint64_t>(k[s]), first,
+                             d.stream);
+  unsigned long long bad = 0;
+  check(cudaMemcpyAsync(&bad, first, sizeof bad, cudaMemcpyDeviceToHost, d.stream), d.what);
+  check(cudaStreamSynchronize(d.stream), d.what);
+  if (bad != ~0ULL) {
+    const auto j = static_cast<std::int64_t>(bad);
+    const auto s = static_cast<std::int64_t>(std::upper_bound(k.begin(), k.begin() + L + 1, j) - k.begin()) - 1;
+    std::uint32_t value = 0;
+    check(cudaMemcpy(&value, idx + j, sizeof value, cudaMemcpyDeviceToHost), d.what);
+    throw std::invalid_argument(
+        fmt::format("{}: index {} out of range in segment {} of {} elements", d.what, value, s, off[s + 1] - off[s]));
+  }
+  if (!d.accumulate && d.n > 0) check(cudaMemsetAsync(d.o, 0, static_cast<std::size_t>(4 * d.n), d.stream), d.what);
+  for (std::int64_t s = 0; s < L; ++s)
+    cuda::scatter(idx + k[s], val + k[s], k[s + 1] - k[s], d.weight, d.accumulate, d.o + off[s], d.stream);
+}
+
+void indices_then_values_decode(const CudaDecode& d) {
+  scatter_segments(d, reinterpret_cast<const std::uint32_t*>(d.base), reinterpret_cast<const float*>(d.base + 4 * d.K_fixed));
+}
+
+void random_k_decode(const CudaDecode& d) {
+  if (!d.spec.shared_seed) return indices_then_values_decode(d);
+  auto& ws = d.ws;
+  const auto& k = ws.k;
+  ws.indices.resize(static_cast<std::size_t>(d.K_fixed));
+  for (std::int64_t s = 0; s < d.L; ++s)
+    cpu::random_k_indices(d.off[s + 1] - d.off[s], k[s + 1] - k[s],
+                          detail::stream_key(d.spec.seed, d.payload.round, static_cast<std::uint64_t>(s)), ws.select,
+                          ws.indices.data() + k[s]);
+  if (d.K_fixed > 0)
+    check(cudaMemcpyAsync(d.dev + d.idx_at, ws.indices.data(), static_cast<std::size_t>(4 * d.K_fixed),
+                          cudaMemcpyHostToDevice, d.stream),
+          "Compressor::decompress");
+  check(cudaStreamSynchronize(d.stream), "Compressor::decompress");
+  scatter_segments(d, reinterpret_cast<const std::uint32_t*>(d.dev + d.idx_at), reinterpret_cast<const float*>(d.base));
+}
+
+void threshold_decode(const CudaDecode& d) {
+  const std::int64_t L = d.L;
+  const std::int64_t* off = d.off;
+  auto& k = d.ws.k;
+  std::vector<std::uint32_t> counts(static_cast<std::size_t>(L));
+  if (L > 0)
+    check(cudaMemcpyAsync(counts.data(), d.base, static_cast<std::size_t>(4 * L), cudaMemcpyDeviceToHost, d.stream),
+          "Compressor::decompress");
+  check(cudaStreamSynchronize(d.stream), "Compressor::decompress");
+  for (std::int64_t s = 0; s < L; ++s) {
+    if (counts[s] > static_cast<std::uint64_t>(off[s + 1] - off[s]))
+      throw std::invalid_argument(fmt::format("Compressor::decompress: segment {} claims {} of its {} elements", s,
+                                              counts[s], off[s + 1] - off[s]));
+    k[s + 1] = k[s] + counts[s];
+  }
+  if (d.payload.bytes.numel() != 4 * L + 8 * k[L])
+    throw std::invalid_argument("Compressor::decompress: threshold payload size disagrees with its counts");
+  scatter_segments(d, reinterpret_cast<const std::uint32_t*>(d.base + 4 * L),
+                   reinterpret_cast<const float*>(d.base + 4 * L + 4 * k[L]));
+}
+
+// The device twin of each kind's codec; nullptr for a kind without one.
+const CudaCodec* cuda_codec(CompressorKind kind) {
+  static const CudaCodec identity{.compress = identity_compress, .decode = identity_decode};
+  static const CudaCodec fp16{.compress = cast_compress<true>, .decode = cast_decode<true>};
+  static const CudaCodec bf16{.compress = cast_compress<false>, .decode = cast_decode<false>};
+  static const CudaCodec sign{.compress = sign_compress<false>, .decode = sign_decode<false>};
+  static const CudaCodec scaled_sign{.compress = sign_compress<true>, .decode = sign_decode<true>};
+  static const CudaCodec qsgd{.compress = qsgd_compress, .decode = qsgd_decode};
+  static const CudaCodec top_k{.selects = true, .compress = top_k_compress, .decode = indices_then_values_decode};
+  static const CudaCodec random_k{.compress = random_k_compress, .decode = random_k_decode};
+  static const CudaCodec threshold{.selects = true, .compress = threshold_compress, .decode = threshold_decode};
+  switch (kind) {
+    case CompressorKind::identity: return &identity;
+    case CompressorKind::fp16: return &fp16;
+    case CompressorKind::bf16: return &bf16;
+    case CompressorKind::sign: return &sign;
+    case CompressorKind::scaled_sign: return &scaled_sign;
+    case CompressorKind::qsgd: return &qsgd;
+    case CompressorKind::top_k: return &top_k;
+    case CompressorKind::random_k: return &random_k;
+    case CompressorKind::threshold: return &threshold;
+  }
+  return nullptr;
+}
+
+const CudaCodec& cuda_codec_or_throw(CompressorKind kind, const char* what) {
+  if (const auto* codec = cuda_codec(kind)) return *codec;
+  throw std::invalid_argument(fmt::format("{}: {} has no CUDA path", what, to_string(kind)));
 }
 
 }  // namespace
 
+void Compressor::check_cuda_path(const char* what) const { cuda_codec_or_throw(spec_.kind, what); }
+
 void Compressor::compress_cuda(const at::Tensor& flat, Payload& out) {
   if (flat.scalar_type() != at::kFloat)
     throw std::invalid_argument("Compressor::compress: the CUDA path compresses fp32 buffers only");
+  const CudaCodec& codec = cuda_codec_or_throw(spec_.kind, "Compressor::compress");
   const auto device = flat.device();
   const c10::cuda::CUDAGuard on_device(device);  // the launches go to flat's device
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
   const std::int64_t n = flat.numel();
-  const auto L = static_cast<std::int64_t>(offsets_.size()) - 1;
-  const std::int64_t* off = offsets_.data();
-  const std::int64_t K = k_[static_cast<std::size_t>(L)];
+  const auto L = ws_.segment_count();
+  const std::int64_t* off = ws_.offsets.data();
+  const std::int64_t K = ws_.k[static_cast<std::size_t>(L)];
   const float* x = flat.data_ptr<float>();
-  const auto kind = spec_.kind;
 
   // Plan the workspace: tables first (copied from the host), then scratch.
-  slot_begin_.resize(static_cast<std::size_t>(L) + 1);
-  const std::int64_t slots = cpu::partial_slots(off, L, slot_begin_.data());
+  ws_.slot_begin.resize(static_cast<std::size_t>(L) + 1);
+  const std::int64_t slots = cpu::partial_slots(off, L, ws_.slot_begin.data());
   // Selection scratch (one region per segment: threshold counts, then selects) only for
-  // the kinds that select, and device indices only for shared-seed random-k: sized for
-  // every kind, they were about 8 KB per QSGD bucket and 4 n bytes (1 GiB at 2^28).
-  const bool selects = kind == CompressorKind::top_k || kind == CompressorKind::threshold;
-  const bool device_indices = kind == CompressorKind::random_k && spec_.shared_seed;
+  // the kinds that select, and device indices only for shared-seed random-k (the only
+  // kind that reads shared_seed): sized for every kind, they were about 8 KB per QSGD
+  // bucket and 4 n bytes (1 GiB at 2^28).
+  const bool device_indices = spec_.shared_seed;
   std::int64_t select_total = 0;
-  for (std::int64_t s = 0; selects && s < L; ++s) select_total += align256(cuda::select_workspace_bytes(off[s + 1] - off[s]));
+  for (std::int64_t s = 0; codec.selects && s < L; ++s)
+    select_total += align256(cuda::select_workspace_bytes(off[s + 1] - off[s]));
   DeviceTables t;
   t.offsets = 0;
   t.slot_begin = align256(t.offsets + 8 * (L + 1));
@@ -82,13 +377,13 @@ void Compressor::compress_cuda(const at::Tensor& flat, Payload& out) {
   t.indices = align256(t.norms + 4 * L);
   t.select = align256(t.indices + (device_indices ? 4 * K : 0));
   t.total = t.select + select_total;
-  if (!device_ws_.defined() || device_ws_.device() != device || device_ws_.numel() < t.total)
-    device_ws_ = at::empty({t.total}, at::TensorOptions().dtype(at::kByte).device(device));
-  auto* ws = static_cast<std::uint8_t*>(device_ws_.data_ptr());
+  if (!ws_.device.defined() || ws_.device.device() != device || ws_.device.numel() < t.total)
+    ws_.device = at::empty({t.total}, at::TensorOptions().dtype(at::kByte).device(device));
+  auto* dev = static_cast<std::uint8_t*>(ws_.device.data_ptr());
 
   std::vector<std::uint8_t> host(static_cast<std::size_t>(table_bytes), 0);
   std::memcpy(host.data() + t.offsets, off, static_cast<std::size_t>(8 * (L + 1)));
-  std::memcpy(host.data() + t.slot_begin, slot_begin_.data(), static_cast<std::size_t>(8 * (L + 1)));
+  std::memcpy(host.data() + t.slot_begin, ws_.slot_begin.data(), static_cast<std::size_t>(8 * (L + 1)));
   for (std::int64_t s = 0; s < L; ++s) {
     const std::uint64_t key = detail::stream_key(spec_.seed, out.round, static_cast<std::uint64_t>(s));
     const double d = static_cast<double>(off[s + 1] - off[s]), sl = spec_.levels;
@@ -97,231 +392,74 @@ void Compressor::compress_cuda(const at::Tensor& flat, Payload& out) {
     std::memcpy(host.data() + t.tau + 8 * s, &tau_den, 8);
   }
   // From pageable memory: the call returns once the bytes are staged, so `host` may go.
-  check(cudaMemcpyAsync(ws, host.data(), host.size(), cudaMemcpyHostToDevice, stream), "Compressor::compress");
-  device_offsets_.assign(off, off + L + 1);  // what decode_cuda finds at the front of ws
-  device_offsets_in_ = ws;
-  const auto* d_off = reinterpret_cast<const std::int64_t*>(ws + t.offsets);
-  const auto* d_slot = reinterpret_cast<const std::int64_t*>(ws + t.slot_begin);
-  auto* partials = reinterpret_cast<float*>(ws + t.partials);
+  check(cudaMemcpyAsync(dev, host.data(), host.size(), cudaMemcpyHostToDevice, stream), "Compressor::compress");
+  ws_.device_offsets.assign(off, off + L + 1);  // what decode_cuda finds at the front of the workspace
+  ws_.device_offsets_in = dev;
 
-  switch (kind) {
-    case CompressorKind::identity:
-      ensure_payload(out, 4 * n, device);
-      if (n > 0)
-        check(cudaMemcpyAsync(out.bytes.data_ptr(), x, static_cast<std::size_t>(4 * n), cudaMemcpyDeviceToDevice, stream),
-              "Compressor::compress");
-      return;
-    case CompressorKind::fp16:
-    case CompressorKind::bf16: {
-      ensure_payload(out, 2 * n, device);
-      auto* h = static_cast<std::uint16_t*>(out.bytes.data_ptr());
-      if (kind == CompressorKind::fp16)
-        cuda::float_to_half(x, n, h, stream);
-      else
-        cuda::float_to_bfloat16(x, n, h, stream);
-      return;
-    }
-    case CompressorKind::sign:
-    case CompressorKind::scaled_sign: {
-      const bool scaled = kind == CompressorKind::scaled_sign;
-      ensure_payload(out, (scaled ? 4 * L : 0) + 4 * ((n + 31) / 32), device);
-      auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
-      cuda::pack_signs(x, n, d_off, L, d_slot, slots, reinterpret_cast<std::uint32_t*>(base + (scaled ? 4 * L : 0)),
-                       scaled ? reinterpret_cast<float*>(base) : nullptr, partials, stream);
-      return;
-    }
-    case CompressorKind::qsgd: {
-      const int bits = cpu::qsgd_code_bits(spec_.levels);
-      ensure_payload(out, 4 * L + 4 * ((n * bits + 31) / 32), device);
-      auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
-      cuda::qsgd_encode(x, n, d_off, L, d_slot, slots, reinterpret_cast<const std::uint64_t*>(ws + t.keys),
-                        spec_.levels, spec_.tau_rescale ? reinterpret_cast<const double*>(ws + t.tau) : nullptr,
-                        partials, reinterpret_cast<float*>(ws + t.norms), reinterpret_cast<float*>(base),
-                        reinterpret_cast<std::uint32_t*>(base + 4 * L), stream);
-      return;
-    }
-    case CompressorKind::top_k: {
-      ensure_payload(out, 8 * K, device);
-      auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
-      auto* idx = reinterpret_cast<std::uint32_t*>(base);
-      auto* val = reinterpret_cast<float*>(base + 4 * K);
-      std::int64_t sel = t.select;
-      for (std::int64_t s = 0; s < L; ++s) {
-        const std::int64_t ns = off[s + 1] - off[s];
-        cuda::top_k(x + off[s], ns, k_[s + 1] - k_[s], ws + sel, idx + k_[s], val + k_[s], stream);
-        sel += align256(cuda::select_workspace_bytes(ns));
-      }
-      return;
-    }
-    case CompressorKind::random_k: {
-      const bool shared = spec_.shared_seed;
-      ensure_payload(out, (shared ? 0 : 4 * K) + 4 * K, device);
-      auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
-      indices_.resize(static_cast<std::size_t>(K));
-      for (std::int64_t s = 0; s < L; ++s)
-        cpu::random_k_indices(off[s + 1] - off[s], k_[s + 1] - k_[s],
-                              detail::stream_key(spec_.seed, out.round, static_cast<std::uint64_t>(s)), select_,
-                              indices_.data() + k_[s]);
-      auto* idx = shared ? reinterpret_cast<std::uint32_t*>(ws + t.indices) : reinterpret_cast<std::uint32_t*>(base);
-      auto* val = reinterpret_cast<float*>(base + (shared ? 0 : 4 * K));
-      if (K > 0)
-        check(cudaMemcpyAsync(idx, indices_.data(), static_cast<std::size_t>(4 * K), cudaMemcpyHostToDevice, stream),
-              "Compressor::compress");
-      // the host indices_ buffer must outlive the asynchronous copy from pageable memory
-      check(cudaStreamSynchronize(stream), "Compressor::compress");
-      for (std::int64_t s = 0; s < L; ++s) {
-        const std::int64_t ns = off[s + 1] - off[s], ks = k_[s + 1] - k_[s];
-        const float scale =
-            spec_.unbiased && ks > 0 ? static_cast<float>(static_cast<double>(ns) / static_cast<double>(ks)) : 1.0f;
-        cuda::gather(x + off[s], idx + k_[s], ks, scale, val + k_[s], stream);
-      }
-      return;
-    }
-    case CompressorKind::threshold: {
-      const auto thr = static_cast<float>(spec_.threshold);
-      std::int64_t sel = t.select;
-      for (std::int64_t s = 0; s < L; ++s) {
-        const std::int64_t ns = off[s + 1] - off[s];
-        k_[s + 1] = k_[s] + cuda::threshold_count(x + off[s], ns, thr, ws + sel, stream);
-        sel += align256(cuda::select_workspace_bytes(ns));
-      }
-      const std::int64_t KK = k_[L];
-      ensure_payload(out, 4 * L + 8 * KK, device);
-      auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
-      std::vector<std::uint32_t> counts(static_cast<std::size_t>(L));
-      for (std::int64_t s = 0; s < L; ++s) counts[s] = static_cast<std::uint32_t>(k_[s + 1] - k_[s]);
-      if (L > 0)
-        check(cudaMemcpyAsync(base, counts.data(), static_cast<std::size_t>(4 * L), cudaMemcpyHostToDevice, stream),
-              "Compressor::compress");
-      auto* idx = reinterpret_cast<std::uint32_t*>(base + 4 * L);
-      auto* val = reinterpret_cast<float*>(base + 4 * L + 4 * KK);
-      sel = t.select;
-      for (std::int64_t s = 0; s < L; ++s) {
-        const std::int64_t ns = off[s + 1] - off[s];
-        cuda::threshold_select(x + off[s], ns, thr, ws + sel, idx + k_[s], val + k_[s], stream);
-        sel += align256(cuda::select_workspace_bytes(ns));
-      }
-      check(cudaStreamSynchronize(stream), "Compressor::compress");  // `counts` is pageable host memory
-      return;
-    }
-  }
+  codec.compress(CudaCompress{.spec = spec_,
+                              .ws = ws_,
+                              .x = x,
+                              .n = n,
+                              .L = L,
+                              .K = K,
+                              .off = off,
+                              .d_off = reinterpret_cast<const std::int64_t*>(dev + t.offsets),
+                              .d_slot = reinterpret_cast<const std::int64_t*>(dev + t.slot_begin),
+                              .slots = slots,
+                              .partials = reinterpret_cast<float*>(dev + t.partials),
+                              .dev = dev,
+                              .t = t,
+                              .device = device,
+                              .stream = stream},
+                 out);
 }
 
 void Compressor::decode_cuda(const Payload& payload, float weight, bool accumulate, at::Tensor& dense) {
   if (payload.dtype != at::kFloat)
     throw std::invalid_argument("Compressor::decompress: the CUDA path decodes fp32 buffers only");
   const char* what = accumulate ? "Compressor::decompress_add" : "Compressor::decompress";
+  const CudaCodec& codec = cuda_codec_or_throw(spec_.kind, what);
   const auto device = dense.device();
   const c10::cuda::CUDAGuard on_device(device);
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
-  const std::int64_t n = payload.numel;
-  const auto L = static_cast<std::int64_t>(offsets_.size()) - 1;
-  const std::int64_t* off = offsets_.data();
-  const auto* base = static_cast<const std::uint8_t*>(payload.bytes.data_ptr());
-  float* o = dense.data_ptr<float>();
-  const auto kind = spec_.kind;
+  const auto L = ws_.segment_count();
+  const std::int64_t* off = ws_.offsets.data();
 
   // Device copy of the offsets, the index check's word and, for shared-seed random-k,
   // the redrawn indices.
-  const std::int64_t K_fixed = k_[static_cast<std::size_t>(L)];
+  const std::int64_t K_fixed = ws_.k[static_cast<std::size_t>(L)];
   const std::int64_t flag_at = align256(8 * (L + 1));
   const std::int64_t idx_at = flag_at + 256;
-  const bool device_indices = kind == CompressorKind::random_k && spec_.shared_seed;
+  const bool device_indices = spec_.shared_seed;  // only random_k reads it
   const std::int64_t need = idx_at + (device_indices ? 4 * K_fixed : 0);
-  if (!device_ws_.defined() || device_ws_.device() != device || device_ws_.numel() < need)
-    device_ws_ = at::empty({need}, at::TensorOptions().dtype(at::kByte).device(device));
-  auto* ws = static_cast<std::uint8_t*>(device_ws_.data_ptr());
-  if (device_offsets_in_ != ws || device_offsets_ != offsets_) {
+  if (!ws_.device.defined() || ws_.device.device() != device || ws_.device.numel() < need)
+    ws_.device = at::empty({need}, at::TensorOptions().dtype(at::kByte).device(device));
+  auto* dev = static_cast<std::uint8_t*>(ws_.device.data_ptr());
+  if (ws_.device_offsets_in != dev || ws_.device_offsets != ws_.offsets) {
     // From pageable memory: staged before the call returns (and, there, after a stream
-    // synchronization), so offsets_ may change afterwards.
-    check(cudaMemcpyAsync(ws, off, static_cast<std::size_t>(8 * (L + 1)), cudaMemcpyHostToDevice, stream), what);
-    device_offsets_ = offsets_;
-    device_offsets_in_ = ws;
+    // synchronization), so the host offsets may change afterwards.
+    check(cudaMemcpyAsync(dev, off, static_cast<std::size_t>(8 * (L + 1)), cudaMemcpyHostToDevice, stream), what);
+    ws_.device_offsets = ws_.offsets;
+    ws_.device_offsets_in = dev;
   }
-  const auto* d_off = reinterpret_cast<const std::int64_t*>(ws);
 
-  switch (kind) {
-    case CompressorKind::identity:
-      if (accumulate)
-        cuda::add_scaled(reinterpret_cast<const float*>(base), n, weight, o, stream);
-      else if (n > 0)
-        check(cudaMemcpyAsync(o, base, static_cast<std::size_t>(4 * n), cudaMemcpyDeviceToDevice, stream),
-              "Compressor::decompress");
-      return;
-    case CompressorKind::fp16:
-      return cuda::half_to_float(reinterpret_cast<const std::uint16_t*>(base), n, weight, accumulate, o, stream);
-    case CompressorKind::bf16:
-      return cuda::bfloat16_to_float(reinterpret_cast<const std::uint16_t*>(base), n, weight, accumulate, o, stream);
-    case CompressorKind::sign:
-      return cuda::decode_signs(reinterpret_cast<const std::uint32_t*>(base), n, d_off, L, nullptr, weight, accumulate,
-                                o, stream);
-    case CompressorKind::scaled_sign:
-      return cuda::decode_signs(reinterpret_cast<const std::uint32_t*>(base + 4 * L), n, d_off, L,
-                                reinterpret_cast<const float*>(base), weight, accumulate, o, stream);
-    case CompressorKind::qsgd:
-      return cuda::qsgd_decode(reinterpret_cast<const std::uint32_t*>(base + 4 * L), n, d_off, L,
-                               reinterpret_cast<const float*>(base), spec_.levels, weight, accumulate, o, stream);
-    case CompressorKind::top_k:
-    case CompressorKind::random_k:
-    case CompressorKind::threshold: {
-      const std::uint32_t* idx = nullptr;
-      const float* val = nullptr;
-      if (kind == CompressorKind::threshold) {
-        std::vector<std::uint32_t> counts(static_cast<std::size_t>(L));
-        if (L > 0)
-          check(cudaMemcpyAsync(counts.data(), base, static_cast<std::size_t>(4 * L), cudaMemcpyDeviceToHost, stream),
-                "Compressor::decompress");
-        check(cudaStreamSynchronize(stream), "Compressor::decompress");
-        for (std::int64_t s = 0; s < L; ++s) {
-          if (counts[s] > static_cast<std::uint64_t>(off[s + 1] - off[s]))
-            throw std::invalid_argument(fmt::format("Compressor::decompress: segment {} claims {} of its {} elements", s,
-                                                    counts[s], off[s + 1] - off[s]));
-          k_[s + 1] = k_[s] + counts[s];
-        }
-        if (payload.bytes.numel() != 4 * L + 8 * k_[L])
-          throw std::invalid_argument("Compressor::decompress: threshold payload size disagrees with its counts");
-        idx = reinterpret_cast<const std::uint32_t*>(base + 4 * L);
-        val = reinterpret_cast<const float*>(base + 4 * L + 4 * k_[L]);
-      } else if (kind == CompressorKind::random_k && spec_.shared_seed) {
-        indices_.resize(static_cast<std::size_t>(K_fixed));
-        for (std::int64_t s = 0; s < L; ++s)
-          cpu::random_k_indices(off[s + 1] - off[s], k_[s + 1] - k_[s],
-                                detail::stream_key(spec_.seed, payload.round, static_cast<std::uint64_t>(s)), select_,
-                                indices_.data() + k_[s]);
-        if (K_fixed > 0)
-          check(cudaMemcpyAsync(ws + idx_at, indices_.data(), static_cast<std::size_t>(4 * K_fixed),
-                                cudaMemcpyHostToDevice, stream),
-                "Compressor::decompress");
-        check(cudaStreamSynchronize(stream), "Compressor::decompress");
-        idx = reinterpret_cast<const std::uint32_t*>(ws + idx_at);
-        val = reinterpret_cast<const float*>(base);
-      } else {
-        idx = reinterpret_cast<const std::uint32_t*>(base);
-        val = reinterpret_cast<const float*>(base + 4 * K_fixed);
-      }
-      // Every index inside its segment, as decode_cpu checks before writing anything.
-      auto* first = reinterpret_cast<unsigned long long*>(ws + flag_at);
-      check(cudaMemsetAsync(first, 0xFF, sizeof(unsigned long long), stream), what);
-      for (std::int64_t s = 0; s < L; ++s)
-        cuda::first_out_of_range(idx + k_[s], k_[s + 1] - k_[s], off[s + 1] - off[s], static_cast<std::uint64_t>(k_[s]),
-                                 first, stream);
-      unsigned long long bad = 0;
-      check(cudaMemcpyAsync(&bad, first, sizeof bad, cudaMemcpyDeviceToHost, stream), what);
-      check(cudaStreamSynchronize(stream), what);
-      if (bad != ~0ULL) {
-        const auto j = static_cast<std::int64_t>(bad);
-        const auto s = static_cast<std::int64_t>(std::upper_bound(k_.begin(), k_.begin() + L + 1, j) - k_.begin()) - 1;
-        std::uint32_t value = 0;
-        check(cudaMemcpy(&value, idx + j, sizeof value, cudaMemcpyDeviceToHost), what);
-        throw std::invalid_argument(
-            fmt::format("{}: index {} out of range in segment {} of {} elements", what, value, s, off[s + 1] - off[s]));
-      }
-      if (!accumulate && n > 0) check(cudaMemsetAsync(o, 0, static_cast<std::size_t>(4 * n), stream), what);
-      for (std::int64_t s = 0; s < L; ++s)
-        cuda::scatter(idx + k_[s], val + k_[s], k_[s + 1] - k_[s], weight, accumulate, o + off[s], stream);
-      return;
-    }
-  }
+  codec.decode(CudaDecode{.spec = spec_,
+                          .ws = ws_,
+                          .payload = payload,
+                          .base = static_cast<const std::uint8_t*>(payload.bytes.data_ptr()),
+                          .n = payload.numel,
+                          .L = L,
+                          .K_fixed = K_fixed,
+                          .off = off,
+                          .d_off = reinterpret_cast<const std::int64_t*>(dev),
+                          .o = dense.data_ptr<float>(),
+                          .weight = weight,
+                          .accumulate = accumulate,
+                          .dev = dev,
+                          .flag_at = flag_at,
+                          .idx_at = idx_at,
+                          .stream = stream,
+                          .what = what});
 }
 
 }  // namespace dtsim::kernels

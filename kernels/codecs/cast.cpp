@@ -1,0 +1,61 @@
+// fp16, bf16: each fp32 value cast to a 16-bit float (round to nearest even, NaN kept;
+// cpu/cast.hpp), n 16-bit values. The two kinds differ only in the conversion.
+#include "kernels/codecs/codec.hpp"
+#include "kernels/cpu/cast.hpp"
+
+namespace dtsim::kernels::codecs {
+
+namespace {
+
+std::int64_t payload_bytes(const CompressorSpec&, const Shape& shape) { return 2 * shape.n; }
+
+double payload_fraction(const CompressorSpec&) { return 0.5; }
+
+// Compressor::compress has checked that `flat` is fp32 (fp32_input_only).
+template <bool half>
+void compress_cpu(const CompressorSpec&, Workspace&, const at::Tensor& flat, Payload& out) {
+  const std::int64_t n = flat.numel();
+  ensure_bytes(out, 2 * n, flat.device());
+  auto* h = static_cast<std::uint16_t*>(out.bytes.data_ptr());
+  const auto* xf = static_cast<const float*>(flat.data_ptr());
+  if constexpr (half)
+    cpu::float_to_half(xf, n, h);
+  else
+    cpu::float_to_bfloat16(xf, n, h);
+}
+
+template <bool half>
+void decode_cpu(const CompressorSpec&, Workspace&, const Decode& call) {
+  const auto* h = static_cast<const std::uint16_t*>(call.payload.bytes.data_ptr());
+  float* o = call.dense.data_ptr<float>();
+  if constexpr (half)
+    cpu::half_to_float(h, call.payload.numel, call.weight, call.accumulate, o);
+  else
+    cpu::bfloat16_to_float(h, call.payload.numel, call.weight, call.accumulate, o);
+}
+
+template <bool half>
+void compress_feedback_cpu(const CompressorSpec&, Workspace&, at::Tensor& memory, const float* xp, Payload& out) {
+  const std::int64_t n = memory.numel();
+  float* m = memory.data_ptr<float>();
+  ensure_bytes(out, 2 * n, memory.device());
+  auto* h = static_cast<std::uint16_t*>(out.bytes.data_ptr());
+  if constexpr (half)
+    cpu::add_float_to_half_feedback(m, xp, n, h);
+  else
+    cpu::add_float_to_bfloat16_feedback(m, xp, n, h);
+}
+
+template <bool half>
+constexpr Codec cast_codec{.payload_bytes = payload_bytes,
+                           .payload_fraction = payload_fraction,
+                           .compress_cpu = compress_cpu<half>,
+                           .decode_cpu = decode_cpu<half>,
+                           .compress_feedback_cpu = compress_feedback_cpu<half>};
+
+}  // namespace
+
+const Codec fp16_codec = cast_codec<true>;
+const Codec bf16_codec = cast_codec<false>;
+
+}  // namespace dtsim::kernels::codecs

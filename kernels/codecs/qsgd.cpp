@@ -1,0 +1,159 @@
+// qsgd: L fp32 norms, then ceil(n b / 32) uint32 words of b-bit codes, b = 1 +
+// bit_width(levels) (cpu/qsgd.hpp); with tau_rescale the sent norm is CHOCO's biased
+// one, with `bucket` the segments are also cut at the flat buffer's multiples of it
+// (Compressor::prepare_segments), one norm per piece.
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/codecs/codec.hpp"
+#include "kernels/cpu/common.hpp"
+#include "kernels/cpu/qsgd.hpp"
+#include "kernels/detail/hash.hpp"
+
+namespace dtsim::kernels::codecs {
+
+namespace {
+
+std::int64_t code_words_bytes(const CompressorSpec& spec, std::int64_t n) {
+  return 4 * ((n * cpu::qsgd_code_bits(spec.levels) + 31) / 32);
+}
+
+std::int64_t payload_bytes(const CompressorSpec& spec, const Shape& shape) {
+  return 4 * shape.L + code_words_bytes(spec, shape.n);
+}
+
+double payload_fraction(const CompressorSpec& spec) { return cpu::qsgd_code_bits(spec.levels) / 32.0; }
+
+// ws.scalars[s] holds segment s's sum of squares: makes it the norm, and sets its wire
+// norm (ws.scalars[L + s]) and stream key (ws.keys[s]); scalars and keys sized for every
+// segment.
+void finish_norm(const CompressorSpec& spec, Workspace& ws, std::int64_t s, std::uint64_t round) {
+  const auto L = ws.segment_count();
+  ws.scalars[s] = std::sqrt(ws.scalars[s]);
+  ws.keys[s] = detail::stream_key(spec.seed, round, static_cast<std::uint64_t>(s));
+  float wire = ws.scalars[s];
+  if (spec.tau_rescale) {
+    const double d = static_cast<double>(ws.offsets[s + 1] - ws.offsets[s]), sl = spec.levels;
+    wire = static_cast<float>(static_cast<double>(wire) / (std::min(d / (sl * sl), std::sqrt(d) / sl) + 1.0));
+  }
+  ws.scalars[L + s] = wire;
+}
+
+// Folds ws.partials into norms (ws.scalars[0, L)), wire norms (ws.scalars[L, 2L)) and
+// the segments' stream keys (ws.keys) for `round`.
+void finish_norms(const CompressorSpec& spec, Workspace& ws, std::uint64_t round) {
+  const auto L = ws.segment_count();
+  ws.scalars.resize(static_cast<std::size_t>(2 * L));
+  cpu::fold_partials(ws.partials.data(), ws.slot_begin.data(), L, ws.scalars.data());
+  ws.keys.resize(static_cast<std::size_t>(L));
+  for (std::int64_t s = 0; s < L; ++s) finish_norm(spec, ws, s, round);
+}
+
+void prepare_partials(Workspace& ws) {
+  const auto L = ws.segment_count();
+  ws.slot_begin.resize(static_cast<std::size_t>(L) + 1);
+  ws.partials.resize(static_cast<std::size_t>(cpu::partial_slots(ws.offsets.data(), L, ws.slot_begin.data())));
+}
+
+// With buckets, on the CPU: norms and codes block by block (whole buckets, in L2), one
+// read of x; the same bytes as the two passes over the whole buffer.
+template <class T>
+void compress_buckets(const CompressorSpec& spec, Workspace& ws, const T* x, std::uint8_t* base, std::uint64_t round) {
+  const std::int64_t n = ws.offsets.back();
+  const auto L = ws.segment_count();
+  ws.scalars.resize(static_cast<std::size_t>(2 * L));
+  ws.keys.resize(static_cast<std::size_t>(L));
+  const int bits = cpu::qsgd_code_bits(spec.levels);
+  auto* words = reinterpret_cast<std::uint32_t*>(base + 4 * L);
+  // A block holds whole buckets (its ends are multiples of the bucket size, hence cuts)
+  // and starts at a multiple of the canonical chunk and of 32 codes, so its sums and
+  // codes are those of the whole buffer; 32 K elements stay in L2 between the two reads.
+  const std::int64_t span = std::max<std::int64_t>(spec.bucket, 1 << 15);
+  const std::int64_t blocks = std::max<std::int64_t>(1, (n + span - 1) / span);  // one for empty tensors
+  ws.blocks.resize(static_cast<std::size_t>(at::get_num_threads()));
+  const auto& offsets = ws.offsets;
+  at::parallel_for(0, blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
+    auto& bw = ws.blocks.at(static_cast<std::size_t>(at::get_thread_num()));
+    for (std::int64_t blk = b0; blk < b1; ++blk) {
+      const std::int64_t a = blk * span, b = std::min(n, a + span);
+      // The block's segments: those that start in [a, b) (empty ones at b go to the next).
+      const auto first = std::lower_bound(offsets.begin(), offsets.end(), a) - offsets.begin();
+      const auto last = b == n ? L : std::lower_bound(offsets.begin(), offsets.end(), b) - offsets.begin();
+      const std::int64_t Lb = last - first;
+      bw.offsets.resize(static_cast<std::size_t>(Lb) + 1);
+      for (std::int64_t s = 0; s <= Lb; ++s) bw.offsets[s] = offsets[first + s] - a;
+      bw.slot_begin.resize(static_cast<std::size_t>(Lb) + 1);
+      bw.partials.resize(static_cast<std::size_t>(cpu::partial_slots(bw.offsets.data(), Lb, bw.slot_begin.data())));
+      cpu::sum_squares_partials(x + a, b - a, bw.offsets.data(), Lb, bw.slot_begin.data(), bw.partials.data());
+      cpu::fold_partials(bw.partials.data(), bw.slot_begin.data(), Lb, ws.scalars.data() + first);
+      for (std::int64_t s = first; s < last; ++s) finish_norm(spec, ws, s, round);
+      cpu::qsgd_encode(x + a, b - a, bw.offsets.data(), Lb, ws.scalars.data() + first, ws.keys.data() + first,
+                       spec.levels, words + a * bits / 32);
+    }
+  });
+  if (L > 0) std::memcpy(base, ws.scalars.data() + L, static_cast<std::size_t>(4 * L));
+}
+
+void compress_cpu(const CompressorSpec& spec, Workspace& ws, const at::Tensor& flat, Payload& out) {
+  const std::int64_t n = flat.numel();
+  const auto L = ws.segment_count();
+  const std::int64_t* off = ws.offsets.data();
+  with_dtype(flat.scalar_type(), "Compressor::compress", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(flat.data_ptr());
+    ensure_bytes(out, 4 * L + code_words_bytes(spec, n), flat.device());
+    auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+    if (spec.bucket > 0) return compress_buckets(spec, ws, x, base, out.round);
+    prepare_partials(ws);
+    cpu::sum_squares_partials(x, n, off, L, ws.slot_begin.data(), ws.partials.data());
+    finish_norms(spec, ws, out.round);
+    cpu::qsgd_encode(x, n, off, L, ws.scalars.data(), ws.keys.data(), spec.levels,
+                     reinterpret_cast<std::uint32_t*>(base + 4 * L));
+    if (L > 0) std::memcpy(base, ws.scalars.data() + L, static_cast<std::size_t>(4 * L));
+  });
+}
+
+void decode_cpu(const CompressorSpec& spec, Workspace& ws, const Decode& call) {
+  const std::int64_t n = call.payload.numel;
+  const auto L = ws.segment_count();
+  const std::int64_t* off = ws.offsets.data();
+  const auto* base = static_cast<const std::uint8_t*>(call.payload.bytes.data_ptr());
+  with_dtype(call.payload.dtype, call.what, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(call.dense.data_ptr());
+    ws.scalars.resize(static_cast<std::size_t>(L));
+    if (L > 0) std::memcpy(ws.scalars.data(), base, static_cast<std::size_t>(4 * L));
+    cpu::qsgd_decode(reinterpret_cast<const std::uint32_t*>(base + 4 * L), n, off, L, ws.scalars.data(), spec.levels,
+                     call.weight, call.accumulate, o);
+  });
+}
+
+// Two passes: the norms of memory + x, then the codes and memory's update.
+void compress_feedback_cpu(const CompressorSpec& spec, Workspace& ws, at::Tensor& memory, const float* xp,
+                           Payload& out) {
+  const std::int64_t n = memory.numel();
+  const auto L = ws.segment_count();
+  const std::int64_t* off = ws.offsets.data();
+  float* m = memory.data_ptr<float>();
+  ensure_bytes(out, 4 * L + code_words_bytes(spec, n), memory.device());
+  auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+  prepare_partials(ws);
+  cpu::add_sum_squares_partials(m, xp, n, off, L, ws.slot_begin.data(), ws.partials.data());
+  finish_norms(spec, ws, out.round);
+  cpu::qsgd_encode_feedback(m, n, off, L, ws.scalars.data(), ws.scalars.data() + L, ws.keys.data(), spec.levels,
+                            reinterpret_cast<std::uint32_t*>(base + 4 * L));
+  if (L > 0) std::memcpy(base, ws.scalars.data() + L, static_cast<std::size_t>(4 * L));
+}
+
+}  // namespace
+
+const Codec qsgd_codec{.payload_bytes = payload_bytes,
+                       .payload_fraction = payload_fraction,
+                       .compress_cpu = compress_cpu,
+                       .decode_cpu = decode_cpu,
+                       .compress_feedback_cpu = compress_feedback_cpu};
+
+}  // namespace dtsim::kernels::codecs

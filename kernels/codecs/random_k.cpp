@@ -1,0 +1,76 @@
+// random_k: per segment, k = max(1, floor(n ratio)) indices drawn without replacement
+// from the (seed, round, segment) stream (cpu/select.hpp): K uint32 indices, then K
+// values; with shared_seed every rank draws the same indices and only the values are
+// sent (the receiver redraws them from the payload's round). unbiased scales the values
+// by n / k.
+#include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/sparse.hpp"
+#include "kernels/cpu/select.hpp"
+#include "kernels/cpu/sparse.hpp"
+#include "kernels/detail/hash.hpp"
+
+namespace dtsim::kernels::codecs {
+
+namespace {
+
+std::int64_t payload_bytes(const CompressorSpec& spec, const Shape& shape) {
+  return (spec.shared_seed ? 0 : 4 * shape.K) + shape.E * shape.K;
+}
+
+double payload_fraction(const CompressorSpec& spec) { return (spec.shared_seed ? 1.0 : 2.0) * spec.ratio; }
+
+// Segment s's k indices for `round` into idx + ws.k[s], for every segment.
+void draw_indices(const CompressorSpec& spec, Workspace& ws, std::uint64_t round, std::uint32_t* idx) {
+  const auto L = ws.segment_count();
+  const std::int64_t* off = ws.offsets.data();
+  const std::int64_t* k = ws.k.data();
+  for (std::int64_t s = 0; s < L; ++s)
+    cpu::random_k_indices(off[s + 1] - off[s], k[s + 1] - k[s],
+                          detail::stream_key(spec.seed, round, static_cast<std::uint64_t>(s)), ws.select, idx + k[s]);
+}
+
+void compress_cpu(const CompressorSpec& spec, Workspace& ws, const at::Tensor& flat, Payload& out) {
+  const auto L = ws.segment_count();
+  const std::int64_t* off = ws.offsets.data();
+  const std::int64_t* k = ws.k.data();
+  const std::int64_t K = k[L];
+  with_dtype(flat.scalar_type(), "Compressor::compress", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(flat.data_ptr());
+    constexpr std::int64_t E = sizeof(T);
+    const bool shared = spec.shared_seed;
+    ensure_bytes(out, (shared ? 0 : 4 * K) + E * K, flat.device());
+    auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+    if (shared) ws.indices.resize(static_cast<std::size_t>(K));
+    auto* idx = shared ? ws.indices.data() : reinterpret_cast<std::uint32_t*>(base);
+    T* val = reinterpret_cast<T*>(base + (shared ? 0 : 4 * K));
+    for (std::int64_t s = 0; s < L; ++s) {
+      const std::int64_t ns = off[s + 1] - off[s], ks = k[s + 1] - k[s];
+      cpu::random_k_indices(ns, ks, detail::stream_key(spec.seed, out.round, static_cast<std::uint64_t>(s)), ws.select,
+                            idx + k[s]);
+      const float scale =
+          spec.unbiased && ks > 0 ? static_cast<float>(static_cast<double>(ns) / static_cast<double>(ks)) : 1.0f;
+      cpu::gather(x + off[s], idx + k[s], ks, scale, val + k[s]);
+    }
+  });
+}
+
+void decode_cpu(const CompressorSpec& spec, Workspace& ws, const Decode& call) {
+  with_dtype(call.payload.dtype, call.what, [&](auto tag) {
+    using T = decltype(tag);
+    if (!spec.shared_seed) return decode_indices_then_values<T>(ws, call);
+    const std::int64_t K = ws.k[static_cast<std::size_t>(ws.segment_count())];
+    ws.indices.resize(static_cast<std::size_t>(K));
+    draw_indices(spec, ws, call.payload.round, ws.indices.data());
+    scatter_segments(ws, ws.indices.data(), static_cast<const T*>(call.payload.bytes.data_ptr()), call);
+  });
+}
+
+}  // namespace
+
+const Codec random_k_codec{.payload_bytes = payload_bytes,
+                           .payload_fraction = payload_fraction,
+                           .compress_cpu = compress_cpu,
+                           .decode_cpu = decode_cpu};
+
+}  // namespace dtsim::kernels::codecs

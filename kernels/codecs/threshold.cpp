@@ -1,0 +1,83 @@
+// threshold: per segment, every element with |x| >= threshold (and NaN; cpu/select.hpp):
+// L uint32 counts, then the K indices, then the K values. The size depends on the data
+// (CompressorKindInfo::size_depends_on_data): payload_bytes is its header's, 4 L.
+#include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/sparse.hpp"
+#include "kernels/cpu/select.hpp"
+
+namespace dtsim::kernels::codecs {
+
+namespace {
+
+std::int64_t payload_bytes(const CompressorSpec&, const Shape& shape) { return 4 * shape.L; }
+
+// Assumed: at most 10 % kept, an index and a value each.
+double payload_fraction(const CompressorSpec&) { return 0.2; }
+
+void compress_cpu(const CompressorSpec& spec, Workspace& ws, const at::Tensor& flat, Payload& out) {
+  const auto L = ws.segment_count();
+  const std::int64_t* off = ws.offsets.data();
+  auto& k = ws.k;  // recomputed: the counts are the data's
+  with_dtype(flat.scalar_type(), "Compressor::compress", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(flat.data_ptr());
+    constexpr std::int64_t E = sizeof(T);
+    const auto t = static_cast<float>(spec.threshold);
+    // Counts per segment (k reused as running totals), per-part counts kept for the write.
+    std::int64_t pc_total = 0;
+    ws.slot_begin.resize(static_cast<std::size_t>(L) + 1);
+    for (std::int64_t s = 0; s < L; ++s) {
+      ws.slot_begin[s] = pc_total;
+      pc_total += cpu::threshold_parts(off[s + 1] - off[s]) + 1;
+    }
+    ws.slot_begin[L] = pc_total;
+    auto& part_counts = ws.select.part_counts;
+    if (static_cast<std::int64_t>(part_counts.size()) < pc_total) part_counts.resize(pc_total);
+    for (std::int64_t s = 0; s < L; ++s)
+      k[s + 1] = k[s] + cpu::threshold_count(x + off[s], off[s + 1] - off[s], t, part_counts.data() + ws.slot_begin[s]);
+    const std::int64_t KK = k[L];
+    ensure_bytes(out, 4 * L + (4 + E) * KK, flat.device());
+    auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+    auto* counts = reinterpret_cast<std::uint32_t*>(base);
+    auto* idx = reinterpret_cast<std::uint32_t*>(base + 4 * L);
+    T* val = reinterpret_cast<T*>(base + 4 * L + 4 * KK);
+    for (std::int64_t s = 0; s < L; ++s) {
+      counts[s] = static_cast<std::uint32_t>(k[s + 1] - k[s]);
+      cpu::threshold_select(x + off[s], off[s + 1] - off[s], t, part_counts.data() + ws.slot_begin[s], idx + k[s],
+                            val + k[s]);
+    }
+  });
+}
+
+// The counts say where the indices and values are; they and the size are checked first.
+void decode_cpu(const CompressorSpec&, Workspace& ws, const Decode& call) {
+  const auto L = ws.segment_count();
+  const std::int64_t* off = ws.offsets.data();
+  auto& k = ws.k;
+  const auto* base = static_cast<const std::uint8_t*>(call.payload.bytes.data_ptr());
+  with_dtype(call.payload.dtype, call.what, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr std::int64_t E = sizeof(T);
+    const auto* counts = reinterpret_cast<const std::uint32_t*>(base);
+    for (std::int64_t s = 0; s < L; ++s) {
+      if (counts[s] > static_cast<std::uint64_t>(off[s + 1] - off[s]))
+        throw std::invalid_argument(fmt::format("{}: segment {} claims {} of its {} elements", call.what, s, counts[s],
+                                                off[s + 1] - off[s]));
+      k[s + 1] = k[s] + counts[s];
+    }
+    if (call.payload.bytes.numel() != 4 * L + (4 + E) * k[L])
+      throw std::invalid_argument(fmt::format("{}: threshold payload has {} bytes, its counts need {}", call.what,
+                                              call.payload.bytes.numel(), 4 * L + (4 + E) * k[L]));
+    scatter_segments(ws, reinterpret_cast<const std::uint32_t*>(base + 4 * L),
+                     reinterpret_cast<const T*>(base + 4 * L + 4 * k[L]), call);
+  });
+}
+
+}  // namespace
+
+const Codec threshold_codec{.payload_bytes = payload_bytes,
+                            .payload_fraction = payload_fraction,
+                            .compress_cpu = compress_cpu,
+                            .decode_cpu = decode_cpu};
+
+}  // namespace dtsim::kernels::codecs

@@ -1,0 +1,44 @@
+// top_k: per segment, the k = max(1, floor(n ratio)) largest magnitudes (ties to the
+// lowest indices, NaN above +Inf; cpu/select.hpp): K uint32 indices, then K values.
+#include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/sparse.hpp"
+#include "kernels/cpu/select.hpp"
+
+namespace dtsim::kernels::codecs {
+
+namespace {
+
+std::int64_t payload_bytes(const CompressorSpec&, const Shape& shape) { return (4 + shape.E) * shape.K; }
+
+double payload_fraction(const CompressorSpec& spec) { return 2.0 * spec.ratio; }
+
+void compress_cpu(const CompressorSpec&, Workspace& ws, const at::Tensor& flat, Payload& out) {
+  const auto L = ws.segment_count();
+  const std::int64_t* off = ws.offsets.data();
+  const std::int64_t* k = ws.k.data();
+  const std::int64_t K = k[L];
+  with_dtype(flat.scalar_type(), "Compressor::compress", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(flat.data_ptr());
+    constexpr std::int64_t E = sizeof(T);
+    ensure_bytes(out, (4 + E) * K, flat.device());
+    auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+    auto* idx = reinterpret_cast<std::uint32_t*>(base);
+    T* val = reinterpret_cast<T*>(base + 4 * K);
+    for (std::int64_t s = 0; s < L; ++s)
+      cpu::top_k(x + off[s], off[s + 1] - off[s], k[s + 1] - k[s], ws.select, idx + k[s], val + k[s]);
+  });
+}
+
+void decode_cpu(const CompressorSpec&, Workspace& ws, const Decode& call) {
+  with_dtype(call.payload.dtype, call.what, [&](auto tag) { decode_indices_then_values<decltype(tag)>(ws, call); });
+}
+
+}  // namespace
+
+const Codec top_k_codec{.payload_bytes = payload_bytes,
+                        .payload_fraction = payload_fraction,
+                        .compress_cpu = compress_cpu,
+                        .decode_cpu = decode_cpu};
+
+}  // namespace dtsim::kernels::codecs
