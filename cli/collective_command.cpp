@@ -35,7 +35,7 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
       "collective", "Simulate one collective over a range of sizes and print the nccl-tests table (size, count, type, "
                     "redop, root, time, algbw, busbw) for the simulated network");
   cmd_->add_option("--op", op_, "allreduce, reducescatter, allgather or broadcast")->capture_default_str();
-  cmd_->add_option("--algo", algo_, "auto, ring, halving_doubling, tree, direct, ps or binomial")->capture_default_str();
+  cmd_->add_option("--algo", algo_, net::algorithm_names(", ", " or "))->capture_default_str();
   cmd_->add_option("-b,--minbytes", min_, "Smallest size (bytes; K, M, G suffixes)")->capture_default_str();
   cmd_->add_option("-e,--maxbytes", max_, "Largest size")->capture_default_str();
   cmd_->add_option("-f,--stepfactor", factor_, "Multiply the size by this between rows")->capture_default_str();
@@ -44,7 +44,7 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
                    "ring, complete, star, hypercube, exponential, torus:AxB[xC], fat_tree:K, hierarchical:G[:direct]")
       ->capture_default_str();
   cmd_->add_option("-n,--ranks", ranks_, "Rank count (default: the torus's size; required otherwise)");
-  cmd_->add_option("--model", model_, "analytical, alpha_beta or flow")->capture_default_str();
+  cmd_->add_option("--model", model_, net::network_model_names(", ", " or "))->capture_default_str();
   cmd_->add_option("--latency-us", latency_us_, "Per-link latency")->capture_default_str();
   cmd_->add_option("--bandwidth-GBps", bandwidth_GBps_, "Per-link bandwidth (1e9 bytes/s)")->capture_default_str();
   cmd_->add_option("-r,--root", root_, "Broadcast root")->capture_default_str();
@@ -89,9 +89,9 @@ runner::CollectiveSweep CollectiveCommand::sweep() const {
                                               fmt::join(sweep.topology.dims, "x"),
                                               product >> 31 ? "more than 2^31" : std::to_string(product), sweep.ranks));
   }
-  if (model_ != "analytical" && model_ != "alpha_beta" && model_ != "flow")
-    throw std::invalid_argument(
-        runner::one_line(fmt::format("--model: expected analytical, alpha_beta or flow, got \"{}\"", model_)));
+  if (!net::find_network_model(model_))
+    throw std::invalid_argument(runner::one_line(
+        fmt::format("--model: expected one of {}, got \"{}\"", net::network_model_names(), model_)));
   sweep.model = model_;
   sweep.link = {latency_us_ * 1e-6, bandwidth_GBps_ * 1e9};
   // An infinite latency (CLI11 reads 1e309 as inf) would schedule events at inf.
