@@ -18,6 +18,8 @@
 //   time  = that batch's wall time / iters
 //   algbw = bytes / time (1e9 bytes/s)
 //   busbw = algbw * 2 (n - 1) / n, nccl-tests' all-reduce factor
+// The table (text and --json) is network_models/nccl_table.hpp's, the one `dtsim
+// collective --json` writes for its prediction, so the two can be diffed.
 // With one rank busbw is 0 by that definition (nothing crosses between GPUs), and NCCL
 // does nothing at all for an in-place sum (its one-rank path is a no-op): algbw would be
 // the host's per-call cost alone, growing with the size without bound. So one rank
@@ -45,22 +47,13 @@
 
 #include "comm/live_env.hpp"
 #include "comm/nccl.hpp"
+#include "network_models/nccl_table.hpp"
 
 namespace {
 
 using namespace dtsim;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
-
-// "8", "4K", "16M", "1G": powers of 1024, as nccl-tests reads sizes.
-std::int64_t parse_size(const std::string& text) {
-  std::size_t used = 0;
-  const long long n = std::stoll(text, &used);
-  const std::string unit = text.substr(used);
-  const std::int64_t scale = unit.empty() ? 1 : unit == "K" ? 1 << 10 : unit == "M" ? 1 << 20 : unit == "G" ? 1 << 30 : 0;
-  if (scale == 0 || n < 0) throw std::invalid_argument("expected a size such as 8, 4K, 16M or 1G, got " + text);
-  return n * scale;
-}
 
 comm::LiveEnv job_env() {
   const bool launched = std::getenv("RANK") || std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("PMI_RANK") ||
@@ -71,12 +64,6 @@ comm::LiveEnv job_env() {
   env.timeout = std::chrono::milliseconds(30000);
   return env;
 }
-
-struct Row {
-  std::int64_t bytes, count;
-  double time_us, algbw, busbw;
-  std::int64_t wrong;
-};
 
 void complete(comm::Op op) {
   if (!op.await_ready()) throw std::logic_error("nccl: an operation asked to suspend");
@@ -92,7 +79,8 @@ void batch(comm::Communicator& comm, std::vector<at::Tensor>& xs, comm::ReduceOp
   for (auto& o : ops) complete(std::move(o));
 }
 
-Row measure(comm::Communicator& comm, comm::ReduceOp op, std::int64_t bytes, int warmup, int iters) {
+net::NcclRow measure(comm::Communicator& comm, comm::ReduceOp op, const std::string& op_name, std::int64_t bytes,
+                     int warmup, int iters) {
   const std::int64_t count = std::max<std::int64_t>(1, bytes / 4);
   at::Tensor x = at::empty({count}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA));
   const double n = comm.size();
@@ -107,8 +95,11 @@ Row measure(comm::Communicator& comm, comm::ReduceOp op, std::int64_t bytes, int
   const auto start = Clock::now();
   batch(comm, xs, op, iters);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / iters;
-  const double algbw = static_cast<double>(count * 4) / seconds / 1e9;
-  return {count * 4, count, seconds * 1e6, algbw, algbw * 2.0 * (n - 1.0) / n, wrong};
+  auto row = net::nccl_row(net::CollectiveKind::AllReduce, comm.size(), count * 4, count,
+                           static_cast<double>(count * 4), seconds);
+  row.redop = op_name;
+  row.wrong = wrong;
+  return row;
 }
 
 int skip(const std::string& why, const std::string& json_file) {
@@ -137,7 +128,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    const std::int64_t lo = parse_size(min), hi = parse_size(max);
+    const std::int64_t lo = net::parse_nccl_size(min), hi = net::parse_nccl_size(max);
     if (!(factor > 1.0) || iters < 1 || warmup < 0 || lo < 1 || hi < lo)
       throw std::invalid_argument("expected 1 <= -b <= -e, -f > 1, -n >= 1, -w >= 0");
     if (!comm::nccl_available()) return skip("this dtsim was built without NCCL/CUDA LibTorch", json_file);
@@ -146,34 +137,24 @@ int main(int argc, char** argv) {
     auto comm = comm::make_nccl_communicator(env);
     if (op_name == "auto") op_name = comm->size() == 1 ? "avg" : "sum";
     const auto op = op_name == "sum" ? comm::ReduceOp::Sum : comm::ReduceOp::Average;
-    std::vector<Row> rows;
-    if (comm->rank() == 0) {
-      fmt::print("# dtsim_nccl_bench: all_reduce, {} rank(s), fp32 {} in place, {} warm-up + {} timed per size\n",
-                 comm->size(), op_name, warmup, iters);
-      fmt::print("#{:>11} {:>13} {:>7} {:>6} {:>6} {:>10} {:>8} {:>8} {:>7}\n", "size", "count", "type", "redop",
-                 "root", "time", "algbw", "busbw", "#wrong");
-      fmt::print("#{:>11} {:>13} {:>7} {:>6} {:>6} {:>10} {:>8} {:>8} {:>7}\n", "(B)", "(elements)", "", "", "", "(us)",
-                 "(GB/s)", "(GB/s)", "");
-    }
+    net::NcclTable table{
+        .source = net::TableSource::Measured,
+        .op = net::CollectiveKind::AllReduce,
+        .ranks = comm->size(),
+        .title = fmt::format("dtsim_nccl_bench: all_reduce, {} rank(s), fp32 {} in place, {} warm-up + {} timed per size",
+                             comm->size(), op_name, warmup, iters),
+        .setup = {{"benchmark", "nccl_all_reduce"}, {"iters", iters}, {"warmup", warmup}}};
+    const bool prints = comm->rank() == 0;
+    if (prints) fmt::print("{}", net::nccl_table_header(table));
     for (double bytes = static_cast<double>(lo); bytes <= static_cast<double>(hi); bytes *= factor) {
-      rows.push_back(measure(*comm, op, static_cast<std::int64_t>(bytes), warmup, iters));
-      const Row& r = rows.back();
-      if (comm->rank() == 0)
-        fmt::print("{:>12} {:>13} {:>7} {:>6} {:>6} {:>10.2f} {:>8.2f} {:>8.2f} {:>7}\n", r.bytes, r.count, "float",
-                   op_name, -1, r.time_us, r.algbw, r.busbw, r.wrong);
+      table.rows.push_back(measure(*comm, op, op_name, static_cast<std::int64_t>(bytes), warmup, iters));
+      if (prints) fmt::print("{}", net::nccl_table_row(table, table.rows.back()));
       std::fflush(stdout);
     }
+    if (prints) fmt::print("{}", net::nccl_table_footer(table));
     std::int64_t wrong = 0;
-    for (const auto& r : rows) wrong += r.wrong;
-    if (comm->rank() == 0 && !json_file.empty()) {
-      json out = {{"benchmark", "nccl_all_reduce"}, {"ranks", comm->size()}, {"iters", iters}, {"warmup", warmup},
-                  {"rows", json::array()}};
-      for (const auto& r : rows)
-        out["rows"].push_back({{"bytes", r.bytes}, {"count", r.count}, {"type", "float"}, {"redop", op_name},
-                               {"time_us", r.time_us}, {"algbw_GBps", r.algbw}, {"busbw_GBps", r.busbw},
-                               {"wrong", r.wrong}});
-      std::ofstream(json_file) << out.dump(2) << '\n';
-    }
+    for (const auto& r : table.rows) wrong += r.wrong.value_or(0);
+    if (prints && !json_file.empty()) std::ofstream(json_file) << net::nccl_table_json(table).dump(2) << '\n';
     return wrong == 0 ? 0 : 1;
   } catch (const std::exception& e) {
     std::string what = e.what();

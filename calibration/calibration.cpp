@@ -281,9 +281,8 @@ NetworkModel load_model(const std::filesystem::path& file) {
   NetworkModel model;
   model.nominal = {field(doc, "", "latency_us", false) * 1e-6, field(doc, "", "bandwidth_GBps", true) * 1e9};
   if (doc.contains("model")) {
-    const auto& known = net::network_models();
-    if (!doc["model"].is_string() || std::find(known.begin(), known.end(), doc["model"].get<std::string>()) == known.end())
-      throw config::InputError(fmt::format("{}: /model: expected one of the network models", name));
+    if (!doc["model"].is_string() || !net::find_network_model(doc["model"].get<std::string>()))
+      throw config::InputError(fmt::format("{}: /model: expected one of {}", name, net::network_model_names()));
     model.model = doc["model"];
   }
   if (doc.contains("links") && doc["links"].is_object())

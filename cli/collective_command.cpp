@@ -12,19 +12,21 @@
 
 #include "cli/exit_codes.hpp"
 #include "config/json_input.hpp"
+#include "config/scenario_error.hpp"
 
 namespace dtsim::cli {
 
 namespace {
 
-// parse(text), its std::invalid_argument prefixed with the flag and kept on one line
-// (the text is the user's, and may hold anything).
+// parse(text), its std::invalid_argument (the parsers' refusal) as the flag's
+// InputError, prefixed with the flag and kept on one line (the text is the user's, and
+// may hold anything).
 template <typename F>
 auto flag(const char* name, F&& parse) {
   try {
     return parse();
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(config::one_line(fmt::format("{}: {}", name, e.what())));
+    throw config::InputError(fmt::format("{}: {}", name, e.what()));
   }
 }
 
@@ -35,7 +37,7 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
       "collective", "Simulate one collective over a range of sizes and print the nccl-tests table (size, count, type, "
                     "redop, root, time, algbw, busbw) for the simulated network");
   cmd_->add_option("--op", op_, "allreduce, reducescatter, allgather or broadcast")->capture_default_str();
-  cmd_->add_option("--algo", algo_, "auto, ring, halving_doubling, tree, direct, ps or binomial")->capture_default_str();
+  cmd_->add_option("--algo", algo_, net::algorithm_names(", ", " or "))->capture_default_str();
   cmd_->add_option("-b,--minbytes", min_, "Smallest size (bytes; K, M, G suffixes)")->capture_default_str();
   cmd_->add_option("-e,--maxbytes", max_, "Largest size")->capture_default_str();
   cmd_->add_option("-f,--stepfactor", factor_, "Multiply the size by this between rows")->capture_default_str();
@@ -44,7 +46,7 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
                    "ring, complete, star, hypercube, exponential, torus:AxB[xC], fat_tree:K, hierarchical:G[:direct]")
       ->capture_default_str();
   cmd_->add_option("-n,--ranks", ranks_, "Rank count (default: the torus's size; required otherwise)");
-  cmd_->add_option("--model", model_, "analytical, alpha_beta or flow")->capture_default_str();
+  cmd_->add_option("--model", model_, net::network_model_names(", ", " or "))->capture_default_str();
   cmd_->add_option("--latency-us", latency_us_, "Per-link latency")->capture_default_str();
   cmd_->add_option("--bandwidth-GBps", bandwidth_GBps_, "Per-link bandwidth (1e9 bytes/s)")->capture_default_str();
   cmd_->add_option("-r,--root", root_, "Broadcast root")->capture_default_str();
@@ -71,36 +73,36 @@ runner::CollectiveSweep CollectiveCommand::sweep() const {
     for (int d : sweep.topology.dims) {
       product *= d;
       if (product > (1 << 20))
-        throw std::invalid_argument(fmt::format("--topology: torus:{}: expected at most {} ranks",
+        throw config::InputError(fmt::format("--topology: torus:{}: expected at most {} ranks",
                                                 fmt::join(sweep.topology.dims, "x"), 1 << 20));
     }
     sweep.ranks = static_cast<int>(product);
   }
   // A scenario's limit on ranks (runner/scenario.cpp): the topologies' node arithmetic is
   // in int, and exponential's doubling step overflows beyond 2^30.
-  if (sweep.ranks < 1) throw std::invalid_argument("--ranks: expected a rank count >= 1");
+  if (sweep.ranks < 1) throw config::InputError("--ranks: expected a rank count >= 1");
   if (sweep.ranks > (1 << 20))
-    throw std::invalid_argument(fmt::format("--ranks: expected at most {} ranks, got {}", 1 << 20, sweep.ranks));
+    throw config::InputError(fmt::format("--ranks: expected at most {} ranks, got {}", 1 << 20, sweep.ranks));
   if (sweep.topology.kind == "torus") {
     std::int64_t product = 1;
     for (int d : sweep.topology.dims) product = std::min<std::int64_t>(product * d, std::int64_t{1} << 31);
     if (product != sweep.ranks)
-      throw std::invalid_argument(fmt::format("--topology: torus:{} holds {} ranks, not --ranks {}",
+      throw config::InputError(fmt::format("--topology: torus:{} holds {} ranks, not --ranks {}",
                                               fmt::join(sweep.topology.dims, "x"),
                                               product >> 31 ? "more than 2^31" : std::to_string(product), sweep.ranks));
   }
-  if (model_ != "analytical" && model_ != "alpha_beta" && model_ != "flow")
-    throw std::invalid_argument(
-        config::one_line(fmt::format("--model: expected analytical, alpha_beta or flow, got \"{}\"", model_)));
+  if (!net::find_network_model(model_))
+    throw config::InputError(
+        config::one_line(fmt::format("--model: expected one of {}, got \"{}\"", net::network_model_names(), model_)));
   sweep.model = model_;
   sweep.link = {latency_us_ * 1e-6, bandwidth_GBps_ * 1e9};
   // An infinite latency (CLI11 reads 1e309 as inf) would schedule events at inf.
   if (!(sweep.link.bandwidth_bytes_per_s > 0) || !(sweep.link.latency_s >= 0) || !std::isfinite(sweep.link.latency_s))
-    throw std::invalid_argument("--latency-us must be finite and >= 0, and --bandwidth-GBps > 0");
+    throw config::InputError("--latency-us must be finite and >= 0, and --bandwidth-GBps > 0");
   sweep.min_bytes = flag("-b/--minbytes", [&] { return runner::parse_size(min_); });
   sweep.max_bytes = flag("-e/--maxbytes", [&] { return runner::parse_size(max_); });
   if (sweep.max_bytes < sweep.min_bytes)
-    throw std::invalid_argument(
+    throw config::InputError(
         fmt::format("-e/--maxbytes: expected at least -b/--minbytes ({}), got {}", sweep.min_bytes, sweep.max_bytes));
   // Every time the sweep computes must be finite: one collective takes at most about
   // 2 x ranks latencies plus ranks x the largest size over the bandwidth (a parameter
@@ -108,15 +110,15 @@ runner::CollectiveSweep CollectiveCommand::sweep() const {
   const double worst = 4.0 * (1 << 20) *
                        (sweep.link.latency_s + static_cast<double>(sweep.max_bytes) / sweep.link.bandwidth_bytes_per_s);
   if (!std::isfinite(worst))
-    throw std::invalid_argument(fmt::format("--latency-us, --bandwidth-GBps: a collective of -e/--maxbytes ({} bytes) "
+    throw config::InputError(fmt::format("--latency-us, --bandwidth-GBps: a collective of -e/--maxbytes ({} bytes) "
                                             "over {:g} us / {:g} GB/s links would take longer than any finite time",
                                             sweep.max_bytes, latency_us_, bandwidth_GBps_));
   sweep.factor = factor_;
   if (!step_.empty()) sweep.step_bytes = flag("-i/--stepbytes", [&] { return runner::parse_size(step_); });
   if (sweep.step_bytes <= 0 && !(sweep.factor > 1.0))
-    throw std::invalid_argument(fmt::format("-f/--stepfactor: expected a factor > 1, got {}", sweep.factor));
+    throw config::InputError(fmt::format("-f/--stepfactor: expected a factor > 1, got {}", sweep.factor));
   sweep.root = root_;
-  if (sweep.root < 0 || sweep.root >= sweep.ranks) throw std::invalid_argument("--root: expected a rank of the job");
+  if (sweep.root < 0 || sweep.root >= sweep.ranks) throw config::InputError("--root: expected a rank of the job");
   return sweep;
 }
 

@@ -1,6 +1,6 @@
 // `dtsim collective`: registered on the app before parsing; sweep() turns the parsed
 // flags into a runner::CollectiveSweep, checking every flag (a bad one throws
-// std::invalid_argument, one line starting with the flag's name: "--topology: ...");
+// config::InputError, one line starting with the flag's name: "--topology: ...");
 // run() executes it when the command was parsed and returns its exit code (nullopt: it
 // was not). tests/fuzz/ feeds sweep() mutated command lines.
 #pragma once

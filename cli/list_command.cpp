@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -11,13 +12,23 @@
 #include "algorithms/spec_fields.hpp"
 #include "cli/exit_codes.hpp"
 #include "kernels/compressor_kinds.hpp"
-#include "network_models/network.hpp"
+#include "network_models/network_model.hpp"
 #include "network_models/topology.hpp"
 #include "workloads/workload_registry.hpp"
 
 namespace dtsim::cli {
 
 namespace {
+
+// Text in a Markdown table cell: a "|" (as in |x|) would end the cell.
+std::string cell(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
 
 template <class List>
 std::string joined(const List& fields) {
@@ -35,7 +46,7 @@ std::string algorithms_table() {
       if (std::find(algorithms::optimizer_fields().begin(), algorithms::optimizer_fields().end(), f) ==
           algorithms::optimizer_fields().end())
         own.push_back(f);
-    out += fmt::format("| `{}` | {} | {} | {} |\n", e->name, e->description, joined(own), e->paper);
+    out += fmt::format("| `{}` | {} | {} | {} |\n", e->name, cell(e->description), joined(own), cell(e->paper));
   }
   return out;
 }
@@ -43,21 +54,21 @@ std::string algorithms_table() {
 std::string workloads_table() {
   std::string out = "| workload type | what it is | fields |\n|---|---|---|\n";
   for (const auto* e : workloads::workload_entries())
-    out += fmt::format("| `{}` | {} | {} |\n", e->name, e->description, joined(e->fields));
+    out += fmt::format("| `{}` | {} | {} |\n", e->name, cell(e->description), joined(e->fields));
   return out;
 }
 
 std::string compressors_table() {
   std::string out = "| compressor kind | what it sends | fields | after |\n|---|---|---|---|\n";
   for (const auto& k : kernels::compressor_kinds())
-    out += fmt::format("| `{}` | {} | {} | {} |\n", k.name, k.description, joined(k.fields),
-                       k.paper.empty() ? "-" : std::string(k.paper));
+    out += fmt::format("| `{}` | {} | {} | {} |\n", k.name, cell(k.description), joined(k.fields),
+                       k.paper.empty() ? "-" : cell(k.paper));
   return out;
 }
 
 std::string networks_table() {
-  std::string out = "| network model |\n|---|\n";
-  for (const auto& m : net::network_models()) out += fmt::format("| `{}` |\n", m);
+  std::string out = "| network model | how it times messages |\n|---|---|\n";
+  for (const auto& m : net::network_model_table()) out += fmt::format("| `{}` | {} |\n", m.name, cell(m.description));
   return out;
 }
 

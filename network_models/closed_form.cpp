@@ -52,16 +52,8 @@ double closed_form_seconds(const CollectiveSpec& c, double a, double beta) {
 Algorithm cheapest_algorithm(const CollectiveSpec& spec, double alpha_s, double beta) {
   Algorithm best = Algorithm::Auto;
   double best_time = std::numeric_limits<double>::infinity();
-  std::vector<Algorithm> candidates;
-  switch (spec.kind) {
-    case CollectiveKind::AllReduce:
-      candidates = {Algorithm::Ring, Algorithm::HalvingDoubling, Algorithm::DoubleBinaryTree};
-      break;
-    case CollectiveKind::ReduceScatter:
-    case CollectiveKind::AllGather: candidates = {Algorithm::Ring}; break;
-    case CollectiveKind::Broadcast: candidates = {Algorithm::Binomial}; break;
-  }
-  for (Algorithm a : candidates) {
+  for (Algorithm a : algorithms_for(spec.kind)) {
+    if (!collective_algorithm(a).auto_candidate) continue;
     CollectiveSpec c = spec;
     c.algorithm = a;
     const double t = closed_form_seconds(c, alpha_s, beta);

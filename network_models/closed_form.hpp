@@ -25,10 +25,11 @@ namespace dtsim::net {
 double closed_form_seconds(const CollectiveSpec& spec, double alpha_s, double beta_bytes_per_s);
 
 // The algorithm with the smallest closed-form time for `spec`, as NCCL's tuner picks
-// by its cost model; ties go to the earlier one. Candidates are the single-port
-// algorithms (all-reduce: ring, halving_doubling, tree; reduce-scatter and all-gather:
-// ring; broadcast: binomial): direct and ps assume many simultaneous messages per rank,
-// whose NIC contention their closed forms do not see, so `auto` never picks them.
+// by its cost model; ties go to the earlier one in collective_algorithms(). Candidates
+// are its `auto_candidate` entries, the single-port algorithms (all-reduce: ring,
+// halving_doubling, tree; reduce-scatter and all-gather: ring; broadcast: binomial):
+// direct and ps assume many simultaneous messages per rank, whose NIC contention their
+// closed forms do not see, so `auto` never picks them.
 Algorithm cheapest_algorithm(const CollectiveSpec& spec, double alpha_s, double beta_bytes_per_s);
 
 }  // namespace dtsim::net

@@ -102,10 +102,13 @@ void ClosedFormExecution::arrive(int) {
   for (int r = 0; r < ranks_; ++r) engine_.call_at(finish, [done = done_, r] { done(r); });
 }
 
-std::vector<double> simulate(const std::string& model, const Topology& topology, const Schedule& schedule,
+std::vector<double> simulate(const NetworkModel& model, const Topology& topology, const Schedule& schedule,
                              const std::vector<double>& arrival, const Perturbations& perturbations) {
+  if (model.closed_form_collectives)
+    throw std::invalid_argument(fmt::format("simulate: the {} model's collectives are closed forms, not schedules",
+                                            model.name));
   sim::Engine engine;
-  auto transport = make_transport(model, engine, topology, perturbations);
+  auto transport = model.make_transport(engine, topology, perturbations);
   std::vector<double> finish(schedule.size(), -1.0);
   auto exec = std::make_shared<ScheduledExecution>(*transport, std::make_shared<const Schedule>(schedule),
                                                    [&](int r) { finish[r] = engine.now(); });
@@ -114,6 +117,11 @@ std::vector<double> simulate(const std::string& model, const Topology& topology,
   for (int r = 0; r < schedule.size(); ++r)
     if (finish[r] < 0) throw std::logic_error(fmt::format("{}: rank {} never finished", schedule.name, r));
   return finish;
+}
+
+std::vector<double> simulate(const std::string& model, const Topology& topology, const Schedule& schedule,
+                             const std::vector<double>& arrival, const Perturbations& perturbations) {
+  return simulate(network_model(model), topology, schedule, arrival, perturbations);
 }
 
 }  // namespace dtsim::net

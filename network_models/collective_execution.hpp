@@ -4,7 +4,7 @@
 // - ScheduledExecution runs a Schedule's point-to-point steps over a Transport, so a
 //   rank starts sending as soon as it arrives, and contention with other traffic on the
 //   same transport is modelled by the transport.
-// - ClosedFormExecution (model "analytical") waits for the last rank and finishes
+// - ClosedFormExecution (models with closed-form collectives: "analytical") waits for the last rank and finishes
 //   everyone a closed-form time later: no contention, cheapest, for big sweeps.
 #pragma once
 
@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "network_models/network_model.hpp"
 #include "network_models/schedule.hpp"
 #include "network_models/transport.hpp"
 
@@ -100,8 +101,12 @@ class ClosedFormExecution final : public Execution {
   double last_ = 0.0;
 };
 
-// Runs one schedule alone on a fresh engine and transport: every rank arrives at
-// `arrival[r]`; returns the time each rank is done. For tests and `dtsim collective`.
+// Runs one schedule alone on a fresh engine and `model`'s transport: every rank arrives
+// at `arrival[r]`; returns the time each rank is done. For tests and `dtsim collective`.
+// Throws std::invalid_argument for a model whose collectives are closed forms (they have
+// no schedule to run: see closed_form_seconds) or, by name, an unknown model.
+std::vector<double> simulate(const NetworkModel& model, const Topology& topology, const Schedule& schedule,
+                             const std::vector<double>& arrival, const Perturbations& perturbations = {});
 std::vector<double> simulate(const std::string& model, const Topology& topology, const Schedule& schedule,
                              const std::vector<double>& arrival, const Perturbations& perturbations = {});
 

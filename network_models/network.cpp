@@ -6,19 +6,13 @@
 
 namespace dtsim::net {
 
-const std::vector<std::string>& network_models() {
-  static const std::vector<std::string> m{"analytical", "alpha_beta", "flow"};
-  return m;
-}
-
-Network::Network(sim::Engine& engine, Topology topology, NetworkConfig config) : config_(std::move(config)) {
+Network::Network(sim::Engine& engine, Topology topology, NetworkConfig config)
+    : config_(std::move(config)), model_(&network_model(config_.model)) {
   if (!(config_.nominal.bandwidth_bytes_per_s > 0))
     throw std::invalid_argument(fmt::format("network: bandwidth must be > 0, got {}", config_.nominal.bandwidth_bytes_per_s));
   if (!(config_.nominal.latency_s >= 0))
     throw std::invalid_argument(fmt::format("network: latency must be >= 0, got {}", config_.nominal.latency_s));
-  // The analytical model sends point-to-point messages (neighbour exchange) uncontended.
-  const std::string transport = config_.model == "analytical" ? "alpha_beta" : config_.model;
-  transport_ = make_transport(transport, engine, std::move(topology), config_.perturbations);
+  transport_ = model_->make_transport(engine, std::move(topology), config_.perturbations);
 }
 
 CollectiveSpec resolve_collective(CollectiveSpec spec, int ranks, const NetworkConfig& config) {
@@ -36,7 +30,7 @@ CollectiveSpec Network::resolve(CollectiveSpec spec) const { return resolve_coll
 
 std::shared_ptr<Execution> Network::collective(const CollectiveSpec& spec, std::shared_ptr<const Schedule> schedule,
                                                Execution::RankDone done) {
-  if (config_.model == "analytical")
+  if (model_->closed_form_collectives)
     return std::make_shared<ClosedFormExecution>(
         engine(), size(), closed_form_seconds(spec, config_.nominal.latency_s, config_.nominal.bandwidth_bytes_per_s),
         std::move(done));

@@ -1,6 +1,5 @@
-// net::Network: the simulated network a job runs on — a topology, a model
-// ("analytical", "alpha_beta" or "flow", see transport.hpp and closed_form.hpp),
-// perturbations, and the algorithm each collective uses.
+// net::Network: the simulated network a job runs on — a topology, a model (one of
+// network_model.hpp's table), perturbations, and the algorithm each collective uses.
 //
 // collective() starts one collective: ranks arrive at their own times and are told
 // when they are done. send() moves one point-to-point message. Everything is driven by
@@ -14,6 +13,7 @@
 
 #include "network_models/closed_form.hpp"
 #include "network_models/collective_execution.hpp"
+#include "network_models/network_model.hpp"
 #include "network_models/schedule.hpp"
 #include "network_models/topology.hpp"
 #include "network_models/transport.hpp"
@@ -21,7 +21,7 @@
 namespace dtsim::net {
 
 struct NetworkConfig {
-  std::string model = "alpha_beta";  // "analytical", "alpha_beta" or "flow"
+  std::string model = "alpha_beta";  // a name from network_model_table(), looked up by Network
   LinkParams nominal;                // alpha and beta of the closed forms and of `auto`
   Perturbations perturbations;
   // Algorithm per collective kind; Auto picks by closed-form cost.
@@ -30,8 +30,6 @@ struct NetworkConfig {
                                                     {CollectiveKind::AllGather, Algorithm::Ring},
                                                     {CollectiveKind::Broadcast, Algorithm::Binomial}};
 };
-
-const std::vector<std::string>& network_models();
 
 // `spec` over `ranks` ranks with its algorithm resolved: an explicit algorithm stays,
 // Auto takes the config's choice for the kind, and a configured Auto the cheapest by
@@ -44,6 +42,7 @@ class Network {
 
   const Topology& topology() const { return transport_->topology(); }
   const NetworkConfig& config() const { return config_; }
+  const NetworkModel& model() const { return *model_; }
   int size() const { return topology().size(); }
   sim::Engine& engine() { return transport_->engine(); }
   Transport& transport() { return *transport_; }
@@ -58,6 +57,7 @@ class Network {
 
  private:
   NetworkConfig config_;
+  const NetworkModel* model_;  // config_.model's entry
   std::unique_ptr<Transport> transport_;
 };
 

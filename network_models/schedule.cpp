@@ -220,64 +220,68 @@ const char* to_string(CollectiveKind k) {
   return "?";
 }
 
+const std::vector<CollectiveAlgorithm>& collective_algorithms() {
+  using K = CollectiveKind;
+  static const std::vector<CollectiveAlgorithm> table{
+      {Algorithm::Auto, "auto", "the cheapest by closed-form cost (see closed_form.hpp)", {}, false},
+      {Algorithm::Ring, "ring", "each rank passes chunks to its successor, n - 1 steps per reduce-scatter or all-gather",
+       {{K::AllReduce, ring_all_reduce}, {K::ReduceScatter, ring_reduce_scatter}, {K::AllGather, ring_all_gather}},
+       true},
+      {Algorithm::HalvingDoubling, "halving_doubling", "recursive halving then doubling (Rabenseifner)",
+       {{K::AllReduce, halving_doubling_all_reduce}}, true},
+      {Algorithm::DoubleBinaryTree, "tree", "two binary trees, half the buffer each (NCCL's double binary tree)",
+       {{K::AllReduce, double_binary_tree_all_reduce}}, true},
+      {Algorithm::Direct, "direct", "every rank to every other rank at once (multi-port)",
+       {{K::AllReduce, direct_all_reduce}, {K::ReduceScatter, direct_reduce_scatter}, {K::AllGather, direct_all_gather}},
+       false},
+      {Algorithm::ParameterServer, "ps", "every rank to rank 0 and back (a parameter server)",
+       {{K::AllReduce, parameter_server_all_reduce}}, false},
+      {Algorithm::Binomial, "binomial", "binomial tree from the root", {{K::Broadcast, binomial_broadcast}}, true},
+  };
+  return table;
+}
+
+const CollectiveAlgorithm& collective_algorithm(Algorithm a) {
+  for (const auto& entry : collective_algorithms())
+    if (entry.id == a) return entry;
+  throw std::logic_error(fmt::format("collective algorithm {} is not in the table", static_cast<int>(a)));
+}
+
 const char* to_string(Algorithm a) {
-  switch (a) {
-    case Algorithm::Auto: return "auto";
-    case Algorithm::Ring: return "ring";
-    case Algorithm::HalvingDoubling: return "halving_doubling";
-    case Algorithm::DoubleBinaryTree: return "tree";
-    case Algorithm::Direct: return "direct";
-    case Algorithm::ParameterServer: return "ps";
-    case Algorithm::Binomial: return "binomial";
-  }
+  for (const auto& entry : collective_algorithms())
+    if (entry.id == a) return entry.name;
   return "?";
 }
 
+std::string algorithm_names(const char* separator, const char* last_separator) {
+  std::string out;
+  const auto& table = collective_algorithms();
+  for (std::size_t i = 0; i < table.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == table.size() ? last_separator : separator) + std::string(table[i].name);
+  return out;
+}
+
 Algorithm parse_algorithm(const std::string& name) {
-  for (auto a : {Algorithm::Auto, Algorithm::Ring, Algorithm::HalvingDoubling, Algorithm::DoubleBinaryTree,
-                 Algorithm::Direct, Algorithm::ParameterServer, Algorithm::Binomial})
-    if (name == to_string(a)) return a;
-  throw std::invalid_argument(fmt::format(
-      "unknown collective algorithm \"{}\" (expected one of: auto, ring, halving_doubling, tree, direct, ps, binomial)",
-      name));
+  for (const auto& entry : collective_algorithms())
+    if (name == entry.name) return entry.id;
+  throw std::invalid_argument(
+      fmt::format("unknown collective algorithm \"{}\" (expected one of: {})", name, algorithm_names()));
 }
 
 std::vector<Algorithm> algorithms_for(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::AllReduce:
-      return {Algorithm::Ring, Algorithm::HalvingDoubling, Algorithm::DoubleBinaryTree, Algorithm::Direct,
-              Algorithm::ParameterServer};
-    case CollectiveKind::ReduceScatter: return {Algorithm::Ring, Algorithm::Direct};
-    case CollectiveKind::AllGather: return {Algorithm::Ring, Algorithm::Direct};
-    case CollectiveKind::Broadcast: return {Algorithm::Binomial};
-  }
-  return {};
+  std::vector<Algorithm> out;
+  for (const auto& entry : collective_algorithms())
+    for (const auto& impl : entry.implementations)
+      if (impl.kind == kind) out.push_back(entry.id);
+  return out;
 }
 
 Schedule make_schedule(const CollectiveSpec& c) {
   if (c.ranks < 1) throw std::invalid_argument(fmt::format("collective over {} ranks", c.ranks));
-  using A = Algorithm;
-  using K = CollectiveKind;
-  switch (c.kind) {
-    case K::AllReduce:
-      if (c.algorithm == A::Ring) return ring_all_reduce(c);
-      if (c.algorithm == A::HalvingDoubling) return halving_doubling_all_reduce(c);
-      if (c.algorithm == A::DoubleBinaryTree) return double_binary_tree_all_reduce(c);
-      if (c.algorithm == A::Direct) return direct_all_reduce(c);
-      if (c.algorithm == A::ParameterServer) return parameter_server_all_reduce(c);
-      break;
-    case K::ReduceScatter:
-      if (c.algorithm == A::Ring) return ring_reduce_scatter(c);
-      if (c.algorithm == A::Direct) return direct_reduce_scatter(c);
-      break;
-    case K::AllGather:
-      if (c.algorithm == A::Ring) return ring_all_gather(c);
-      if (c.algorithm == A::Direct) return direct_all_gather(c);
-      break;
-    case K::Broadcast:
-      if (c.algorithm == A::Binomial) return binomial_broadcast(c);
-      break;
-  }
+  for (const auto& entry : collective_algorithms())
+    if (entry.id == c.algorithm)
+      for (const auto& impl : entry.implementations)
+        if (impl.kind == c.kind) return impl.schedule(c);
   throw std::invalid_argument(
       fmt::format("{} has no \"{}\" algorithm", to_string(c.kind), to_string(c.algorithm)));
 }

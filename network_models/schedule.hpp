@@ -33,13 +33,41 @@ using Lane = std::vector<Step>;
 enum class CollectiveKind { AllReduce, ReduceScatter, AllGather, Broadcast };
 enum class Algorithm { Auto, Ring, HalvingDoubling, DoubleBinaryTree, Direct, ParameterServer, Binomial };
 
+struct CollectiveSpec;
+struct Schedule;
+
+// One collective algorithm, an entry of collective_algorithms(): the only place its
+// name is spelled. Adding an algorithm: an Algorithm value, its schedule function(s) in
+// schedule.cpp (or a file of their own), one entry in the table there, and its closed
+// form in closed_form.cpp (what the analytical model and `auto` use).
+struct CollectiveAlgorithm {
+  struct Implementation {
+    CollectiveKind kind;
+    Schedule (*schedule)(const CollectiveSpec& spec);
+  };
+  Algorithm id;
+  const char* name;         // as scenarios and `--algo` spell it
+  const char* description;  // one line
+  std::vector<Implementation> implementations;  // the collectives it implements (none for Auto)
+  // Whether `auto` may pick it (cheapest_algorithm): single-port algorithms only, since
+  // the closed forms of multi-port ones do not see their NIC contention.
+  bool auto_candidate;
+};
+
+// Every algorithm, Auto first, in the order help texts and error messages list them.
+const std::vector<CollectiveAlgorithm>& collective_algorithms();
+const CollectiveAlgorithm& collective_algorithm(Algorithm a);
+
 const char* to_string(CollectiveKind k);
 const char* to_string(Algorithm a);
-// Parses "ring", "halving_doubling", "tree", "direct", "ps", "binomial", "auto";
+// Parses an algorithm's name ("ring", "halving_doubling", "tree", ..., "auto");
 // throws std::invalid_argument listing the names.
 Algorithm parse_algorithm(const std::string& name);
-// The algorithms that implement `kind`.
+// The algorithms that implement `kind`, in table order.
 std::vector<Algorithm> algorithms_for(CollectiveKind kind);
+// The names joined by `separator` and, before the last one, `last_separator`
+// ("auto, ring or binomial"), for help texts.
+std::string algorithm_names(const char* separator = ", ", const char* last_separator = ", ");
 
 struct Schedule {
   std::string name;

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "network_models/network_model.hpp"
+
 namespace dtsim::net {
 
 Transport::Transport(sim::Engine& engine, Topology topology, Perturbations perturbations)
@@ -422,9 +424,7 @@ void FlowTransport::complete_due() {
 
 std::unique_ptr<Transport> make_transport(const std::string& model, sim::Engine& engine, Topology topology,
                                           Perturbations perturbations) {
-  if (model == "alpha_beta") return std::make_unique<UncontendedTransport>(engine, std::move(topology), std::move(perturbations));
-  if (model == "flow") return std::make_unique<FlowTransport>(engine, std::move(topology), std::move(perturbations));
-  throw std::invalid_argument(fmt::format("unknown transport model \"{}\" (expected alpha_beta or flow)", model));
+  return network_model(model).make_transport(engine, std::move(topology), std::move(perturbations));
 }
 
 }  // namespace dtsim::net

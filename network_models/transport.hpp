@@ -1,7 +1,7 @@
 // net::Transport: moves point-to-point messages over the topology in simulated time.
 //
-// Two models share one interface (send a message; be called back when its last byte
-// arrives):
+// The network models (network_model.hpp) use two, which share one interface (send a
+// message; be called back when its last byte arrives):
 // - UncontendedTransport (model "alpha_beta"): a message over route R takes
 //   overhead + sum of R's link latencies + bytes / min of R's bandwidths, whatever else
 //   is in flight.
@@ -224,7 +224,8 @@ class FlowTransport final : public Transport {
   std::vector<int> completed_;  // messages completed at this instant (complete_due's scratch)
 };
 
-// Which transport a model name selects: "alpha_beta" or "flow".
+// The transport of the network model named `model` (network_model.hpp; the analytical
+// model's is the uncontended one); throws std::invalid_argument for an unknown name.
 std::unique_ptr<Transport> make_transport(const std::string& model, sim::Engine& engine, Topology topology,
                                           Perturbations perturbations);
 

@@ -1,10 +1,7 @@
 // `dtsim collective`: one collective over a range of sizes on a simulated network,
 // printed as nccl-tests prints its measurements, so predicted and measured tables can
-// be compared line by line.
-//
-// algbw = size / time; busbw = algbw * factor, with nccl-tests' factors: 2(n-1)/n for
-// all-reduce, (n-1)/n for reduce-scatter and all-gather (size = the whole buffer, n
-// blocks), 1 for broadcast.
+// be compared line by line: the table, its busbw factors and its JSON are
+// network_models/nccl_table.hpp's, which bench/nccl_bench.cpp writes too.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "network_models/nccl_table.hpp"
 #include "network_models/network.hpp"
 #include "network_models/topology_spec.hpp"
 
@@ -32,25 +30,21 @@ struct CollectiveSweep {
   int root = 0;
 };
 
-struct CollectiveRow {
-  std::int64_t bytes;
-  std::int64_t count;  // elements (fp32)
-  std::string algorithm;
-  double time_s;
-  double algbw;  // GB/s
-  double busbw;  // GB/s
-  double bytes_sent_per_rank;
-};
+// A row: nccl-tests' columns plus the schedule's algorithm and bytes sent per rank.
+using CollectiveRow = net::NcclRow;
 
 // Parses "8", "4K", "16M", "1G" (powers of 1024, as nccl-tests does); a size beyond
 // int64 is an error.
 std::int64_t parse_size(const std::string& text);
 net::CollectiveKind parse_collective(const std::string& text);  // allreduce, reducescatter, allgather, broadcast
-double bus_factor(net::CollectiveKind kind, int ranks);
+using net::bus_factor;
 
 std::vector<CollectiveRow> run_collective_sweep(const CollectiveSweep& sweep);
 // The size after `bytes` in the sweep (min_bytes first), or nullopt after the last one.
 std::optional<std::int64_t> next_collective_size(const CollectiveSweep& sweep, std::int64_t bytes);
+// The sweep's rows as a simulated nccl-tests table (title: the collective, topology,
+// model and links; setup: topology, model, latency_us, bandwidth_GBps).
+net::NcclTable collective_table(const CollectiveSweep& sweep, std::vector<CollectiveRow> rows);
 std::string format_collective_table(const CollectiveSweep& sweep, const std::vector<CollectiveRow>& rows);
 nlohmann::json collective_table_json(const CollectiveSweep& sweep, const std::vector<CollectiveRow>& rows);
 

@@ -272,7 +272,8 @@ Detail estimate(const Scenario& s, RunKind kind) {
 
   // The topology: one copy (two in timing-only mode: the replay's network copies it).
   const bool gossip_graph = f.gossips || timing_only;
-  const bool collectives_routed = s.network.model != "analytical";
+  const net::NetworkModel& network_model = net::network_model(s.network.model);
+  const bool collectives_routed = !network_model.closed_form_collectives;
   const bool routed = collectives_routed || f.gossips;
   const double copies = timing_only ? 2 : 1;
   e.topology_bytes = copies * topology_copy_bytes(t, gossip_graph, routed && !live) + topology_build_transient(t) +
@@ -320,7 +321,7 @@ Detail estimate(const Scenario& s, RunKind kind) {
     const double main_messages = calls * (f.gossips ? 0.0 : main_cost.messages) + closing * reduce_cost.messages;
     const double gossip_messages = f.gossips ? calls * R * t.degree : 0.0;
     e.network_events = (analytical ? (calls + closing) * R : main_messages) + gossip_messages + steps * 12 * R;
-    if (s.network.model == "flow") e.network_events *= 2;
+    e.network_events *= network_model.relative_events_per_message;
     if (analytical) e.bookkeeping_steps += main_messages;
     const double bfs = t.nodes + 2 * t.cables;
     if (gossip_graph) e.bookkeeping_steps += 2 * R * bfs;
@@ -560,9 +561,8 @@ std::optional<std::string> long_run_note(const Scenario& s) {
     return fmt::format("note: about {} steps of bookkeeping (routes, the gossip graph and collective schedules over {} "
                        "ranks on a {} topology); this run may take {}; fewer ranks or steps are faster",
                        count(e.bookkeeping_steps), s.ranks, topology_shape(s.topology, s.ranks).label, how_long);
-  const std::string faster = s.network.model == "flow"         ? "the alpha_beta or analytical network model, "
-                             : s.network.model == "alpha_beta" ? "the analytical network model (closed-form collectives), "
-                                                               : "";
+  const auto& alternative = net::network_model(s.network.model).faster_alternative;
+  const std::string faster = alternative.empty() ? "" : fmt::format("{}, ", alternative);
   return fmt::format("note: about {} simulated network events; this run may take {}; {}fewer steps or fewer ranks are "
                      "faster",
                      count(e.network_events), how_long, faster);

@@ -1,16 +1,19 @@
 // Network models: every collective's schedule against its closed form on a topology
 // where it meets no contention (both the uncontended and the max-min flow model), the
-// max-min solver on textbook cases, perturbations, link failures, and the topologies'
-// routes and mixing matrices.
+// max-min solver on textbook cases, perturbations, link failures, the topologies'
+// routes and mixing matrices, and the tables of network models and algorithms.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "network_models/closed_form.hpp"
 #include "network_models/collective_execution.hpp"
 #include "network_models/network.hpp"
+#include "network_models/network_model.hpp"
 #include "network_models/schedule.hpp"
 #include "network_models/topology.hpp"
 #include "network_models/topology_spec.hpp"
@@ -235,6 +238,75 @@ TEST(Collectives, AutoPicksTheCheapest) {
   EXPECT_EQ(cheapest_algorithm(large, kAlpha, kBeta), Algorithm::Ring);
   CollectiveSpec pow2{.kind = CollectiveKind::AllReduce, .ranks = 8, .elements = 1 << 28};
   EXPECT_EQ(cheapest_algorithm(pow2, kAlpha, kBeta), Algorithm::HalvingDoubling);
+}
+
+// The models' table: every name is found, an unknown one is not (and the error lists
+// the names), the analytical model runs collectives as closed forms over an uncontended
+// transport, and Network and make_transport take their transports from the table.
+TEST(NetworkModels, TableNamesEveryModel) {
+  EXPECT_EQ(network_models(), (std::vector<std::string>{"analytical", "alpha_beta", "flow"}));
+  EXPECT_EQ(network_model_names(", ", " or "), "analytical, alpha_beta or flow");
+  for (const auto& m : network_model_table()) {
+    ASSERT_EQ(find_network_model(m.name), &m);
+    EXPECT_FALSE(m.description.empty());
+    sim::Engine engine;
+    EXPECT_NE(m.make_transport(engine, Topology::ring(4, kLink), {}), nullptr) << m.name;
+  }
+  EXPECT_EQ(find_network_model("packet"), nullptr);
+  try {
+    (void)network_model("packet");
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "unknown network model \"packet\" (expected one of analytical, alpha_beta, flow)");
+  }
+  EXPECT_TRUE(network_model("analytical").closed_form_collectives);
+  EXPECT_FALSE(network_model("alpha_beta").closed_form_collectives);
+  sim::Engine engine;
+  EXPECT_EQ(make_transport("analytical", engine, Topology::ring(4, kLink), {})->name(), "alpha_beta");
+  EXPECT_EQ(make_transport("flow", engine, Topology::ring(4, kLink), {})->name(), "flow");
+  EXPECT_THROW(make_transport("packet", engine, Topology::ring(4, kLink), {}), std::invalid_argument);
+  const auto schedule = make_schedule({.kind = CollectiveKind::AllReduce, .algorithm = Algorithm::Ring, .ranks = 4,
+                                       .elements = 1024});
+  EXPECT_THROW(simulate("analytical", Topology::ring(4, kLink), schedule, std::vector<double>(4, 0.0)),
+               std::invalid_argument);
+  for (const char* model : {"analytical", "alpha_beta", "flow"}) {
+    NetworkConfig config;
+    config.model = model;
+    config.nominal = kLink;
+    Network network(engine, Topology::ring(4, kLink), config);
+    EXPECT_EQ(&network.model(), find_network_model(model));
+    EXPECT_EQ(network.transport().name(), model == std::string("flow") ? "flow" : "alpha_beta");
+  }
+}
+
+// The algorithms' table: names round-trip, the lists per collective and `auto`'s
+// candidates are the ones dtsim always had, in the same order.
+TEST(CollectiveAlgorithms, TableListsEveryAlgorithm) {
+  EXPECT_EQ(algorithm_names(", ", " or "), "auto, ring, halving_doubling, tree, direct, ps or binomial");
+  for (const auto& a : collective_algorithms()) {
+    EXPECT_EQ(parse_algorithm(a.name), a.id);
+    EXPECT_STREQ(to_string(a.id), a.name);
+    EXPECT_EQ(&collective_algorithm(a.id), &a);
+  }
+  try {
+    (void)parse_algorithm("bruck");
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "unknown collective algorithm \"bruck\" (expected one of: auto, ring, "
+                                     "halving_doubling, tree, direct, ps, binomial)");
+  }
+  using A = Algorithm;
+  EXPECT_EQ(algorithms_for(CollectiveKind::AllReduce),
+            (std::vector<A>{A::Ring, A::HalvingDoubling, A::DoubleBinaryTree, A::Direct, A::ParameterServer}));
+  EXPECT_EQ(algorithms_for(CollectiveKind::ReduceScatter), (std::vector<A>{A::Ring, A::Direct}));
+  EXPECT_EQ(algorithms_for(CollectiveKind::AllGather), (std::vector<A>{A::Ring, A::Direct}));
+  EXPECT_EQ(algorithms_for(CollectiveKind::Broadcast), (std::vector<A>{A::Binomial}));
+  std::vector<A> candidates;
+  for (const auto& a : collective_algorithms())
+    if (a.auto_candidate) candidates.push_back(a.id);
+  EXPECT_EQ(candidates, (std::vector<A>{A::Ring, A::HalvingDoubling, A::DoubleBinaryTree, A::Binomial}));
+  EXPECT_THROW(make_schedule({.kind = CollectiveKind::Broadcast, .algorithm = A::Ring, .ranks = 4}),
+               std::invalid_argument);
 }
 
 TEST(Topology, RingNeighboursAndHops) {

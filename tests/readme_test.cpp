@@ -11,7 +11,10 @@
 //                                           and the launcher starts as many ranks as it has
 //   <!-- readme-test: sweep-file PATH -->   a sweep file: written to PATH and run by `dtsim sweep`
 //   <!-- readme-test: text -->              prose in a box (a diagram): not checked
-// and a block without one fails the test.
+// and a block without one fails the test. Tables that a dtsim command prints (the
+// registries' `dtsim list`) sit between
+//   <!-- readme-test: table COMMAND --> and <!-- readme-test: end -->
+// and must be exactly what COMMAND prints.
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
@@ -67,6 +70,34 @@ std::vector<Block> fenced_blocks(const std::string& markdown) {
     previous = line;
   }
   return blocks;
+}
+
+// The regions between "<!-- readme-test: table COMMAND -->" and "<!-- readme-test: end -->".
+struct Generated {
+  int line = 0;         // of the opening marker
+  std::string command;
+  std::string text;
+};
+
+std::vector<Generated> generated_tables(const std::string& markdown) {
+  std::vector<Generated> out;
+  std::istringstream in(markdown);
+  std::string line;
+  int number = 0;
+  const std::regex open(R"(^<!-- readme-test: table (.+?) -->$)");
+  while (std::getline(in, line)) {
+    ++number;
+    std::smatch m;
+    if (!std::regex_match(line, m, open)) continue;
+    Generated g{number, m[1], ""};
+    while (std::getline(in, line) && line != "<!-- readme-test: end -->") {
+      ++number;
+      g.text += line + "\n";
+    }
+    ++number;
+    out.push_back(g);
+  }
+  return out;
 }
 
 std::string readme() { return testing::read_file(fs::path(DTSIM_SOURCE_DIR) / "README.md"); }
@@ -301,6 +332,20 @@ TEST(Readme, MarkersAreRead) {
   EXPECT_TRUE(same_line("loss: 0.346961 accuracy: 84.45%", "loss: 0.346962 accuracy: 84.45%", 1e-5));
   EXPECT_FALSE(same_line("loss: 0.346961 accuracy: 84.45%", "loss: 0.346961 accuracy: 84.46%", 1e-5));
   EXPECT_FALSE(same_line("5.264 us", "5.265 us", 0.0));
+}
+
+TEST(Readme, TablesAreWhatDtsimPrints) {
+  const auto tables = generated_tables(readme());
+  ASSERT_GE(tables.size(), 4U);
+  const Scratch scratch;
+  for (const auto& t : tables) {
+    ASSERT_EQ(t.command.rfind("dtsim list", 0), 0U) << "README line " << t.line << ": " << t.command;
+    const auto out = scratch.bash(t.command, 30);
+    ASSERT_EQ(out.exit_code, 0) << out.output;
+    EXPECT_EQ(t.text, out.output) << "README line " << t.line << ": the table is not what `" << t.command
+                                  << "` prints (paste its output between the markers)";
+  }
+  fs::remove_all(scratch.dir);
 }
 
 // In README order, in one scratch directory (the report reads the demo's result).

@@ -410,7 +410,7 @@ Verdict check_collective(std::string_view input, bool skip_huge) {
   runner::CollectiveSweep s;
   try {
     s = command.sweep();
-  } catch (const std::invalid_argument& e) {
+  } catch (const config::InputError& e) {
     check_message(out, "collective flags", e.what(), {"-"});
     return out.verdict;
   } catch (const std::exception& e) {

@@ -1,0 +1,72 @@
+#include "network_models/network_model.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace dtsim::net {
+
+namespace {
+
+template <typename T>
+std::unique_ptr<Transport> make(sim::Engine& engine, Topology topology, Perturbations perturbations) {
+  return std::make_unique<T>(engine, std::move(topology), std::move(perturbations));
+}
+
+}  // namespace
+
+const std::vector<NetworkModel>& network_model_table() {
+  static const std::vector<NetworkModel> table{
+      // Point-to-point messages (neighbour exchanges) still go uncontended.
+      {.name = "analytical",
+       .description = "closed forms, no contention",
+       .make_transport = make<UncontendedTransport>,
+       .closed_form_collectives = true,
+       .relative_events_per_message = 1.0,
+       .faster_alternative = ""},
+      {.name = "alpha_beta",
+       .description = "point-to-point schedules without contention",
+       .make_transport = make<UncontendedTransport>,
+       .closed_form_collectives = false,
+       .relative_events_per_message = 1.0,
+       .faster_alternative = "the analytical network model (closed-form collectives)"},
+      {.name = "flow",
+       .description = "schedules as flows sharing links by max-min fairness",
+       .make_transport = make<FlowTransport>,
+       .closed_form_collectives = false,
+       .relative_events_per_message = 2.0,  // a flow's start after its latency, then its completion
+       .faster_alternative = "the alpha_beta or analytical network model"},
+  };
+  return table;
+}
+
+const NetworkModel* find_network_model(std::string_view name) {
+  for (const auto& m : network_model_table())
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+const NetworkModel& network_model(std::string_view name) {
+  if (const auto* m = find_network_model(name)) return *m;
+  throw std::invalid_argument(
+      fmt::format("unknown network model \"{}\" (expected one of {})", name, network_model_names()));
+}
+
+const std::vector<std::string>& network_models() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& m : network_model_table()) out.emplace_back(m.name);
+    return out;
+  }();
+  return names;
+}
+
+std::string network_model_names(const char* separator, const char* last_separator) {
+  const auto& names = network_models();
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? last_separator : separator) + names[i];
+  return out;
+}
+
+}  // namespace dtsim::net

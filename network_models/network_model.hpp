@@ -1,0 +1,52 @@
+// net::NetworkModel: the network models a scenario's "network.model" and
+// `dtsim collective --model` name, in one table (network_model.cpp), the only place
+// their names are listed. Each entry says how the model moves point-to-point messages
+// (its transport), whether collectives run as closed forms or as their schedules'
+// messages on that transport, and what resource estimates need to know about its cost.
+//
+// Adding a model: its Transport (a new file, see transport.hpp) and one entry in the
+// table; everything that names or lists models (the scenario parser, the CLI, calibrated
+// model files, runner::estimate_resources) reads the table.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "network_models/topology.hpp"
+#include "network_models/transport.hpp"
+#include "sim/engine.hpp"
+
+namespace dtsim::net {
+
+struct NetworkModel {
+  std::string_view name;         // as scenarios and the command line spell it
+  std::string_view description;  // one line, as scenario.schema.json states it
+  // Makes the transport that carries this model's point-to-point messages (neighbour
+  // exchanges, and collectives unless they are closed forms).
+  std::unique_ptr<Transport> (*make_transport)(sim::Engine& engine, Topology topology, Perturbations perturbations);
+  // True: a collective waits for its last rank and ends a closed-form time later (no
+  // messages, no routes); false: its schedule's messages go over the transport.
+  bool closed_form_collectives;
+  // Engine events per point-to-point message, relative to the uncontended transport's
+  // one (a flow also has its completion): scales runner::estimate_resources' event count.
+  double relative_events_per_message;
+  // A cheaper model to suggest when a run would be long ("" where none is cheaper).
+  std::string_view faster_alternative;
+};
+
+// Every model, in the order help texts and error messages list them (cheapest first).
+const std::vector<NetworkModel>& network_model_table();
+// The model named `name`, or nullptr.
+const NetworkModel* find_network_model(std::string_view name);
+// The model named `name`; throws std::invalid_argument "unknown network model \"x\"
+// (expected one of analytical, alpha_beta, flow)" otherwise.
+const NetworkModel& network_model(std::string_view name);
+// The names, in table order (the scenario parser's "expected one of ...").
+const std::vector<std::string>& network_models();
+// The names joined by `separator` and, before the last one, `last_separator`
+// ("analytical, alpha_beta, flow"; "analytical, alpha_beta or flow" for help texts).
+std::string network_model_names(const char* separator = ", ", const char* last_separator = ", ");
+
+}  // namespace dtsim::net

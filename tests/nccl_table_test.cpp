@@ -1,0 +1,152 @@
+// The nccl-tests table (network_models/nccl_table.hpp) that `dtsim collective` and
+// dtsim_nccl_bench both write: its text layout and JSON for known rows, nccl-tests' bus
+// bandwidth factors, a simulated table's and a measured one's JSON keys being the same,
+// and the scenario schema's network models and algorithms being the tables' own.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "network_models/nccl_table.hpp"
+#include "network_models/network_model.hpp"
+#include "runner/collective_table.hpp"
+#include "runner/schema.hpp"
+
+namespace dtsim::net {
+namespace {
+
+using nlohmann::json;
+
+// A measured row as bench/nccl_bench.cpp makes it.
+NcclRow measured_row(int ranks, std::int64_t count, double seconds, std::int64_t wrong) {
+  auto row = nccl_row(CollectiveKind::AllReduce, ranks, count * 4, count, static_cast<double>(count * 4), seconds);
+  row.redop = "avg";
+  row.wrong = wrong;
+  return row;
+}
+
+NcclTable measured_table() {
+  return {.source = TableSource::Measured,
+          .op = CollectiveKind::AllReduce,
+          .ranks = 2,
+          .title = "dtsim_nccl_bench: all_reduce, 2 rank(s), fp32 avg in place, 5 warm-up + 20 timed per size",
+          .setup = {{"benchmark", "nccl_all_reduce"}, {"iters", 20}, {"warmup", 5}},
+          .rows = {measured_row(2, 2, 0x1p-17, 0), measured_row(2, 262144, 250e-6, 3)}};  // 2^-17 s: exact in JSON
+}
+
+TEST(NcclTable, BusFactorsAreNcclTests) {
+  // nccl-tests' src/*.cu: allreduce 2(n-1)/n, reducescatter and allgather (n-1)/n, broadcast 1.
+  const std::vector<std::pair<CollectiveKind, std::vector<double>>> want{
+      {CollectiveKind::AllReduce, {0.0, 1.0, 1.75}},
+      {CollectiveKind::ReduceScatter, {0.0, 0.5, 0.875}},
+      {CollectiveKind::AllGather, {0.0, 0.5, 0.875}},
+      {CollectiveKind::Broadcast, {1.0, 1.0, 1.0}}};
+  for (const auto& [kind, factors] : want) {
+    const std::vector<int> ranks{1, 2, 8};
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      EXPECT_DOUBLE_EQ(bus_factor(kind, ranks[i]), factors[i]) << to_string(kind) << " n=" << ranks[i];
+  }
+  EXPECT_EQ(algbw_GBps(8e9, 2.0), 4.0);
+  EXPECT_EQ(algbw_GBps(8.0, 0.0), 0.0);  // one rank: nothing to do, no time
+}
+
+TEST(NcclTable, SimulatedTextLayout) {
+  // Rows of `dtsim collective --op allreduce --topology torus:8x8 --model flow` and of a
+  // broadcast from root 3: the layout it printed before the table was shared.
+  NcclTable t{.source = TableSource::Simulated,
+              .op = CollectiveKind::AllReduce,
+              .ranks = 64,
+              .title = "dtsim collective: all_reduce on torus:8x8 (64 ranks), model flow, links 5 us / 12.5 GB/s"};
+  auto row = nccl_row(CollectiveKind::AllReduce, 64, 8, 2, 8.0, 1260.0012800000027e-6);
+  row.algorithm = "ring";
+  t.rows.push_back(row);
+  row = nccl_row(CollectiveKind::Broadcast, 64, 33554432, 8388608, 33554432.0, 8068.06e-6);
+  row.root = 3;
+  row.algorithm = "binomial";
+  t.rows.push_back(row);
+  EXPECT_EQ(format_nccl_table(t),
+            "# dtsim collective: all_reduce on torus:8x8 (64 ranks), model flow, links 5 us / 12.5 GB/s\n"
+            "#\n"
+            "#         size        count     type  redop   root              algo     time(us)  algbw(GB/s)  busbw(GB/s)\n"
+            "             8            2    float    sum     -1              ring      1260.00         0.00         0.00\n"
+            "      33554432      8388608    float   none      3          binomial      8068.06         4.16         4.16\n"
+            "# Avg bus bandwidth    : 2.0795\n");
+}
+
+TEST(NcclTable, MeasuredTextLayout) {
+  const auto t = measured_table();
+  EXPECT_EQ(nccl_table_header(t),
+            "# dtsim_nccl_bench: all_reduce, 2 rank(s), fp32 avg in place, 5 warm-up + 20 timed per size\n"
+            "#\n"
+            "#         size        count     type  redop   root     time(us)  algbw(GB/s)  busbw(GB/s)   #wrong\n");
+  EXPECT_EQ(nccl_table_row(t, t.rows[1]),
+            "       1048576       262144    float    avg     -1       250.00         4.19         4.19        3\n");
+  EXPECT_EQ(nccl_table_footer(t), "# Out of bounds values : 3 FAILED\n# Avg bus bandwidth    : 2.0977\n");
+}
+
+TEST(NcclTable, Json) {
+  auto t = measured_table();
+  t.rows.resize(1);
+  EXPECT_EQ(nccl_table_json(t).dump(),
+            R"({"op":"all_reduce","ranks":2,"rows":[{"algbw_GBps":0.001048576,"algorithm":null,"busbw_GBps":0.001048576,)"
+            R"("bytes":8,"bytes_sent_per_rank":null,"count":2,"redop":"avg","root":-1,"time_us":7.62939453125,)"
+            R"("type":"float",)"
+            R"("wrong":0}],"setup":{"benchmark":"nccl_all_reduce","iters":20,"warmup":5},"source":"measured"})");
+}
+
+std::set<std::string> keys(const json& object) {
+  std::set<std::string> out;
+  for (const auto& [key, value] : object.items()) out.insert(key);
+  return out;
+}
+
+// What `dtsim collective --json` writes and what dtsim_nccl_bench --json writes carry the
+// same keys, at the top and in every row, so one can be diffed against the other.
+TEST(NcclTable, SimulatedAndMeasuredJsonHaveTheSameKeys) {
+  runner::CollectiveSweep sweep;
+  sweep.topology = parse_topology("ring");
+  sweep.ranks = 2;
+  sweep.min_bytes = 8;
+  sweep.max_bytes = 1 << 20;
+  sweep.factor = 32;
+  const json simulated = runner::collective_table_json(sweep, runner::run_collective_sweep(sweep));
+  const json measured = nccl_table_json(measured_table());
+  EXPECT_EQ(simulated["source"], "simulated");
+  EXPECT_EQ(measured["source"], "measured");
+  EXPECT_EQ(keys(simulated), keys(measured));
+  ASSERT_EQ(simulated["rows"].size(), 4u);  // 8 B, 256 B, 8 KB, 256 KB
+  for (const auto& rows : {simulated["rows"], measured["rows"]})
+    for (const auto& row : rows) EXPECT_EQ(keys(row), keys(measured["rows"][0]));
+  EXPECT_EQ(keys(measured["rows"][0]),
+            (std::set<std::string>{"bytes", "count", "type", "redop", "root", "time_us", "algbw_GBps", "busbw_GBps",
+                                   "algorithm", "bytes_sent_per_rank", "wrong"}));
+  EXPECT_EQ(simulated["rows"][0]["algorithm"], "ring");
+  EXPECT_TRUE(simulated["rows"][0]["wrong"].is_null());
+}
+
+// scenario.schema.json lists the network models and the algorithms per collective too;
+// they must be the tables' (network_model.hpp, schedule.hpp), with the tables' wording.
+TEST(NetworkModelTable, MatchesTheScenarioSchema) {
+  const json& network = runner::scenario_schema()["$defs"]["network"]["properties"];
+  std::vector<std::string> names;
+  std::string description;
+  for (const auto& m : network_model_table()) {
+    names.emplace_back(m.name);
+    description += (description.empty() ? "" : "; ") + std::string(m.name) + ": " + std::string(m.description);
+  }
+  EXPECT_EQ(network["model"]["enum"].get<std::vector<std::string>>(), names);
+  EXPECT_EQ(network["model"]["description"], description);
+  for (auto kind : {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::AllGather,
+                    CollectiveKind::Broadcast}) {
+    std::vector<std::string> algorithms{"auto"};
+    for (auto a : algorithms_for(kind)) algorithms.emplace_back(to_string(a));
+    EXPECT_EQ(network["algorithms"]["properties"][to_string(kind)]["enum"].get<std::vector<std::string>>(), algorithms)
+        << to_string(kind);
+  }
+}
+
+}  // namespace
+}  // namespace dtsim::net
