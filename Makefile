@@ -4,7 +4,7 @@
 # .ci/run calls `make test`.
 
 JOBS ?= $(shell nproc)
-SANITIZE_TESTS := engine_test trace_writer_test network_model_test emulated_comm_test kernels_test kernels_compressor_test kernels_aggregation_test fuzz_readers_test
+SANITIZE_TESTS := engine_test trace_writer_test network_model_test emulated_comm_test kernels_test kernels_compressor_test kernels_aggregation_test kernels_registry_test fuzz_readers_test
 
 .PHONY: demo test deps build build-debug test-release test-sanitize bench clean
 
