@@ -1,12 +1,12 @@
 # dtsim — the two commands a newcomer runs (both install missing Debian packages first):
 #   make demo   build and run the built-in scenario scenarios/quickstart.json
 #   make test   build and run the whole test suite (release, then the sanitizer suite)
+# make test-fuzz-sanitize adds the fuzzed readers under the sanitizers (not in CI: time).
 # .ci/run calls `make test`.
 
 JOBS ?= $(shell nproc)
-SANITIZE_TESTS := engine_test trace_writer_test network_model_test emulated_comm_test kernels_test kernels_compressor_test kernels_aggregation_test kernels_registry_test fuzz_readers_test
 
-.PHONY: demo test deps build build-debug test-release test-sanitize bench clean
+.PHONY: demo test deps build build-debug test-release test-sanitize test-fuzz-sanitize bench clean
 
 demo: build
 	./build/release/dtsim run scenarios/quickstart.json
@@ -22,7 +22,7 @@ build: deps
 
 build-debug: deps
 	cmake --preset debug
-	cmake --build --preset debug -j $(JOBS) --target $(SANITIZE_TESTS)
+	cmake --build --preset debug -j $(JOBS) --target dtsim_sanitize_tests
 
 test-release: build
 	ctest --preset release -j $(JOBS)
@@ -31,15 +31,22 @@ test-release: build
 	DTSIM_KERNELS_ISA=avx2 ctest --preset release -j $(JOBS) -L kernels
 	# Another CPU (README, "What is the same on every machine"): the scenario, sweep (the
 	# regression goldens) and README tests again with OpenBLAS's and ATen's oldest x86-64
-	# kernels, so that a floating-point expectation that holds on this CPU only fails here
-	# (the resource-limit tests, which compute no floating-point results, are left out).
-	OPENBLAS_CORETYPE=Prescott ATEN_CPU_CAPABILITY=default ctest --preset release -j $(JOBS) -L 'runner|sweep|docs' -E '^ResourceLimits'
+	# kernels, so that a floating-point expectation that holds on this CPU only fails here.
+	# Left out: tests that compute no floating-point results (resource limits, the progress
+	# line, exit codes and help texts).
+	OPENBLAS_CORETYPE=Prescott ATEN_CPU_CAPABILITY=default ctest --preset release -j $(JOBS) -L 'runner|sweep|docs' \
+	  -E '^(ResourceLimits|Progress\.|Scenario\.(BinaryExitsNonZeroWithOneLine|HelpOnEveryCommand)$$|SweepRun\.BadSweepExitsTwoWithOneLine$$)'
 
 # Engine, trace, network, comm and kernel tests under AddressSanitizer + UBSan (the
 # algorithms are covered by the release suite; the debug preset skips CUDA, which the
 # release build compile-checks).
 test-sanitize: build-debug
 	ctest --preset debug -j $(JOBS)
+
+# The fuzzed readers (tests/fuzz) under the sanitizers: builds the rest of dtsim sanitized.
+test-fuzz-sanitize: build-debug
+	cmake --build --preset debug -j $(JOBS) --target dtsim_fuzz_tests
+	ctest --preset debug-fuzz -j $(JOBS)
 
 bench: build
 	./build/release/bench/dtsim_bench --benchmark_out=build/release/bench.json --benchmark_out_format=json
