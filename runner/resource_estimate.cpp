@@ -477,7 +477,7 @@ void check_resources(const Scenario& s, RunKind kind) {
   const double parts[] = {e.tensor_bytes, e.data_bytes, e.topology_bytes, e.route_bytes, e.record_bytes,
                           e.rank_bookkeeping_bytes};
   const auto largest = static_cast<int>(std::max_element(std::begin(parts), std::end(parts)) - std::begin(parts));
-  const auto& lr = s.workload.logistic;
+  const auto& lr = s.workload.data;
   const bool logistic = s.workload.type == "logistic_regression";
   switch (largest) {
     case 0: {  // the ranks' tensors

@@ -246,7 +246,7 @@ std::shared_ptr<const workloads::WorkloadData> load_data(const Scenario& s) {
   try {
     return workloads::load_workload_data(s.workload, s.seed);
   } catch (const std::invalid_argument& e) {
-    throw ScenarioError(workloads::workload_entry(s.workload.type).data_path, ErrorKind::bad_file, e.what());
+    throw ScenarioError(workloads::workload_data_path(s.workload), ErrorKind::bad_file, e.what());
   }
 }
 

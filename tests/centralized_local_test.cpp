@@ -96,7 +96,7 @@ Trace run_steps(const json& algorithm, int ranks, int steps, int features = 8, c
   auto network =
       std::make_shared<net::Network>(engine, net::make_topology(s.topology, s.ranks, s.network.nominal), s.network);
   comm::EmulatedWorld world(engine, network, s.compute);
-  auto data = workloads::SyntheticDataset::generate(s.workload.logistic, s.seed);
+  auto data = workloads::logistic_dataset(*workloads::load_data_source(s.workload.data, s.seed));
   Trace trace;
   trace.steps.assign(static_cast<std::size_t>(steps), std::vector<Record>(static_cast<std::size_t>(ranks)));
   for (int r = 0; r < ranks; ++r) trace.algorithms.push_back(algorithms::make_algorithm(s.algorithm, network->topology(), r));

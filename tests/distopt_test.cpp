@@ -509,8 +509,8 @@ TEST(DistOpt, AllReducesOverlapBackwardOnOneStream) {
 TEST(DistOptConvergence, FashionMnistMlpSyncAndPartial) {
   const std::filesystem::path scenarios = std::filesystem::path(DTSIM_SOURCE_DIR) / "scenarios";
   auto sync_s = runner::load_scenario(scenarios / "singa_mlp_fashion_mnist_sync.json");
-  if (!std::filesystem::exists(std::filesystem::path(sync_s.workload.data_dir) / "train-images-idx3-ubyte.gz"))
-    GTEST_SKIP() << "no Fashion-MNIST at " << sync_s.workload.data_dir;
+  if (!std::filesystem::exists(std::filesystem::path(sync_s.workload.data.data_dir) / "train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "no Fashion-MNIST at " << sync_s.workload.data.data_dir;
   const auto sync = runner::run_emulated(sync_s);
   const auto partial = runner::run_emulated(runner::load_scenario(scenarios / "singa_mlp_fashion_mnist_partial.json"));
   EXPECT_GE(sync.final_test_accuracy, 0.85);
@@ -612,13 +612,14 @@ TEST(WorkloadSpecScenario, TypesAndTheirFields) {
   auto d = doc;
   d["workload"] = {{"kind", "logistic_regression"}, {"samples", 64}};
   EXPECT_EQ(runner::parse_scenario(d).to_json()["workload"]["type"], "logistic_regression");
-  d["workload"] = {{"type", "mlp"}, {"batch_size", 16}, {"partition", "by_label"}, {"train_samples", 1000},
-                   {"test_samples", 500}, {"data_dir", "/data/fm"}};
+  d["workload"] = {{"type", "mlp"},          {"data", "fashion_mnist"}, {"batch_size", 16},
+                   {"partition", "by_label"}, {"train_samples", 1000},   {"test_samples", 500},
+                   {"data_dir", "/data/fm"}};
   const auto s = runner::parse_scenario(d);
   EXPECT_EQ(s.workload.type, "mlp");
   EXPECT_EQ(s.workload.batch_size, 16);
   EXPECT_EQ(s.workload.partition, "by_label");
-  EXPECT_EQ(s.workload.train_samples, 1000);
+  EXPECT_EQ(s.workload.data.train_samples, 1000);
   EXPECT_EQ(s.to_json()["workload"], d["workload"]);
   EXPECT_EQ(runner::parse_scenario(s.to_json()).to_json(), s.to_json());
   d["workload"] = {{"type", "gpt2_small"}, {"batch_size", 2}, {"sequence_length", 64}};

@@ -87,8 +87,8 @@ TEST(Libsvm, MalformedLinesNameFileAndLine) {
 
 TEST(Libsvm, ScenarioFieldsAndErrors) {
   const auto s = runner::parse_scenario(tiny_scenario(kTiny, "full"));
-  EXPECT_EQ(s.workload.logistic.samples, 12);
-  EXPECT_EQ(s.workload.logistic.features, 3);
+  EXPECT_EQ(s.workload.data.samples, 12);
+  EXPECT_EQ(s.workload.data.features, 3);
   EXPECT_EQ(s.workload.logistic.batch_size, 0);
   EXPECT_EQ(runner::parse_scenario(s.to_json()).to_json(), s.to_json());  // round trip
 
@@ -125,8 +125,8 @@ TEST(Libsvm, RelativePathResolvesAgainstTheScenarioFile) {
   std::filesystem::copy_file(kTiny, dir / "data" / "tiny.libsvm");
   testing::write_file(dir / "s.json", tiny_scenario("data/tiny.libsvm", 4).dump());
   const auto s = runner::load_scenario(dir / "s.json");
-  EXPECT_EQ(std::filesystem::path(s.workload.logistic.libsvm_file), (dir / "data" / "tiny.libsvm").lexically_normal());
-  EXPECT_EQ(s.workload.logistic.samples, 12);
+  EXPECT_EQ(std::filesystem::path(s.workload.data.libsvm_file), (dir / "data" / "tiny.libsvm").lexically_normal());
+  EXPECT_EQ(s.workload.data.samples, 12);
 }
 
 TEST(Libsvm, RunOnTheFileLearns) {
@@ -157,11 +157,8 @@ TEST(FullBatch, RunsAreExactlyReproducible) {
 // data (one rank: its shard is everything), at the zero initial parameters and at others.
 TEST(FullBatch, GradientIsTheClosedForm) {
   workloads::LogisticRegressionSpec spec;
-  spec.libsvm_file = kTiny;
-  spec.features = 3;
-  spec.samples = 12;
   spec.batch_size = 0;
-  const auto data = workloads::SyntheticDataset::generate(spec, 9);
+  const auto data = workloads::load_libsvm(kTiny, 3);
   auto workload = workloads::make_logistic_regression(spec, data, 9, 0, 1);
   auto params = workload->initial_parameters();
   ASSERT_EQ(params.size(), 2u);

@@ -56,6 +56,7 @@ std::shared_ptr<const FashionMnist> FashionMnist::load(const std::string& dir, s
   auto data = std::make_shared<FashionMnist>();
   std::tie(data->train_x, data->train_y) = load_split(dir, "train", train_samples, "train_samples");
   std::tie(data->test_x, data->test_y) = load_split(dir, "t10k", test_samples, "test_samples");
+  data->classes = 10;
   return data;
 }
 

@@ -12,13 +12,14 @@
 #include <memory>
 #include <string>
 
+#include "workloads/labelled_data.hpp"
+
 namespace dtsim::workloads {
 
-struct FashionMnist {
+// The data source "fashion_mnist" (sources/fashion_mnist.cpp) reads it.
+struct FashionMnist : LabelledData {
   static constexpr double kMean = 0.2860;
   static constexpr double kStd = 0.3530;
-
-  at::Tensor train_x, train_y, test_x, test_y;
 
   // Reads <dir>/{train,t10k}-{images-idx3,labels-idx1}-ubyte, each as the plain file when
   // it exists, else with a .gz suffix. train_samples / test_samples > 0 keep only the first

@@ -286,7 +286,7 @@ namespace {
 
 class ImageWorkload final : public Workload {
  public:
-  ImageWorkload(const std::string& model, std::shared_ptr<const FashionMnist> data, std::int64_t batch_size,
+  ImageWorkload(const std::string& model, std::shared_ptr<const LabelledData> data, std::int64_t batch_size,
                 const std::string& partition, std::uint64_t seed, int rank, int ranks)
       : net_(LayerNet::make(model)),
         data_(std::move(data)),
@@ -361,7 +361,7 @@ class ImageWorkload final : public Workload {
   }
 
   LayerNet net_;
-  std::shared_ptr<const FashionMnist> data_;
+  std::shared_ptr<const LabelledData> data_;
   std::uint64_t seed_;
   at::Generator gen_;
   at::Tensor shard_, epoch_order_;
@@ -370,7 +370,7 @@ class ImageWorkload final : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_image_workload(const std::string& model, std::shared_ptr<const FashionMnist> data,
+std::unique_ptr<Workload> make_image_workload(const std::string& model, std::shared_ptr<const LabelledData> data,
                                               std::int64_t batch_size, const std::string& partition,
                                               std::uint64_t seed, int rank, int ranks) {
   return std::make_unique<ImageWorkload>(model, std::move(data), batch_size, partition, seed, rank, ranks);
@@ -380,49 +380,37 @@ std::unique_ptr<Workload> make_image_workload(const std::string& model, std::sha
 
 namespace {
 
-struct FashionMnistData : WorkloadData {
-  std::shared_ptr<const FashionMnist> dataset;
+struct ImageData : WorkloadData {
+  std::shared_ptr<const LabelledData> dataset;
 };
 
-void parse_image_workload(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext& ctx) {
+void parse_image_workload(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext&) {
   spec.batch_size = w.integer("batch_size", spec.batch_size, 1, config::kIntMax);
-  const std::string dir = w.string("data_dir", spec.data_dir);
-  if (dir.empty())
-    throw config::ScenarioError(w.where("data_dir"), config::ErrorKind::out_of_range, "expected a non-empty directory path");
-  spec.data_dir = dir;
   spec.partition = w.choice("partition", "iid", {"iid", "by_label"});
-  spec.train_samples = w.integer("train_samples", 0, 0, config::kIntMax);
-  spec.test_samples = w.integer("test_samples", 0, 0, config::kIntMax);
-  if (spec.train_samples != 0 && spec.train_samples < ctx.ranks)
-    throw config::ScenarioError(w.where("train_samples"), config::ErrorKind::inconsistent,
-                                fmt::format("expected 0 (all) or at least one sample per rank ({}), got {}", ctx.ranks,
-                                            spec.train_samples));
 }
 
 void image_workload_json(const WorkloadSpec& spec, nlohmann::json& out) {
-  out["data_dir"] = spec.data_dir;
   out["batch_size"] = spec.batch_size;
   out["partition"] = spec.partition;
-  out["train_samples"] = spec.train_samples;
-  out["test_samples"] = spec.test_samples;
 }
 
-std::shared_ptr<const WorkloadData> load_fashion_mnist(const WorkloadSpec& spec, std::uint64_t) {
-  auto data = std::make_shared<FashionMnistData>();
-  data->dataset = on_device(FashionMnist::load(spec.data_dir, spec.train_samples, spec.test_samples), spec.device,
-                            [](const FashionMnist& from, FashionMnist& to, at::Device device) {
+std::shared_ptr<const WorkloadData> load_images(const WorkloadSpec& spec, std::uint64_t seed) {
+  auto data = std::make_shared<ImageData>();
+  data->dataset = on_device(load_data_source(workload_data(spec), seed), spec.device,
+                            [](const LabelledData& from, LabelledData& to, at::Device device) {
                               to.train_x = from.train_x.to(device);
                               to.train_y = from.train_y.to(device);
-                              to.test_x = from.test_x.to(device);
-                              to.test_y = from.test_y.to(device);
+                              to.test_x = from.test_x.defined() ? from.test_x.to(device) : at::Tensor();
+                              to.test_y = from.test_y.defined() ? from.test_y.to(device) : at::Tensor();
+                              to.classes = from.classes;
                             });
   return data;
 }
 
-std::unique_ptr<Workload> make_fashion_mnist_workload(const WorkloadSpec& spec, std::shared_ptr<const WorkloadData> data,
-                                                      std::uint64_t seed, int rank, int ranks) {
-  return make_image_workload(spec.type, data_for<FashionMnistData>(data, spec.type).dataset, spec.batch_size,
-                             spec.partition, seed, rank, ranks);
+std::unique_ptr<Workload> make_images_workload(const WorkloadSpec& spec, std::shared_ptr<const WorkloadData> data,
+                                               std::uint64_t seed, int rank, int ranks) {
+  return make_image_workload(spec.type, data_for<ImageData>(data, spec.type).dataset, spec.batch_size, spec.partition,
+                             seed, rank, ranks);
 }
 
 WorkloadFootprint image_workload_footprint(const WorkloadSpec& spec, int ranks) {
@@ -430,7 +418,10 @@ WorkloadFootprint image_workload_footprint(const WorkloadSpec& spec, int ranks) 
   const auto d = [](auto x) { return static_cast<double>(x); };
   WorkloadFootprint w;
   const auto net = LayerNet::make(spec.type);
-  double activations = 784, widest = 784;
+  const auto data = workload_data(spec);
+  const auto shape = data_source_entry(data.source).shape(data);
+  const double sample = d(shape.sample_elements());
+  double activations = sample, widest = sample;
   for (const auto& l : net.layers()) {
     double out = 1;
     for (auto e : l.out_shape) out *= d(e);
@@ -442,11 +433,10 @@ WorkloadFootprint image_workload_footprint(const WorkloadSpec& spec, int ranks) 
       w.elements += weight + d(l.out);
     }
   }
-  const double train = spec.train_samples > 0 ? std::min(d(spec.train_samples), 60000.0) : 60000.0;
-  const double test = spec.test_samples > 0 ? std::min(d(spec.test_samples), 10000.0) : 10000.0;
+  const double train = d(shape.train), test = d(shape.test);
   // fp32 images and int64 labels, the file's bytes while they are converted, and the
   // evaluation's chunk of 2,000 images (activations and their ReLU outputs).
-  w.data_bytes = (train + test) * (784 * kFloat + 8) + train * 784 + 2000 * activations * kFloat * 2;
+  w.data_bytes = (train + test) * (sample * kFloat + 8) + shape.file_bytes + 2000 * activations * kFloat * 2;
   const double shard = std::ceil(train / std::max(1, ranks)), batch = std::min(d(spec.batch_size), shard);
   w.per_rank_bytes = 2 * shard * 8 + batch * (activations * 2 + widest) * kFloat;
   return w;
@@ -455,12 +445,12 @@ WorkloadFootprint image_workload_footprint(const WorkloadSpec& spec, int ranks) 
 WorkloadEntry image_workload_entry(std::string name, std::string description) {
   return {.name = std::move(name),
           .description = std::move(description),
-          .fields = {"data_dir", "batch_size", "partition", "train_samples", "test_samples"},
-          .data_path = "/workload/data_dir",
+          .fields = with_data_fields({"batch_size", "partition"}, {"fashion_mnist"}),
+          .data_sources = {"fashion_mnist"},
           .parse = parse_image_workload,
           .to_json = image_workload_json,
-          .load_data = load_fashion_mnist,
-          .make = make_fashion_mnist_workload,
+          .load_data = load_images,
+          .make = make_images_workload,
           .footprint = image_workload_footprint};
 }
 

@@ -84,7 +84,7 @@ class LayerNet {
 // `batch_size` from its partition, reshuffled every local epoch from a generator seeded by
 // (seed, rank) (an epoch's last incomplete batch is skipped); evaluate() runs over the
 // whole training set, evaluate_test() over the test set, both in chunks.
-std::unique_ptr<Workload> make_image_workload(const std::string& model, std::shared_ptr<const FashionMnist> data,
+std::unique_ptr<Workload> make_image_workload(const std::string& model, std::shared_ptr<const LabelledData> data,
                                               std::int64_t batch_size, const std::string& partition,
                                               std::uint64_t seed, int rank, int ranks);
 

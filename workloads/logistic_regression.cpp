@@ -218,17 +218,11 @@ LibsvmShape libsvm_shape(const std::string& path, std::int64_t features) {
   return libsvm_shape(in, path, features);
 }
 
-std::shared_ptr<const SyntheticDataset> SyntheticDataset::generate(const LogisticRegressionSpec& spec,
-                                                                   std::uint64_t seed) {
-  if (!spec.libsvm_file.empty()) return load_libsvm(spec.libsvm_file, spec.features);
-  auto gen = generator(seed);
-  auto data = std::make_shared<SyntheticDataset>();
-  const double d = static_cast<double>(spec.features);
-  data->x = at::randn({spec.samples, spec.features}, gen, at::kFloat);
-  auto w_star = at::randn({spec.features}, gen, at::kFloat) * (3.0 / std::sqrt(d));
-  auto p = at::sigmoid(at::mv(data->x, w_star) + 0.1);
-  data->y = at::bernoulli(p, gen).to(at::kFloat);
-  return data;
+std::shared_ptr<const SyntheticDataset> logistic_dataset(const LabelledData& data) {
+  auto out = std::make_shared<SyntheticDataset>();
+  out->x = data.train_x;
+  out->y = data.train_y.to(at::kFloat);
+  return out;
 }
 
 std::unique_ptr<Workload> make_logistic_regression(const LogisticRegressionSpec& spec,
@@ -254,61 +248,25 @@ std::int64_t parse_batch_size(config::ObjectReader& w) {
   return w.integer("batch_size", 32, 0, config::kIntMax);
 }
 
-void parse_logistic(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext& ctx) {
-  using config::ErrorKind;
-  using config::kIntMax;
-  using config::ScenarioError;
-  auto& lr = spec.logistic;
-  if (const auto* file = w.find("libsvm_file")) {
-    // Data from a LIBSVM file (a relative path is relative to the scenario file's
-    // directory, runner::resolve_file_fields): samples is the file's; features defaults
-    // to its largest index.
-    if (!file->is_string() || file->get<std::string>().empty())
-      throw ScenarioError(w.where("libsvm_file"), ErrorKind::wrong_type,
-                          "expected a non-empty path string, got " + config::describe(*file));
-    if (w.find("samples"))
-      throw ScenarioError(w.where("samples"), ErrorKind::inconsistent,
-                          "expected no samples with libsvm_file (the file's lines are the samples)");
-    lr.libsvm_file = file->get<std::string>();
-    if (const auto why = config::not_a_regular_file(lr.libsvm_file))
-      throw ScenarioError(w.where("libsvm_file"), ErrorKind::bad_file, fmt::format("{} {}", config::one_line(lr.libsvm_file), *why));
-    lr.features = w.integer("features", 0, 1, kIntMax);
-    try {  // the file's shape, without building its (dense) data
-      const auto shape = libsvm_shape(lr.libsvm_file, lr.features);
-      lr.samples = shape.samples;
-      lr.features = shape.features;
-    } catch (const std::invalid_argument& e) {
-      throw ScenarioError(w.where("libsvm_file"), ErrorKind::bad_file, e.what());
-    }
-  } else {
-    lr.samples = w.integer("samples", 4096, 1, kIntMax);
-    lr.features = w.integer("features", 32, 1, kIntMax);
-  }
-  lr.batch_size = parse_batch_size(w);
-  lr.partition = w.choice("partition", "iid", {"iid", "sorted"});
-  if (lr.samples < ctx.ranks)
-    throw ScenarioError(w.where("samples"), ErrorKind::inconsistent,
-                        fmt::format("expected at least one sample per rank ({}), got {}", ctx.ranks, lr.samples));
+void parse_logistic(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext&) {
+  spec.logistic.batch_size = parse_batch_size(w);
+  spec.logistic.partition = w.choice("partition", "iid", {"iid", "sorted"});
 }
 
 void logistic_json(const WorkloadSpec& spec, nlohmann::json& out) {
-  const auto& lr = spec.logistic;
-  if (lr.libsvm_file.empty())
-    out["samples"] = lr.samples;
-  else  // the file's sample count is implied (and not a field then)
-    out["libsvm_file"] = lr.libsvm_file;
-  out["features"] = lr.features;
-  out["batch_size"] = lr.batch_size;
-  out["partition"] = lr.partition;
+  out["batch_size"] = spec.logistic.batch_size;
+  out["partition"] = spec.logistic.partition;
 }
 
 WorkloadFootprint logistic_footprint(const WorkloadSpec& spec, int ranks) {
   constexpr double kFloat = 4;
   WorkloadFootprint w;
   const auto& lr = spec.logistic;
-  const double samples = static_cast<double>(lr.samples), features = static_cast<double>(lr.features);
+  const auto data = workload_data(spec);
+  const auto shape = data_source_entry(data.source).shape(data);
+  const double samples = static_cast<double>(shape.train), features = static_cast<double>(shape.sample_elements());
   w.elements = features + 1;
-  w.sizes_backward = {1, lr.features};
+  w.sizes_backward = {1, shape.sample_elements()};
   // x and y, the generator's temporaries and the evaluation's per-sample vectors, one
   // rank's permutation of every sample index while it builds its shard.
   w.data_bytes = samples * features * kFloat + samples * 48;
@@ -325,13 +283,13 @@ const WorkloadEntry& logistic_regression_entry() {
       .name = "logistic_regression",
       .description = "logistic regression on synthetic data or a LIBSVM file (the convex problem of the CHOCO-SGD "
                      "experiments)",
-      .fields = {"samples", "features", "batch_size", "partition", "libsvm_file"},
-      .data_path = "/workload",
+      .fields = with_data_fields({"batch_size", "partition"}, {"synthetic", "libsvm"}),
+      .data_sources = {"synthetic", "libsvm"},
       .parse = parse_logistic,
       .to_json = logistic_json,
       .load_data = [](const WorkloadSpec& spec, std::uint64_t seed) -> std::shared_ptr<const WorkloadData> {
         auto data = std::make_shared<LogisticData>();
-        data->dataset = on_device(SyntheticDataset::generate(spec.logistic, seed), spec.device,
+        data->dataset = on_device(logistic_dataset(*load_data_source(workload_data(spec), seed)), spec.device,
                                   [](const SyntheticDataset& from, SyntheticDataset& to, at::Device device) {
                                     to.x = from.x.to(device);
                                     to.y = from.y.to(device);

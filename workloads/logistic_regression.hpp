@@ -1,8 +1,6 @@
-// Binary logistic regression on a seeded synthetic dataset, partitioned across ranks.
+// Binary logistic regression on a binary data source (data_source.hpp: the seeded
+// synthetic set of sources/synthetic.cpp, or a LIBSVM file), partitioned across ranks.
 //
-// Data: x ~ N(0, I_d); a hidden w* ~ N(0, 9 I_d / d) (so |x.w*| is about 3) and b* = 0.1; labels
-// y ~ Bernoulli(sigmoid(x.w* + b*)). Every process generates the same dataset from the
-// seed, so emulated and live runs see identical data.
 // Model: p(y=1|x) = sigmoid(x.w + b); loss = mean over the batch of
 // softplus(z) - y z with z = x.w + b; gradients in closed form:
 // dw = X^T (sigmoid(z) - y) / B, db = mean(sigmoid(z) - y).
@@ -13,8 +11,7 @@
 // Full batch (batch_size 0, "full" in a scenario): every step uses the rank's whole shard
 // in shard order, never reshuffled; with the zero-initialised parameters the run is then
 // exactly reproducible and each step's gradient is the shard's full gradient.
-// LIBSVM data (libsvm_file set): the dataset is read from the file instead of generated
-// (see load_libsvm); samples = its number of lines with a label.
+// The LIBSVM reader below is the data source "libsvm"'s (sources/libsvm.cpp).
 #pragma once
 
 #include <cstdint>
@@ -22,26 +19,25 @@
 #include <memory>
 #include <string>
 
+#include "workloads/labelled_data.hpp"
 #include "workloads/workload.hpp"
 
 namespace dtsim::workloads {
 
 struct LogisticRegressionSpec {
-  std::int64_t samples = 4096;
-  std::int64_t features = 32;
   std::int64_t batch_size = 32;   // 0: full batch (the whole shard, in shard order)
   std::string partition = "iid";  // "iid" or "sorted"
-  std::string libsvm_file;        // when set, the data comes from this LIBSVM file
 };
 
 // The full dataset, shared by all ranks of an emulated run.
 struct SyntheticDataset {
   at::Tensor x;  // [samples, features] fp32
   at::Tensor y;  // [samples] fp32 in {0, 1}
-  // The synthetic dataset of (spec, seed), or, when spec.libsvm_file is set, that file's
-  // data (load_libsvm with spec.features).
-  static std::shared_ptr<const SyntheticDataset> generate(const LogisticRegressionSpec& spec, std::uint64_t seed);
 };
+
+// The model's view of a binary data source's data (data_source.hpp): x as is, labels as
+// fp32 0 / 1.
+std::shared_ptr<const SyntheticDataset> logistic_dataset(const LabelledData& data);
 
 // LIBSVM text: one sample a line, `label index:value index:value ...`, indices 1-based and
 // ascending (absent ones are 0); labels +1 / 1 -> 1, -1 / 0 -> 0; everything after '#' and

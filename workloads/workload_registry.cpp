@@ -58,6 +58,7 @@ WorkloadSpec parse_workload_section(config::ObjectReader& w, const WorkloadConte
   const auto& entry = workload_entry(spec.type);
   const std::vector<std::string> except{"type", "kind"};
   w.only_fields(entry.fields, except, "workload type " + spec.type);
+  if (!entry.data_sources.empty()) spec.data = parse_data_fields(w, entry.data_sources, spec.type, ctx);
   entry.parse(w, spec, ctx);
   w.finish();
   return spec;
@@ -65,8 +66,22 @@ WorkloadSpec parse_workload_section(config::ObjectReader& w, const WorkloadConte
 
 nlohmann::json workload_section_json(const WorkloadSpec& spec) {
   nlohmann::json out = {{"type", spec.type}};
-  workload_entry(spec.type).to_json(spec, out);
+  const auto& entry = workload_entry(spec.type);
+  if (!entry.data_sources.empty()) data_fields_json(workload_data(spec), out);
+  entry.to_json(spec, out);
   return out;
+}
+
+DataSpec workload_data(const WorkloadSpec& spec) {
+  DataSpec data = spec.data;
+  const auto& entry = workload_entry(spec.type);
+  if (data.source.empty() && !entry.data_sources.empty()) data.source = entry.data_sources.front();
+  return data;
+}
+
+std::string workload_data_path(const WorkloadSpec& spec) {
+  const auto& entry = workload_entry(spec.type);
+  return entry.data_sources.empty() ? entry.data_path : data_source_entry(workload_data(spec).source).data_path;
 }
 
 std::shared_ptr<const WorkloadData> load_workload_data(const WorkloadSpec& spec, std::uint64_t seed) {

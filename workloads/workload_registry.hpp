@@ -24,11 +24,6 @@
 
 namespace dtsim::workloads {
 
-// What a workload's parse may need from the rest of the scenario.
-struct WorkloadContext {
-  int ranks = 1;
-};
-
 // What one process and one rank of a workload hold, for the up-front resource estimate.
 struct WorkloadFootprint {
   double elements = 0;                       // parameters
@@ -40,9 +35,14 @@ struct WorkloadFootprint {
 struct WorkloadEntry {
   std::string name;
   std::string description;  // one line
-  // The keys of /workload besides "type" it reads.
+  // The keys of /workload besides "type" it reads: its own, then (with_data_fields)
+  // "data" and its data sources' fields.
   std::vector<std::string> fields;
-  // The JSON path a failure to load its data names (its data file or directory).
+  // The data sources (data_source.hpp) it trains on, the default first; none for the
+  // shape-only models.
+  std::vector<std::string> data_sources;
+  // The JSON path a failure to load its data names, for a type without data sources
+  // (a source names its own: workload_data_path).
   std::string data_path;
   void (*parse)(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext& ctx);
   // Writes its fields, every default filled in: parse(to_json(spec)) gives `spec` again.
@@ -62,10 +62,17 @@ const WorkloadEntry* find_workload(std::string_view type);
 // The entry of spec.type; throws std::logic_error for a type the loader would refuse.
 const WorkloadEntry& workload_entry(const std::string& type);
 
-// The /workload section: "type" (or its older name "kind"), then the type's fields; a
-// field the type does not read is a ScenarioError (unknown_field) naming it.
+// The /workload section: "type" (or its older name "kind"), its data source's fields,
+// then the type's own; a field the type does not read is a ScenarioError (unknown_field)
+// naming it.
 WorkloadSpec parse_workload_section(config::ObjectReader& w, const WorkloadContext& ctx);
 nlohmann::json workload_section_json(const WorkloadSpec& spec);
+
+// spec.data with its source filled in: the type's default when a caller left it empty.
+DataSpec workload_data(const WorkloadSpec& spec);
+
+// The JSON path a failure to load spec's data names: its data source's, or its type's.
+std::string workload_data_path(const WorkloadSpec& spec);
 
 // The dataset on `device`: made on the CPU, then copied once, so every device sees the
 // same numbers (the entries' load_data use it).

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "workloads/data_source.hpp"
 #include "workloads/logistic_regression.hpp"
 #include "workloads/workload.hpp"
 
@@ -18,13 +19,12 @@ struct WorkloadSpec {
   // communication sweeps: "resnet20", "resnet50", "bert_base", "gpt2_small".
   std::string type = "logistic_regression";
   LogisticRegressionSpec logistic;  // type "logistic_regression"
+  // The data set (data_source.hpp), for the types that train on one.
+  DataSpec data;
 
-  // Fashion-MNIST models (mlp, cnn).
-  std::string data_dir = "/usr/share/datasets/fashion-mnist";  // the IDX files (.gz or plain)
+  // Image models (mlp, cnn).
   std::int64_t batch_size = 32;       // per rank (also the shape-only models' batch)
   std::string partition = "iid";      // "iid" or "by_label" (non-iid)
-  std::int64_t train_samples = 0;     // use the first N training images; 0: all 60,000
-  std::int64_t test_samples = 0;      // use the first N test images; 0: all 10,000
 
   // Shape-only models: per-rank batch (images, or sequences for the transformers) and
   // sequence length, which set the per-layer FLOPs of the cost model.

@@ -1,0 +1,106 @@
+// workloads::DataSpec and the data-source registry: the one table of the data sets a
+// workload can train on (data_sources.cpp lists them; each source's entry lives in
+// sources/<name>.cpp with its reader or generator). A workload type's entry
+// (workload_registry.hpp) names the sources it accepts; a scenario picks one with
+// /workload/data, or by naming a field only that source reads (libsvm_file), or gets the
+// type's first. The scenario loader, its to_json, the resource estimate, the relative
+// path resolution, `dtsim list data` and the schema test read this table; nothing else
+// lists data sources.
+//
+// Adding a data source: sources/<name>.cpp (its entry function, parse / to_json / shape /
+// load) and one line in data_sources.cpp's table; then name it in the workload types that
+// accept it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/object_reader.hpp"
+#include "workloads/labelled_data.hpp"
+
+namespace dtsim::workloads {
+
+// What a workload's or a data source's parse may need from the rest of the scenario.
+struct WorkloadContext {
+  int ranks = 1;
+};
+
+// The fields of every data source; each source reads its own (DataSourceEntry::fields).
+struct DataSpec {
+  // The source's name; empty in a WorkloadSpec built by hand: its type's default
+  // (workload_data()). The scenario loader always sets it.
+  std::string source;
+  // synthetic: the generated set's size and dimension. libsvm: samples is the file's
+  // line count and features its largest index (or the scenario's), both set at parse.
+  std::int64_t samples = 4096;
+  std::int64_t features = 32;
+  std::string libsvm_file;
+  // fashion_mnist: the IDX files' directory; keep the first N images (0: all).
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::int64_t train_samples = 0;
+  std::int64_t test_samples = 0;
+};
+
+// A source's data as counts and shapes, known without loading it. The counts are the
+// set's (or the scenario's cut of it); a file may hold fewer, the sample shape is exact.
+struct DataShape {
+  std::int64_t train = 0;
+  std::int64_t test = 0;
+  std::vector<std::int64_t> sample;  // one sample: {features} or {C, H, W}
+  std::int64_t classes = 0;
+  // Bytes of the file(s) a load reads and holds while converting them (0: generated).
+  double file_bytes = 0;
+
+  std::int64_t sample_elements() const;
+};
+
+struct DataSourceEntry {
+  std::string name;
+  std::string description;  // one line
+  // The keys of /workload it reads.
+  std::vector<std::string> fields;
+  // A field whose presence selects this source when /workload/data is absent ("": none).
+  std::string selected_by;
+  // Of its fields, the file or directory paths (relative to the scenario file's directory).
+  std::vector<std::string> path_fields;
+  // The JSON path a failure to load names.
+  std::string data_path;
+  void (*parse)(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx);
+  // Writes its fields, every default filled in: parse(to_json(spec)) gives `spec` again.
+  void (*to_json)(const DataSpec& spec, nlohmann::json& out);
+  DataShape (*shape)(const DataSpec& spec);
+  // The data on the CPU; throws std::invalid_argument naming a missing or malformed file.
+  std::shared_ptr<const LabelledData> (*load)(const DataSpec& spec, std::uint64_t seed);
+};
+
+// In table order.
+std::span<const DataSourceEntry* const> data_source_entries();
+// nullptr when no source has that name.
+const DataSourceEntry* find_data_source(std::string_view name);
+// The entry called `name`; std::logic_error for a name the table lacks (a caller's bug).
+const DataSourceEntry& data_source_entry(const std::string& name);
+std::vector<std::string> data_source_names();
+// Every path field of every source (runner::resolve_file_fields).
+std::vector<std::string> data_path_fields();
+
+// `own` fields, "data", then every field of the `sources` (a workload entry's field list).
+std::vector<std::string> with_data_fields(std::vector<std::string> own, const std::vector<std::string>& sources);
+
+// The data fields of a /workload object whose type accepts `sources` (first: default):
+// the source, then its fields. A field of another accepted source is a ScenarioError
+// (unknown_field) naming both.
+DataSpec parse_data_fields(config::ObjectReader& w, const std::vector<std::string>& sources, const std::string& type,
+                           const WorkloadContext& ctx);
+// "data" and the source's fields.
+void data_fields_json(const DataSpec& spec, nlohmann::json& out);
+
+// The source's data, loaded (on the CPU) and checked against its shape.
+std::shared_ptr<const LabelledData> load_data_source(const DataSpec& spec, std::uint64_t seed);
+
+}  // namespace dtsim::workloads
