@@ -13,7 +13,7 @@
 #include "cli/exit_codes.hpp"
 #include "kernels/compressor_kinds.hpp"
 #include "network_models/network_model.hpp"
-#include "network_models/topology.hpp"
+#include "network_models/topology_kinds.hpp"
 #include "workloads/workload_registry.hpp"
 
 namespace dtsim::cli {
@@ -52,8 +52,22 @@ std::string algorithms_table() {
 }
 
 std::string workloads_table() {
-  std::string out = "| workload type | what it is | fields |\n|---|---|---|\n";
-  for (const auto* e : workloads::workload_entries())
+  std::string out = "| workload type | what it is | data (default first) | fields besides the data's |\n|---|---|---|---|\n";
+  for (const auto* e : workloads::workload_entries()) {
+    const auto data_fields = workloads::with_data_fields({}, e->data_sources);
+    std::vector<std::string> own;
+    for (const auto& f : e->fields)
+      if (e->data_sources.empty() || std::find(data_fields.begin(), data_fields.end(), f) == data_fields.end())
+        own.push_back(f);
+    out += fmt::format("| `{}` | {} | {} | {} |\n", e->name, cell(e->description),
+                       e->data_sources.empty() ? std::string("-") : joined(e->data_sources), joined(own));
+  }
+  return out;
+}
+
+std::string data_table() {
+  std::string out = "| data source | what it is | fields |\n|---|---|---|\n";
+  for (const auto* e : workloads::data_source_entries())
     out += fmt::format("| `{}` | {} | {} |\n", e->name, cell(e->description), joined(e->fields));
   return out;
 }
@@ -73,8 +87,10 @@ std::string networks_table() {
 }
 
 std::string topologies_table() {
-  std::string out = "| topology kind |\n|---|\n";
-  for (const auto& k : net::topology_kinds()) out += fmt::format("| `{}` |\n", k);
+  std::string out = "| topology kind | what it is | fields | command line |\n|---|---|---|---|\n";
+  for (const auto& k : net::topology_kind_table())
+    out += fmt::format("| `{}` | {} | {} | {} |\n", k.name, cell(k.description), joined(k.fields),
+                       k.short_form.empty() ? std::string("-") : fmt::format("`{}`", k.short_form));
   return out;
 }
 
@@ -86,6 +102,7 @@ struct Table {
 const std::vector<Table>& tables() {
   static const std::vector<Table> t{{"algorithms", algorithms_table},
                                     {"workloads", workloads_table},
+                                    {"data", data_table},
                                     {"compressors", compressors_table},
                                     {"networks", networks_table},
                                     {"topologies", topologies_table}};
@@ -105,8 +122,8 @@ std::string list_tables(const std::string& what) {
 }
 
 ListCommand::ListCommand(CLI::App& app) {
-  cmd_ = app.add_subcommand("list", "Print what this dtsim knows (algorithms, workload types, compressor kinds, network "
-                                    "models, topologies), from its registries, as Markdown tables");
+  cmd_ = app.add_subcommand("list", "Print what this dtsim knows (algorithms, workload types, data sources, compressor "
+                                    "kinds, network models, topologies), from its registries, as Markdown tables");
   std::vector<std::string> names;
   for (const auto& t : tables()) names.push_back(t.name);
   cmd_->add_option("what", what_, fmt::format("One table: {} (default: all)", fmt::join(names, ", ")))

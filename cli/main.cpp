@@ -12,6 +12,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/calibrate_command.hpp"
 #include "cli/collective_command.hpp"
@@ -111,7 +112,20 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version end here with 0; a bad flag, a missing argument or an unknown
+    // command is bad input like any other: one line, exit 2 (not CLI11's own codes).
+    if (e.get_exit_code() == 0) return app.exit(e);
+    const auto commands = app.get_subcommands();
+    if (commands.empty() && argc > 1 && argv[1][0] != '-') {
+      std::vector<std::string> names;
+      for (const auto* c : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(c->get_name());
+      fmt::print(stderr, "dtsim: error: unknown command '{}' (expected one of {})\n", dtsim::config::one_line(argv[1]),
+                 fmt::join(names, ", "));
+      return 2;
+    }
+    fmt::print(stderr, "dtsim: error: {} (see dtsim {}--help)\n", dtsim::config::one_line(e.what()),
+               commands.empty() ? std::string() : commands.back()->get_name() + " ");
+    return 2;
   }
 
   if (auto rc = sweep_commands.run()) return *rc;

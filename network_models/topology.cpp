@@ -32,12 +32,6 @@ std::size_t route_hash(std::uint64_t key) { return static_cast<std::size_t>((key
 
 }  // namespace
 
-const std::vector<std::string>& topology_kinds() {
-  static const std::vector<std::string> k{"ring",     "complete", "torus",        "hypercube", "exponential",
-                                          "star",     "fat_tree", "hierarchical", "edges"};
-  return k;
-}
-
 Topology::Topology(std::string kind, int ranks, int nodes, const std::vector<Edge>& edges)
     : kind_(std::move(kind)), ranks_(ranks) {
   require(ranks >= 1, fmt::format("{}: needs at least 1 rank, got {}", kind_, ranks));

@@ -1,5 +1,5 @@
-// One table per concept: the registries of algorithms, workload types, compressor kinds,
-// network models, topologies and collective algorithms are the only lists of names, and
+// One table per concept: the registries of algorithms, workload types, data sources,
+// compressor kinds, network models, topologies and collective algorithms are the only lists of names, and
 // everything else follows them:
 // - the JSON Schema (scenarios/scenario.schema.json) lists exactly the registries' names
 //   and, per entry, exactly the fields the entry reads;
@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "kernels/compressor_kinds.hpp"
 #include "network_models/network.hpp"
 #include "network_models/topology.hpp"
+#include "network_models/topology_kinds.hpp"
 #include "runner/scenario.hpp"
 #include "runner/schema.hpp"
 #include "sweep/sweep.hpp"
@@ -126,6 +128,41 @@ TEST(Registry, SchemaListsExactlyTheWorkloadTypesAndTheirFields) {
     EXPECT_EQ(schema_fields_of(def, "type", e->name, {"type", "kind"}), names_of(e->fields)) << e->name;
 }
 
+// Each data source's block allows its fields and forbids every other source's; each
+// workload type's block allows exactly the sources it trains on.
+TEST(Registry, SchemaListsExactlyTheDataSourcesAndTheirFields) {
+  const auto& def = schema_def("workload");
+  EXPECT_EQ(enum_of(def.at("properties").at("data")), names_of(workloads::data_source_names()));
+  Names every;
+  for (const auto* e : workloads::data_source_entries()) every.insert(e->fields.begin(), e->fields.end());
+  for (const auto* e : workloads::data_source_entries()) {
+    const json* found = nullptr;
+    for (const auto& block : def.at("allOf"))
+      if (block.contains("if") && if_values(block["if"], "data").count(e->name)) {
+        EXPECT_EQ(found, nullptr) << e->name << ": more than one schema block";
+        found = &block;
+      }
+    ASSERT_NE(found, nullptr) << e->name << ": no schema block names it";
+    Names allowed, forbidden;
+    for (const auto& [key, value] : found->at("then").at("properties").items())
+      (value == json(false) ? forbidden : allowed).insert(key);
+    EXPECT_EQ(allowed, names_of(e->fields)) << e->name;
+    Names others;
+    std::set_difference(every.begin(), every.end(), allowed.begin(), allowed.end(), std::inserter(others, others.end()));
+    EXPECT_EQ(forbidden, others) << e->name;
+  }
+  for (const auto* e : workloads::workload_entries()) {
+    if (e->data_sources.empty()) {
+      EXPECT_FALSE(std::count(e->fields.begin(), e->fields.end(), "data")) << e->name;
+      continue;
+    }
+    for (const auto& block : def.at("allOf"))
+      if (block.contains("if") && if_values(block["if"], "type").count(e->name)) {
+        EXPECT_EQ(enum_of(block.at("then").at("properties").at("data")), names_of(e->data_sources)) << e->name;
+      }
+  }
+}
+
 TEST(Registry, SchemaListsExactlyTheCompressorKindsAndTheirFields) {
   const auto& def = schema_def("compressor");
   EXPECT_EQ(enum_of(def.at("properties").at("kind")), names_of(kernels::compressor_kind_names()));
@@ -136,6 +173,8 @@ TEST(Registry, SchemaListsExactlyTheCompressorKindsAndTheirFields) {
 TEST(Registry, SchemaListsExactlyTheNetworkModelsTopologiesAndCollectiveAlgorithms) {
   EXPECT_EQ(enum_of(schema_def("network").at("properties").at("model")), names_of(net::network_models()));
   EXPECT_EQ(enum_of(schema_def("topology").at("properties").at("kind")), names_of(net::topology_kinds()));
+  for (const auto& k : net::topology_kind_table())
+    EXPECT_EQ(schema_fields_of(schema_def("topology"), "kind", k.name, {"kind"}), names_of(k.fields)) << k.name;
   const auto& algorithms = schema_def("network").at("properties").at("algorithms").at("properties");
   const std::vector<std::pair<std::string, net::CollectiveKind>> kinds{{"all_reduce", net::CollectiveKind::AllReduce},
                                                                       {"reduce_scatter", net::CollectiveKind::ReduceScatter},
@@ -251,20 +290,78 @@ TEST(Registry, EveryFieldOfEveryCompressorKindIsEchoedAndSweepable) {
   }
 }
 
-TEST(Registry, EveryFieldOfEveryWorkloadTypeIsEchoedAndSweepable) {
-  for (const auto* e : workloads::workload_entries()) {
-    json workload = {{"type", e->name}};
-    if (e->name == "logistic_regression") workload["samples"] = 64;
-    const json base = scenario_with(workload, minimal_algorithm("parallel_sgd"));
-    const json echoed = runner::parse_scenario(base).to_json();
-    for (const auto& field : e->fields) {
-      if (field == "libsvm_file") continue;  // replaces samples; a file of its own (tests/workload_test.cpp)
-      ASSERT_TRUE(echoed.at("workload").contains(field)) << e->name << ": " << field << " not echoed";
-      expect_sweepable(base, echoed, "/workload/" + field);
-    }
-    EXPECT_EQ(echoed.at("workload").size(), e->fields.size() + (e->name == "logistic_regression" ? 0 : 1))
-        << e->name << ": echoes a field it does not read";
+// Every (workload type, data source) pair: its type's own fields, "data" and the source's
+// fields are echoed, each can be swept, and nothing else is echoed.
+TEST(Registry, EveryFieldOfEveryWorkloadTypeAndDataSourceIsEchoedAndSweepable) {
+  const auto dir = std::filesystem::temp_directory_path() / "dtsim_registry_test_data";
+  std::filesystem::create_directories(dir);
+  const auto libsvm = (dir / "eight.libsvm").string();
+  {
+    std::ofstream out(libsvm);
+    for (int i = 0; i < 8; ++i) out << (i % 2 ? "+1" : "-1") << " 1:" << i << " 3:0.5\n";
   }
+  for (const auto* e : workloads::workload_entries()) {
+    const auto data_fields = workloads::with_data_fields({}, e->data_sources);
+    Names own;
+    for (const auto& f : e->fields)
+      if (e->data_sources.empty() || !std::count(data_fields.begin(), data_fields.end(), f)) own.insert(f);
+    std::vector<std::string> sources = e->data_sources;
+    if (sources.empty()) sources.push_back("");  // a shape-only model: no data
+    for (const auto& source : sources) {
+      SCOPED_TRACE(e->name + " on " + (source.empty() ? "no data" : source));
+      json workload = {{"type", e->name}};
+      Names expected = own;
+      expected.insert("type");
+      if (!source.empty()) {
+        workload["data"] = source;
+        const auto& fields = workloads::data_source_entry(source).fields;
+        expected.insert("data");
+        expected.insert(fields.begin(), fields.end());
+      }
+      if (source == "synthetic") workload["samples"] = 64;
+      if (source == "libsvm") workload["libsvm_file"] = libsvm;
+      const json base = scenario_with(workload, minimal_algorithm("parallel_sgd"));
+      const json echoed = runner::parse_scenario(base).to_json();
+      Names keys;
+      for (const auto& [key, value] : echoed.at("workload").items()) keys.insert(key);
+      EXPECT_EQ(keys, expected);
+      for (const auto& field : expected)
+        if (field != "type") expect_sweepable(base, echoed, "/workload/" + field);
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A scenario names one data source: another source's field, a source its type does not
+// train on, or an unknown one is refused at the field, with its kind.
+TEST(Registry, DataSourcesAreChosenOnceAndExplicitly) {
+  auto error_of = [](json workload) -> std::pair<std::string, runner::ErrorKind> {
+    try {
+      runner::parse_scenario(scenario_with(std::move(workload), minimal_algorithm("parallel_sgd")));
+    } catch (const runner::ScenarioError& e) {
+      return {std::string(e.what()), e.kind()};
+    }
+    return {"accepted", runner::ErrorKind::syntax};
+  };
+  auto [mixed, mixed_kind] = error_of({{"type", "logistic_regression"}, {"data", "synthetic"}, {"libsvm_file", "x"}});
+  EXPECT_EQ(mixed, "/workload/libsvm_file: a field of data libsvm, not of data synthetic (its fields: samples, features)");
+  EXPECT_EQ(mixed_kind, runner::ErrorKind::unknown_field);
+  auto [wrong, wrong_kind] = error_of({{"type", "mlp"}, {"data", "synthetic"}});
+  EXPECT_EQ(wrong, "/workload/data: workload type mlp trains on fashion_mnist, not synthetic");
+  EXPECT_EQ(wrong_kind, runner::ErrorKind::unknown_name);
+  auto [unknown, unknown_kind] = error_of({{"type", "mlp"}, {"data", "imagenet"}});
+  EXPECT_NE(unknown.find("/workload/data: "), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("fashion_mnist"), std::string::npos) << unknown;
+  EXPECT_EQ(unknown_kind, runner::ErrorKind::unknown_name);
+  auto [shape_only, shape_kind] = error_of({{"type", "resnet50"}, {"data", "fashion_mnist"}});
+  EXPECT_NE(shape_only.find("/workload/data: not a field of workload type resnet50"), std::string::npos) << shape_only;
+  EXPECT_EQ(shape_kind, runner::ErrorKind::unknown_field);
+  // Without "data": the type's first source, or the one a field selects.
+  EXPECT_EQ(runner::parse_scenario(scenario_with({{"type", "logistic_regression"}}, minimal_algorithm("parallel_sgd")))
+                .workload.data.source,
+            "synthetic");
+  EXPECT_EQ(runner::parse_scenario(scenario_with({{"type", "cnn"}}, minimal_algorithm("parallel_sgd"))).workload.data.source,
+            "fashion_mnist");
 }
 
 // The sweep tells an axis that names no field from a value the field refuses by the

@@ -135,6 +135,22 @@ TEST(Scenario, BinaryExitsNonZeroWithOneLine) {
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
 }
 
+// A command line CLI11 refuses (an unknown command or flag, a missing argument, a value
+// outside a list) is bad input like a bad scenario: exit 2, one line naming it.
+TEST(Scenario, BadCommandLineExitsTwoWithOneLine) {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"list foo", "dtsim: error: what: foo not in {"},
+      {"run", "dtsim: error: scenario is required (see dtsim run --help)"},
+      {"run --no-such-flag x.json", "dtsim: error: The following argument was not expected: --no-such-flag (see dtsim run --help)"},
+      {"frobnicate", "dtsim: error: unknown command 'frobnicate' (expected one of run, live, "}};
+  for (const auto& [args, starts] : cases) {
+    const auto r = testing::run_command(std::string(DTSIM_BINARY) + " " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.output;
+    EXPECT_EQ(r.output.rfind(starts, 0), 0u) << args << ": " << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << ": " << r.output;
+  }
+}
+
 TEST(Scenario, HelpOnEveryCommand) {
   for (const char* cmd : {"--help", "run --help", "live --help"}) {
     auto r = testing::run_command(std::string(DTSIM_BINARY) + " " + cmd);
