@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "algorithms/lr_schedule.hpp"
 #include "kernels/compressor.hpp"
 #include "comm/phase_timer.hpp"
 #include "network_models/topology.hpp"
@@ -21,11 +22,16 @@ namespace dtsim::algorithms {
 
 // Local optimizer hyper-parameters, applied as the reference apply_gradient does.
 struct OptimizerSpec {
-  double lr = 0.1;
+  double lr = 0.1;  // the scenario's; each step runs at StepContext::lr, which lr_schedule derives from it
   double momentum = 0.0;
   double dampening = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
+  LrScheduleSpec lr_schedule;
+  // Per parameter tensor: false skips weight decay on it. Not a scenario field: the training
+  // loop fills it from the workload's parameter names (weight_decay_mask in
+  // apply_gradient.hpp, the reference's parameter groups); empty decays every tensor.
+  std::vector<bool> weight_decay_mask;
 };
 
 // Everything a scenario can say about an algorithm. Each algorithm reads the fields it
@@ -71,6 +77,7 @@ struct StepContext {
   std::vector<at::Tensor>& params;  // updated in place
   std::vector<at::Tensor>& grads;   // this step's local gradients (may be overwritten)
   std::int64_t local_index;         // t, the local step index, starting at 1
+  double lr;                        // this step's learning rate (LrSchedule::at(t)), for every use of lr
   // Set only for algorithms that drive the backward pass (drives_backward() true): the
   // training loop then runs forward only, and the step runs every backward stage itself.
   BackwardPass* backward = nullptr;

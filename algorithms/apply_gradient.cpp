@@ -1,15 +1,34 @@
 #include "algorithms/apply_gradient.hpp"
 
+#include <optional>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
 namespace dtsim::algorithms {
 
-void LocalOptimizer::apply_gradient(std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads,
-                                    bool apply_to_model) {
+LocalOptimizer::LocalOptimizer(OptimizerSpec spec) : spec_(std::move(spec)) {}
+
+void LocalOptimizer::apply_gradient(std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads, double lr) {
+  update(params, grads, lr);
+}
+
+void LocalOptimizer::transform_gradient(std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads) {
+  update(params, grads, std::nullopt);
+}
+
+void LocalOptimizer::update(std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads, std::optional<double> lr) {
+  const auto& mask = spec_.weight_decay_mask;
+  if (!mask.empty() && mask.size() != params.size())
+    throw std::logic_error(fmt::format("LocalOptimizer: a weight-decay mask of {} tensors for {} parameters", mask.size(),
+                                       params.size()));
   const bool first = momentum_buffers_.empty();
   if (first) momentum_buffers_.resize(params.size());
   for (std::size_t i = 0; i < params.size(); ++i) {
     auto& p = params[i];
     auto& g = grads[i];
-    at::Tensor d = spec_.weight_decay != 0.0 ? g.add(p, spec_.weight_decay) : g.clone();
+    const bool decays = spec_.weight_decay != 0.0 && (mask.empty() || mask[i]);
+    at::Tensor d = decays ? g.add(p, spec_.weight_decay) : g.clone();
     if (spec_.momentum != 0.0) {
       auto& buf = momentum_buffers_[i];
       if (first)
@@ -21,11 +40,17 @@ void LocalOptimizer::apply_gradient(std::vector<at::Tensor>& params, std::vector
       else
         d.copy_(buf);
     }
-    if (apply_to_model)
-      p.add_(d, -spec_.lr);
+    if (lr)
+      p.add_(d, -*lr);
     else
       g.copy_(d);
   }
+}
+
+std::vector<bool> weight_decay_mask(const std::vector<std::string>& names) {
+  std::vector<bool> mask;
+  for (const auto& name : names) mask.push_back(name.find("bn") == std::string::npos);
+  return mask;
 }
 
 sim::ComputeCost LocalOptimizer::cost(std::int64_t elements) const {

@@ -41,7 +41,7 @@ sim::Task<std::uint64_t> ChocoSgd::step(StepContext& ctx) {
   const auto d = total_elements(ctx.params);
   {
     auto phase = ctx.timer.phase("grad.apply_grad");
-    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, true); });
+    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, ctx.lr); });
   }
   {
     auto phase = ctx.timer.phase("grad.recover_hat_params");

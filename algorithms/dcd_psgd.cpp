@@ -20,7 +20,7 @@ sim::Task<std::uint64_t> DcdPsgd::step(StepContext& ctx) {
   const double k = static_cast<double>(weights_.size());
   {
     auto phase = ctx.timer.phase("grad.apply_grad");
-    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, false); });
+    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.transform_gradient(ctx.params, ctx.grads); });
   }
   {
     auto phase = ctx.timer.phase("grad.get_grads");
@@ -41,7 +41,7 @@ sim::Task<std::uint64_t> DcdPsgd::step(StepContext& ctx) {
     auto phase = ctx.timer.phase("grad.apply_local_gradient");
     co_await comm.compute(elementwise_cost(d, 2.0 * k + 2.0, 4.0 * (k + 3.0)), [&] {
       kernels::weighted_sum(half_, replicas_, weights_);
-      half_.sub_(flat_grads_.buffer(), optimizer_.spec().lr);
+      half_.sub_(flat_grads_.buffer(), ctx.lr);
     });
   }
   {

@@ -111,7 +111,15 @@ void DistOpt::init(const StepContext& ctx) {
     if (variant_ == Variant::sparse && corr_) part.residual = at::zeros({part.elements}, options.dtype(at::kFloat));
     partitions_.push_back(std::move(part));
   }
-  if (variant_ == Variant::partial) per_param_.assign(n_params, LocalOptimizer(optimizer_.spec()));
+  if (variant_ == Variant::partial) {
+    // One optimizer per tensor, stepped on that tensor alone: its weight-decay mask is the
+    // tensor's own entry.
+    for (std::size_t j = 0; j < n_params; ++j) {
+      OptimizerSpec one = optimizer_.spec();
+      if (!one.weight_decay_mask.empty()) one.weight_decay_mask = {optimizer_.spec().weight_decay_mask.at(j)};
+      per_param_.emplace_back(std::move(one));
+    }
+  }
 }
 
 void DistOpt::stage(Partition& part, std::size_t slot, const at::Tensor& value) {
@@ -210,7 +218,7 @@ sim::Task<std::uint64_t> DistOpt::step(StepContext& ctx) {
           auto phase = ctx.timer.phase("sync/apply_grad");
           co_await comm.compute(per_param_[j].cost(n), [&] {
             std::vector<at::Tensor> p{ctx.params[j]}, g{ctx.grads[j]};
-            per_param_[j].apply_gradient(p, g, true);
+            per_param_[j].apply_gradient(p, g, ctx.lr);
           });
         }
         if (b == chosen && !part.in_place) {
@@ -318,7 +326,7 @@ sim::Task<std::uint64_t> DistOpt::step(StepContext& ctx) {
     cost.bytes += 8.0 * as_double(d);
     co_await comm.compute(cost, [&] {
       for (auto& g : ctx.grads) g.div_(W);
-      optimizer_.apply_gradient(ctx.params, ctx.grads, true);
+      optimizer_.apply_gradient(ctx.params, ctx.grads, ctx.lr);
     });
   }
   co_return n_bits;

@@ -21,7 +21,7 @@ sim::Task<std::uint64_t> EcdPsgd::step(StepContext& ctx) {
   const double t = static_cast<double>(ctx.local_index);
   {
     auto phase = ctx.timer.phase("grad.apply_grad");
-    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, false); });
+    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.transform_gradient(ctx.params, ctx.grads); });
   }
   {
     auto phase = ctx.timer.phase("grad.get_params");
@@ -48,7 +48,7 @@ sim::Task<std::uint64_t> EcdPsgd::step(StepContext& ctx) {
   {
     auto phase = ctx.timer.phase("grad.unflatten_to_update");
     co_await comm.compute(elementwise_cost(d, 5.0, 28.0), [&] {
-      next_.sub_(flat_grads_.buffer(), optimizer_.spec().lr);
+      next_.sub_(flat_grads_.buffer(), ctx.lr);
       // z = (1 - t/2) x_t + (t/2) x+ ; then x <- x+.
       z_.copy_(x).mul_(1.0 - 0.5 * t);
       z_.add_(next_, 0.5 * t);

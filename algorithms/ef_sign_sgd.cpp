@@ -24,7 +24,7 @@ sim::Task<std::uint64_t> EfSignSgd::step(StepContext& ctx) {
   const double n = static_cast<double>(comm.size());
   {
     auto phase = ctx.timer.phase("sync.apply_grad");
-    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, false); });
+    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.transform_gradient(ctx.params, ctx.grads); });
   }
   {
     auto phase = ctx.timer.phase("sync.get_data");
@@ -75,7 +75,7 @@ sim::Task<std::uint64_t> EfSignSgd::step(StepContext& ctx) {
     co_await comm.compute({2.0 * dd, 12.0 * dd}, [&] {
       std::int64_t offset = 0;
       for (auto& p : ctx.params) {
-        p.add_(update_.narrow(0, offset, p.numel()).view_as(p), -optimizer_.spec().lr);
+        p.add_(update_.narrow(0, offset, p.numel()).view_as(p), -ctx.lr);
         offset += p.numel();
       }
     });

@@ -39,7 +39,7 @@ sim::Task<std::uint64_t> LocalEfSignSgd::step(StepContext& ctx) {
         own_scales_ = at::zeros({L}, memory_.options());
         scales_ = at::zeros({L}, memory_.options());
       }
-      optimizer_.apply_gradient(ctx.params, ctx.grads, true);
+      optimizer_.apply_gradient(ctx.params, ctx.grads, ctx.lr);
     });
   }
   if (!schedule_.sync_step(ctx.local_index)) co_return 0;

@@ -16,7 +16,7 @@ sim::Task<std::uint64_t> LocalSgd::step(StepContext& ctx) {
         flat_params_ = kernels::TensorBuffer(ctx.params);
         diff_ = at::empty_like(consensus_.buffer());
       }
-      optimizer_.apply_gradient(ctx.params, ctx.grads, true);
+      optimizer_.apply_gradient(ctx.params, ctx.grads, ctx.lr);
     });
   }
   if (!schedule_.sync_step(ctx.local_index)) co_return 0;

@@ -19,8 +19,8 @@ sim::Task<std::uint64_t> LocalSignSgd::step(StepContext& ctx) {
         scales_ = at::empty({L}, consensus_.buffer().options());
         offsets_ = flat_offsets(ctx.params);
       }
-      optimizer_.apply_gradient(ctx.params, ctx.grads, false);
-      for (std::size_t i = 0; i < ctx.params.size(); ++i) ctx.params[i].add_(at::sign(ctx.grads[i]), -optimizer_.spec().lr);
+      optimizer_.transform_gradient(ctx.params, ctx.grads);
+      for (std::size_t i = 0; i < ctx.params.size(); ++i) ctx.params[i].add_(at::sign(ctx.grads[i]), -ctx.lr);
     });
   }
   if (!schedule_.sync_step(ctx.local_index)) co_return 0;

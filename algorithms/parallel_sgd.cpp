@@ -36,7 +36,7 @@ sim::Task<std::uint64_t> CentralizedSgd::step(StepContext& ctx) {
   }
   {
     auto phase = ctx.timer.phase("sync/apply_grad");
-    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, true); });
+    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, ctx.lr); });
   }
   co_return fp32_bits(d);
 }
@@ -55,7 +55,7 @@ sim::Task<std::uint64_t> DecentralizedSgd::step(StepContext& ctx) {
   const auto d = total_elements(ctx.params);
   {
     auto phase = ctx.timer.phase("sync/apply_grad");
-    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, true); });
+    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, ctx.lr); });
   }
   {
     auto phase = ctx.timer.phase("sync/get_data");

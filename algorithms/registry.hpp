@@ -33,7 +33,7 @@ struct AlgorithmEntry {
   std::string description;  // one line
   std::string paper;        // the paper (and the reference code) it follows
   // The keys of /algorithm besides "name" it reads: the optimizer's (lr, momentum,
-  // dampening, weight_decay, nesterov) and its own.
+  // dampening, weight_decay, nesterov, lr_schedule) and its own.
   std::vector<std::string> fields;
   // Reads the algorithm's own fields (not the optimizer's, not "name") into `spec`.
   void (*parse)(config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx);

@@ -39,7 +39,7 @@ sim::Task<std::uint64_t> SignSgd::step(StepContext& ctx) {
   {
     auto phase = ctx.timer.phase("sync/apply_grad");
     co_await comm.compute({optimizer_.cost(d).flops, optimizer_.cost(d).bytes + 8.0 * dd}, [&] {
-      optimizer_.apply_gradient(ctx.params, ctx.grads, false);
+      optimizer_.transform_gradient(ctx.params, ctx.grads);
       if (flat_grads_.count() == 0)
         flat_grads_ = kernels::TensorBuffer(ctx.grads);
       else
@@ -71,7 +71,7 @@ sim::Task<std::uint64_t> SignSgd::step(StepContext& ctx) {
   {
     auto phase = ctx.timer.phase("sync/apply_grad");
     co_await comm.compute({2.0 * dd, 12.0 * dd}, [&] {
-      flat_params_.buffer().add_(update_, -optimizer_.spec().lr);
+      flat_params_.buffer().add_(update_, -ctx.lr);
       flat_params_.unpack(ctx.params);
     });
   }

@@ -92,10 +92,10 @@ sim::Task<std::uint64_t> SparsifiedSgd::step(StepContext& ctx) {
   auto& comm = ctx.comm;
   const auto d = total_elements(ctx.grads);
   const double n = static_cast<double>(comm.size());
-  const double lr = optimizer_.spec().lr;
+  const double lr = ctx.lr;
   {
     auto phase = ctx.timer.phase("grad.apply_grad");
-    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, false); });
+    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.transform_gradient(ctx.params, ctx.grads); });
   }
   {
     auto phase = ctx.timer.phase("grad.recover_hat_params");

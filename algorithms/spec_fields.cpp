@@ -16,7 +16,7 @@ using config::ScenarioError;
 using nlohmann::json;
 
 const std::vector<std::string>& optimizer_fields() {
-  static const std::vector<std::string> fields{"lr", "momentum", "dampening", "weight_decay", "nesterov"};
+  static const std::vector<std::string> fields{"lr", "momentum", "dampening", "weight_decay", "nesterov", "lr_schedule"};
   return fields;
 }
 
@@ -34,6 +34,7 @@ void parse_optimizer(ObjectReader& a, OptimizerSpec& o) {
   o.nesterov = a.boolean("nesterov", false);
   if (o.nesterov && (o.momentum == 0.0 || o.dampening != 0.0))
     throw ScenarioError(a.where("nesterov"), ErrorKind::inconsistent, "expected momentum > 0 and dampening 0 with nesterov");
+  o.lr_schedule = parse_lr_schedule(a, o.lr);
 }
 
 void optimizer_json(const OptimizerSpec& o, json& out) {
@@ -42,6 +43,9 @@ void optimizer_json(const OptimizerSpec& o, json& out) {
   out["dampening"] = o.dampening;
   out["weight_decay"] = o.weight_decay;
   out["nesterov"] = o.nesterov;
+  // The default (constant lr) is left out, so that a scenario without a schedule echoes,
+  // hashes (sweep point ids) and runs exactly as before schedules existed.
+  if (!o.lr_schedule.is_default()) out["lr_schedule"] = lr_schedule_json(o.lr_schedule);
 }
 
 kernels::CompressorSpec parse_compressor(ObjectReader& a, const SpecContext& ctx) {

@@ -15,7 +15,7 @@
 namespace dtsim::algorithms {
 
 // The local optimizer's fields, which every algorithm reads: lr, momentum, dampening,
-// weight_decay, nesterov.
+// weight_decay, nesterov, lr_schedule (lr_schedule.hpp).
 const std::vector<std::string>& optimizer_fields();
 // optimizer_fields(), then `own`.
 std::vector<std::string> with_optimizer_fields(std::vector<std::string> own);

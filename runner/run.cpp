@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/apply_gradient.hpp"
+#include "algorithms/lr_schedule.hpp"
 #include "comm/emulated.hpp"
 #include "comm/gloo.hpp"
 #include "comm/nccl.hpp"
@@ -81,6 +83,32 @@ class StagedBackward final : public algorithms::BackwardPass {
   std::size_t next_ = 0;
 };
 
+// Rank `rank`'s learning-rate schedule over its workload's shard; one the workload cannot
+// follow (epochs counted without data) is a scenario error.
+algorithms::LrSchedule lr_schedule_of(const Scenario& s, const net::Topology& topology,
+                                      const workloads::Workload& workload, int rank) {
+  const auto shard = workload.data_shard();
+  const algorithms::LrScheduleRank of_rank{.shard_samples = shard.samples,
+                                           .batch_size = shard.batch,
+                                           .neighborhood = static_cast<std::int64_t>(topology.neighbors(rank).size()) + 1,
+                                           .run_steps = s.steps};
+  try {
+    return algorithms::LrSchedule(s.algorithm.optimizer.lr, s.algorithm.optimizer.lr_schedule, of_rank);
+  } catch (const std::invalid_argument& e) {
+    throw ScenarioError("/algorithm/lr_schedule", ErrorKind::inconsistent,
+                        fmt::format("{} (workload {})", e.what(), s.workload.type));
+  }
+}
+
+// Before any rank starts (whose errors the engine reports as a rank's failure): rank 0's
+// schedule, which fails as every rank's would (no data to count epochs in).
+void check_lr_schedule(const Scenario& s, const net::Topology& topology,
+                       const std::shared_ptr<const workloads::WorkloadData>& data) {
+  if (s.algorithm.optimizer.lr_schedule.is_default()) return;
+  const auto workload = workloads::make_workload(s.workload, data, s.seed, 0, s.ranks);
+  lr_schedule_of(s, topology, *workload, 0);
+}
+
 // Loss and accuracy of the rank-averaged model on the training and test sets, after the
 // algorithm's before_evaluation: [train loss, train accuracy, test loss, test accuracy]
 // (test NaN without a test set), on every rank. Rank 0 evaluates; the figures reach the
@@ -127,7 +155,11 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
   };
   const int rank = comm.rank();
   auto workload = workloads::make_workload(s.workload, data, s.seed, rank, s.ranks);
-  auto algorithm = algorithms::make_algorithm(s.algorithm, topology, rank);
+  auto algorithm_spec = s.algorithm;  // with the reference's parameter groups: no weight decay on "bn" tensors
+  algorithm_spec.optimizer.weight_decay_mask = algorithms::weight_decay_mask(workload->parameter_names());
+  auto algorithm = algorithms::make_algorithm(algorithm_spec, topology, rank);
+  const auto lr_schedule = lr_schedule_of(s, topology, *workload, rank);
+  const bool records_lr = !s.algorithm.optimizer.lr_schedule.is_default();
   auto params = workload->initial_parameters();
   std::vector<at::Tensor> grads;
   for (const auto& p : params) grads.push_back(at::zeros_like(p));
@@ -140,7 +172,7 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
   co_await algorithm->start(comm, params);
 
   const auto steps = static_cast<std::size_t>(s.steps);
-  std::vector<double> step_time, n_bits, wire, calls, loss, compute;
+  std::vector<double> step_time, n_bits, wire, calls, loss, compute, lr;
   std::vector<std::vector<double>> phase_steps;
   std::vector<RunResult::EvalPoint> curve;
   double evaluating = 0.0;  // clock time spent in evaluations so far
@@ -157,7 +189,9 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
       auto phase = timer.phase("backward_pass");
       co_await comm.compute(workload->backward_cost(), [&] { workload->backward(params, grads); });
     }
-    algorithms::StepContext ctx{comm, timer, params, grads, static_cast<std::int64_t>(t) + 1};
+    const auto local_index = static_cast<std::int64_t>(t) + 1;
+    lr.push_back(lr_schedule.at(local_index));
+    algorithms::StepContext ctx{comm, timer, params, grads, local_index, lr.back()};
     if (staged) {
       backward.restart();
       ctx.backward = &backward;
@@ -194,6 +228,7 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
   std::vector<double> record;
   for (const auto* series : {&step_time, &n_bits, &wire, &calls, &loss, &compute})
     record.insert(record.end(), series->begin(), series->end());
+  if (records_lr) record.insert(record.end(), lr.begin(), lr.end());
   for (std::size_t p = 0; p < names.size(); ++p) {
     double sum = 0.0;
     for (const auto& step : phase_steps) sum += p < step.size() ? step[p] : 0.0;
@@ -225,6 +260,7 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
   take(result.calls);
   take(result.loss);
   take(result.compute_time_s);
+  if (records_lr) take(result.lr);
   result.phase_names = names;
   result.phase_mean_s.assign(v, v + names.size());
   v += names.size();
@@ -415,8 +451,9 @@ RunResult run_timing_only(const Scenario& s, const RunOptions& options) {
   comm::OpTrace op_trace;
   {
     comm::RepresentativeCommunicator recorder(representative, s.ranks, topology.neighbors(representative), s.compute);
-    sim::run_blocking(
-        rank_program(recorder, s, topology, load_data(s), options, result, nullptr, &recorder, /*evaluate=*/false));
+    const auto data = load_data(s);
+    check_lr_schedule(s, topology, data);
+    sim::run_blocking(rank_program(recorder, s, topology, data, options, result, nullptr, &recorder, /*evaluate=*/false));
     op_trace = recorder.trace();
   }
   // Messages to neighbours map onto rank r's neighbours slot by slot, which stands for
@@ -464,6 +501,7 @@ RunResult run_emulated(const Scenario& s, const RunOptions& options) {
   const auto& topology = network->topology();
   comm::EmulatedWorld world(engine, network, s.compute);
   auto data = load_data(s);
+  check_lr_schedule(s, topology, data);
   std::unique_ptr<sim::TraceWriter> trace;
   if (options.trace_file) {
     trace = std::make_unique<sim::TraceWriter>();
@@ -542,6 +580,7 @@ RunResult run_live(const Scenario& s, const comm::LiveEnv& env, const RunOptions
   auto comm = options.live_backend == "nccl" ? comm::make_nccl_communicator(env, s.network)
                                              : comm::make_gloo_communicator(env, s.network);
   auto data = load_data(s);
+  check_lr_schedule(s, topology, data);
   RunResult result;
   sim::TraceWriter timeline;  // this rank's phases, kept for the partial record of a failed run
   std::vector<comm::OpTrace> local_traces;
@@ -608,6 +647,13 @@ json RunResult::to_json() const {
     phases.push_back({{"name", phase_names[i]},
                       {"mean_s", phase_mean_s[i]},
                       {"share", step > 0 ? phase_mean_s[i] / step : 0.0}});
+  json per_step = {{"time_s", step_time_s},
+                   {"compute_time_s", compute_time_s},
+                   {"n_bits", n_bits},
+                   {"wire_bytes", wire_bytes},
+                   {"calls", calls},
+                   {"loss", losses}};
+  if (!lr.empty()) per_step["lr"] = lr;
   return {{"dtsim_result_version", 1},
           {"mode", mode},
           {"backend", backend},
@@ -631,13 +677,7 @@ json RunResult::to_json() const {
           {"algorithm_state_bytes", algorithm_state_bytes},
           {"diverged_at_step", diverged_at_step > 0 ? json(diverged_at_step) : json(nullptr)},
           {"event_trace_hash", fmt::format("{:016x}", event_trace_hash)},
-          {"per_step",
-           {{"time_s", step_time_s},
-            {"compute_time_s", compute_time_s},
-            {"n_bits", n_bits},
-            {"wire_bytes", wire_bytes},
-            {"calls", calls},
-            {"loss", losses}}}};
+          {"per_step", per_step}};
 }
 
 }  // namespace dtsim::runner

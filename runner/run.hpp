@@ -72,6 +72,10 @@ struct RunResult {
   // (Communicator::compute_seconds); step_time_s minus this is the communication not
   // hidden behind compute (and waiting for other ranks).
   std::vector<double> compute_time_s;
+  // Per step, mean over ranks: the learning rate the step ran at (algorithm.lr_schedule;
+  // one value on every rank unless a graph scale-up meets neighbourhoods of different
+  // sizes). Empty, and absent from the JSON, for the default constant lr.
+  std::vector<double> lr;
   // The rank-averaged model after the last step, on the whole training set:
   double final_loss = 0.0;
   double final_accuracy = 0.0;

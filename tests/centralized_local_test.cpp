@@ -79,7 +79,7 @@ sim::Task<void> rank_loop(comm::Communicator& comm, const runner::Scenario& s,
     });
     if (hook) hook(rank, t, algorithm, false, params, grads);
     const auto before = comm.traffic().wire_bytes;
-    algorithms::StepContext ctx{comm, timer, params, grads, t};
+    algorithms::StepContext ctx{comm, timer, params, grads, t, s.algorithm.optimizer.lr};
     const auto bits = co_await algorithm.step(ctx);
     if (hook) hook(rank, t, algorithm, true, params, grads);
     trace.steps[t - 1][rank] = Record{flat(params), flat(grads), bits, comm.traffic().wire_bytes - before};

@@ -75,7 +75,7 @@ Trace run_steps(const AlgorithmSpec& spec, const net::Topology& topology, const 
     for (int t = 1; t <= steps; ++t) {
       auto grads = grad(r, t, params);
       const auto before = comm.traffic().wire_bytes;
-      algorithms::StepContext ctx{comm, timer, params, grads, t};
+      algorithms::StepContext ctx{comm, timer, params, grads, t, spec.optimizer.lr};
       trace.n_bits[r].push_back(co_await algorithm->step(ctx));
       trace.wire_bytes[r].push_back(comm.traffic().wire_bytes - before);
       timer.take_step();

@@ -146,6 +146,7 @@ struct Trace {
   std::vector<std::map<std::string, double>> phases;         // rank 0, per step
   std::vector<double> step_time;                             // rank 0
   std::vector<std::unique_ptr<algorithms::Algorithm>> algorithms;
+  double lr = 0.0;  // every step's (the scenario's constant lr)
 };
 
 struct Net {
@@ -178,7 +179,7 @@ sim::Task<void> rank_loop(comm::Communicator& comm, const FakeModel& m, int step
   co_await algorithm.start(comm, params);
   for (std::int64_t t = 1; t <= steps; ++t) {
     const double begin = comm.now();
-    algorithms::StepContext ctx{comm, timer, params, grads, t};
+    algorithms::StepContext ctx{comm, timer, params, grads, t, trace.lr};
     backward.t = t;
     if (algorithm.drives_backward()) {
       ctx.backward = &backward;
@@ -208,6 +209,7 @@ Trace run(const json& algorithm, const FakeModel& m, int ranks, int steps, const
   trace.params.assign(steps, std::vector<std::vector<at::Tensor>>(ranks));
   trace.n_bits.assign(steps, std::vector<std::uint64_t>(ranks));
   trace.phases.resize(steps);
+  trace.lr = s.algorithm.optimizer.lr;
   for (int r = 0; r < ranks; ++r) trace.algorithms.push_back(algorithms::make_algorithm(s.algorithm, network->topology(), r));
   for (int r = 0; r < ranks; ++r) engine.spawn(rank_loop(world.communicator(r), m, steps, trace), "rank");
   engine.run();

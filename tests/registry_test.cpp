@@ -4,7 +4,8 @@
 // - the JSON Schema (scenarios/scenario.schema.json) lists exactly the registries' names
 //   and, per entry, exactly the fields the entry reads;
 // - every scenario file in scenarios/ survives parse -> to_json -> parse unchanged;
-// - every field an entry reads appears in to_json, so a sweep axis can name it.
+// - every field an entry reads appears in to_json, so a sweep axis can name it (the
+//   algorithm's lr_schedule, left out of the echo at its default, when it is set).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "algorithms/lr_schedule.hpp"
 #include "algorithms/registry.hpp"
 #include "kernels/compressor_kinds.hpp"
 #include "network_models/network.hpp"
@@ -170,6 +172,18 @@ TEST(Registry, SchemaListsExactlyTheCompressorKindsAndTheirFields) {
     EXPECT_EQ(schema_fields_of(def, "kind", std::string(k.name), {"kind"}), names_of(k.fields)) << k.name;
 }
 
+TEST(Registry, SchemaListsExactlyTheLrScheduleTypesAndTheirFields) {
+  const auto& def = schema_def("lr_schedule");
+  Names types;
+  for (const auto& t : algorithms::lr_schedule_types()) types.insert(std::string(t.name));
+  EXPECT_EQ(enum_of(def.at("properties").at("type")), types);
+  for (const auto& t : algorithms::lr_schedule_types()) {
+    Names fields = names_of(algorithms::lr_schedule_common_fields());
+    fields.insert(t.fields.begin(), t.fields.end());
+    EXPECT_EQ(schema_fields_of(def, "type", std::string(t.name), {"type"}), fields) << t.name;
+  }
+}
+
 TEST(Registry, SchemaListsExactlyTheNetworkModelsTopologiesAndCollectiveAlgorithms) {
   EXPECT_EQ(enum_of(schema_def("network").at("properties").at("model")), names_of(net::network_models()));
   EXPECT_EQ(enum_of(schema_def("topology").at("properties").at("kind")), names_of(net::topology_kinds()));
@@ -246,6 +260,8 @@ TEST(Registry, EveryFieldOfEveryAlgorithmIsEchoedAndSweepable) {
       if (!variant.empty() && e->name != "distopt") continue;
       json algorithm = minimal_algorithm(e->name);
       if (!variant.empty()) algorithm["variant"] = variant;
+      // The default lr_schedule (constant) is left out of the echo; any other is echoed.
+      algorithm["lr_schedule"] = {{"warmup_epochs", 1}};
       const json base = scenario_with(workload, algorithm);
       const json echoed = runner::parse_scenario(base).to_json();
       for (const auto& field : e->fields) {
@@ -284,6 +300,50 @@ TEST(Registry, EveryFieldOfEveryCompressorKindIsEchoedAndSweepable) {
         ADD_FAILURE() << k.name << " accepted " << other;
       } catch (const runner::ScenarioError& e) {
         EXPECT_EQ(e.path(), "/algorithm/compressor/" + other);
+        EXPECT_EQ(e.kind(), runner::ErrorKind::unknown_field);
+      }
+    }
+  }
+}
+
+// Every schedule type's fields (and the scale-up's) are echoed and sweepable at
+// /algorithm/lr_schedule/...; a field another type reads is refused, naming it.
+TEST(Registry, EveryFieldOfEveryLrScheduleTypeIsEchoedAndSweepable) {
+  const json workload = {{"type", "logistic_regression"}, {"samples", 64}, {"features", 4}};
+  std::vector<std::string> all_fields;
+  for (const auto& t : algorithms::lr_schedule_types()) all_fields.insert(all_fields.end(), t.fields.begin(), t.fields.end());
+  for (const auto& t : algorithms::lr_schedule_types()) {
+    json schedule = {{"type", std::string(t.name)}, {"lr_scaleup", {{"factor", "graph"}, {"base_batch_size", 8}}}};
+    if (t.type == algorithms::LrScheduleType::multistep) schedule["milestones"] = {1, 2};
+    if (t.type == algorithms::LrScheduleType::cosine) schedule["total_epochs"] = 4;
+    if (t.type == algorithms::LrScheduleType::convex_decay) {
+      schedule = {{"type", "convex_decay"}, {"a", 1}, {"b", 1}};  // no scale-up: it sets its own lr
+    }
+    json algorithm = minimal_algorithm("choco_sgd");
+    algorithm["lr_schedule"] = schedule;
+    const json base = scenario_with(workload, algorithm);
+    const json echoed = runner::parse_scenario(base).to_json();
+    const auto& echo = echoed.at("algorithm").at("lr_schedule");
+    EXPECT_EQ(echo.size(), algorithms::lr_schedule_common_fields().size() + t.fields.size() + 1)
+        << t.name << ": echoes a field it does not read";
+    std::vector<std::string> fields = algorithms::lr_schedule_common_fields();
+    fields.insert(fields.end(), t.fields.begin(), t.fields.end());
+    for (const auto& field : fields) {
+      ASSERT_TRUE(echo.contains(field)) << t.name << ": " << field << " not echoed";
+      expect_sweepable(base, echoed, "/algorithm/lr_schedule/" + field);
+    }
+    expect_sweepable(base, echoed, "/algorithm/lr_schedule/lr_scaleup/factor");
+    if (t.type != algorithms::LrScheduleType::convex_decay)
+      expect_sweepable(base, echoed, "/algorithm/lr_schedule/lr_scaleup/base_batch_size");
+    for (const auto& other : all_fields) {
+      if (std::find(t.fields.begin(), t.fields.end(), other) != t.fields.end()) continue;
+      json bad = base;
+      bad["algorithm"]["lr_schedule"][other] = 1;
+      try {
+        runner::parse_scenario(bad);
+        ADD_FAILURE() << t.name << " accepted " << other;
+      } catch (const runner::ScenarioError& e) {
+        EXPECT_EQ(e.path(), "/algorithm/lr_schedule/" + other);
         EXPECT_EQ(e.kind(), runner::ErrorKind::unknown_field);
       }
     }

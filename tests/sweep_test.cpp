@@ -122,6 +122,28 @@ TEST(SweepExpansion, ZipPairsValues) {
   EXPECT_EQ(parse_sweep(doc, ".").points[1].scenario.network.perturbations.overhead_s, 1e-6);
 }
 
+// Axes reach into the algorithm's lr_schedule object: gamma of a multistep base, and a
+// schedule field the base leaves out (the axis creates the object); a value the schedule
+// refuses names the axis.
+TEST(SweepExpansion, AxesSweepNestedLrScheduleFields) {
+  json base = tiny_base();
+  base["algorithm"]["lr_schedule"] = {{"type", "multistep"}, {"milestones", {2, 4}}};
+  const json gamma = {{"base", base}, {"axes", {{{"path", "/algorithm/lr_schedule/gamma"}, {"values", {0.1, 0.5}}}}}};
+  const auto s = parse_sweep(gamma, ".");
+  ASSERT_EQ(s.points.size(), 2U);
+  EXPECT_EQ(s.points[0].scenario.algorithm.optimizer.lr_schedule.gamma, 0.1);
+  EXPECT_EQ(s.points[1].scenario.algorithm.optimizer.lr_schedule.gamma, 0.5);
+  EXPECT_EQ(s.points[1].scenario.algorithm.optimizer.lr_schedule.milestones, (std::vector<double>{2, 4}));
+  EXPECT_NE(s.points[0].id, s.points[1].id);
+  const json warmup = {{"base", tiny_base()}, {"axes", {{{"path", "/algorithm/lr_schedule/warmup_epochs"}, {"values", {0, 1}}}}}};
+  const auto w = parse_sweep(warmup, ".");
+  ASSERT_EQ(w.points.size(), 2U);
+  EXPECT_EQ(w.points[1].scenario.algorithm.optimizer.lr_schedule.warmup_epochs, 1.0);
+  EXPECT_TRUE(w.points[0].scenario.algorithm.optimizer.lr_schedule.is_default());
+  EXPECT_EQ(sweep_error({{"base", base}, {"axes", {{{"path", "/algorithm/lr_schedule/gamma"}, {"values", {-1}}}}}}),
+            "axis /algorithm/lr_schedule/gamma value -1: /algorithm/lr_schedule/gamma: expected a number in (0, inf], got -1");
+}
+
 TEST(SweepExpansion, ValuesPrintInShortestForm) {
   EXPECT_EQ(format_value(json(5e9)), "5e9");
   EXPECT_EQ(format_value(json(0.001)), "0.001");

@@ -322,6 +322,7 @@ class ImageWorkload final : public Workload {
   }
   sim::ComputeCost forward_cost() const override { return net_.forward_cost(batch_); }
   sim::ComputeCost backward_cost() const override { return net_.backward_cost(batch_); }
+  DataShard data_shard() const override { return {shard_.numel(), batch_}; }
 
   std::vector<BackwardStage> backward_stages() const override {
     std::vector<BackwardStage> stages;

@@ -54,6 +54,7 @@ class LogisticRegression final : public Workload {
     return {at::zeros({data_->x.size(1)}, data_->x.options()), at::zeros({1}, data_->x.options())};
   }
   std::vector<std::string> parameter_names() const override { return {"weight", "bias"}; }
+  DataShard data_shard() const override { return {shard_.numel(), batch_}; }
 
   double forward(const std::vector<at::Tensor>& params) override {
     if (full_batch_) {

@@ -253,6 +253,7 @@ class ShapeWorkload final : public Workload {
     return params;
   }
   std::vector<std::string> parameter_names() const override { return names_; }
+  DataShard data_shard() const override { return {0, batch_}; }  // no data: no epochs
 
   double forward(const std::vector<at::Tensor>&) override {
     ++step_;

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -21,6 +22,14 @@ namespace dtsim::workloads {
 struct BackwardStage {
   std::vector<std::size_t> params;
   sim::ComputeCost cost;
+};
+
+// One rank's data as its steps draw it: a shard of `samples` (0: no data, as the shape-only
+// models), `batch` of them per step (the whole shard for full batch; 0: unknown). The
+// learning-rate schedule counts an epoch as ceil(samples / batch) steps.
+struct DataShard {
+  std::int64_t samples = 0;
+  std::int64_t batch = 0;
 };
 
 struct Evaluation {
@@ -42,6 +51,7 @@ class Workload {
   virtual void backward(const std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads) = 0;
   virtual sim::ComputeCost forward_cost() const = 0;
   virtual sim::ComputeCost backward_cost() const = 0;
+  virtual DataShard data_shard() const { return {}; }
 
   // The backward pass as stages (see BackwardStage). Running backward_stage(k) for every k
   // in order after a forward pass writes the same gradients as backward(). The default is
