@@ -155,6 +155,75 @@ TEST(OneBit, DecodesToTheMeansOfEachPiecesSides) {
   }
 }
 
+// The canonical order of a piece's sum (kernels/cpu/common.hpp), written out for one
+// side: chunks of 1024 at the buffer's multiples of 1024, 32 rows of 32 lanes; per
+// (piece, chunk), lane l sums its elements row by row (others count +0) and the lanes
+// fold as a warp does; a piece's chunk partials fold pairwise, level by level.
+template <class Part>
+std::vector<float> canonical_sums(const at::Tensor& x, const std::vector<std::int64_t>& pieces, Part part) {
+  const at::Tensor xf = x.to(at::kFloat).contiguous();
+  const float* v = xf.data_ptr<float>();
+  std::vector<float> sums;
+  std::int64_t a = 0;
+  for (const std::int64_t size : pieces) {
+    const std::int64_t b = a + size;
+    std::vector<float> partials;
+    for (std::int64_t base = a / 1024 * 1024; base < b; base += 1024) {
+      float lane[32] = {};
+      for (int r = 0; r < 32; ++r)
+        for (int l = 0; l < 32; ++l) {
+          const std::int64_t i = base + 32 * r + l;
+          lane[l] += i >= a && i < b ? part(v[i]) : 0.0f;
+        }
+      for (int off = 16; off >= 1; off /= 2)
+        for (int l = 0; l < off; ++l) lane[l] += lane[l + off];
+      partials.push_back(lane[0]);
+    }
+    while (partials.size() > 1) {
+      std::vector<float> up;
+      for (std::size_t i = 0; i + 1 < partials.size(); i += 2) up.push_back(partials[i] + partials[i + 1]);
+      if (partials.size() % 2) up.push_back(partials.back());
+      partials = up;
+    }
+    sums.push_back(partials.empty() ? 0.0f : partials[0]);
+    a = b;
+  }
+  return sums;
+}
+
+// The means are the canonical sums over the side's count, bit for bit (what makes the
+// CUDA path's bytes equal the CPU's), for pieces inside one chunk, across chunks, in the
+// tail, and cut by buckets smaller and larger than a chunk.
+TEST(OneBit, MeansFollowTheCanonicalOrderBitForBit) {
+  const std::vector<std::vector<std::int64_t>> layouts{
+      {5000}, {1, 33, 0, 1025, 7000, 5}, {512, 512, 512, 512, 100, 2000}, {31, 33, 960, 3000, 17}};
+  for (const auto& tensors : layouts) {
+    for (std::int64_t B : {std::int64_t{0}, std::int64_t{32}, std::int64_t{2048}}) {
+      for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+        SCOPED_TRACE(::testing::Message() << tensors.size() << " tensors, bucket " << B << ", " << c10::toString(dtype));
+        const at::Tensor x = random_input(total(tensors), 80 + static_cast<std::uint64_t>(tensors.size()), dtype);
+        const auto pieces = pieces_of(tensors, B);
+        const auto L = static_cast<std::int64_t>(pieces.size());
+        Compressor c(spec_of(K::one_bit, B));
+        Payload p;
+        c.compress(x, tensors, p);
+        const auto up = canonical_sums(x, pieces, [](float v) { return v < 0.0f ? 0.0f : v; });
+        const auto down = canonical_sums(x, pieces, [](float v) { return v < 0.0f ? v : 0.0f; });
+        const at::Tensor mean_up = bytes_at(p, 0, L, at::kFloat), mean_down = bytes_at(p, 4 * L, L, at::kFloat);
+        std::int64_t off = 0;
+        for (std::int64_t j = 0; j < L; ++j) {
+          const std::int64_t n_down = x.narrow(0, off, pieces[j]).lt(0).sum().item<std::int64_t>();
+          const std::int64_t n_up = pieces[j] - n_down;
+          EXPECT_EQ(mean_up[j].item<float>(), n_up > 0 ? up[j] / static_cast<float>(n_up) : 0.0f) << "piece " << j;
+          EXPECT_EQ(mean_down[j].item<float>(), n_down > 0 ? down[j] / static_cast<float>(n_down) : 0.0f)
+              << "piece " << j;
+          off += pieces[j];
+        }
+      }
+    }
+  }
+}
+
 // Pieces of m consecutive integers j - k (j = 0..m-1) have side means in closed form: the
 // k negatives -1..-k average -(k + 1) / 2, the m - k others 0..m-k-1 average
 // (m - k - 1) / 2, and a side with no element sends 0 (k = 0; k = m). All exact in fp32.
