@@ -121,11 +121,11 @@ namespace detail {
 // shared by the Compressor and its kind's codec (codecs/codec.hpp).
 struct CompressorWorkspace {
   // Segment tables of the current call: element offsets (offsets.size() - 1 segments,
-  // QSGD's buckets already cut), running totals of kept elements (segment s's block is
+  // buckets already cut), running totals of kept elements (segment s's block is
   // [k[s], k[s + 1])), and cpu::partial_slots' slot layout.
   std::vector<std::int64_t> offsets, k, slot_begin;
-  std::vector<std::int64_t> bucket_offsets;  // qsgd with buckets: scratch for the cut offsets
-  std::vector<std::uint64_t> keys;           // qsgd: per-segment stream keys
+  std::vector<std::int64_t> bucket_offsets;  // with buckets: scratch for the cut offsets
+  std::vector<std::uint64_t> keys;           // qsgd, terngrad, natural: per-segment stream keys
   std::vector<float> partials, scalars;      // canonical partial sums; scales or norms
   std::vector<std::uint32_t> indices;        // random_k with shared_seed: the redrawn indices
   cpu::SelectWorkspace select;
