@@ -127,6 +127,7 @@ struct CompressorWorkspace {
   std::vector<std::int64_t> bucket_offsets;  // with buckets: scratch for the cut offsets
   std::vector<std::uint64_t> keys;           // qsgd, terngrad, natural: per-segment stream keys
   std::vector<float> partials, scalars;      // canonical partial sums; scales or norms
+  std::vector<std::uint32_t> max_keys;       // terngrad: per-(segment, chunk) maxima of the magnitude keys
   std::vector<std::uint32_t> indices;        // random_k with shared_seed: the redrawn indices
   cpu::SelectWorkspace select;
   struct Block {  // per thread, for qsgd's bucketed block encoder

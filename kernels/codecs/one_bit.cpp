@@ -127,15 +127,14 @@ void decode_cpu(const CompressorSpec&, Workspace& ws, const Decode& call) {
   with_dtype(call.payload.dtype, call.what, [&](auto tag) {
     using T = decltype(tag);
     T* o = static_cast<T*>(call.dense.data_ptr());
-    for (std::int64_t s = 0; s < L; ++s) {
-      const float mean_up = means[s], mean_down = means[L + s];
-      at::parallel_for(off[s], off[s + 1], 1 << 14, [&](std::int64_t i0, std::int64_t i1) {
-        for (std::int64_t i = i0; i < i1; ++i) {
-          const float v = (words[i / 32] >> (i % 32)) & 1U ? mean_down : mean_up;
-          o[i] = call.accumulate ? static_cast<T>(cpu::to_float(o[i]) + call.weight * v) : static_cast<T>(v);
-        }
-      });
-    }
+    at::parallel_for(0, call.payload.numel, 1 << 14, [&](std::int64_t i0, std::int64_t i1) {
+      std::int64_t s = std::upper_bound(off, off + L + 1, i0) - off - 1;
+      for (std::int64_t i = i0; i < i1; ++i) {
+        while (off[s + 1] <= i) ++s;
+        const float v = (words[i / 32] >> (i % 32)) & 1U ? means[L + s] : means[s];
+        o[i] = call.accumulate ? static_cast<T>(cpu::to_float(o[i]) + call.weight * v) : static_cast<T>(v);
+      }
+    });
   });
 }
 

@@ -26,6 +26,7 @@ namespace dtsim::kernels::codecs {
 
 namespace {
 
+using cpu::kChunk;
 constexpr std::int64_t kCodesPerWord = 16;
 
 std::int64_t code_words_bytes(std::int64_t n) { return 4 * ((n + kCodesPerWord - 1) / kCodesPerWord); }
@@ -34,18 +35,33 @@ std::int64_t payload_bytes(const CompressorSpec&, const Shape& shape) { return 4
 
 double payload_fraction(const CompressorSpec&) { return 2.0 / 32.0; }
 
-// s_l for every piece into scales[0, L).
+// s_l for every piece into scales[0, L): the largest magnitude key of each (piece,
+// 1024-element chunk) pair (slot layout of cpu::partial_slots), in parallel over the
+// chunks, then of each piece's slots, so that buckets of any size share the work out.
 template <class T>
-void piece_scales(const T* x, const std::int64_t* off, std::int64_t L, float* scales) {
+void piece_scales(const T* x, std::int64_t n, const std::int64_t* off, std::int64_t L, Workspace& ws, float* scales) {
+  ws.slot_begin.resize(static_cast<std::size_t>(L) + 1);
+  ws.max_keys.resize(static_cast<std::size_t>(cpu::partial_slots(off, L, ws.slot_begin.data())));
+  const std::int64_t* slot_begin = ws.slot_begin.data();
+  std::uint32_t* max_keys = ws.max_keys.data();
+  at::parallel_for(0, (n + kChunk - 1) / kChunk, 16, [&](std::int64_t c0, std::int64_t c1) {
+    std::int64_t s = std::upper_bound(off, off + L + 1, c0 * kChunk) - off - 1;
+    for (std::int64_t c = c0; c < c1; ++c) {
+      const std::int64_t base = c * kChunk, end = std::min(n, base + kChunk);
+      while (s < L && off[s + 1] <= base) ++s;
+      for (std::int64_t t = s; t < L && off[t] < end; ++t) {
+        const std::int64_t a = std::max(off[t], base), b = std::min(off[t + 1], end);
+        if (b <= a) continue;
+        std::uint32_t m = 0;
+        for (std::int64_t i = a; i < b; ++i) m = std::max(m, cpu::mag_key(cpu::to_float(x[i])));
+        max_keys[slot_begin[t] + c - off[t] / kChunk] = m;
+      }
+    }
+  });
   for (std::int64_t s = 0; s < L; ++s) {
-    const std::uint32_t key = at::parallel_reduce(
-        off[s], off[s + 1], 1 << 15, 0U,
-        [&](std::int64_t i0, std::int64_t i1, std::uint32_t m) {
-          for (std::int64_t i = i0; i < i1; ++i) m = std::max(m, cpu::mag_key(cpu::to_float(x[i])));
-          return m;
-        },
-        [](std::uint32_t a, std::uint32_t b) { return std::max(a, b); });
-    scales[s] = detail::bits_float(key);
+    std::uint32_t m = 0;  // an empty piece: scale 0
+    for (std::int64_t slot = slot_begin[s]; slot < slot_begin[s + 1]; ++slot) m = std::max(m, max_keys[slot]);
+    scales[s] = detail::bits_float(m);
   }
 }
 
@@ -60,7 +76,7 @@ void compress_cpu(const CompressorSpec& spec, Workspace& ws, const at::Tensor& f
     auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
     auto* scales = reinterpret_cast<float*>(base);
     auto* words = reinterpret_cast<std::uint32_t*>(base + 4 * L);
-    piece_scales(x, off, L, scales);
+    piece_scales(x, n, off, L, ws, scales);
     ws.keys.resize(static_cast<std::size_t>(L));
     for (std::int64_t s = 0; s < L; ++s) ws.keys[s] = detail::stream_key(spec.seed, out.round, static_cast<std::uint64_t>(s));
     const std::int64_t W = (n + kCodesPerWord - 1) / kCodesPerWord;
@@ -89,16 +105,15 @@ void decode_cpu(const CompressorSpec&, Workspace& ws, const Decode& call) {
   with_dtype(call.payload.dtype, call.what, [&](auto tag) {
     using T = decltype(tag);
     T* o = static_cast<T*>(call.dense.data_ptr());
-    for (std::int64_t s = 0; s < L; ++s) {
-      const float scale = scales[s];
-      at::parallel_for(off[s], off[s + 1], 1 << 14, [&](std::int64_t i0, std::int64_t i1) {
-        for (std::int64_t i = i0; i < i1; ++i) {
-          const std::uint32_t code = (words[i / kCodesPerWord] >> (2 * (i % kCodesPerWord))) & 3U;
-          const float v = detail::terngrad_value(code, scale);
-          o[i] = call.accumulate ? static_cast<T>(cpu::to_float(o[i]) + call.weight * v) : static_cast<T>(v);
-        }
-      });
-    }
+    at::parallel_for(0, call.payload.numel, 1 << 14, [&](std::int64_t i0, std::int64_t i1) {
+      std::int64_t s = std::upper_bound(off, off + L + 1, i0) - off - 1;
+      for (std::int64_t i = i0; i < i1; ++i) {
+        while (off[s + 1] <= i) ++s;
+        const std::uint32_t code = (words[i / kCodesPerWord] >> (2 * (i % kCodesPerWord))) & 3U;
+        const float v = detail::terngrad_value(code, scales[s]);
+        o[i] = call.accumulate ? static_cast<T>(cpu::to_float(o[i]) + call.weight * v) : static_cast<T>(v);
+      }
+    });
   });
 }
 
