@@ -54,7 +54,7 @@ void Compressor::prepare_segments(std::span<const std::int64_t> sizes, std::int6
   if (offsets.back() != numel)
     throw std::invalid_argument(
         fmt::format("{}: segment sizes add up to {}, the buffer has {} elements", what, offsets.back(), numel));
-  if (spec_.bucket > 0) {  // QSGD's buckets: also cut at every multiple of the bucket size
+  if (spec_.bucket > 0) {  // buckets (qsgd, one_bit, terngrad): also cut at every multiple of the bucket size
     auto& cut_offsets = ws_.bucket_offsets;
     cut_offsets.assign(1, 0);  // both vectors keep their capacity: no allocation per call
     for (std::size_t t = 0; t + 1 < offsets.size(); ++t) {

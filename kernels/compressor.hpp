@@ -18,6 +18,14 @@
 //                codes, b = 1 + bit_width(s) (cpu/qsgd.hpp)                 b = 3..10
 //                (with `bucket` B, L counts buckets: every segment is also
 //                cut at the flat buffer's multiples of B, one norm per piece)
+//   one_bit      2L fp32 means (L of each piece's elements with x >= 0, then  64L + 32 ceil(n/32)
+//                L of its x < 0), then the sign words (bucket: as qsgd's)
+//   terngrad     L fp32 scales (max |x_l|), then ceil(n/16) uint32 words of  32L + 32 ceil(n/16)
+//                2-bit codes, LSB first: 0 -> 0, 1 -> +scale, 3 -> -scale
+//                (bucket: as qsgd's)
+//   natural      ceil(n/32) uint32 words of sign bits, then n bytes: the     32 ceil(n/32) + 8n
+//                IEEE exponent field of the rounded value (0: zero; sign
+//                bit set with exponent 0: NaN; 255: Inf)
 //
 // so for fp32 the sign family is the reference's 32 ceil(d/32) + 32L and CHOCO's sparse
 // message 64k. A payload's metadata (numel, segment sizes, round) is what a receiver
@@ -32,14 +40,18 @@
 // - NaN / Inf policy: nothing is checked or rejected. Top-k and threshold rank NaN above
 //   +Inf (so NaN is always sent), sign treats NaN as +1, a NaN or Inf makes that
 //   tensor's scaled-sign scale and QSGD norm non-finite (QSGD then decodes the whole
-//   tensor to NaN), and the casts keep NaN (cpu/cast.hpp). NaN is NaN on both devices,
+//   tensor to NaN), and the casts keep NaN (cpu/cast.hpp). one_bit counts NaN among
+//   the x >= 0 (as sign does), so that piece's x >= 0 mean is NaN; a NaN or Inf makes a
+//   TernGrad scale non-finite and its whole piece decodes to NaN (as QSGD's); natural
+//   keeps NaN and +-Inf (as the casts do). NaN is NaN on both devices,
 //   but its bits are outside the bit-for-bit promise: x86 arithmetic passes an input
 //   NaN's bits on (and makes 0xFFC00000 of Inf - Inf), a GPU's makes one canonical NaN.
 // - A sparse payload whose index lies outside its segment is refused
 //   (std::invalid_argument naming it) before anything is written, on both devices.
 // - Ties at the k-th magnitude go to the lowest indices.
-// - Random draws (random_k indices, QSGD rounding) are pure functions of (seed, round,
-//   segment, element): identical seeds and rounds give identical payloads. round counts
+// - Random draws (random_k indices; QSGD, TernGrad and natural rounding) are pure
+//   functions of (seed, round, segment, element): identical seeds and rounds give
+//   identical payloads (the segments of qsgd and terngrad cut at buckets). round counts
 //   compress() calls; with shared_seed every rank must use the same seed and call
 //   compress() in lockstep, and the receiver decodes with the payload's round.
 #pragma once
@@ -58,7 +70,20 @@ namespace dtsim::kernels {
 // The kinds' names, descriptions, fields and codecs are listed once, in
 // compressor_kinds.cpp (compressor_kinds.hpp: the registry); a new kind is a value here,
 // an entry there and its codec in codecs/ (kernels/README.md).
-enum class CompressorKind { identity, top_k, random_k, threshold, sign, scaled_sign, qsgd, fp16, bf16 };
+enum class CompressorKind {
+  identity,
+  top_k,
+  random_k,
+  threshold,
+  sign,
+  scaled_sign,
+  qsgd,
+  fp16,
+  bf16,
+  one_bit,
+  terngrad,
+  natural,
+};
 std::string_view to_string(CompressorKind kind);  // the registry's name; "?" for a value it lacks
 struct CompressorKindInfo;                         // compressor_kinds.hpp
 
@@ -67,14 +92,15 @@ struct CompressorSpec {
   double ratio = 0.01;       // top_k, random_k: fraction of each tensor kept, in [0, 1]
   double threshold = 0.0;    // threshold: keep |x| >= threshold (finite, >= 0)
   int levels = 15;           // qsgd: s, in [2, 256] (the reference's 2^bits - 1)
-  std::uint64_t seed = 0;    // random_k, qsgd
+  std::uint64_t seed = 0;    // random_k, qsgd, terngrad, natural
   bool shared_seed = false;  // random_k: every rank draws the same indices, which are not sent
   bool unbiased = false;     // random_k: values scaled by numel / k (the reference never does)
   bool tau_rescale = false;  // qsgd: norm times 1 / (min(d / s^2, sqrt(d) / s) + 1), CHOCO's biased QSGD
-  // qsgd: 0 (the reference: one norm per tensor), or B, a power of two in [32, 2^30]: one
-  // norm per bucket, the tensors also cut at the flat buffer's multiples of B (QSGD's
-  // bucketed variant; d in tau_rescale is then the bucket's size). Buckets let the CPU
-  // encoder read its input once, a block of whole buckets at a time, instead of twice.
+  // qsgd, one_bit, terngrad: 0 (one norm, pair of means or scale per tensor), or B, a
+  // power of two in [32, 2^30]: one per bucket, the tensors also cut at the flat buffer's
+  // multiples of B (QSGD's bucketed variant; d in tau_rescale is then the bucket's size;
+  // 1-bit SGD's and TernGrad's per-bucket statistics). Buckets let the CPU QSGD encoder
+  // read its input once, a block of whole buckets at a time, instead of twice.
   std::int64_t bucket = 0;
 };
 
@@ -95,12 +121,13 @@ namespace detail {
 // shared by the Compressor and its kind's codec (codecs/codec.hpp).
 struct CompressorWorkspace {
   // Segment tables of the current call: element offsets (offsets.size() - 1 segments,
-  // QSGD's buckets already cut), running totals of kept elements (segment s's block is
+  // buckets already cut), running totals of kept elements (segment s's block is
   // [k[s], k[s + 1])), and cpu::partial_slots' slot layout.
   std::vector<std::int64_t> offsets, k, slot_begin;
-  std::vector<std::int64_t> bucket_offsets;  // qsgd with buckets: scratch for the cut offsets
-  std::vector<std::uint64_t> keys;           // qsgd: per-segment stream keys
+  std::vector<std::int64_t> bucket_offsets;  // with buckets: scratch for the cut offsets
+  std::vector<std::uint64_t> keys;           // qsgd, terngrad, natural: per-segment stream keys
   std::vector<float> partials, scalars;      // canonical partial sums; scales or norms
+  std::vector<std::uint32_t> max_keys;       // terngrad: per-(segment, chunk) maxima of the magnitude keys
   std::vector<std::uint32_t> indices;        // random_k with shared_seed: the redrawn indices
   cpu::SelectWorkspace select;
   struct Block {  // per thread, for qsgd's bucketed block encoder

@@ -43,8 +43,8 @@ std::int64_t align256(std::int64_t b) { return (b + 255) / 256 * 256; }
 
 // Host tables copied to the front of the device workspace, and scratch regions after them.
 struct DeviceTables {
-  std::int64_t offsets = 0, slot_begin = 0, keys = 0, tau = 0, partials = 0, norms = 0, indices = 0, select = 0,
-               total = 0;
+  std::int64_t offsets = 0, slot_begin = 0, keys = 0, tau = 0, partials = 0, norms = 0, counts = 0, indices = 0,
+               select = 0, total = 0;
 };
 
 // A compress call on the device: the input, its segment tables (host and device) and the
@@ -86,6 +86,7 @@ struct CudaDecode {
 
 struct CudaCodec {
   bool selects = false;  // needs a selection scratch region per segment (top_k, threshold)
+  bool counts = false;   // needs L 64-bit counters of scratch (one_bit's negatives per segment)
   void (*compress)(const CudaCompress& c, Payload& out);
   void (*decode)(const CudaDecode& d);
 };
@@ -239,6 +240,48 @@ void threshold_compress(const CudaCompress& c, Payload& out) {
   check(cudaStreamSynchronize(c.stream), "Compressor::compress");  // `counts` is pageable host memory
 }
 
+// --- one_bit, terngrad, natural --------------------------------------------------------------
+
+void one_bit_compress(const CudaCompress& c, Payload& out) {
+  const std::int64_t L = c.L;
+  ensure_bytes(out, 8 * L + 4 * ((c.n + 31) / 32), c.device);
+  auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+  cuda::one_bit_encode(c.x, c.n, c.d_off, L, c.d_slot, c.slots, c.partials,
+                       reinterpret_cast<unsigned long long*>(c.dev + c.t.counts), reinterpret_cast<float*>(base),
+                       reinterpret_cast<std::uint32_t*>(base + 8 * L), c.stream);
+}
+
+void one_bit_decode(const CudaDecode& d) {
+  cuda::one_bit_decode(reinterpret_cast<const std::uint32_t*>(d.base + 8 * d.L), d.n, d.d_off, d.L,
+                       reinterpret_cast<const float*>(d.base), d.weight, d.accumulate, d.o, d.stream);
+}
+
+void terngrad_compress(const CudaCompress& c, Payload& out) {
+  const std::int64_t L = c.L;
+  ensure_bytes(out, 4 * L + 4 * ((c.n + 15) / 16), c.device);
+  auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+  cuda::terngrad_encode(c.x, c.n, c.d_off, L, reinterpret_cast<const std::uint64_t*>(c.dev + c.t.keys),
+                        reinterpret_cast<float*>(base), reinterpret_cast<std::uint32_t*>(base + 4 * L), c.stream);
+}
+
+void terngrad_decode(const CudaDecode& d) {
+  cuda::terngrad_decode(reinterpret_cast<const std::uint32_t*>(d.base + 4 * d.L), d.n, d.d_off, d.L,
+                        reinterpret_cast<const float*>(d.base), d.weight, d.accumulate, d.o, d.stream);
+}
+
+void natural_compress(const CudaCompress& c, Payload& out) {
+  const std::int64_t sign_bytes = 4 * ((c.n + 31) / 32);
+  ensure_bytes(out, sign_bytes + c.n, c.device);
+  auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+  cuda::natural_encode(c.x, c.n, c.d_off, c.L, reinterpret_cast<const std::uint64_t*>(c.dev + c.t.keys),
+                       reinterpret_cast<std::uint32_t*>(base), base + sign_bytes, c.stream);
+}
+
+void natural_decode(const CudaDecode& d) {
+  cuda::natural_decode(reinterpret_cast<const std::uint32_t*>(d.base), d.base + 4 * ((d.n + 31) / 32), d.n, d.weight,
+                       d.accumulate, d.o, d.stream);
+}
+
 // Every index inside its segment, as the CPU decoders check before writing anything,
 // then the scatter (segment s's block of indices and values is [k[s], k[s + 1])).
 void scatter_segments(const CudaDecode& d, const std::uint32_t* idx, const float* val) {
@@ -319,6 +362,9 @@ const CudaCodec* cuda_codec(CompressorKind kind) {
   static const CudaCodec top_k{.selects = true, .compress = top_k_compress, .decode = indices_then_values_decode};
   static const CudaCodec random_k{.compress = random_k_compress, .decode = random_k_decode};
   static const CudaCodec threshold{.selects = true, .compress = threshold_compress, .decode = threshold_decode};
+  static const CudaCodec one_bit{.counts = true, .compress = one_bit_compress, .decode = one_bit_decode};
+  static const CudaCodec terngrad{.compress = terngrad_compress, .decode = terngrad_decode};
+  static const CudaCodec natural{.compress = natural_compress, .decode = natural_decode};
   switch (kind) {
     case CompressorKind::identity: return &identity;
     case CompressorKind::fp16: return &fp16;
@@ -329,6 +375,9 @@ const CudaCodec* cuda_codec(CompressorKind kind) {
     case CompressorKind::top_k: return &top_k;
     case CompressorKind::random_k: return &random_k;
     case CompressorKind::threshold: return &threshold;
+    case CompressorKind::one_bit: return &one_bit;
+    case CompressorKind::terngrad: return &terngrad;
+    case CompressorKind::natural: return &natural;
   }
   return nullptr;
 }
@@ -374,7 +423,8 @@ void Compressor::compress_cuda(const at::Tensor& flat, Payload& out) {
   const std::int64_t table_bytes = align256(t.tau + 8 * L);
   t.partials = table_bytes;
   t.norms = align256(t.partials + 4 * 2 * slots);
-  t.indices = align256(t.norms + 4 * L);
+  t.counts = align256(t.norms + 4 * L);
+  t.indices = align256(t.counts + (codec.counts ? 8 * L : 0));
   t.select = align256(t.indices + (device_indices ? 4 * K : 0));
   t.total = t.select + select_total;
   if (!ws_.device.defined() || ws_.device.device() != device || ws_.device.numel() < t.total)

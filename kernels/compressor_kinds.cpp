@@ -79,6 +79,28 @@ const std::vector<CompressorKindInfo>& kinds_table() {
        .fields = {},
        .fp32_input_only = true,
        .codec = &codecs::bf16_codec},
+      {.kind = CompressorKind::one_bit,
+       .name = "one_bit",
+       .description = "1-bit signs decoded as the mean of each tensor's (or bucket's) elements on that side of 0 "
+                      "(biased: pair it with error feedback)",
+       .paper = "Seide, Fu, Droppo, Li, Yu 2014, 1-bit stochastic gradient descent and its application to "
+                "data-parallel distributed training of speech DNNs",
+       .fields = {"bucket"},
+       .codec = &codecs::one_bit_codec},
+      {.kind = CompressorKind::terngrad,
+       .name = "terngrad",
+       .description = "stochastic ternary levels {-s, 0, +s}, s each tensor's (or bucket's) max |x| (unbiased)",
+       .paper = "Wen, Xu, Yan, Wu, Wang, Chen, Li 2017, TernGrad: ternary gradients to reduce communication in "
+                "distributed deep learning",
+       .fields = {"seed", "bucket"},
+       .codec = &codecs::terngrad_codec},
+      {.kind = CompressorKind::natural,
+       .name = "natural",
+       .description = "stochastic rounding of each element to a power of two, sent as sign and 8-bit exponent "
+                      "(unbiased)",
+       .paper = "Horvath, Ho, Horvath, Sahu, Canini, Richtarik 2019, Natural compression for distributed deep learning",
+       .fields = {"seed"},
+       .codec = &codecs::natural_codec},
   };
   return table;
 }

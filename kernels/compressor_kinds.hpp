@@ -54,8 +54,9 @@ std::span<const std::string_view> compressor_spec_fields();
 
 // Payload bytes per byte of the fp32 input, for memory estimates: identity 1, fp16 and
 // bf16 0.5, top_k 2 ratio, random_k ratio (shared_seed) or 2 ratio, threshold 0.2 (at
-// most 10 % kept, assumed), sign and scaled_sign 1/32, qsgd its code bits / 32. The
-// per-tensor headers (scales, norms, counts) and k's rounding are left out.
+// most 10 % kept, assumed), sign, scaled_sign and one_bit 1/32, qsgd its code bits / 32,
+// terngrad 2/32, natural 9/32. The per-tensor headers (scales, norms, means, counts) and
+// k's rounding are left out.
 double payload_fraction(const CompressorSpec& spec);
 
 namespace detail {

@@ -105,7 +105,12 @@ std::vector<Case> cases() {
           {"qsgd", {.kind = CompressorKind::qsgd, .levels = 15, .seed = 1}},
           {"qsgd bucketed", {.kind = CompressorKind::qsgd, .levels = 15, .seed = 1, .bucket = 512}},
           {"fp16", {.kind = CompressorKind::fp16}},
-          {"bf16", {.kind = CompressorKind::bf16}}};
+          {"bf16", {.kind = CompressorKind::bf16}},
+          {"one_bit", {.kind = CompressorKind::one_bit}},
+          {"one_bit bucketed", {.kind = CompressorKind::one_bit, .bucket = 512}},
+          {"terngrad", {.kind = CompressorKind::terngrad, .seed = 1}},
+          {"terngrad bucketed", {.kind = CompressorKind::terngrad, .seed = 1, .bucket = 512}},
+          {"natural", {.kind = CompressorKind::natural, .seed = 1}}};
 }
 
 // A model's flat gradient (three tensors, 300 K elements: several threads' worth), on one

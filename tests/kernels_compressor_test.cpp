@@ -866,14 +866,19 @@ TEST(Identity, RoundTripsEveryDtypeExactly) {
 // Every kind handles an empty buffer (and empty segments), and rejects segment sizes that
 // do not add up, a payload of another kind, and a dense buffer of the wrong size.
 TEST(Compressor, EmptyInputsAndMisuse) {
-  for (K kind : {K::identity, K::top_k, K::random_k, K::threshold, K::sign, K::scaled_sign, K::qsgd, K::fp16, K::bf16}) {
+  for (K kind : {K::identity, K::top_k, K::random_k, K::threshold, K::sign, K::scaled_sign, K::qsgd, K::fp16, K::bf16,
+                 K::one_bit, K::terngrad, K::natural}) {
     Compressor c(spec_of(kind));
     Payload p;
     at::Tensor empty = at::empty({0});
     std::vector<std::int64_t> zero_segs{0, 0};
     c.compress(empty, zero_segs, p);
-    const std::int64_t L = (kind == K::scaled_sign || kind == K::qsgd || kind == K::threshold) ? 2 : 0;
-    EXPECT_EQ(p.payload_bits(), 32 * L) << to_string(kind);
+    // 32-bit header words per tensor: a scale, norm or count; one_bit's two means
+    const std::int64_t per_tensor =
+        (kind == K::scaled_sign || kind == K::qsgd || kind == K::threshold || kind == K::terngrad) ? 1
+        : kind == K::one_bit                                                                        ? 2
+                                                                                                    : 0;
+    EXPECT_EQ(p.payload_bits(), 32 * 2 * per_tensor) << to_string(kind);
     at::Tensor out = at::empty({0});
     c.decompress(p, out);
     std::vector<std::int64_t> bad{3};
@@ -912,10 +917,15 @@ TEST(Compressor, ThreadCountDoesNotChangePayloads) {
   at::Tensor x = random_input(300003, 12);
   const int saved = at::get_num_threads();
   std::vector<CompressorSpec> specs;
-  for (K kind : {K::identity, K::top_k, K::random_k, K::threshold, K::sign, K::scaled_sign, K::qsgd, K::fp16, K::bf16})
+  for (K kind : {K::identity, K::top_k, K::random_k, K::threshold, K::sign, K::scaled_sign, K::qsgd, K::fp16, K::bf16,
+                 K::one_bit, K::terngrad, K::natural})
     specs.push_back(spec_of(kind));
   specs.push_back(spec_of(K::qsgd));
   specs.back().bucket = 1024;  // the block encoder: blocks spread over the threads
+  for (K kind : {K::one_bit, K::terngrad}) {
+    specs.push_back(spec_of(kind));
+    specs.back().bucket = 1024;
+  }
   for (CompressorSpec s : specs) {
     const K kind = s.kind;
     if (kind == K::threshold) s.threshold = 2.5;  // the others refuse a field they do not read
@@ -1009,10 +1019,17 @@ TEST(CompressorCuda, EqualsCpuBitForBit) {
   for (auto s : segs) n += s;
   at::Tensor x = random_input(n, 61);
   std::vector<CompressorSpec> specs;
-  for (K kind : {K::identity, K::top_k, K::random_k, K::threshold, K::sign, K::scaled_sign, K::qsgd, K::fp16, K::bf16})
+  for (K kind : {K::identity, K::top_k, K::random_k, K::threshold, K::sign, K::scaled_sign, K::qsgd, K::fp16, K::bf16,
+                 K::one_bit, K::terngrad, K::natural})
     specs.push_back(spec_of(kind));
   specs.push_back(spec_of(K::qsgd));
   specs.back().bucket = 512;  // the CPU's block encoder against the GPU's segments
+  for (K kind : {K::one_bit, K::terngrad}) {  // buckets smaller than a 1024-element chunk, and larger
+    for (std::int64_t bucket : {32, 2048}) {
+      specs.push_back(spec_of(kind));
+      specs.back().bucket = bucket;
+    }
+  }
   for (CompressorSpec s : specs) {
     const K kind = s.kind;
     s.ratio = 0.01;                              // the default: every kind accepts it

@@ -31,7 +31,10 @@ bool is_enumerator(K kind) {
     case K::scaled_sign:
     case K::qsgd:
     case K::fp16:
-    case K::bf16: return true;
+    case K::bf16:
+    case K::one_bit:
+    case K::terngrad:
+    case K::natural: return true;
   }
   return false;
 }
@@ -128,6 +131,9 @@ TEST(CompressorRegistry, FieldsAreCompressorSpecFieldsInOrder) {
   EXPECT_EQ(fields_of(K::qsgd), (V{"levels", "seed", "tau_rescale", "bucket"}));
   EXPECT_EQ(fields_of(K::fp16), V{});
   EXPECT_EQ(fields_of(K::bf16), V{});
+  EXPECT_EQ(fields_of(K::one_bit), V{"bucket"});
+  EXPECT_EQ(fields_of(K::terngrad), (V{"seed", "bucket"}));
+  EXPECT_EQ(fields_of(K::natural), V{"seed"});
 }
 
 // For every (kind, field) pair from the table: a field the kind reads accepts a valid
@@ -216,6 +222,9 @@ TEST(CompressorRegistry, PayloadFraction) {
   EXPECT_EQ(fraction(K::scaled_sign, none), 1.0 / 32.0);
   for (int levels : {2, 15, 255, 256})
     EXPECT_EQ(fraction(K::qsgd, [&](CompressorSpec& s) { s.levels = levels; }), cpu::qsgd_code_bits(levels) / 32.0);
+  EXPECT_EQ(fraction(K::one_bit, none), 1.0 / 32.0);
+  EXPECT_EQ(fraction(K::terngrad, none), 2.0 / 32.0);
+  EXPECT_EQ(fraction(K::natural, none), 9.0 / 32.0);
   EXPECT_EQ(fraction(static_cast<K>(42), none), 1.0);
 }
 

@@ -24,7 +24,7 @@ using Workspace = detail::CompressorWorkspace;
 struct Shape {
   std::int64_t n = 0;  // elements
   std::int64_t K = 0;  // kept elements, the sum of k_for over the tensors
-  std::int64_t L = 0;  // segments (with qsgd's buckets: the pieces they cut)
+  std::int64_t L = 0;  // segments (with buckets: the pieces they cut)
   std::int64_t E = 0;  // element size of the input dtype, in bytes
 };
 
@@ -67,6 +67,9 @@ extern const Codec scaled_sign_codec;  // sign.cpp
 extern const Codec qsgd_codec;         // qsgd.cpp
 extern const Codec fp16_codec;         // cast.cpp
 extern const Codec bf16_codec;         // cast.cpp
+extern const Codec one_bit_codec;      // one_bit.cpp
+extern const Codec terngrad_codec;     // terngrad.cpp
+extern const Codec natural_codec;      // natural.cpp
 
 // out.bytes resized to `nbytes` in place when it is a 1-D contiguous uint8 tensor of its
 // own on `device` (no allocation once grown), otherwise allocated.

@@ -36,6 +36,27 @@ void qsgd_encode(const float* x, std::int64_t n, const std::int64_t* offsets, st
 void qsgd_decode(const std::uint32_t* words, std::int64_t n, const std::int64_t* offsets, std::int64_t L,
                  const float* wire_norms, int levels, float weight, bool accumulate, float* out, void* stream);
 
+// --- one_bit, terngrad, natural (cuda/quantizers.cu) ----------------------------------------
+// The formulas and wire layouts of kernels/codecs/one_bit.cpp, terngrad.cpp, natural.cpp.
+// one_bit: the sign words, and means[0, L) / means[L, 2L) the per-segment means of the
+// x >= 0 / x < 0 elements; partials: 2 * slots floats, counts: L words of scratch.
+void one_bit_encode(const float* x, std::int64_t n, const std::int64_t* offsets, std::int64_t L,
+                    const std::int64_t* slot_begin, std::int64_t slots, float* partials, unsigned long long* counts,
+                    float* means, std::uint32_t* words, void* stream);
+void one_bit_decode(const std::uint32_t* words, std::int64_t n, const std::int64_t* offsets, std::int64_t L,
+                    const float* means, float weight, bool accumulate, float* out, void* stream);
+// terngrad: scales[s] = max |x| over segment s, then the 2-bit codes (16 per word) drawn
+// with the segments' stream keys.
+void terngrad_encode(const float* x, std::int64_t n, const std::int64_t* offsets, std::int64_t L,
+                     const std::uint64_t* keys, float* scales, std::uint32_t* words, void* stream);
+void terngrad_decode(const std::uint32_t* words, std::int64_t n, const std::int64_t* offsets, std::int64_t L,
+                     const float* scales, float weight, bool accumulate, float* out, void* stream);
+// natural: the sign words and the n exponent bytes, drawn with the segments' stream keys.
+void natural_encode(const float* x, std::int64_t n, const std::int64_t* offsets, std::int64_t L,
+                    const std::uint64_t* keys, std::uint32_t* words, std::uint8_t* exponents, void* stream);
+void natural_decode(const std::uint32_t* words, const std::uint8_t* exponents, std::int64_t n, float weight,
+                    bool accumulate, float* out, void* stream);
+
 // --- casts (cuda/cast.cu) ------------------------------------------------------------------
 void float_to_half(const float* x, std::int64_t n, std::uint16_t* out, void* stream);
 void float_to_bfloat16(const float* x, std::int64_t n, std::uint16_t* out, void* stream);

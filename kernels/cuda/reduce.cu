@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/detail/quantizers.hpp"
 
 namespace dtsim::kernels::cuda {
 
@@ -37,7 +38,12 @@ __global__ void chunk_partials_kernel(const float* __restrict__ x, std::int64_t 
         float v = 0.0f;
         if (i >= a && i < b) {
           const float xi = x[i];
-          v = op == ChunkOp::abs ? fabsf(xi) : __fmul_rn(xi, xi);
+          switch (op) {
+            case ChunkOp::abs: v = fabsf(xi); break;
+            case ChunkOp::square: v = __fmul_rn(xi, xi); break;
+            case ChunkOp::non_negative_part: v = detail::non_negative_part(xi); break;
+            case ChunkOp::negative_part: v = detail::negative_part(xi); break;
+          }
         }
         acc = __fadd_rn(acc, v);
       }

@@ -1,6 +1,7 @@
 // The canonical per-segment reduction of kernels/cpu/common.hpp on the GPU (used by the
-// scaled-sign scales and the QSGD norms): one warp per 1024-element chunk, lanes summing
-// rows in order, a shuffle-down fold, then a pairwise fold of each segment's partials.
+// scaled-sign scales, the QSGD norms and the one_bit means): one warp per 1024-element
+// chunk, lanes summing rows in order, a shuffle-down fold, then a pairwise fold of each
+// segment's partials.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,7 +10,8 @@
 
 namespace dtsim::kernels::cuda {
 
-enum class ChunkOp { abs, square };
+// The summed value of each element: |x|, x^2, or one_bit's parts (detail/quantizers.hpp).
+enum class ChunkOp { abs, square, non_negative_part, negative_part };
 
 // partials[slot] for every (segment, chunk) pair (slot layout of cpu::partial_slots).
 void chunk_partials(const float* x, std::int64_t n, const std::int64_t* offsets, std::int64_t L,
