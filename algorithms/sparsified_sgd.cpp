@@ -17,15 +17,29 @@ using kernels::CompressorKind;
 
 sim::ComputeCost copy_cost(std::int64_t elements) { return {0.0, 8.0 * static_cast<double>(elements)}; }
 
+// The sparsifiers: memory, all-gather of (index, value) pairs.
+bool sends_indices(CompressorKind kind) {
+  return kind == CompressorKind::top_k || kind == CompressorKind::random_k || kind == CompressorKind::threshold;
+}
+// The quantizers that keep their error in the memory as 1-bit SGD does (Seide et al.
+// 2014: quantize gradient + residual, keep the new residual): memory, all-gather of every
+// rank's quantized gradient.
+bool quantizes_with_memory(CompressorKind kind) {
+  return kind == CompressorKind::one_bit || kind == CompressorKind::terngrad || kind == CompressorKind::natural;
+}
+
 kernels::CompressorSpec rank_compressor(const AlgorithmSpec& spec, int rank) {
   auto c = spec.compressor;
   const auto kind = c.kind;
-  if (kind != CompressorKind::top_k && kind != CompressorKind::random_k && kind != CompressorKind::threshold &&
-      kind != CompressorKind::qsgd)
-    throw std::invalid_argument(fmt::format(
-        "sparsified_sgd: compressor.kind must be top_k, random_k, threshold or qsgd, got {}", kernels::to_string(kind)));
+  if (!sends_indices(kind) && !quantizes_with_memory(kind) && kind != CompressorKind::qsgd)
+    throw std::invalid_argument(fmt::format("sparsified_sgd: compressor.kind must be top_k, random_k, threshold, qsgd, "
+                                            "one_bit, terngrad or natural, got {}",
+                                            kernels::to_string(kind)));
   if (spec.mask_momentum && kind == CompressorKind::random_k && c.shared_seed)
     throw std::invalid_argument("sparsified_sgd: mask_momentum needs the sent indices; random_k with shared_seed sends none");
+  if (spec.mask_momentum && !sends_indices(kind))
+    throw std::invalid_argument(fmt::format("sparsified_sgd: mask_momentum needs the sent indices; {} sends every element",
+                                            kernels::to_string(kind)));
   if (!c.shared_seed) c.seed += static_cast<std::uint64_t>(rank);
   return c;
 }
@@ -156,7 +170,10 @@ sim::Task<std::uint64_t> SparsifiedSgd::step(StepContext& ctx) {
         update_.div_(n);
       });
     }
-    n_bits = 96ULL * static_cast<std::uint64_t>(k);
+    // The reference counts 96 bits per sent coordinate (index, value and its own
+    // bookkeeping); a dense quantizer sends its payload, every bit of it.
+    n_bits = quantizes_with_memory(payload_.kind) ? 8ULL * static_cast<std::uint64_t>(payload_.bytes.numel())
+                                                  : 96ULL * static_cast<std::uint64_t>(k);
   }
   {
     auto phase = ctx.timer.phase("grad.update_model");
@@ -175,7 +192,8 @@ const AlgorithmEntry& sparsified_sgd_entry() {
   static const AlgorithmEntry entry{
       .name = "sparsified_sgd",
       .description = "sparsified SGD with memory: each rank all-gathers its compressed gradient plus the residual it "
-                     "kept back (QSGD: all-reduced)",
+                     "kept back (top_k, random_k, threshold; one_bit: 1-bit SGD with error feedback; terngrad, natural; "
+                     "qsgd: all-reduced, no memory)",
       .paper = "Stich, Cordonnier, Jaggi, NeurIPS 2018; Lin et al., ICLR 2018 (DGC); the ChocoSGD reference code's dgc.py",
       .fields = with_optimizer_fields({"compressor", "mask_momentum"}),
       .parse =

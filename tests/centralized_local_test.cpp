@@ -287,6 +287,46 @@ TEST(SparsifiedSgd, MemoryInvariantIsExact) {
   }
 }
 
+// 1-bit SGD with error feedback (Seide et al. 2014) and the other dense quantizers with
+// memory: every rank all-gathers C(d + m) and keeps m' = d + m - decode(C(d + m)), so
+// sent + m' = d + m up to the fp32 rounding of that one subtraction; all ranks apply the
+// same mean; n_bits are the payload's bits (one_bit here: two fp32 means per tensor and
+// the 41 sign bits in two 32-bit words, 2 x 64 + 64 = 192).
+TEST(SparsifiedSgd, DenseQuantizersKeepTheirErrorInTheMemory) {
+  for (const char* kind : {"one_bit", "terngrad", "natural"}) {
+    SCOPED_TRACE(kind);
+    std::vector<at::Tensor> m_old(4);
+    int checked = 0;
+    Hook hook = [&](int rank, std::int64_t, algorithms::Algorithm& alg, bool after, const std::vector<at::Tensor>&,
+                    const std::vector<at::Tensor>& grads) {
+      auto& a = dynamic_cast<algorithms::SparsifiedSgd&>(alg);
+      if (!after) {
+        m_old[rank] = a.memory().defined() ? a.memory().clone() : at::zeros({41});
+        return;
+      }
+      at::Tensor sent = at::zeros({41});
+      a.compressor().decompress(a.sent(), sent);
+      const auto kept = flat(grads) + m_old[rank];
+      const auto bound = (kept.abs() + sent.abs()) * std::ldexp(1.0, -23);
+      EXPECT_TRUE(((sent + a.memory() - kept).abs() <= bound).all().item<bool>());
+      EXPECT_GT(a.memory().abs().sum().item<double>(), 0.0);  // a quantizer's error is kept back
+      ++checked;
+    };
+    const json alg = {{"name", "sparsified_sgd"}, {"lr", 0.3}, {"momentum", 0.9}, {"compressor", {{"kind", kind}}}};
+    auto trace = run_steps(alg, 4, 10, 40, hook);
+    EXPECT_EQ(checked, 40);
+    for (const auto& step : trace.steps) {
+      EXPECT_TRUE(replicas_identical(step));
+      if (std::string(kind) == "one_bit") {
+        for (const auto& r : step) EXPECT_EQ(r.n_bits, 192u);
+      }
+    }
+  }
+  // mask_momentum needs the sent indices: refused when the scenario is loaded.
+  const json masked = {{"name", "sparsified_sgd"}, {"lr", 0.3}, {"mask_momentum", true}, {"compressor", {{"kind", "one_bit"}}}};
+  EXPECT_THROW(run_steps(masked, 4, 1, 40), std::exception);
+}
+
 // QSGD: no memory, an all-reduce of the quantized values; n_bits = log2(levels + 1) d.
 TEST(SparsifiedSgd, QsgdAllReduce) {
   const json alg = {{"name", "sparsified_sgd"}, {"lr", 0.3}, {"compressor", {{"kind", "qsgd"}, {"levels", 15}}}};
