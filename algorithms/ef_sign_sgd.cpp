@@ -1,8 +1,11 @@
 #include "algorithms/ef_sign_sgd.hpp"
+#include "algorithms/gossip.hpp"
 #include "algorithms/registry.hpp"
 #include "algorithms/spec_fields.hpp"
 
 namespace dtsim::algorithms {
+
+std::uint64_t EfSignSgd::state_bytes() const { return tensor_bytes({memory_}); }
 
 namespace {
 sim::ComputeCost copy_cost(std::int64_t elements) { return {0.0, 8.0 * static_cast<double>(elements)}; }

@@ -28,6 +28,8 @@ class EfSignSgd final : public Algorithm {
 
   // e, flat over all tensors, after the last step.
   const at::Tensor& memory() const { return memory_; }
+  // The error memory e.
+  std::uint64_t state_bytes() const override;
   // c: what this rank sent in the last step.
   const kernels::Payload& sent() const { return payload_; }
   kernels::Compressor& compressor() { return compressor_; }

@@ -82,7 +82,8 @@ std::vector<double> Neighborhood::self_then_peer_weights() const {
 
 std::uint64_t tensor_bytes(const std::vector<at::Tensor>& tensors) {
   std::uint64_t bytes = 0;
-  for (const auto& t : tensors) bytes += static_cast<std::uint64_t>(t.nbytes());
+  for (const auto& t : tensors)
+    if (t.defined()) bytes += static_cast<std::uint64_t>(t.nbytes());
   return bytes;
 }
 

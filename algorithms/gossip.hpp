@@ -50,7 +50,8 @@ struct Neighborhood {
   std::vector<double> self_then_peer_weights() const;
 };
 
-// Bytes held by a list of tensors (e.g. model replicas), for Algorithm::state_bytes().
+// Bytes held by a list of tensors (e.g. model replicas; undefined ones hold none), for
+// Algorithm::state_bytes().
 std::uint64_t tensor_bytes(const std::vector<at::Tensor>& tensors);
 
 // The compressor rank `rank` uses for `algorithm` (see the seed rule above); throws

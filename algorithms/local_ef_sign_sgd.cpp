@@ -1,8 +1,11 @@
 #include "algorithms/local_ef_sign_sgd.hpp"
+#include "algorithms/gossip.hpp"
 #include "algorithms/registry.hpp"
 #include "algorithms/spec_fields.hpp"
 
 namespace dtsim::algorithms {
+
+std::uint64_t LocalEfSignSgd::state_bytes() const { return tensor_bytes({consensus_.buffer(), memory_}); }
 
 namespace {
 kernels::CompressorSpec sign_spec() {

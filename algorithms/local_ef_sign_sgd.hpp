@@ -35,6 +35,8 @@ class LocalEfSignSgd final : public Algorithm {
   // x_bar - x_i; its signs sigma_i (as used in its memory update) and scales s_i.
   const at::Tensor& consensus() const { return consensus_.buffer(); }
   const at::Tensor& memory() const { return memory_; }
+  // The consensus model x-bar and the error memory e.
+  std::uint64_t state_bytes() const override;
   const at::Tensor& input() const { return input_; }
   const at::Tensor& own_signs() const { return own_signs_; }
   const at::Tensor& own_scales() const { return own_scales_; }

@@ -1,8 +1,11 @@
 #include "algorithms/local_sgd.hpp"
+#include "algorithms/gossip.hpp"
 #include "algorithms/registry.hpp"
 #include "algorithms/spec_fields.hpp"
 
 namespace dtsim::algorithms {
+
+std::uint64_t LocalSgd::state_bytes() const { return tensor_bytes({consensus_.buffer()}); }
 
 sim::Task<std::uint64_t> LocalSgd::step(StepContext& ctx) {
   auto& comm = ctx.comm;

@@ -61,6 +61,8 @@ class LocalSgd final : public Algorithm {
 
   // x_bar, flat over all tensors.
   const at::Tensor& consensus() const { return consensus_.buffer(); }
+  // The consensus model x-bar of the last synchronisation.
+  std::uint64_t state_bytes() const override;
 
  private:
   LocalOptimizer optimizer_;

@@ -1,8 +1,11 @@
 #include "algorithms/local_sign_sgd.hpp"
+#include "algorithms/gossip.hpp"
 #include "algorithms/registry.hpp"
 #include "algorithms/spec_fields.hpp"
 
 namespace dtsim::algorithms {
+
+std::uint64_t LocalSignSgd::state_bytes() const { return tensor_bytes({consensus_.buffer()}); }
 
 sim::Task<std::uint64_t> LocalSignSgd::step(StepContext& ctx) {
   auto& comm = ctx.comm;

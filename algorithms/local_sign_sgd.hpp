@@ -28,6 +28,8 @@ class LocalSignSgd final : public Algorithm {
   sim::Task<std::uint64_t> step(StepContext& ctx) override;
 
   const at::Tensor& consensus() const { return consensus_.buffer(); }
+  // The consensus model x-bar of the last synchronisation.
+  std::uint64_t state_bytes() const override;
 
  private:
   LocalOptimizer optimizer_;

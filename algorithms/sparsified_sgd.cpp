@@ -1,4 +1,5 @@
 #include "algorithms/sparsified_sgd.hpp"
+#include "algorithms/gossip.hpp"
 #include "algorithms/registry.hpp"
 #include "algorithms/spec_fields.hpp"
 
@@ -11,6 +12,8 @@
 #include "kernels/error_feedback.hpp"
 
 namespace dtsim::algorithms {
+
+std::uint64_t SparsifiedSgd::state_bytes() const { return quantized_ ? 0 : tensor_bytes({memory_}); }
 
 namespace {
 using kernels::CompressorKind;

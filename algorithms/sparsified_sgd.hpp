@@ -34,6 +34,8 @@ class SparsifiedSgd final : public Algorithm {
 
   // m, flat over all tensors (zeros with qsgd), after the last step.
   const at::Tensor& memory() const { return memory_; }
+  // The memory m (none with qsgd, which keeps no residual).
+  std::uint64_t state_bytes() const override;
   // What this rank sent in the last step.
   const kernels::Payload& sent() const { return payload_; }
   kernels::Compressor& compressor() { return compressor_; }

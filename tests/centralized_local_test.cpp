@@ -327,6 +327,25 @@ TEST(SparsifiedSgd, DenseQuantizersKeepTheirErrorInTheMemory) {
   EXPECT_THROW(run_steps(masked, 4, 1, 40), std::exception);
 }
 
+// state_bytes is the model-sized state each keeps between steps, in copies of the
+// 41-element fp32 model: the memory m (none with qsgd), e, x-bar, x-bar and e.
+TEST(CentralizedLocal, StateBytesCountTheModelSizedStateKept) {
+  const std::vector<std::pair<json, std::uint64_t>> cases{
+      {{{"name", "sparsified_sgd"}, {"lr", 0.3}, {"compressor", {{"kind", "top_k"}, {"ratio", 0.1}}}}, 1},
+      {{{"name", "sparsified_sgd"}, {"lr", 0.3}, {"compressor", {{"kind", "one_bit"}}}}, 1},
+      {{{"name", "sparsified_sgd"}, {"lr", 0.3}, {"compressor", {{"kind", "qsgd"}}}}, 0},
+      {{{"name", "ef_sign_sgd"}, {"lr", 0.01}}, 1},
+      {{{"name", "local_sgd"}, {"lr", 0.3}, {"local_steps", 2}}, 1},
+      {{{"name", "local_sign_sgd"}, {"lr", 0.01}, {"local_steps", 2}}, 1},
+      {{{"name", "local_ef_sign_sgd"}, {"lr", 0.01}, {"local_steps", 2}}, 2},
+      {{{"name", "sign_sgd"}, {"lr", 0.01}}, 0}};
+  for (const auto& [alg, copies] : cases) {
+    SCOPED_TRACE(alg.dump());
+    const auto trace = run_steps(alg, 4, 3, 40);
+    for (const auto& a : trace.algorithms) EXPECT_EQ(a->state_bytes(), copies * 41 * 4);
+  }
+}
+
 // QSGD: no memory, an all-reduce of the quantized values; n_bits = log2(levels + 1) d.
 TEST(SparsifiedSgd, QsgdAllReduce) {
   const json alg = {{"name", "sparsified_sgd"}, {"lr", 0.3}, {"compressor", {{"kind", "qsgd"}, {"levels", 15}}}};
