@@ -616,7 +616,7 @@ TEST(WorkloadSpecScenario, TypesAndTheirFields) {
   EXPECT_EQ(runner::parse_scenario(d).to_json()["workload"]["type"], "logistic_regression");
   d["workload"] = {{"type", "mlp"},          {"data", "fashion_mnist"}, {"batch_size", 16},
                    {"partition", "by_label"}, {"train_samples", 1000},   {"test_samples", 500},
-                   {"data_dir", "/data/fm"}};
+                   {"data_dir", "/data/fm"},  {"image_size", 28}};
   const auto s = runner::parse_scenario(d);
   EXPECT_EQ(s.workload.type, "mlp");
   EXPECT_EQ(s.workload.batch_size, 16);

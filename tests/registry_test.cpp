@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <torch/csrc/jit/serialization/pickle.h>
 
 #include "algorithms/lr_schedule.hpp"
 #include "algorithms/registry.hpp"
@@ -360,6 +361,14 @@ TEST(Registry, EveryFieldOfEveryWorkloadTypeAndDataSourceIsEchoedAndSweepable) {
     std::ofstream out(libsvm);
     for (int i = 0; i < 8; ++i) out << (i % 2 ? "+1" : "-1") << " 1:" << i << " 3:0.5\n";
   }
+  const auto tensors = (dir / "eight.pt").string();
+  {
+    c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+    dict.insert("x", at::rand({8, 1, 6, 6}));
+    dict.insert("y", at::arange(8, at::kLong).remainder(3));
+    const auto bytes = torch::jit::pickle_save(dict);
+    std::ofstream(tensors, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
   for (const auto* e : workloads::workload_entries()) {
     const auto data_fields = workloads::with_data_fields({}, e->data_sources);
     Names own;
@@ -380,6 +389,8 @@ TEST(Registry, EveryFieldOfEveryWorkloadTypeAndDataSourceIsEchoedAndSweepable) {
       }
       if (source == "synthetic") workload["samples"] = 64;
       if (source == "libsvm") workload["libsvm_file"] = libsvm;
+      if (source == "cifar10") workload["data_dir"] = dir.string();  // read when the run loads it
+      if (source == "tensors") workload["tensors_file"] = tensors;
       const json base = scenario_with(workload, minimal_algorithm("parallel_sgd"));
       const json echoed = runner::parse_scenario(base).to_json();
       Names keys;
@@ -407,7 +418,7 @@ TEST(Registry, DataSourcesAreChosenOnceAndExplicitly) {
   EXPECT_EQ(mixed, "/workload/libsvm_file: a field of data libsvm, not of data synthetic (its fields: samples, features)");
   EXPECT_EQ(mixed_kind, runner::ErrorKind::unknown_field);
   auto [wrong, wrong_kind] = error_of({{"type", "mlp"}, {"data", "synthetic"}});
-  EXPECT_EQ(wrong, "/workload/data: workload type mlp trains on fashion_mnist, not synthetic");
+  EXPECT_EQ(wrong, "/workload/data: workload type mlp trains on fashion_mnist or cifar10 or tensors, not synthetic");
   EXPECT_EQ(wrong_kind, runner::ErrorKind::unknown_name);
   auto [unknown, unknown_kind] = error_of({{"type", "mlp"}, {"data", "imagenet"}});
   EXPECT_NE(unknown.find("/workload/data: "), std::string::npos) << unknown;

@@ -41,10 +41,20 @@ struct DataSpec {
   std::int64_t samples = 4096;
   std::int64_t features = 32;
   std::string libsvm_file;
-  // fashion_mnist: the IDX files' directory; keep the first N images (0: all).
+  // fashion_mnist, cifar10: the files' directory; keep the first N images (0: all).
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::int64_t train_samples = 0;
   std::int64_t test_samples = 0;
+  // fashion_mnist: 28 (as stored) or 32 (padded by 2 background pixels on every side,
+  // for the 32 x 32 models).
+  std::int64_t image_size = 28;
+  // cifar10: the training batches' random crop and flip (augment.hpp).
+  bool augment = true;
+  // tensors: a torch.save({"x": X, "y": Y[, "test_x": ..., "test_y": ...]}) file; its
+  // counts, sample shape and classes are read at parse.
+  std::string tensors_file;
+  std::vector<std::int64_t> sample_shape;
+  std::int64_t classes = 0;
 };
 
 // A source's data as counts and shapes, known without loading it. The counts are the

@@ -1,4 +1,5 @@
 #include "workloads/image_models.hpp"
+#include "workloads/augment.hpp"
 #include "workloads/workload_registry.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -9,6 +10,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace dtsim::workloads {
 
@@ -58,18 +60,23 @@ class NetBuilder {
   std::vector<LayerNet::Layer> layers_;
 };
 
-constexpr std::int64_t kClasses = 10;
 
 }  // namespace
 
-LayerNet LayerNet::make(const std::string& model) {
+LayerNet LayerNet::make(const std::string& model, const std::vector<std::int64_t>& sample_shape, std::int64_t classes) {
+  if (sample_shape.size() != 3 || classes < 2)
+    throw std::invalid_argument(fmt::format("{}: expected C x H x W samples in at least 2 classes, got {} in {}", model,
+                                            fmt::join(sample_shape, " x "), classes));
   if (model == "mlp") {
-    return LayerNet(NetBuilder({1, 28, 28}).flatten().linear("fc1", 256).relu().linear("fc2", 128).relu()
-                        .linear("fc3", kClasses).done());
+    return LayerNet(NetBuilder(sample_shape).flatten().linear("fc1", 256).relu().linear("fc2", 128).relu()
+                        .linear("fc3", classes).done());
   }
   if (model == "cnn") {
-    return LayerNet(NetBuilder({1, 28, 28}).conv("conv1", 16, 3, 1).relu().maxpool2().conv("conv2", 32, 3, 1).relu()
-                        .maxpool2().flatten().linear("fc1", 128).relu().linear("fc2", kClasses).done());
+    if (sample_shape[1] < 4 || sample_shape[2] < 4)
+      throw std::invalid_argument(fmt::format("cnn: expected images of at least 4 x 4 (two 2 x 2 poolings), got {}",
+                                              fmt::join(sample_shape, " x ")));
+    return LayerNet(NetBuilder(sample_shape).conv("conv1", 16, 3, 1).relu().maxpool2().conv("conv2", 32, 3, 1).relu()
+                        .maxpool2().flatten().linear("fc1", 128).relu().linear("fc2", classes).done());
   }
   throw std::invalid_argument(fmt::format("unknown Fashion-MNIST model '{}' (expected mlp or cnn)", model));
 }
@@ -284,11 +291,15 @@ sim::ComputeCost LayerNet::backward_cost(std::int64_t batch) const {
 
 namespace {
 
+std::vector<std::int64_t> sample_shape_of(const LabelledData& data) {
+  return {data.train_x.sizes().begin() + 1, data.train_x.sizes().end()};
+}
+
 class ImageWorkload final : public Workload {
  public:
   ImageWorkload(const std::string& model, std::shared_ptr<const LabelledData> data, std::int64_t batch_size,
                 const std::string& partition, std::uint64_t seed, int rank, int ranks)
-      : net_(LayerNet::make(model)),
+      : net_(LayerNet::make(model, sample_shape_of(*data), data->classes)),
         data_(std::move(data)),
         seed_(seed),
         gen_(at::detail::createCPUGenerator(seed * 1000003ULL + 7919ULL * static_cast<std::uint64_t>(rank + 1))) {
@@ -315,7 +326,9 @@ class ImageWorkload final : public Workload {
     }
     auto idx = epoch_order_.narrow(0, cursor_, batch_).to(data_->train_x.device());
     cursor_ += batch_;
-    return net_.forward(params, data_->train_x.index_select(0, idx), data_->train_y.index_select(0, idx));
+    auto x = data_->train_x.index_select(0, idx);
+    if (data_->augment) x = augment_batch(x, gen_);
+    return net_.forward(params, x, data_->train_y.index_select(0, idx));
   }
   void backward(const std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads) override {
     net_.backward(params, grads);
@@ -404,6 +417,7 @@ std::shared_ptr<const WorkloadData> load_images(const WorkloadSpec& spec, std::u
                               to.test_x = from.test_x.defined() ? from.test_x.to(device) : at::Tensor();
                               to.test_y = from.test_y.defined() ? from.test_y.to(device) : at::Tensor();
                               to.classes = from.classes;
+                              to.augment = from.augment;
                             });
   return data;
 }
@@ -418,9 +432,9 @@ WorkloadFootprint image_workload_footprint(const WorkloadSpec& spec, int ranks) 
   constexpr double kFloat = 4;
   const auto d = [](auto x) { return static_cast<double>(x); };
   WorkloadFootprint w;
-  const auto net = LayerNet::make(spec.type);
   const auto data = workload_data(spec);
   const auto shape = data_source_entry(data.source).shape(data);
+  const auto net = LayerNet::make(spec.type, shape.sample, shape.classes);
   const double sample = d(shape.sample_elements());
   double activations = sample, widest = sample;
   for (const auto& l : net.layers()) {
@@ -446,8 +460,8 @@ WorkloadFootprint image_workload_footprint(const WorkloadSpec& spec, int ranks) 
 WorkloadEntry image_workload_entry(std::string name, std::string description) {
   return {.name = std::move(name),
           .description = std::move(description),
-          .fields = with_data_fields({"batch_size", "partition"}, {"fashion_mnist"}),
-          .data_sources = {"fashion_mnist"},
+          .fields = with_data_fields({"batch_size", "partition"}, {"fashion_mnist", "cifar10", "tensors"}),
+          .data_sources = {"fashion_mnist", "cifar10", "tensors"},
           .parse = parse_image_workload,
           .to_json = image_workload_json,
           .load_data = load_images,
@@ -459,13 +473,14 @@ WorkloadEntry image_workload_entry(std::string name, std::string description) {
 
 const WorkloadEntry& mlp_entry() {
   static const WorkloadEntry entry =
-      image_workload_entry("mlp", "Fashion-MNIST, a 784-256-128-10 ReLU MLP (real data, real accuracy)");
+      image_workload_entry("mlp", "an MLP, input-256-128-classes with ReLU, on an image data source (real data, real "
+                                  "accuracy)");
   return entry;
 }
 
 const WorkloadEntry& cnn_entry() {
   static const WorkloadEntry entry =
-      image_workload_entry("cnn", "Fashion-MNIST, a two-convolution CNN (real data, real accuracy)");
+      image_workload_entry("cnn", "a two-convolution CNN on an image data source (real data, real accuracy)");
   return entry;
 }
 

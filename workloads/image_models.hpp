@@ -42,8 +42,10 @@ class LayerNet {
     std::vector<std::int64_t> in_shape, out_shape;  // per sample
   };
 
-  // "mlp" or "cnn"; throws std::invalid_argument otherwise.
-  static LayerNet make(const std::string& model);
+  // "mlp" or "cnn" for samples of `sample_shape` ({C, H, W}) in `classes` classes (the
+  // data source's; Fashion-MNIST's by default); throws std::invalid_argument otherwise.
+  static LayerNet make(const std::string& model, const std::vector<std::int64_t>& sample_shape = {1, 28, 28},
+                       std::int64_t classes = 10);
 
   const std::vector<Layer>& layers() const { return layers_; }
   std::vector<std::string> parameter_names() const;

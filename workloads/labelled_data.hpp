@@ -15,6 +15,9 @@ struct LabelledData {
   at::Tensor test_x;   // undefined when the source has no test split
   at::Tensor test_y;
   std::int64_t classes = 0;
+  // Training batches are augmented (augment.hpp: the random crop with 4-pixel padding and
+  // horizontal flip of the CIFAR-10 experiments).
+  bool augment = false;
 
   bool has_test() const { return test_x.defined(); }
 };

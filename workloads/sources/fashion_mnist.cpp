@@ -18,6 +18,10 @@ void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) 
   spec.data_dir = dir;
   spec.train_samples = w.integer("train_samples", 0, 0, config::kIntMax);
   spec.test_samples = w.integer("test_samples", 0, 0, config::kIntMax);
+  spec.image_size = w.integer("image_size", 28, 28, 32);
+  if (spec.image_size != 28 && spec.image_size != 32)
+    throw config::ScenarioError(w.where("image_size"), config::ErrorKind::out_of_range,
+                                fmt::format("expected 28 (as stored) or 32 (padded), got {}", spec.image_size));
   if (spec.train_samples != 0 && spec.train_samples < ctx.ranks)
     throw config::ScenarioError(w.where("train_samples"), config::ErrorKind::inconsistent,
                                 fmt::format("expected 0 (all) or at least one sample per rank ({}), got {}", ctx.ranks,
@@ -28,6 +32,7 @@ void to_json(const DataSpec& spec, nlohmann::json& out) {
   out["data_dir"] = spec.data_dir;
   out["train_samples"] = spec.train_samples;
   out["test_samples"] = spec.test_samples;
+  out["image_size"] = spec.image_size;
 }
 
 DataShape shape(const DataSpec& spec) {
@@ -35,11 +40,18 @@ DataShape shape(const DataSpec& spec) {
   const auto train = spec.train_samples > 0 ? std::min(spec.train_samples, kTrain) : kTrain;
   const auto test = spec.test_samples > 0 ? std::min(spec.test_samples, kTest) : kTest;
   // The training images' bytes while they are converted to fp32.
-  return {.train = train, .test = test, .sample = {1, 28, 28}, .classes = 10, .file_bytes = static_cast<double>(train) * 784};
+  return {.train = train, .test = test, .sample = {1, spec.image_size, spec.image_size}, .classes = 10, .file_bytes = static_cast<double>(train) * 784};
 }
 
 std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
-  return FashionMnist::load(spec.data_dir, spec.train_samples, spec.test_samples);
+  auto data = FashionMnist::load(spec.data_dir, spec.train_samples, spec.test_samples);
+  if (spec.image_size == 28) return data;
+  // Padded as torchvision's Pad(2) before Normalize: with the normalised value of a black pixel.
+  const double background = (0.0 - FashionMnist::kMean) / FashionMnist::kStd;
+  auto padded = std::make_shared<LabelledData>(*data);
+  padded->train_x = at::constant_pad_nd(data->train_x, {2, 2, 2, 2}, background);
+  padded->test_x = at::constant_pad_nd(data->test_x, {2, 2, 2, 2}, background);
+  return padded;
 }
 
 }  // namespace
@@ -47,8 +59,9 @@ std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
 const DataSourceEntry& fashion_mnist_source() {
   static const DataSourceEntry entry{
       .name = "fashion_mnist",
-      .description = "Fashion-MNIST IDX files (1 x 28 x 28 images, 10 classes; Debian's dataset-fashion-mnist)",
-      .fields = {"data_dir", "train_samples", "test_samples"},
+      .description = "Fashion-MNIST IDX files (1 x 28 x 28 images, or padded to 32 x 32; 10 classes; Debian's "
+                     "dataset-fashion-mnist)",
+      .fields = {"data_dir", "train_samples", "test_samples", "image_size"},
       .selected_by = "",
       .path_fields = {"data_dir"},
       .data_path = "/workload/data_dir",

@@ -1,0 +1,67 @@
+// Data source "cifar10": CIFAR-10's binary files (workloads/cifar10.hpp's reader) from a
+// directory the user names: 50,000 training and 10,000 test images of 3 x 32 x 32, 10
+// classes, normalised per channel; training batches augmented with the paper's random
+// crop (4-pixel padding) and horizontal flip unless "augment": false.
+#include <fmt/format.h>
+
+#include "workloads/cifar10.hpp"
+#include "workloads/data_source.hpp"
+
+namespace dtsim::workloads {
+
+namespace {
+
+void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) {
+  const std::string dir = w.string("data_dir", std::nullopt);
+  if (dir.empty())
+    throw config::ScenarioError(w.where("data_dir"), config::ErrorKind::out_of_range, "expected a non-empty directory path");
+  spec.data_dir = dir;
+  spec.train_samples = w.integer("train_samples", 0, 0, config::kIntMax);
+  spec.test_samples = w.integer("test_samples", 0, 0, config::kIntMax);
+  spec.augment = w.boolean("augment", true);
+  if (spec.train_samples != 0 && spec.train_samples < ctx.ranks)
+    throw config::ScenarioError(w.where("train_samples"), config::ErrorKind::inconsistent,
+                                fmt::format("expected 0 (all) or at least one sample per rank ({}), got {}", ctx.ranks,
+                                            spec.train_samples));
+}
+
+void to_json(const DataSpec& spec, nlohmann::json& out) {
+  out["data_dir"] = spec.data_dir;
+  out["train_samples"] = spec.train_samples;
+  out["test_samples"] = spec.test_samples;
+  out["augment"] = spec.augment;
+}
+
+DataShape shape(const DataSpec& spec) {
+  constexpr std::int64_t kTrain = 50000, kTest = 10000;
+  const auto train = spec.train_samples > 0 ? std::min(spec.train_samples, kTrain) : kTrain;
+  const auto test = spec.test_samples > 0 ? std::min(spec.test_samples, kTest) : kTest;
+  // Every training file's bytes while they are converted (the reader holds them whole).
+  return {.train = train, .test = test, .sample = {3, 32, 32}, .classes = 10,
+          .file_bytes = static_cast<double>(kTrain + kTest) * Cifar10::kRecordBytes};
+}
+
+std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
+  auto data = std::make_shared<LabelledData>(*Cifar10::load(spec.data_dir, spec.train_samples, spec.test_samples));
+  data->augment = spec.augment;
+  return data;
+}
+
+}  // namespace
+
+const DataSourceEntry& cifar10_source() {
+  static const DataSourceEntry entry{
+      .name = "cifar10",
+      .description = "CIFAR-10 binary files (3 x 32 x 32 images, 10 classes), random crop and flip while training",
+      .fields = {"data_dir", "train_samples", "test_samples", "augment"},
+      .selected_by = "",
+      .path_fields = {"data_dir"},
+      .data_path = "/workload/data_dir",
+      .parse = parse,
+      .to_json = to_json,
+      .shape = shape,
+      .load = load};
+  return entry;
+}
+
+}  // namespace dtsim::workloads

@@ -1,0 +1,64 @@
+// Data source "tensors": any labelled data set a user can load in Python, saved with
+// torch.save({"x": X, "y": Y}) (workloads/tensor_file.hpp's reader). The parse reads the
+// file once, for the counts, sample shape and classes the models and the estimate need.
+#include <fmt/format.h>
+
+#include "config/json_input.hpp"
+#include "workloads/data_source.hpp"
+#include "workloads/tensor_file.hpp"
+
+namespace dtsim::workloads {
+
+namespace {
+
+using config::ErrorKind;
+using config::ScenarioError;
+
+void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) {
+  spec.tensors_file = w.string("tensors_file", std::nullopt);
+  if (spec.tensors_file.empty())
+    throw ScenarioError(w.where("tensors_file"), ErrorKind::out_of_range, "expected a non-empty path");
+  std::shared_ptr<const LabelledData> data;
+  try {
+    data = read_tensor_file(spec.tensors_file);
+  } catch (const std::invalid_argument& e) {
+    throw ScenarioError(w.where("tensors_file"), ErrorKind::bad_file, e.what());
+  }
+  spec.samples = data->train_x.size(0);
+  spec.test_samples = data->has_test() ? data->test_x.size(0) : 0;
+  spec.sample_shape.assign(data->train_x.sizes().begin() + 1, data->train_x.sizes().end());
+  spec.classes = data->classes;
+  if (spec.samples < ctx.ranks)
+    throw ScenarioError(w.where("tensors_file"), ErrorKind::inconsistent,
+                        fmt::format("expected at least one sample per rank ({}), got {}", ctx.ranks, spec.samples));
+}
+
+void to_json(const DataSpec& spec, nlohmann::json& out) { out["tensors_file"] = spec.tensors_file; }
+
+DataShape shape(const DataSpec& spec) {
+  DataShape s{.train = spec.samples, .test = spec.test_samples, .sample = spec.sample_shape, .classes = spec.classes};
+  // The file's bytes while it is unpickled (about the tensors' own size).
+  s.file_bytes = static_cast<double>(s.train + s.test) * static_cast<double>(s.sample_elements()) * 4;
+  return s;
+}
+
+std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) { return read_tensor_file(spec.tensors_file); }
+
+}  // namespace
+
+const DataSourceEntry& tensors_source() {
+  static const DataSourceEntry entry{
+      .name = "tensors",
+      .description = "a torch.save({\"x\": X, \"y\": Y}) file (any labelled set saved from Python; optional test_x, test_y)",
+      .fields = {"tensors_file"},
+      .selected_by = "tensors_file",
+      .path_fields = {"tensors_file"},
+      .data_path = "/workload/tensors_file",
+      .parse = parse,
+      .to_json = to_json,
+      .shape = shape,
+      .load = load};
+  return entry;
+}
+
+}  // namespace dtsim::workloads
