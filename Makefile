@@ -1,17 +1,22 @@
 # dtsim — the two commands a newcomer runs (both install missing Debian packages first):
 #   make demo   build and run the built-in scenario scenarios/quickstart.json
-#   make test   build and run the whole test suite (release, then the sanitizer suite)
-# make test-fuzz-sanitize adds the fuzzed readers under the sanitizers (not in CI: time).
-# .ci/run calls `make test`.
+#   make test   build and run the whole test suite: every test in the release build, the
+#               kernels again on each ISA path, the LibTorch-free suites under the sanitizers
+# .ci/run calls `make test`. `make test-full` adds the passes that are too slow for CI's
+# 20-minute budget on 2 cores: the scenario, sweep and README tests on the oldest x86-64
+# kernels (run it before committing a golden or a tolerance: README, "What is the same on
+# every machine") and every sanitize- or fuzz-labelled suite under the sanitizers.
 
 JOBS ?= $(shell nproc)
 
-.PHONY: demo test deps build build-debug test-release test-sanitize test-fuzz-sanitize bench clean
+.PHONY: demo test test-full deps build build-debug test-release test-isa test-other-cpu test-sanitize test-sanitize-full bench clean
 
 demo: build
 	./build/release/dtsim run scenarios/quickstart.json
 
-test: test-release test-sanitize
+test: test-release test-isa test-sanitize
+
+test-full: test-release test-isa test-other-cpu test-sanitize-full
 
 deps:
 	./scripts/install-deps.sh
@@ -22,30 +27,36 @@ build: deps
 
 build-debug: deps
 	cmake --preset debug
-	cmake --build --preset debug -j $(JOBS) --target dtsim_sanitize_tests
 
 test-release: build
 	ctest --preset release -j $(JOBS)
-	# The kernels pick AVX2/AVX-512 paths at run time; check the portable ones give the same bits.
+
+# The kernels pick AVX2/AVX-512 paths at run time; check the portable ones give the same bits.
+test-isa: build
 	DTSIM_KERNELS_ISA=baseline ctest --preset release -j $(JOBS) -L kernels
 	DTSIM_KERNELS_ISA=avx2 ctest --preset release -j $(JOBS) -L kernels
-	# Another CPU (README, "What is the same on every machine"): the scenario, sweep (the
-	# regression goldens) and README tests again with OpenBLAS's and ATen's oldest x86-64
-	# kernels, so that a floating-point expectation that holds on this CPU only fails here.
-	# Left out: tests that compute no floating-point results (resource limits, the progress
-	# line, exit codes and help texts).
+
+# Another CPU (README, "What is the same on every machine"): the scenario, sweep (the
+# regression goldens) and README tests again with OpenBLAS's and ATen's oldest x86-64
+# kernels, so that a floating-point expectation that holds on this CPU only fails here.
+# Left out: tests that compute no floating-point results (resource limits, the progress
+# line, exit codes and help texts).
+test-other-cpu: build
 	OPENBLAS_CORETYPE=Prescott ATEN_CPU_CAPABILITY=default ctest --preset release -j $(JOBS) -L 'runner|sweep|docs' \
-	  -E '^(ResourceLimits|Progress\.|Scenario\.(BinaryExitsNonZeroWithOneLine|HelpOnEveryCommand)$$|SweepRun\.BadSweepExitsTwoWithOneLine$$)'
+	  -E '^(ResourceLimits|Progress\.|Scenario\.(BinaryExitsNonZeroWithOneLine|HelpOnEveryCommand|BadCommandLineExitsTwoWithOneLine)$$|SweepRun\.BadSweepExitsTwoWithOneLine$$)'
 
-# Engine, trace, network, comm and kernel tests under AddressSanitizer + UBSan (the
-# algorithms are covered by the release suite; the debug preset skips CUDA, which the
-# release build compile-checks).
+# The engine, trace writer and network model suites under AddressSanitizer + UBSan (the
+# sanitize suites without LibTorch; the debug preset skips CUDA, which the release build
+# compile-checks).
 test-sanitize: build-debug
-	ctest --preset debug -j $(JOBS)
+	cmake --build --preset debug -j $(JOBS) --target dtsim_sanitize_torchfree_tests
+	ctest --preset debug-torchfree -j $(JOBS)
 
-# The fuzzed readers (tests/fuzz) under the sanitizers: builds the rest of dtsim sanitized.
-test-fuzz-sanitize: build-debug
-	cmake --build --preset debug -j $(JOBS) --target dtsim_fuzz_tests
+# Every sanitize-labelled suite (kernels, emulated comm) and the fuzzed readers under the
+# sanitizers: builds most of dtsim a second time.
+test-sanitize-full: build-debug
+	cmake --build --preset debug -j $(JOBS) --target dtsim_sanitize_tests dtsim_fuzz_tests
+	ctest --preset debug -j $(JOBS)
 	ctest --preset debug-fuzz -j $(JOBS)
 
 bench: build
