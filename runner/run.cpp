@@ -88,10 +88,14 @@ class StagedBackward final : public algorithms::BackwardPass {
 algorithms::LrSchedule lr_schedule_of(const Scenario& s, const net::Topology& topology,
                                       const workloads::Workload& workload, int rank) {
   const auto shard = workload.data_shard();
-  const algorithms::LrScheduleRank of_rank{.shard_samples = shard.samples,
-                                           .batch_size = shard.batch,
-                                           .neighborhood = static_cast<std::int64_t>(topology.neighbors(rank).size()) + 1,
-                                           .run_steps = s.steps};
+  // Only the graph scale-up needs the neighbourhood: the gossip graph costs a BFS per rank
+  // (seconds for a complete graph of thousands of ranks), which no other run should pay.
+  const bool graph_scaleup = s.algorithm.optimizer.lr_schedule.scaleup == algorithms::LrScaleup::graph;
+  const algorithms::LrScheduleRank of_rank{
+      .shard_samples = shard.samples,
+      .batch_size = shard.batch,
+      .neighborhood = graph_scaleup ? static_cast<std::int64_t>(topology.neighbors(rank).size()) + 1 : 1,
+      .run_steps = s.steps};
   try {
     return algorithms::LrSchedule(s.algorithm.optimizer.lr, s.algorithm.optimizer.lr_schedule, of_rank);
   } catch (const std::invalid_argument& e) {
