@@ -364,7 +364,7 @@ TEST(Registry, EveryFieldOfEveryWorkloadTypeAndDataSourceIsEchoedAndSweepable) {
   const auto tensors = (dir / "eight.pt").string();
   {
     c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
-    dict.insert("x", at::rand({8, 1, 6, 6}));
+    dict.insert("x", at::rand({8, 1, 32, 32}));  // 32 x 32: every image type takes it (resnet20_real only that)
     dict.insert("y", at::arange(8, at::kLong).remainder(3));
     const auto bytes = torch::jit::pickle_save(dict);
     std::ofstream(tensors, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));

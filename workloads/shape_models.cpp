@@ -82,9 +82,11 @@ void attention(ModelBuilder& b, std::int64_t s, std::int64_t h, std::int64_t hea
   b.op(2.0 * ss * static_cast<double>(h), 4.0 * (p + 2.0 * sh));  // context: read P, V; write
 }
 
-std::vector<ShapeLayer> resnet20() {
+}  // namespace
+
+std::vector<ShapeLayer> resnet20_layers(std::int64_t in_channels, std::int64_t classes) {
   ModelBuilder b;
-  Image x{3, 32, 32};
+  Image x{in_channels, 32, 32};
   conv(b, "conv1", x, 16, 3, 1, 1);
   batchnorm(b, "bn1", x, true);
   const std::int64_t widths[] = {16, 32, 64};
@@ -101,9 +103,11 @@ std::vector<ShapeLayer> resnet20() {
     }
   }
   b.op(x.numel(), 4.0 * (x.numel() + static_cast<double>(x.c)));  // global average pool
-  linear(b, "fc", 64, 10, 1.0);
+  linear(b, "fc", 64, classes, 1.0);
   return b.done();
 }
+
+namespace {
 
 std::vector<ShapeLayer> resnet50() {
   ModelBuilder b;
@@ -318,7 +322,7 @@ ShapeModel shape_model(const std::string& model, std::int64_t sequence_length) {
   ShapeModel m;
   m.name = model;
   if (model == "resnet20") {
-    m.layers = resnet20();
+    m.layers = resnet20_layers();
   } else if (model == "resnet50") {
     m.layers = resnet50();
   } else if (model == "bert_base" || model == "gpt2_small") {

@@ -70,6 +70,10 @@ bool is_shape_model(const std::string& model);
 // std::invalid_argument on an unknown model or a sequence length outside 1..max positions.
 ShapeModel shape_model(const std::string& model, std::int64_t sequence_length = 128);
 
+// ResNet-20's layers for in_channels x 32 x 32 images in `classes` classes (the shape
+// model is 3 and 10): the cost table of the real ResNet-20 too (resnet20_model.hpp).
+std::vector<ShapeLayer> resnet20_layers(std::int64_t in_channels = 3, std::int64_t classes = 10);
+
 // The model's tensors (name, shape) in backward order (the reverse of forward order).
 std::vector<TensorShape> shape_model_tensors(const std::string& model);
 

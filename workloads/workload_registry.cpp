@@ -15,12 +15,13 @@ const WorkloadEntry& resnet20_entry();             // shape_models.cpp
 const WorkloadEntry& resnet50_entry();             // shape_models.cpp
 const WorkloadEntry& bert_base_entry();            // shape_models.cpp
 const WorkloadEntry& gpt2_small_entry();           // shape_models.cpp
+const WorkloadEntry& resnet20_real_entry();        // resnet20_model.cpp
 
 std::span<const WorkloadEntry* const> workload_entries() {
   static const std::vector<const WorkloadEntry*> table{&logistic_regression_entry(), &mlp_entry(),
                                                        &cnn_entry(),                 &resnet20_entry(),
                                                        &resnet50_entry(),            &bert_base_entry(),
-                                                       &gpt2_small_entry()};
+                                                       &gpt2_small_entry(),          &resnet20_real_entry()};
   return table;
 }
 

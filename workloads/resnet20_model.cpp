@@ -1,0 +1,233 @@
+#include "workloads/resnet20_model.hpp"
+
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "workloads/workload_registry.hpp"
+
+namespace dtsim::workloads {
+
+namespace {
+
+namespace nn = torch::nn;
+
+nn::Conv2d conv3x3(std::int64_t in, std::int64_t out, std::int64_t stride) {
+  return nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false));
+}
+
+// conv - bn - relu - conv - bn, plus the option-A shortcut, then relu.
+class BasicBlockImpl : public nn::Module {
+ public:
+  BasicBlockImpl(std::int64_t in, std::int64_t out, std::int64_t stride)
+      : in_(in),
+        out_(out),
+        stride_(stride),
+        conv1_(register_module("conv1", conv3x3(in, out, stride))),
+        bn1_(register_module("bn1", nn::BatchNorm2d(out))),
+        conv2_(register_module("conv2", conv3x3(out, out, 1))),
+        bn2_(register_module("bn2", nn::BatchNorm2d(out))) {}
+
+  at::Tensor forward(const at::Tensor& x) {
+    auto y = at::relu(bn1_(conv1_(x)));
+    y = bn2_(conv2_(y));
+    return at::relu(y + shortcut(x));
+  }
+
+ private:
+  // Option A: the identity, or, where the block halves the resolution and widens, every
+  // other pixel with (out - in) / 2 zero channels on each side.
+  at::Tensor shortcut(const at::Tensor& x) const {
+    if (stride_ == 1 && in_ == out_) return x;
+    const auto sub = x.slice(2, 0, c10::nullopt, stride_).slice(3, 0, c10::nullopt, stride_);
+    const std::int64_t before = (out_ - in_) / 2;
+    return at::constant_pad_nd(sub, {0, 0, 0, 0, before, out_ - in_ - before});
+  }
+
+  std::int64_t in_, out_, stride_;
+  nn::Conv2d conv1_;
+  nn::BatchNorm2d bn1_;
+  nn::Conv2d conv2_;
+  nn::BatchNorm2d bn2_;
+};
+TORCH_MODULE(BasicBlock);
+
+class ResNet20Impl : public nn::Module {
+ public:
+  ResNet20Impl(std::int64_t in_channels, std::int64_t classes)
+      : conv1_(register_module("conv1", conv3x3(in_channels, 16, 1))),
+        bn1_(register_module("bn1", nn::BatchNorm2d(16))),
+        fc_(nullptr) {
+    const std::int64_t widths[] = {16, 32, 64};
+    std::int64_t in = 16;
+    for (int stage = 0; stage < 3; ++stage) {
+      nn::Sequential blocks;
+      for (int block = 0; block < 3; ++block) {
+        blocks->push_back(BasicBlock(in, widths[stage], stage > 0 && block == 0 ? 2 : 1));
+        in = widths[stage];
+      }
+      stages_.push_back(register_module(fmt::format("layer{}", stage + 1), blocks));
+    }
+    fc_ = register_module("fc", nn::Linear(64, classes));
+  }
+
+  at::Tensor forward(const at::Tensor& x) {
+    auto h = at::relu(bn1_(conv1_(x)));
+    for (auto& stage : stages_) h = stage->forward(h);
+    return fc_(h.mean({2, 3}));  // global average pool
+  }
+
+ private:
+  nn::Conv2d conv1_;
+  nn::BatchNorm2d bn1_;
+  std::vector<nn::Sequential> stages_;
+  nn::Linear fc_;
+};
+TORCH_MODULE(ResNet20);
+
+// Draws every parameter from `gen` in module order (see the header).
+void initialise(nn::Module& net, at::Generator& gen) {
+  torch::NoGradGuard no_grad;
+  for (const auto& m : net.modules(/*include_self=*/false)) {
+    if (auto* conv = m->as<nn::Conv2d>()) {
+      const auto& w = conv->weight;
+      const double fan_out = static_cast<double>(w.size(0) * w.size(2) * w.size(3));
+      w.normal_(0.0, std::sqrt(2.0 / fan_out), gen);
+    } else if (auto* bn = m->as<nn::BatchNorm2d>()) {
+      bn->weight.fill_(1.0);
+      bn->bias.zero_();
+    } else if (auto* fc = m->as<nn::Linear>()) {
+      const double bound = 1.0 / std::sqrt(static_cast<double>(fc->weight.size(1)));
+      fc->weight.uniform_(-bound, bound, gen);
+      fc->bias.uniform_(-bound, bound, gen);
+    }
+  }
+}
+
+}  // namespace
+
+ModuleModel make_resnet20_model(std::int64_t in_channels, std::int64_t classes, std::uint64_t seed) {
+  ResNet20 net(in_channels, classes);
+  auto gen = at::detail::createCPUGenerator(seed * 0x9e3779b97f4a7c15ULL + 0x2020ULL);
+  initialise(*net, gen);
+  return {nn::AnyModule(net), resnet20_layers(in_channels, classes)};
+}
+
+std::unique_ptr<ModuleWorkload> make_resnet20_workload(std::shared_ptr<const LabelledData> data, std::int64_t batch_size,
+                                                       const std::string& partition, std::uint64_t seed, int rank,
+                                                       int ranks) {
+  const auto sizes = data->train_x.sizes();
+  if (sizes.size() != 4 || sizes[2] != 32 || sizes[3] != 32)
+    throw std::invalid_argument(
+        fmt::format("resnet20_real: expected C x 32 x 32 images, got samples of {}", fmt::join(sizes.slice(1), " x ")));
+  return std::make_unique<ModuleWorkload>(make_resnet20_model(sizes[1], data->classes, seed), std::move(data), batch_size,
+                                          partition, seed, rank, ranks);
+}
+
+// --- the registry entry of "resnet20_real" (workload_registry.hpp) ----------------------
+
+namespace {
+
+struct ResNet20Data : WorkloadData {
+  std::shared_ptr<const LabelledData> dataset;
+};
+
+// Only 32 x 32 images: the network's strides and the cost table assume them. Fashion-MNIST
+// is padded to 32 unless the scenario asks for 28, which is refused.
+void parse(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext&) {
+  spec.batch_size = w.integer("batch_size", spec.batch_size, 1, config::kIntMax);
+  spec.partition = w.choice("partition", "iid", {"iid", "by_label"});
+  auto& data = spec.data;
+  if (data.source == "fashion_mnist" && !w.value().contains("image_size")) data.image_size = 32;
+  if (data.source == "fashion_mnist" && data.image_size != 32)
+    throw config::ScenarioError(w.where("image_size"), config::ErrorKind::inconsistent,
+                                fmt::format("expected 32 for resnet20_real (a 32 x 32 model), got {}", data.image_size));
+  const auto sample = data_source_entry(data.source).shape(data).sample;
+  if (sample.size() != 3 || sample[1] != 32 || sample[2] != 32)
+    throw config::ScenarioError(w.where(data.source == "tensors" ? "tensors_file" : "data"),
+                                config::ErrorKind::inconsistent,
+                                fmt::format("expected C x 32 x 32 images for resnet20_real, the data has samples of {}",
+                                            fmt::join(sample, " x ")));
+}
+
+void to_json(const WorkloadSpec& spec, nlohmann::json& out) {
+  out["batch_size"] = spec.batch_size;
+  out["partition"] = spec.partition;
+}
+
+std::shared_ptr<const WorkloadData> load(const WorkloadSpec& spec, std::uint64_t seed) {
+  auto data = std::make_shared<ResNet20Data>();
+  data->dataset = on_device(load_data_source(workload_data(spec), seed), spec.device,
+                            [](const LabelledData& from, LabelledData& to, at::Device device) {
+                              to = from;
+                              to.train_x = from.train_x.to(device);
+                              to.train_y = from.train_y.to(device);
+                              to.test_x = from.test_x.defined() ? from.test_x.to(device) : at::Tensor();
+                              to.test_y = from.test_y.defined() ? from.test_y.to(device) : at::Tensor();
+                            });
+  return data;
+}
+
+std::unique_ptr<Workload> make(const WorkloadSpec& spec, std::shared_ptr<const WorkloadData> data, std::uint64_t seed,
+                               int rank, int ranks) {
+  return make_resnet20_workload(data_for<ResNet20Data>(data, spec.type).dataset, spec.batch_size, spec.partition, seed,
+                                rank, ranks);
+}
+
+WorkloadFootprint footprint(const WorkloadSpec& spec, int ranks) {
+  constexpr double kFloat = 4;
+  const auto d = [](auto x) { return static_cast<double>(x); };
+  const auto data = workload_data(spec);
+  const auto shape = data_source_entry(data.source).shape(data);
+  WorkloadFootprint w;
+  // Activations per sample: a layer's bytes are its fp32 input and output, so bytes / 8
+  // is about the elements it writes; the widest is conv1's output.
+  double activations = d(shape.sample_elements()), widest = 16.0 * 32 * 32;
+  const auto layers = resnet20_layers(shape.sample.at(0), shape.classes);
+  for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+    activations += it->bytes / 8;
+    for (auto t = it->tensors.rbegin(); t != it->tensors.rend(); ++t) {
+      w.sizes_backward.push_back(t->numel());  // autograd's ready order has the same sizes
+      w.elements += d(t->numel());
+    }
+  }
+  const double train = d(shape.train), test = d(shape.test);
+  // fp32 images and int64 labels, the files' bytes while they are converted, and the
+  // evaluation's chunk of 2,000 images (a few of the widest activations at a time).
+  w.data_bytes = (train + test) * (d(shape.sample_elements()) * kFloat + 8) + shape.file_bytes + 2000 * 4 * widest * kFloat;
+  const double shard = std::ceil(train / std::max(1, ranks)), batch = std::min(d(spec.batch_size), shard);
+  // Shard indices; what autograd saves for a batch and its gradients (about twice the
+  // activations); the module's own parameters and .grad besides the algorithm's.
+  w.per_rank_bytes = 2 * shard * 8 + batch * activations * 2 * kFloat + 2 * w.elements * kFloat;
+  return w;
+}
+
+}  // namespace
+
+const WorkloadEntry& resnet20_real_entry() {
+  const std::vector<std::string> sources{"cifar10", "fashion_mnist", "tensors"};
+  static const WorkloadEntry entry{
+      .name = "resnet20_real",
+      .description = "ResNet-20 (He et al. 2016, option-A shortcuts, BatchNorm) on 32 x 32 images under autograd (real "
+                     "data, real accuracy)",
+      .fields = with_data_fields({"batch_size", "partition"}, sources),
+      .data_sources = sources,
+      .parse = parse,
+      .to_json = to_json,
+      .load_data = load,
+      .make = make,
+      .footprint = footprint};
+  return entry;
+}
+
+}  // namespace dtsim::workloads
