@@ -107,6 +107,13 @@ std::vector<std::string> with_data_fields(std::vector<std::string> own, const st
 // (unknown_field) naming both.
 DataSpec parse_data_fields(config::ObjectReader& w, const std::vector<std::string>& sources, const std::string& type,
                            const WorkloadContext& ctx);
+// The fields of a source that reads a directory of image files (fashion_mnist, cifar10):
+// data_dir (required when `default_dir` is empty), train_samples, test_samples (0: all,
+// else at least one per rank); and their echo.
+void parse_image_files(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx,
+                       const std::string& default_dir);
+void image_files_json(const DataSpec& spec, nlohmann::json& out);
+
 // "data" and the source's fields.
 void data_fields_json(const DataSpec& spec, nlohmann::json& out);
 

@@ -12,23 +12,12 @@ namespace dtsim::workloads {
 namespace {
 
 void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) {
-  const std::string dir = w.string("data_dir", std::nullopt);
-  if (dir.empty())
-    throw config::ScenarioError(w.where("data_dir"), config::ErrorKind::out_of_range, "expected a non-empty directory path");
-  spec.data_dir = dir;
-  spec.train_samples = w.integer("train_samples", 0, 0, config::kIntMax);
-  spec.test_samples = w.integer("test_samples", 0, 0, config::kIntMax);
+  parse_image_files(w, spec, ctx, "");  // no default: CIFAR-10 is wherever the user put it
   spec.augment = w.boolean("augment", true);
-  if (spec.train_samples != 0 && spec.train_samples < ctx.ranks)
-    throw config::ScenarioError(w.where("train_samples"), config::ErrorKind::inconsistent,
-                                fmt::format("expected 0 (all) or at least one sample per rank ({}), got {}", ctx.ranks,
-                                            spec.train_samples));
 }
 
 void to_json(const DataSpec& spec, nlohmann::json& out) {
-  out["data_dir"] = spec.data_dir;
-  out["train_samples"] = spec.train_samples;
-  out["test_samples"] = spec.test_samples;
+  image_files_json(spec, out);
   out["augment"] = spec.augment;
 }
 

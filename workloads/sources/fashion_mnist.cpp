@@ -12,26 +12,15 @@ namespace dtsim::workloads {
 namespace {
 
 void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) {
-  const std::string dir = w.string("data_dir", spec.data_dir);
-  if (dir.empty())
-    throw config::ScenarioError(w.where("data_dir"), config::ErrorKind::out_of_range, "expected a non-empty directory path");
-  spec.data_dir = dir;
-  spec.train_samples = w.integer("train_samples", 0, 0, config::kIntMax);
-  spec.test_samples = w.integer("test_samples", 0, 0, config::kIntMax);
+  parse_image_files(w, spec, ctx, spec.data_dir);  // default: Debian's dataset-fashion-mnist
   spec.image_size = w.integer("image_size", 28, 28, 32);
   if (spec.image_size != 28 && spec.image_size != 32)
     throw config::ScenarioError(w.where("image_size"), config::ErrorKind::out_of_range,
                                 fmt::format("expected 28 (as stored) or 32 (padded), got {}", spec.image_size));
-  if (spec.train_samples != 0 && spec.train_samples < ctx.ranks)
-    throw config::ScenarioError(w.where("train_samples"), config::ErrorKind::inconsistent,
-                                fmt::format("expected 0 (all) or at least one sample per rank ({}), got {}", ctx.ranks,
-                                            spec.train_samples));
 }
 
 void to_json(const DataSpec& spec, nlohmann::json& out) {
-  out["data_dir"] = spec.data_dir;
-  out["train_samples"] = spec.train_samples;
-  out["test_samples"] = spec.test_samples;
+  image_files_json(spec, out);
   out["image_size"] = spec.image_size;
 }
 
