@@ -203,6 +203,15 @@ const AlgorithmEntry& sparsified_sgd_entry() {
           [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
             spec.compressor = parse_compressor(a, ctx);
             spec.mask_momentum = a.boolean("mask_momentum", false);
+            // What the constructor refuses, refused here at the field (bad input, exit 2).
+            try {
+              rank_compressor(spec, 0);
+            } catch (const std::invalid_argument& e) {
+              const bool masking =
+                  spec.mask_momentum && std::string_view(e.what()).find("mask_momentum") != std::string_view::npos;
+              throw config::ScenarioError(a.where(masking ? "mask_momentum" : "compressor"), config::ErrorKind::inconsistent,
+                                          e.what());
+            }
           },
       .to_json =
           [](const AlgorithmSpec& spec, nlohmann::json& out) {

@@ -322,9 +322,17 @@ TEST(SparsifiedSgd, DenseQuantizersKeepTheirErrorInTheMemory) {
       }
     }
   }
-  // mask_momentum needs the sent indices: refused when the scenario is loaded.
+  // mask_momentum needs the sent indices: refused when the scenario is loaded, at the field.
   const json masked = {{"name", "sparsified_sgd"}, {"lr", 0.3}, {"mask_momentum", true}, {"compressor", {{"kind", "one_bit"}}}};
-  EXPECT_THROW(run_steps(masked, 4, 1, 40), std::exception);
+  try {
+    run_steps(masked, 4, 1, 40);
+    ADD_FAILURE() << "mask_momentum with one_bit was accepted";
+  } catch (const runner::ScenarioError& e) {
+    EXPECT_EQ(e.path(), "/algorithm/mask_momentum");
+    EXPECT_NE(std::string(e.what()).find("mask_momentum needs the sent indices; one_bit sends every element"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // state_bytes is the model-sized state each keeps between steps, in copies of the
