@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -27,6 +28,10 @@ struct OptimizerSpec {
   double dampening = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
+  // Per-tensor L2 clipping of d after weight decay, before momentum (the reference DGC's
+  // _clip_gradient): d <- (c / |d|) d when |d| >= c. 0: none. Not a scenario field as such:
+  // sparsified SGD sets it from its clip_grad_norm, scaled by 1/sqrt(ranks) as the reference does.
+  double clip_norm = 0.0;
   LrScheduleSpec lr_schedule;
   // Per parameter tensor: false skips weight decay on it. Not a scenario field: the training
   // loop fills it from the workload's parameter names (weight_decay_mask in
@@ -47,6 +52,9 @@ struct AlgorithmSpec {
   std::int64_t turn_on_local_steps_from = 0;  // post-local SGD: every step syncs before this step index
   bool majority_vote = true;               // sign SGD: sign of the sum (true) or the mean of signs
   bool mask_momentum = false;              // sparsified SGD: zero momentum at the sent coordinates
+  double clip_grad_norm = 0.0;             // sparsified SGD: the reference's clip_grad_val (0: no clipping)
+  double compress_warmup_epochs = 0.0;     // sparsified SGD: the reference's compression-ratio warm-up
+  std::vector<double> compress_warmup_ratios;  // sparsified SGD: fractions kept during the warm-up (loader's default)
   bool packed_signs = false;               // local EF-sign SGD: 1-bit packed exchange instead of fp32 all-reduce
   // distopt (Apache SINGA's DistOpt; variant "sync", "half", "partial" or "sparse"):
   std::int64_t threshold = 2097152;        // elements: larger tensors are reduced alone, smaller ones fused
@@ -56,6 +64,7 @@ struct AlgorithmSpec {
   double spars = 0.05;                     // sparse: fraction kept (top_k) or magnitude threshold
   bool top_k = false;                      // sparse: top-k by magnitude instead of |g| >= spars
   bool corr = true;                        // sparse: error-feedback residual per partition
+  bool padded_exchange = true;             // sparse threshold mode: SINGA's count all-gather and padded blocks
 };
 
 // The backward pass of the current step, for algorithms that overlap communication with
@@ -81,6 +90,10 @@ struct StepContext {
   // Set only for algorithms that drive the backward pass (drives_backward() true): the
   // training loop then runs forward only, and the step runs every backward stage itself.
   BackwardPass* backward = nullptr;
+  // Epochs of the rank's shard done at this step, e = t / S (S = ceil(shard / batch) steps
+  // per epoch, the lr schedule's count); NaN for a workload without data. Read by what is
+  // scheduled in epochs besides the lr (sparsified SGD's compression-ratio warm-up).
+  double epoch = std::numeric_limits<double>::quiet_NaN();
 };
 
 class Algorithm {

@@ -29,6 +29,10 @@ void LocalOptimizer::update(std::vector<at::Tensor>& params, std::vector<at::Ten
     auto& g = grads[i];
     const bool decays = spec_.weight_decay != 0.0 && (mask.empty() || mask[i]);
     at::Tensor d = decays ? g.add(p, spec_.weight_decay) : g.clone();
+    if (spec_.clip_norm > 0.0) {
+      const double norm = d.norm().item<double>();
+      if (norm >= spec_.clip_norm) d.mul_(spec_.clip_norm / norm);
+    }
     if (spec_.momentum != 0.0) {
       auto& buf = momentum_buffers_[i];
       if (first)
@@ -56,6 +60,8 @@ std::vector<bool> weight_decay_mask(const std::vector<std::string>& names) {
 sim::ComputeCost LocalOptimizer::cost(std::int64_t elements) const {
   const double n = static_cast<double>(elements);
   // Reads g, p, buf; writes d, buf, p: six fp32 streams; about six flops per element.
+  // Clipping reads d once more for its norm (and scales it: counted, as it may).
+  if (spec_.clip_norm > 0.0) return {9.0 * n, 32.0 * n};
   return {6.0 * n, 24.0 * n};
 }
 

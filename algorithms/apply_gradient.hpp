@@ -3,6 +3,8 @@
 //
 //   d = g + weight_decay * p                  (none on tensors whose name contains "bn": the
 //                                             reference's parameter groups)
+//   d = (c / |d|_2) d  if |d|_2 >= c          (clip_norm c > 0 only: the reference DGC's
+//                                             per-tensor clipping)
 //   buf = d                                   on the first step
 //   buf = momentum * buf + (1 - dampening) d  afterwards          (if momentum != 0)
 //   d = d + momentum * buf if nesterov, else d = buf              (if momentum != 0)

@@ -2,6 +2,7 @@
 #include "algorithms/registry.hpp"
 #include "algorithms/spec_fields.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -31,6 +32,12 @@ DistOpt::Variant parse_variant(const std::string& v) {
 
 std::uint16_t* half_bits(at::Tensor& t) { return reinterpret_cast<std::uint16_t*>(t.data_ptr<at::Half>()); }
 
+// The pairs rank r sent in partition `part` (sparse): its gathered count, or (exact
+// threshold exchange) its block's size.
+std::int64_t pairs_from(const DistOpt::Partition& part, std::size_t r) {
+  return part.counts.empty() ? part.gathered[r].numel() / 2 : part.counts[r];
+}
+
 }  // namespace
 
 std::vector<std::vector<std::size_t>> distopt_partitions(std::span<const std::int64_t> sizes, std::int64_t threshold) {
@@ -45,6 +52,7 @@ DistOpt::DistOpt(const AlgorithmSpec& spec)
       spars_(spec.spars),
       top_k_(spec.top_k),
       corr_(spec.corr),
+      padded_(spec.padded_exchange && !spec.top_k),
       optimizer_(spec.optimizer) {
   // Preconditions: the loader (distopt_entry's parse) refuses these with their JSON path.
   if (spec.threshold < 0 || spec.buffer_size < 0)
@@ -170,12 +178,15 @@ void DistOpt::sparsify(Partition& part) {
       part.residual.index_fill_(0, at::tensor(sent, at::kLong).to(part.residual.device()), 0.0);
     }
   }
+}
+
+void DistOpt::pack(Partition& part, std::int64_t slots) {
   // Indices travel as their int32 bit patterns in the fp32 message, as SINGA packs them.
-  part.packed = at::empty({2 * part.nnz}, at::kFloat);
+  part.packed = at::zeros({2 * slots}, at::kFloat);
   auto* out = part.packed.data_ptr<float>();
   static_assert(sizeof(std::uint32_t) == sizeof(float));
   std::memcpy(out, idx_.data(), sizeof(float) * static_cast<std::size_t>(part.nnz));
-  std::memcpy(out + part.nnz, val_.data(), sizeof(float) * static_cast<std::size_t>(part.nnz));
+  std::memcpy(out + slots, val_.data(), sizeof(float) * static_cast<std::size_t>(part.nnz));
   part.packed = part.packed.to(part.buffer.device());  // no copy on the CPU
 }
 
@@ -254,8 +265,22 @@ sim::Task<std::uint64_t> DistOpt::step(StepContext& ctx) {
             const double e = as_double(part.elements);
             co_await comm.compute({4.0 * e, 16.0 * e}, [&] { sparsify(part); });
           }
+          std::int64_t slots = part.nnz;
+          part.counts.assign(static_cast<std::size_t>(comm.size()), part.nnz);
+          if (padded_) {  // SINGA: all-gather the counts, wait, pad to the largest
+            auto phase = ctx.timer.phase("sync/sparse_counts");
+            at::Tensor count = at::full({1}, static_cast<std::int32_t>(part.nnz), at::kInt);
+            std::vector<at::Tensor> counts;
+            co_await comm.all_gather(count, counts);
+            for (std::size_t r = 0; r < counts.size(); ++r) part.counts[r] = counts[r].item<std::int32_t>();
+            slots = *std::max_element(part.counts.begin(), part.counts.end());
+            n_bits += 32;
+          } else if (!top_k_) {
+            part.counts.clear();  // each rank's block says its own count
+          }
+          pack(part, slots);
           in_flight.push_back(comm.stream_all_gather(part.packed, part.gathered));
-          n_bits += 64ULL * static_cast<std::uint64_t>(part.nnz);
+          n_bits += 64ULL * static_cast<std::uint64_t>(slots);
           break;
         }
       }
@@ -289,7 +314,7 @@ sim::Task<std::uint64_t> DistOpt::step(StepContext& ctx) {
       bytes += (variant_ == Variant::half ? 6.0 : 8.0) * e;
       if (variant_ == Variant::sparse) {
         double received = 0.0;
-        for (const auto& g : part.gathered) received += as_double(g.numel() / 2);
+        for (std::size_t r = 0; r < part.gathered.size(); ++r) received += as_double(pairs_from(part, r));
         flops += received;
         bytes += 12.0 * received + 4.0 * e;
       }
@@ -299,11 +324,12 @@ sim::Task<std::uint64_t> DistOpt::step(StepContext& ctx) {
         if (part.in_place) continue;
         if (variant_ == Variant::sparse) {  // sum_r scatter(m^r_S) into the zeroed buffer
           part.buffer.zero_();
-          for (const auto& block : part.gathered) {
-            const std::int64_t m = block.numel() / 2;
+          for (std::size_t r = 0; r < part.gathered.size(); ++r) {
+            const auto& block = part.gathered[r];
+            const std::int64_t slots = block.numel() / 2, m = pairs_from(part, r);
             if (m == 0) continue;
             const at::Tensor indices = block.narrow(0, 0, m).view(at::kInt);
-            const at::Tensor values = block.narrow(0, m, m);
+            const at::Tensor values = block.narrow(0, slots, m);
             kernels::scatter_add(values, indices, part.buffer);
           }
         }
@@ -339,7 +365,7 @@ const AlgorithmEntry& distopt_entry() {
                      "backward pass (variants sync, half, partial, sparse)",
       .paper = "Apache SINGA, python/singa/opt.py DistOpt (Ooi et al., ACM MM 2015; SINGA 3.x)",
       .fields = with_optimizer_fields({"variant", "threshold", "buffer_size", "clipping", "clip_value", "spars", "top_k",
-                                       "corr"}),
+                                       "corr", "exchange"}),
       .parse =
           [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) {
             using config::ErrorKind;
@@ -347,7 +373,8 @@ const AlgorithmEntry& distopt_entry() {
             spec.variant = a.choice("variant", "sync", {"sync", "half", "partial", "sparse"});
             // Fields of one variant only are errors under another.
             const std::vector<std::pair<const char*, const char*>> variant_only{
-                {"clipping", "half"}, {"clip_value", "half"}, {"spars", "sparse"}, {"top_k", "sparse"}, {"corr", "sparse"}};
+                {"clipping", "half"}, {"clip_value", "half"}, {"spars", "sparse"}, {"top_k", "sparse"}, {"corr", "sparse"},
+                {"exchange", "sparse"}};
             for (const auto& [key, variant] : variant_only)
               if (spec.variant != variant && a.find(key))
                 throw ScenarioError(a.where(key), ErrorKind::unknown_field,
@@ -365,6 +392,7 @@ const AlgorithmEntry& distopt_entry() {
             spec.top_k = a.boolean("top_k", false);
             spec.spars = spec.top_k ? a.number("spars", 0.05, 0.0, 1.0) : a.number("spars", 0.05, 0.0, config::kInf);
             spec.corr = a.boolean("corr", true);
+            spec.padded_exchange = a.choice("exchange", "padded", {"padded", "exact"}) == "padded";
           },
       .to_json =
           [](const AlgorithmSpec& spec, nlohmann::json& out) {
@@ -379,6 +407,7 @@ const AlgorithmEntry& distopt_entry() {
               out["spars"] = spec.spars;
               out["top_k"] = spec.top_k;
               out["corr"] = spec.corr;
+              out["exchange"] = spec.padded_exchange ? "padded" : "exact";
             }
           },
       .make = [](const AlgorithmSpec& spec, const net::Topology&, int) -> std::unique_ptr<Algorithm> {

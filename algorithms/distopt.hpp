@@ -18,9 +18,15 @@
 //           before each evaluation (before_evaluation), as SINGA's example does.
 //   sparse  per partition P: m = g_P (+ e_P with corr); S = the ceil(spars |P|) largest
 //           |m| (top_k, true magnitude, ties to the lowest index) or {i : |m_i| >= spars};
-//           e_P = m with S zeroed (corr); (index, value) pairs of S all-gathered (sizes
-//           differ between ranks) and scatter-added: g_P <- (sum_r m^r_S) / W; then the
-//           optimizer step.
+//           e_P = m with S zeroed (corr); (index, value) pairs of S all-gathered and
+//           scatter-added: g_P <- (sum_r m^r_S) / W; then the optimizer step.
+//           The exchange of the threshold mode ("exchange"): "padded" (the default, SINGA's)
+//           first all-gathers every rank's count |S_r| (one int32, on its own, and the rank
+//           waits for it as SINGA's host does), then every rank sends 2 nnzMax floats,
+//           nnzMax = max_r |S_r| (its pairs, padded); "exact" all-gathers each rank's own
+//           2 |S_r| floats (sizes differ). Both sum the same pairs: the same results, other
+//           times and bits. top_k has k = ceil(spars |P|) on every rank: one all-gather of
+//           2k floats either way, as SINGA's top-k path.
 //
 // Timing: a partition's collective is issued when it closes, on the rank's communication
 // stream (Communicator::stream_all_reduce / stream_all_gather): it starts when the
@@ -36,7 +42,8 @@
 // which the stream reproduces for the communication).
 //
 // n_bits per step: 32 per fp32 element all-reduced (sync: d; partial: |P_{p_t}|),
-// 16 per fp16 element (half: d), 64 per (index, value) pair this rank sends (sparse).
+// 16 per fp16 element (half: d), 64 per (index, value) pair this rank sends (sparse;
+// padded: nnzMax pairs, padding included, plus 32 for the count).
 #pragma once
 
 #include <cstdint>
@@ -80,7 +87,8 @@ class DistOpt final : public Algorithm {
     at::Tensor residual;     // sparse with corr: e_P
     at::Tensor packed;       // sparse: this rank's [indices (int32 bits) | values]
     std::vector<at::Tensor> gathered;  // sparse: every rank's packed pairs
-    std::int64_t nnz = 0;    // sparse: pairs this rank sent in the last step
+    std::int64_t nnz = 0;    // sparse: pairs this rank selected in the last step
+    std::vector<std::int64_t> counts;  // sparse: every rank's pairs in the last step
   };
   const std::vector<Partition>& partitions() const { return partitions_; }
   // partial: the partition (1..K) averaged in the last step; 0 before the first.
@@ -93,6 +101,9 @@ class DistOpt final : public Algorithm {
   // partition's buffer (fp16 for half, clipped first with clipping).
   void stage(Partition& part, std::size_t slot, const at::Tensor& value);
   void sparsify(Partition& part);
+  // [indices | values] of the first `nnz` selected pairs, each half padded with zeros to
+  // `slots` entries.
+  void pack(Partition& part, std::int64_t slots);
 
   Variant variant_;
   std::int64_t threshold_;
@@ -101,6 +112,7 @@ class DistOpt final : public Algorithm {
   double spars_;
   bool top_k_;
   bool corr_;
+  bool padded_;  // sparse threshold mode: SINGA's padded exchange
   LocalOptimizer optimizer_;                 // sync, half, sparse: one step over every tensor
   std::vector<LocalOptimizer> per_param_;    // partial: one per tensor, stepped as it appears
   std::vector<Partition> partitions_;

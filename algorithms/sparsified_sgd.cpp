@@ -4,6 +4,7 @@
 #include "algorithms/spec_fields.hpp"
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -43,16 +44,89 @@ kernels::CompressorSpec rank_compressor(const AlgorithmSpec& spec, int rank) {
   if (spec.mask_momentum && !sends_indices(kind))
     throw std::invalid_argument(fmt::format("sparsified_sgd: mask_momentum needs the sent indices; {} sends every element",
                                             kernels::to_string(kind)));
+  if (spec.compress_warmup_epochs > 0.0 && kind != CompressorKind::top_k && kind != CompressorKind::random_k)
+    throw std::invalid_argument(fmt::format("sparsified_sgd: compress_warmup_epochs warms up a ratio: it needs top_k or "
+                                            "random_k, got {}",
+                                            kernels::to_string(kind)));
   if (!c.shared_seed) c.seed += static_cast<std::uint64_t>(rank);
   return c;
 }
+
+// The reference's default compress_warmup_values 0.75, 0.9375, 0.984375, 0.996, 0.999
+// (fractions dropped) as the fractions kept.
+const std::vector<double> kDefaultWarmupRatios{0.25, 0.0625, 0.015625, 0.004, 0.001};
+
+// "compress_warmup_ratios": fractions kept in (0, 1], strictly decreasing; absent: the
+// reference's default.
+std::vector<double> parse_warmup_ratios(config::ObjectReader& a) {
+  const auto* items = a.find("compress_warmup_ratios");
+  if (!items) return kDefaultWarmupRatios;
+  if (!items->is_array() || items->empty())
+    throw config::ScenarioError(a.where("compress_warmup_ratios"), config::ErrorKind::wrong_type,
+                                "expected a non-empty array of fractions kept, got " + config::describe(*items));
+  std::vector<double> out;
+  for (std::size_t i = 0; i < items->size(); ++i) {
+    const auto& item = (*items)[i];
+    const std::string where = a.where("compress_warmup_ratios") + fmt::format("/{}", i);
+    if (!item.is_number())
+      throw config::ScenarioError(where, config::ErrorKind::wrong_type,
+                                  "expected a fraction kept (a number), got " + config::describe(item));
+    const double r = item.get<double>();
+    if (!(r > 0.0 && r <= 1.0))
+      throw config::ScenarioError(where, config::ErrorKind::out_of_range,
+                                  fmt::format("expected a fraction kept in (0, 1], got {}", item.dump()));
+    if (!out.empty() && r >= out.back())
+      throw config::ScenarioError(where, config::ErrorKind::inconsistent,
+                                  fmt::format("expected decreasing fractions (the warm-up sparsifies more and more), got "
+                                              "{} after {}",
+                                              item.dump(), nlohmann::json(out.back()).dump()));
+    out.push_back(r);
+  }
+  return out;
+}
+
+OptimizerSpec clipped(OptimizerSpec optimizer, double clip_grad_norm, int ranks) {
+  optimizer.clip_norm = clip_grad_norm / std::sqrt(static_cast<double>(ranks));
+  return optimizer;
+}
 }  // namespace
 
-SparsifiedSgd::SparsifiedSgd(const AlgorithmSpec& spec, int rank)
-    : optimizer_(spec.optimizer),
+SparsifiedSgd::SparsifiedSgd(const AlgorithmSpec& spec, int rank, int ranks)
+    : optimizer_(clipped(spec.optimizer, spec.clip_grad_norm, ranks)),
       compressor_(kernels::make_compressor(rank_compressor(spec, rank))),
       quantized_(spec.compressor.kind == CompressorKind::qsgd),
-      mask_momentum_(spec.mask_momentum) {}
+      mask_momentum_(spec.mask_momentum) {
+  if (spec.compress_warmup_epochs <= 0.0) return;
+  std::vector<double> ratios;
+  for (double r : spec.compress_warmup_ratios)
+    if (r >= spec.compressor.ratio) ratios.push_back(r);
+  const auto m = static_cast<double>(ratios.size());
+  for (std::size_t i = 0; i < ratios.size(); ++i) {
+    auto c = rank_compressor(spec, rank);
+    c.ratio = ratios[i];
+    warmup_.push_back(kernels::make_compressor(c));
+    warmup_ends_.push_back(static_cast<double>(i + 1) / m * spec.compress_warmup_epochs);
+  }
+}
+
+kernels::Compressor& SparsifiedSgd::compressor_at(double epoch) {
+  active_.reset();
+  if (!warmup_.empty() && std::isnan(epoch))
+    throw std::logic_error("sparsified_sgd: the compression-ratio warm-up counts epochs, and this step has none (the "
+                           "loader refuses a workload without data)");
+  for (std::size_t i = 0; i < warmup_.size(); ++i)
+    if (epoch < warmup_ends_[i]) {
+      active_ = i;
+      break;
+    }
+  return compressor();
+}
+
+double SparsifiedSgd::ratio_at(double epoch) const {
+  for (std::size_t i = 0; i < warmup_.size(); ++i)
+    if (epoch < warmup_ends_[i]) return warmup_[i].spec().ratio;
+  return compressor_.spec().ratio;
+}
 
 void SparsifiedSgd::init(const std::vector<at::Tensor>& grads) {
   flat_ = kernels::TensorBuffer(grads);
@@ -81,7 +155,7 @@ void SparsifiedSgd::zero_momentum_at_sent() {
     }
     indices = base + 4 * L;
   } else {
-    for (std::int64_t s = 0; s < L; ++s) counts[s] = compressor_.k_for(segments_[s]);
+    for (std::int64_t s = 0; s < L; ++s) counts[s] = compressor().k_for(segments_[s]);
   }
   for (std::int64_t s = 0; s < L; ++s) {
     auto& buf = buffers.at(static_cast<std::size_t>(s));
@@ -144,10 +218,11 @@ sim::Task<std::uint64_t> SparsifiedSgd::step(StepContext& ctx) {
     const auto b = static_cast<std::uint64_t>(std::bit_width(static_cast<unsigned>(compressor_.spec().levels)));
     n_bits = b * static_cast<std::uint64_t>(d);
   } else {
+    auto& compressor = compressor_at(ctx.epoch);
     {
       auto phase = ctx.timer.phase("grad.compress");
       co_await comm.compute({4.0 * static_cast<double>(d), 16.0 * static_cast<double>(d)}, [&] {
-        kernels::error_feedback_step(compressor_, memory_, flat_.buffer(), segments_, payload_);
+        kernels::error_feedback_step(compressor, memory_, flat_.buffer(), segments_, payload_);
         if (mask_momentum_) zero_momentum_at_sent();
       });
     }
@@ -156,7 +231,7 @@ sim::Task<std::uint64_t> SparsifiedSgd::step(StepContext& ctx) {
       co_await comm.all_gather(payload_.bytes, gathered_);
     }
     std::int64_t k = 0;
-    for (auto s : segments_) k += compressor_.k_for(s);
+    for (auto s : segments_) k += compressor.k_for(s);
     if (payload_.kind == CompressorKind::threshold)
       k = (payload_.bytes.numel() - 4 * static_cast<std::int64_t>(segments_.size())) / 8;
     {
@@ -168,7 +243,7 @@ sim::Task<std::uint64_t> SparsifiedSgd::step(StepContext& ctx) {
         for (std::size_t r = 0; r < gathered_.size(); ++r) {
           received_[r] = payload_;
           received_[r].bytes = gathered_[r];
-          compressor_.decompress_add(received_[r], 1.0, update_);
+          compressor.decompress_add(received_[r], 1.0, update_);
         }
         update_.div_(n);
       });
@@ -198,34 +273,45 @@ const AlgorithmEntry& sparsified_sgd_entry() {
                      "kept back (top_k, random_k, threshold; one_bit: 1-bit SGD with error feedback; terngrad, natural; "
                      "qsgd: all-reduced, no memory)",
       .paper = "Stich, Cordonnier, Jaggi, NeurIPS 2018; Lin et al., ICLR 2018 (DGC); the ChocoSGD reference code's dgc.py",
-      .fields = with_optimizer_fields({"compressor", "mask_momentum"}),
+      .fields = with_optimizer_fields(
+          {"compressor", "mask_momentum", "clip_grad_norm", "compress_warmup_epochs", "compress_warmup_ratios"}),
       .parse =
           [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
             spec.compressor = parse_compressor(a, ctx);
             spec.mask_momentum = a.boolean("mask_momentum", false);
+            spec.clip_grad_norm = a.number("clip_grad_norm", 0.0, 0.0, config::kInf);
+            spec.compress_warmup_epochs = a.number("compress_warmup_epochs", 0.0, 0.0, config::kInf);
+            spec.compress_warmup_ratios = parse_warmup_ratios(a);
             // What the constructor refuses, refused here at the field (bad input, exit 2).
             try {
               rank_compressor(spec, 0);
             } catch (const std::invalid_argument& e) {
-              const bool masking =
-                  spec.mask_momentum && std::string_view(e.what()).find("mask_momentum") != std::string_view::npos;
-              throw config::ScenarioError(a.where(masking ? "mask_momentum" : "compressor"), config::ErrorKind::inconsistent,
-                                          e.what());
+              const std::string_view what = e.what();
+              const char* field = "compressor";
+              if (spec.mask_momentum && what.find("mask_momentum") != std::string_view::npos) field = "mask_momentum";
+              if (what.find("compress_warmup_epochs") != std::string_view::npos) field = "compress_warmup_epochs";
+              throw config::ScenarioError(a.where(field), config::ErrorKind::inconsistent, e.what());
             }
           },
       .to_json =
           [](const AlgorithmSpec& spec, nlohmann::json& out) {
             out["compressor"] = compressor_json(spec.compressor);
             out["mask_momentum"] = spec.mask_momentum;
+            out["clip_grad_norm"] = spec.clip_grad_norm;
+            out["compress_warmup_epochs"] = spec.compress_warmup_epochs;
+            out["compress_warmup_ratios"] = spec.compress_warmup_ratios;
           },
-      .make = [](const AlgorithmSpec& spec, const net::Topology&, int rank) -> std::unique_ptr<Algorithm> {
-        return std::make_unique<SparsifiedSgd>(spec, rank);
+      .make = [](const AlgorithmSpec& spec, const net::Topology& topology, int rank) -> std::unique_ptr<Algorithm> {
+        return std::make_unique<SparsifiedSgd>(spec, rank, topology.size());
       },
       .memory = [](const AlgorithmSpec& spec, std::span<const std::int64_t>, std::int64_t) {
         MemoryFootprint f;
         f.model_buffers = 3;  // flat_, memory_, update_
         f.gathers = spec.compressor.kind != kernels::CompressorKind::qsgd;  // qsgd all-reduces flat_
-        f.payload_fraction = payload_fraction(spec.compressor);
+        auto largest = spec.compressor;  // the warm-up's first messages are the largest
+        if (spec.compress_warmup_epochs > 0.0)
+          for (double r : spec.compress_warmup_ratios) largest.ratio = std::max(largest.ratio, r);
+        f.payload_fraction = payload_fraction(largest);
         return f;
       }};
   return entry;

@@ -17,7 +17,19 @@
 // int64; k = sum over tensors of max(1, floor(ratio * numel)), or the threshold count);
 // b d for QSGD with b = log2(levels + 1), the reference's quantize_level.
 // random_k draws with seed + rank (independent ranks) unless shared_seed is set.
-// No compression-ratio warm-up: the ratio is constant.
+//
+// As the reference's DGC also does, optionally:
+// - clipping (clip_grad_norm c > 0): in apply_gradient, after weight decay and before
+//   momentum, each tensor's d is scaled to L2 norm c / sqrt(n) when its norm is at least that
+//   (the reference's _clip_gradient with scale=True);
+// - compression-ratio warm-up (compress_warmup_epochs E > 0, top_k and random_k): of the
+//   warm-up ratios (fractions kept; the reference's compress_warmup_values are the fractions
+//   dropped, 0.75 ... 0.999, i.e. kept 0.25 ... 0.001) those r_1 > ... > r_m at least the
+//   compressor's ratio r are used: a step at epoch e < E (StepContext::epoch) keeps r_i for
+//   the first i with e < i E / m; from epoch E on, r (the reference's _get_compress_ratio).
+#pragma once
+
+#include <optional>
 #pragma once
 
 #include "algorithms/algorithm.hpp"
@@ -29,7 +41,8 @@ namespace dtsim::algorithms {
 class SparsifiedSgd final : public Algorithm {
  public:
   // Throws std::invalid_argument unless spec.compressor is top_k, random_k, threshold or qsgd.
-  SparsifiedSgd(const AlgorithmSpec& spec, int rank);
+  // Rank `rank` of `ranks` (clipping scales its threshold by 1/sqrt(ranks)).
+  SparsifiedSgd(const AlgorithmSpec& spec, int rank, int ranks);
   sim::Task<std::uint64_t> step(StepContext& ctx) override;
 
   // m, flat over all tensors (zeros with qsgd), after the last step.
@@ -38,15 +51,23 @@ class SparsifiedSgd final : public Algorithm {
   std::uint64_t state_bytes() const override;
   // What this rank sent in the last step.
   const kernels::Payload& sent() const { return payload_; }
-  kernels::Compressor& compressor() { return compressor_; }
+  // The compressor of the last step (the warm-up's, during the warm-up).
+  kernels::Compressor& compressor() { return active_ ? warmup_[*active_] : compressor_; }
+  // The fraction kept at epoch `e` (the compressor's ratio after the warm-up).
+  double ratio_at(double epoch) const;
   LocalOptimizer& optimizer() { return optimizer_; }
 
  private:
   void init(const std::vector<at::Tensor>& grads);
   void zero_momentum_at_sent();
+  kernels::Compressor& compressor_at(double epoch);
 
   LocalOptimizer optimizer_;
   kernels::Compressor compressor_;
+  // The warm-up: one compressor per ratio r_i, used while epoch < warmup_ends_[i].
+  std::vector<kernels::Compressor> warmup_;
+  std::vector<double> warmup_ends_;
+  std::optional<std::size_t> active_;  // the warm-up compressor of the last step; none: compressor_
   bool quantized_;
   bool mask_momentum_;
   kernels::TensorBuffer flat_;  // d, then (qsgd) the quantized and reduced values

@@ -104,13 +104,24 @@ algorithms::LrSchedule lr_schedule_of(const Scenario& s, const net::Topology& to
   }
 }
 
-// Before any rank starts (whose errors the engine reports as a rank's failure): rank 0's
-// schedule, which fails as every rank's would (no data to count epochs in).
-void check_lr_schedule(const Scenario& s, const net::Topology& topology,
+// Before any rank starts (whose errors the engine reports as a rank's failure): what counts
+// epochs (the lr schedule, sparsified SGD's compression-ratio warm-up) needs a workload with
+// data; rank 0's fails as every rank's would.
+void check_epoch_counting(const Scenario& s, const net::Topology& topology,
                        const std::shared_ptr<const workloads::WorkloadData>& data) {
-  if (s.algorithm.optimizer.lr_schedule.is_default()) return;
+  const bool warmup = s.algorithm.compress_warmup_epochs > 0.0;
+  if (s.algorithm.optimizer.lr_schedule.is_default() && !warmup) return;
   const auto workload = workloads::make_workload(s.workload, data, s.seed, 0, s.ranks);
+  if (warmup && !(workload->data_shard().samples > 0 && workload->data_shard().batch > 0))
+    throw ScenarioError("/algorithm/compress_warmup_epochs", ErrorKind::inconsistent,
+                        fmt::format("counts epochs, and workload {} has no data to count them in", s.workload.type));
   lr_schedule_of(s, topology, *workload, 0);
+}
+
+// Epochs done at step t (StepContext::epoch): t / ceil(shard / batch); NaN without data.
+double epoch_at(const workloads::DataShard& shard, std::int64_t t) {
+  if (shard.samples < 1 || shard.batch < 1) return std::numeric_limits<double>::quiet_NaN();
+  return static_cast<double>(t) / static_cast<double>(algorithms::steps_per_epoch(shard.samples, shard.batch));
 }
 
 // Loss and accuracy of the rank-averaged model on the training and test sets, after the
@@ -196,6 +207,7 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
     const auto local_index = static_cast<std::int64_t>(t) + 1;
     lr.push_back(lr_schedule.at(local_index));
     algorithms::StepContext ctx{comm, timer, params, grads, local_index, lr.back()};
+    ctx.epoch = epoch_at(workload->data_shard(), local_index);
     if (staged) {
       backward.restart();
       ctx.backward = &backward;
@@ -456,7 +468,7 @@ RunResult run_timing_only(const Scenario& s, const RunOptions& options) {
   {
     comm::RepresentativeCommunicator recorder(representative, s.ranks, topology.neighbors(representative), s.compute);
     const auto data = load_data(s);
-    check_lr_schedule(s, topology, data);
+    check_epoch_counting(s, topology, data);
     sim::run_blocking(rank_program(recorder, s, topology, data, options, result, nullptr, &recorder, /*evaluate=*/false));
     op_trace = recorder.trace();
   }
@@ -505,7 +517,7 @@ RunResult run_emulated(const Scenario& s, const RunOptions& options) {
   const auto& topology = network->topology();
   comm::EmulatedWorld world(engine, network, s.compute);
   auto data = load_data(s);
-  check_lr_schedule(s, topology, data);
+  check_epoch_counting(s, topology, data);
   std::unique_ptr<sim::TraceWriter> trace;
   if (options.trace_file) {
     trace = std::make_unique<sim::TraceWriter>();
@@ -584,7 +596,7 @@ RunResult run_live(const Scenario& s, const comm::LiveEnv& env, const RunOptions
   auto comm = options.live_backend == "nccl" ? comm::make_nccl_communicator(env, s.network)
                                              : comm::make_gloo_communicator(env, s.network);
   auto data = load_data(s);
-  check_lr_schedule(s, topology, data);
+  check_epoch_counting(s, topology, data);
   RunResult result;
   sim::TraceWriter timeline;  // this rank's phases, kept for the partial record of a failed run
   std::vector<comm::OpTrace> local_traces;

@@ -80,6 +80,8 @@ sim::Task<void> rank_loop(comm::Communicator& comm, const runner::Scenario& s,
     if (hook) hook(rank, t, algorithm, false, params, grads);
     const auto before = comm.traffic().wire_bytes;
     algorithms::StepContext ctx{comm, timer, params, grads, t, s.algorithm.optimizer.lr};
+    ctx.epoch = static_cast<double>(t) /
+                static_cast<double>(algorithms::steps_per_epoch(workload->data_shard().samples, workload->data_shard().batch));
     const auto bits = co_await algorithm.step(ctx);
     if (hook) hook(rank, t, algorithm, true, params, grads);
     trace.steps[t - 1][rank] = Record{flat(params), flat(grads), bits, comm.traffic().wire_bytes - before};
@@ -365,6 +367,66 @@ TEST(SparsifiedSgd, QsgdAllReduce) {
   EXPECT_GT(trace.steps.back()[0].params.abs().sum().item<double>(), 0.0);
 }
 
+// The reference DGC's clipping: after weight decay and before momentum, each tensor's d =
+// g + wd x is scaled to norm c / sqrt(n) when its norm is at least that. With a huge c
+// nothing is clipped (the unclipped run, bit for bit); with a tiny c no tensor's d exceeds
+// norm c / 2 on 4 ranks and some sit on it; with the median norm, each tensor follows the
+// formula, and both branches occur.
+TEST(SparsifiedSgd, ClipsEachTensorsGradientNorm) {
+  const json base = {{"name", "sparsified_sgd"},
+                     {"lr", 0.3},
+                     {"weight_decay", 1e-2},
+                     {"compressor", {{"kind", "top_k"}, {"ratio", 0.25}}}};
+  std::vector<std::vector<at::Tensor>> g_before(4), x_before(4);
+  std::vector<double> norms;  // |g + wd x| per tensor and step, unclipped
+  int clipped = 0, kept = 0;
+  double c = 0.0;
+  Hook hook = [&](int rank, std::int64_t, algorithms::Algorithm&, bool after, const std::vector<at::Tensor>& params,
+                  const std::vector<at::Tensor>& grads) {
+    if (!after) {
+      g_before[rank].clear();
+      x_before[rank].clear();
+      for (const auto& g : grads) g_before[rank].push_back(g.clone());
+      for (const auto& x : params) x_before[rank].push_back(x.clone());
+      return;
+    }
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      const at::Tensor d = g_before[rank][i] + 1e-2 * x_before[rank][i];
+      const double norm = d.norm().item<double>();
+      if (c == 0.0) {
+        norms.push_back(norm);
+        continue;
+      }
+      const double threshold = c / 2.0;  // sqrt(4 ranks)
+      const at::Tensor expected = norm >= threshold ? d * (threshold / norm) : d;
+      (norm >= threshold ? clipped : kept) += 1;
+      EXPECT_LE(max_abs_diff(grads[i], expected), 1e-6 * (1.0 + expected.abs().max().item<double>()));
+    }
+  };
+  const auto unclipped = run_steps(base, 4, 8, 40, hook);
+  ASSERT_FALSE(norms.empty());
+  std::sort(norms.begin(), norms.end());
+  c = 2.0 * norms[norms.size() / 2];  // the median norm as the threshold: both branches
+  run_steps(with(base, {{"clip_grad_norm", c}}), 4, 8, 40, hook);
+  EXPECT_GT(clipped, 0);
+  EXPECT_GT(kept, 0);
+  c = 0.0;
+
+  expect_same_trajectory(run_steps(with(base, {{"clip_grad_norm", 1e30}}), 4, 8, 40), unclipped, 0.0);
+  int at_bound = 0;
+  Hook tiny = [&](int, std::int64_t, algorithms::Algorithm&, bool after, const std::vector<at::Tensor>&,
+                  const std::vector<at::Tensor>& grads) {
+    if (!after) return;
+    for (const auto& d : grads) {
+      const double norm = d.norm().item<double>();
+      EXPECT_LE(norm, 1e-4 / 2.0 * (1.0 + 1e-6));
+      at_bound += std::abs(norm - 1e-4 / 2.0) <= 1e-4 / 2.0 * 1e-6 ? 1 : 0;
+    }
+  };
+  run_steps(with(base, {{"clip_grad_norm", 1e-4}}), 4, 3, 40, tiny);
+  EXPECT_GT(at_bound, 0);
+}
+
 // ---------------------------------------------------------------------------------------
 // Sign SGD and EF-sign SGD
 
@@ -468,6 +530,52 @@ TEST(Runs, LocalEfSignSgdNamesItsExchange) {
   // d = 33, L = 2: 32 d + 32 L versus 32 ceil(d / 32) + 32 L on the sync steps 2 and 4.
   EXPECT_EQ(fp32.n_bits, (std::vector<double>{0, 32 * 35, 0, 32 * 35}));
   EXPECT_EQ(packed.n_bits, (std::vector<double>{0, 32 * 4, 0, 32 * 4}));
+}
+
+// The reference DGC's compression-ratio warm-up, through the whole run (the runner's
+// epoch count): top-k 1 % after a warm-up of 2 epochs; of the default ratios kept (0.25,
+// 0.0625, 0.015625, 0.004, 0.001) the three >= 0.01 share the warm-up, ending at epochs
+// 2/3, 4/3 and 2. 8 ranks of 512 samples in batches of 32: 16 steps per epoch, step t at
+// epoch t / 16, so steps 1-10 keep 25 %, 11-21 6.25 %, 22-31 1.5625 %, 32 on 1 %. With
+// 200 features and a bias, k = max(1, floor(200 r)) + 1 and n_bits = 96 k.
+TEST(SparsifiedSgd, CompressionRatioWarmUpFollowsTheReferenceSchedule) {
+  const json alg = {{"name", "sparsified_sgd"},
+                    {"lr", 0.3},
+                    {"compress_warmup_epochs", 2},
+                    {"compressor", {{"kind", "top_k"}, {"ratio", 0.01}}}};
+  const auto r = run(alg, 40, 8, 200);
+  auto expected_k = [](int t) {
+    const double ratio = t <= 10 ? 0.25 : t <= 21 ? 0.0625 : t <= 31 ? 0.015625 : 0.01;
+    return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::floor(200 * ratio))) + 1;
+  };
+  ASSERT_EQ(r.n_bits.size(), 40u);
+  for (int t = 1; t <= 40; ++t) EXPECT_EQ(r.n_bits[t - 1], 96.0 * static_cast<double>(expected_k(t))) << "step " << t;
+
+  // Ratios of one's own, and random_k: those below the target are not used.
+  const auto own = run(with(alg, {{"compress_warmup_ratios", {0.5, 0.005}},
+                                  {"compressor", {{"kind", "random_k"}, {"ratio", 0.01}}}}),
+                       40, 8, 200);
+  for (int t = 1; t <= 40; ++t) EXPECT_EQ(own.n_bits[t - 1], 96.0 * (t < 32 ? 100 + 1 : 2 + 1)) << "step " << t;
+
+  // Refused at load or before the run, at the field: a kind without a ratio, ratios not
+  // decreasing or out of (0, 1], a workload without data to count epochs in.
+  auto error_path = [](const json& doc) {
+    try {
+      runner::run_emulated(runner::parse_scenario(doc));
+    } catch (const runner::ScenarioError& e) {
+      return e.path();
+    }
+    return std::string("accepted");
+  };
+  json doc = scenario_doc(with(alg, {{"compressor", {{"kind", "qsgd"}}}}), 4, 2, 8);
+  EXPECT_EQ(error_path(doc), "/algorithm/compress_warmup_epochs");
+  doc = scenario_doc(with(alg, {{"compress_warmup_ratios", {0.1, 0.2}}}), 4, 2, 8);
+  EXPECT_EQ(error_path(doc), "/algorithm/compress_warmup_ratios/1");
+  doc = scenario_doc(with(alg, {{"compress_warmup_ratios", {1.5}}}), 4, 2, 8);
+  EXPECT_EQ(error_path(doc), "/algorithm/compress_warmup_ratios/0");
+  doc = scenario_doc(alg, 4, 2, 8);
+  doc["workload"] = {{"type", "resnet20"}};
+  EXPECT_EQ(error_path(doc), "/algorithm/compress_warmup_epochs");
 }
 
 // The example scenarios parse; post-local SGD (H = 16 from step 100) syncs on steps 1..99

@@ -352,13 +352,57 @@ TEST(DistOpt, SparseSelectsTrueTopKAndExactThresholdCounts) {
   }
   EXPECT_EQ(trace.n_bits[0][0], 64u * static_cast<std::uint64_t>(pairs));
 
-  const auto thr = run({{"name", "distopt"}, {"variant", "sparse"}, {"threshold", 30}, {"spars", 0.9}, {"lr", 0.1}},
+  const auto thr = run({{"name", "distopt"}, {"variant", "sparse"}, {"threshold", 30}, {"spars", 0.9}, {"exchange", "exact"},
+                        {"lr", 0.1}},
                        m, W, 1);
   for (int r = 0; r < W; ++r) {
     std::int64_t count = 0;
     for (std::size_t j = 0; j < x0.size(); ++j) count += gradient(x0[j], r, 1, j).abs().ge(0.9f).sum().item<std::int64_t>();
     EXPECT_EQ(thr.n_bits[0][r], 64u * static_cast<std::uint64_t>(count)) << "rank " << r;
   }
+}
+
+// SINGA's threshold exchange (the default): the counts are all-gathered first and every
+// rank sends its pairs padded to the largest count, so each rank's n_bits are 64 nnzMax +
+// 32 per partition (nnzMax of that partition over the ranks), its wire bytes exceed the
+// exact exchange's, and the step takes longer (an extra all-gather the rank waits for,
+// longer blocks); the parameters are the same as the exact exchange's bit for bit (the
+// same pairs are summed). Top-k sends k pairs on every rank: padded equals exact there.
+TEST(DistOpt, SparsePaddedExchangeIsSingas) {
+  const auto m = small_model();
+  const int W = 3;
+  const json alg = {{"name", "distopt"}, {"variant", "sparse"}, {"threshold", 30}, {"spars", 0.9}, {"lr", 0.1}};
+  const auto exact = run(with(alg, {{"exchange", "exact"}}), m, W, 3);
+  const auto padded = run(alg, m, W, 3);
+  expect_identical(padded, exact);
+  const auto x0 = initial_params(m);
+  auto& a = dynamic_cast<algorithms::DistOpt&>(*padded.algorithms[0]);
+  // Step 1, before any residual: each partition's count per rank from the gradients.
+  std::uint64_t expected = 0;
+  std::vector<std::int64_t> own(W, 0);
+  const auto first = run(alg, m, W, 1);
+  for (const auto& part : dynamic_cast<algorithms::DistOpt&>(*first.algorithms[0]).partitions()) {
+    std::int64_t largest = 0;
+    for (int r = 0; r < W; ++r) {
+      std::int64_t count = 0;
+      for (std::size_t j : part.params) count += gradient(x0[j], r, 1, j).abs().ge(0.9f).sum().item<std::int64_t>();
+      largest = std::max(largest, count);
+      own[r] += count;
+    }
+    expected += 64u * static_cast<std::uint64_t>(largest) + 32u;
+  }
+  for (int r = 0; r < W; ++r) EXPECT_EQ(first.n_bits[0][r], expected) << "rank " << r;
+  ASSERT_GT(a.partitions().size(), 1u);
+  bool some_padding = false;
+  for (int r = 0; r < W; ++r) some_padding |= 64u * static_cast<std::uint64_t>(own[r]) + 32u * a.partitions().size() < expected;
+  EXPECT_TRUE(some_padding) << "the ranks' counts differ somewhere, or the test shows nothing";
+  for (std::size_t t = 0; t < padded.step_time.size(); ++t) EXPECT_GT(padded.step_time[t], exact.step_time[t]);
+
+  const json top = {{"name", "distopt"}, {"variant", "sparse"}, {"threshold", 30}, {"top_k", true}, {"spars", 0.3}, {"lr", 0.1}};
+  const auto top_padded = run(top, m, W, 2), top_exact = run(with(top, {{"exchange", "exact"}}), m, W, 2);
+  expect_identical(top_padded, top_exact);
+  EXPECT_EQ(top_padded.n_bits, top_exact.n_bits);
+  EXPECT_EQ(top_padded.step_time, top_exact.step_time);
 }
 
 // Partial update against a plain loop: start() averages; at step t every rank takes a

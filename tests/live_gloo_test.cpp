@@ -24,6 +24,8 @@ json centralized_local_algorithm(const std::string& name) {
       {"sparsified_top_k", {{"name", "sparsified_sgd"}, {"lr", 0.5}, {"mask_momentum", true},
                             {"compressor", {{"kind", "top_k"}, {"ratio", 0.2}}}}},
       {"sparsified_qsgd", {{"name", "sparsified_sgd"}, {"lr", 0.5}, {"compressor", {{"kind", "qsgd"}, {"levels", 15}}}}},
+      {"sparsified_warmup_clipped", {{"name", "sparsified_sgd"}, {"lr", 0.5}, {"clip_grad_norm", 0.5},
+                                     {"compress_warmup_epochs", 2}, {"compressor", {{"kind", "random_k"}, {"ratio", 0.01}}}}},
       {"sign_sgd", {{"name", "sign_sgd"}, {"lr", 0.02}}},
       {"ef_sign_sgd", {{"name", "ef_sign_sgd"}, {"lr", 0.3}}},
       {"local_sgd", {{"name", "local_sgd"}, {"lr", 0.5}, {"local_steps", 3}, {"turn_on_local_steps_from", 4}}},
@@ -174,8 +176,9 @@ TEST_P(LiveVersusEmulated, SameParametersAndBytes) {
 
 INSTANTIATE_TEST_SUITE_P(Gloo, LiveVersusEmulated, ::testing::Values("centralized", "decentralized"));
 INSTANTIATE_TEST_SUITE_P(CentralizedLocal, LiveVersusEmulated,
-                         ::testing::Values("sparsified_top_k", "sparsified_qsgd", "sign_sgd", "ef_sign_sgd", "local_sgd",
-                                           "local_sign_sgd", "local_ef_sign_sgd", "local_ef_sign_sgd_packed"));
+                         ::testing::Values("sparsified_top_k", "sparsified_qsgd", "sparsified_warmup_clipped", "sign_sgd",
+                                           "ef_sign_sgd", "local_sgd", "local_sign_sgd", "local_ef_sign_sgd",
+                                           "local_ef_sign_sgd_packed"));
 INSTANTIATE_TEST_SUITE_P(DistOpt, LiveVersusEmulated,
                          ::testing::Values("distopt_sync", "distopt_half", "distopt_partial", "distopt_sparse_top_k",
                                            "distopt_sparse_threshold"));
