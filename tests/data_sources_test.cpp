@@ -135,6 +135,22 @@ TEST(TensorFile, ReadsADictOfSamplesAndLabels) {
   fs::remove_all(dir);
 }
 
+// tests/data/tiny_tensors.pt was written by Python (Debian's python3-torch 1.13,
+// tests/data/README.md): torch.save of x = torch.rand(6, 1, 3, 3) from a generator
+// seeded 0, y = [0, 1, 2, 1, 0, 2], test_x = x[:2], test_y = y[:2]. Read with
+// pickle_load: the shapes, the labels and the test split are x's first rows.
+TEST(TensorFile, ReadsAFileWrittenByPythonsTorchSave) {
+  const auto data =
+      workloads::read_tensor_file((fs::path(DTSIM_SOURCE_DIR) / "tests" / "data" / "tiny_tensors.pt").string());
+  EXPECT_EQ(data->train_x.sizes(), (std::vector<std::int64_t>{6, 1, 3, 3}));
+  EXPECT_TRUE(at::equal(data->train_y, at::tensor({0, 1, 2, 1, 0, 2}, at::kLong)));
+  EXPECT_TRUE(at::equal(data->test_x, data->train_x.narrow(0, 0, 2)));
+  EXPECT_TRUE(at::equal(data->test_y, data->train_y.narrow(0, 0, 2)));
+  EXPECT_EQ(data->classes, 3);
+  EXPECT_GE(data->train_x.min().item<double>(), 0.0);  // torch.rand: [0, 1)
+  EXPECT_LT(data->train_x.max().item<double>(), 1.0);
+}
+
 TEST(TensorFile, MalformedFilesAreOneLineErrorsNamingTheFile) {
   const auto dir = testing::fresh_dir("tensors-bad");
   const auto file = (dir / "d.pt").string();
@@ -159,6 +175,17 @@ TEST(TensorFile, MalformedFilesAreOneLineErrorsNamingTheFile) {
   EXPECT_NE(error().find("expected a dict of tensors"), std::string::npos);
   testing::write_file(file, "not a torch file at all");
   EXPECT_NE(error().find("expected a file written by torch.save"), std::string::npos);
+  // Python's file with one byte of a string's length raised to claim 4 GB, and with a memo
+  // index of 376 million (LibTorch's unpickler would allocate for either and take seconds):
+  // refused before the unpickler runs, naming the offset in data.pkl.
+  const auto corpus = fs::path(DTSIM_SOURCE_DIR) / "tests" / "fuzz" / "corpus" / "tensors";
+  fs::copy_file(corpus / "string-length-4GiB.pt", file, fs::copy_options::overwrite_existing);
+  EXPECT_NE(error().find("data.pkl offset 272: an opcode claims 4261412865 bytes"), std::string::npos);
+  fs::copy_file(corpus / "memo-index-376M.pt", file, fs::copy_options::overwrite_existing);
+  EXPECT_NE(error().find("memo index 376525428 after 22 entries"), std::string::npos);
+  // A tensor whose sizes reach past its stored data.
+  fs::copy_file(corpus / "tensor-beyond-its-storage.pt", file, fs::copy_options::overwrite_existing);
+  EXPECT_NE(error().find("claims 4 elements (4) that its stored data does not hold"), std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -44,9 +44,10 @@ std::uint64_t env_number(const char* name, std::uint64_t fallback) {
 // parses every point; an IDX file 1 ms), so that the sanitizer run stays near a minute.
 std::size_t inputs_for(Reader reader) {
   static const std::map<Reader, int> per_mille{{Reader::scenario, 120}, {Reader::sweep, 30},
-                                               {Reader::op_trace, 165}, {Reader::network_model, 45},
-                                               {Reader::libsvm, 165}, {Reader::idx, 235},
-                                               {Reader::collective_flags, 240}};
+                                               {Reader::op_trace, 140}, {Reader::network_model, 45},
+                                               {Reader::libsvm, 140},   {Reader::idx, 150},
+                                               {Reader::cifar10, 80},   {Reader::tensors, 100},
+                                               {Reader::collective_flags, 195}};
   const std::uint64_t total = env_number("DTSIM_FUZZ_INPUTS", 4000);
   return static_cast<std::size_t>(total * per_mille.at(reader) / 1000);
 }

@@ -470,6 +470,43 @@ std::string mutate_idx(const std::string& seed, const std::vector<std::string>& 
   return out;
 }
 
+// CIFAR-10 records: a label byte changed (in range, 10, 255), whole or partial records
+// added or cut, then maybe byte-level changes.
+std::string mutate_cifar10(const std::string& seed, const std::vector<std::string>& donors, Rng& rng) {
+  constexpr std::size_t kRecord = 3073;
+  std::string out = seed;
+  switch (rng.below(4)) {
+    case 0:  // a label
+      if (out.size() >= kRecord) {
+        static const unsigned char labels[] = {0, 9, 10, 11, 127, 128, 255};
+        out[kRecord * rng.below(out.size() / kRecord)] = static_cast<char>(labels[rng.below(sizeof labels)]);
+      }
+      break;
+    case 1:  // records cut, possibly mid-record
+      out.resize(rng.chance(50) ? kRecord * rng.below(out.size() / kRecord + 1) : rng.below(out.size() + 1));
+      break;
+    case 2:  // records added from a donor, possibly a part of one
+      if (!donors.empty() && out.size() < (1u << 20)) {
+        const std::string& d = rng.pick(donors);
+        out += rng.chance(50) ? d : d.substr(0, rng.below(d.size() + 1));
+      }
+      break;
+    default:
+      mutate_bytes(Reader::cifar10, out, donors, rng);
+  }
+  if (rng.chance(25)) mutate_bytes(Reader::cifar10, out, donors, rng);
+  return out;
+}
+
+// torch.save files (a zip archive from Python, LibTorch's pickle_save bytes): byte-level
+// changes, one to four, anywhere (the pickle, the zip directory, the tensor records).
+std::string mutate_tensors(const std::string& seed, const std::vector<std::string>& donors, Rng& rng) {
+  std::string out = seed;
+  const std::size_t rounds = 1 + rng.below(4);
+  for (std::size_t r = 0; r < rounds; ++r) mutate_bytes(Reader::tensors, out, donors, rng);
+  return out;
+}
+
 std::string mutate_args(const std::string& seed, const std::vector<std::string>& donors, Rng& rng) {
   static const std::vector<std::string> values{
       "", "-1", "0", "1", "2", "3", "17", "1e309", "nan", "inf", "-inf", "1e-320", "0.5", "1.0000001",
@@ -549,6 +586,8 @@ std::string mutate(Reader reader, const std::string& seed, bool trusted, const s
     case Reader::op_trace: return mutate_msgpack(seed, trusted, donors, rng);
     case Reader::libsvm: return mutate_libsvm(seed, donors, rng);
     case Reader::idx: return mutate_idx(seed, donors, rng);
+    case Reader::cifar10: return mutate_cifar10(seed, donors, rng);
+    case Reader::tensors: return mutate_tensors(seed, donors, rng);
     case Reader::collective_flags: return mutate_args(seed, donors, rng);
   }
   return seed;

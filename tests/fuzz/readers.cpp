@@ -17,6 +17,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <torch/csrc/jit/serialization/pickle.h>
 
 #include "calibration/calibration.hpp"
 #include "config/scenario_error.hpp"
@@ -26,7 +27,9 @@
 #include "runner/run.hpp"
 #include "runner/scenario.hpp"
 #include "sweep/sweep.hpp"
+#include "workloads/cifar10.hpp"
 #include "workloads/idx_reader.hpp"
+#include "workloads/tensor_file.hpp"
 #include "workloads/logistic_regression.hpp"
 
 namespace dtsim::fuzz {
@@ -42,6 +45,8 @@ std::string name_of(Reader reader) {
     case Reader::network_model: return "network_model";
     case Reader::libsvm: return "libsvm";
     case Reader::idx: return "idx";
+    case Reader::cifar10: return "cifar10";
+    case Reader::tensors: return "tensors";
     case Reader::collective_flags: return "collective_flags";
   }
   return "?";
@@ -366,6 +371,61 @@ Verdict check_idx(std::string_view input) {
   return out.verdict;
 }
 
+// One CIFAR-10 record: label, then 3,072 pixel bytes from `fill`.
+std::string cifar_record(std::uint8_t label, std::uint8_t fill) {
+  std::string r(static_cast<std::size_t>(workloads::Cifar10::kRecordBytes), static_cast<char>(fill));
+  r[0] = static_cast<char>(label);
+  for (std::size_t i = 1; i < r.size(); i += 97) r[i] = static_cast<char>(fill + i);  // not one flat colour
+  return r;
+}
+
+// The input as data_batch_1.bin of a directory whose other five files hold one valid
+// record each: accepted with input / 3,073 + 5 images, or refused naming a file of it.
+Verdict check_cifar10(std::string_view input) {
+  Outcome out;
+  const fs::path dir = fs::path(workspace()) / "cifar10";
+  if (!fs::exists(dir / "test_batch.bin")) {
+    for (int f = 2; f <= 5; ++f) write_bytes(dir / fmt::format("data_batch_{}.bin", f), cifar_record(3, 10));
+    write_bytes(dir / "test_batch.bin", cifar_record(7, 20));
+  }
+  write_bytes(dir / "data_batch_1.bin", input);
+  try {
+    const auto data = workloads::Cifar10::load(dir.string());
+    const auto records = static_cast<std::int64_t>(input.size()) / workloads::Cifar10::kRecordBytes;
+    if (data->train_x.size(0) != records + 4 || data->test_x.size(0) != 1)
+      out.broken(fmt::format("Cifar10::load read {} training images from {} + 4 records", data->train_x.size(0), records));
+  } catch (const std::invalid_argument& e) {
+    check_message(out, "Cifar10::load", e.what(), {(dir / "data_batch_1.bin").string() + ": "});
+  } catch (const std::exception& e) {
+    foreign(out, "Cifar10::load", e);
+  }
+  return out.verdict;
+}
+
+// The input as a torch.save file (read_tensor_file, LibTorch's pickle_load underneath).
+Verdict check_tensors(std::string_view input) {
+  Outcome out;
+  const fs::path file = fs::path(workspace()) / "tensors" / "d.pt";
+  write_bytes(file, input);
+  try {
+    const auto data = workloads::read_tensor_file(file.string());
+    if (data->train_x.size(0) != data->train_y.size(0))
+      out.broken(fmt::format("read_tensor_file: {} samples and {} labels", data->train_x.size(0), data->train_y.size(0)));
+  } catch (const std::invalid_argument& e) {
+    check_message(out, "read_tensor_file", e.what(), {file.string() + ": ", file.string() + " "});
+  } catch (const std::exception& e) {
+    foreign(out, "read_tensor_file", e);
+  }
+  return out.verdict;
+}
+
+std::string pickled(const std::vector<std::pair<std::string, at::Tensor>>& items) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& [k, v] : items) dict.insert(k, v);
+  const auto bytes = torch::jit::pickle_save(dict);
+  return {bytes.begin(), bytes.end()};
+}
+
 bool has_control(const std::vector<std::string>& args) {
   for (const auto& a : args)
     for (char c : a)
@@ -473,7 +533,8 @@ std::string make_workspace() {
   std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/dtsim-fuzz-XXXXXX";
   if (!::mkdtemp(pattern.data())) throw std::runtime_error("fuzz: cannot create a directory under " + pattern);
   const fs::path ws = pattern;
-  for (const char* sub : {"sweeps", "traces", "model", "libsvm", "idx"}) fs::create_directories(ws / sub);
+  for (const char* sub : {"sweeps", "traces", "model", "libsvm", "idx", "cifar10", "tensors"})
+    fs::create_directories(ws / sub);
   // What seeds refer to: scenarios next to the sweeps' "../x.json", data and model files.
   for (const auto& entry : fs::directory_iterator(fs::path(source_dir()) / "scenarios"))
     if (entry.path().extension() == ".json") fs::copy_file(entry.path(), ws / entry.path().filename());
@@ -570,6 +631,8 @@ Verdict check(Reader reader, std::string_view input, bool skip_huge) {
     case Reader::network_model: return check_network_model(input);
     case Reader::libsvm: return check_libsvm(input);
     case Reader::idx: return check_idx(input);
+    case Reader::cifar10: return check_cifar10(input);
+    case Reader::tensors: return check_tensors(input);
     case Reader::collective_flags: return check_collective(input, skip_huge);
   }
   return {};
@@ -618,6 +681,18 @@ std::vector<std::string> seeds(Reader reader) {
       }
       break;
     }
+    case Reader::cifar10:
+      out.push_back(cifar_record(0, 1) + cifar_record(9, 200));
+      out.push_back(cifar_record(5, 0));
+      break;
+    case Reader::tensors:
+      out.push_back(read_bytes(src / "tests" / "data" / "tiny_tensors.pt"));  // Python's torch.save (zip)
+      out.push_back(pickled({{"x", at::arange(12, at::kFloat).reshape({3, 2, 2})}, {"y", at::arange(3, at::kLong)}}));
+      out.push_back(pickled({{"x", at::rand({4, 1, 2, 2}, at::kDouble)},
+                             {"y", at::tensor({1, 0, 1, 0}, at::kLong)},
+                             {"test_x", at::rand({1, 1, 2, 2}, at::kDouble)},
+                             {"test_y", at::tensor({1}, at::kLong)}}));
+      break;
     case Reader::collective_flags:
       out.push_back(args({"collective", "-n", "8", "-b", "8", "-e", "1G", "-f", "2"}));
       out.push_back(args({"collective", "--topology", "torus:8x8", "--model", "flow", "-e", "1M"}));

@@ -12,12 +12,12 @@
 
 namespace dtsim::fuzz {
 
-enum class Reader { scenario, sweep, op_trace, network_model, libsvm, idx, collective_flags };
+enum class Reader { scenario, sweep, op_trace, network_model, libsvm, idx, cifar10, tensors, collective_flags };
 
 inline const std::vector<Reader>& all_readers() {
-  static const std::vector<Reader> readers{Reader::scenario,      Reader::sweep,  Reader::op_trace,
+  static const std::vector<Reader> readers{Reader::scenario, Reader::sweep,   Reader::op_trace,
                                            Reader::network_model, Reader::libsvm, Reader::idx,
-                                           Reader::collective_flags};
+                                           Reader::cifar10,  Reader::tensors, Reader::collective_flags};
   return readers;
 }
 std::string name_of(Reader reader);  // "scenario", "sweep", ... (the corpus folder's name)
@@ -47,8 +47,10 @@ const std::string& workspace();
 // The source tree (DTSIM_SOURCE_DIR).
 std::string source_dir();
 
-// Seeds: the real files (scenarios/, scenarios/sweeps/, tests/data/) and files written
-// by the library's own writers (traces, model files, IDX files), as bytes.
+// Seeds: the real files (scenarios/, scenarios/sweeps/, tests/data/: a torch.save file
+// written by Python's torch) and files written by the library's own writers (traces,
+// model files, IDX files, LibTorch's pickle_save) or in the documented layout (CIFAR-10
+// records), as bytes.
 std::vector<std::string> seeds(Reader reader);
 
 // An input as printable text: escapes everything outside printable ASCII; long inputs
