@@ -84,7 +84,35 @@ json distopt_algorithm(const std::string& name) {
   return a;
 }
 
+// PyTorch DDP's hooks (staged backward, stream all-reduces): caps of 0 bytes put the
+// weight (16 elements) and the bias in buckets of their own. PowerSGD from step 3; at
+// min_compression_rate 0.5 the 16 x 1 weight is compressed (16 > 17 x 0.5), so P and Q
+// are all-reduced besides the bias.
+json ddp_algorithm(const std::string& name) {
+  const std::map<std::string, json> algorithms = {
+      {"ddp_allreduce", {{"hook", "allreduce"}}},
+      {"ddp_fp16", {{"hook", "fp16_compress"}}},
+      {"ddp_bf16", {{"hook", "bf16_compress"}}},
+      {"ddp_powersgd", {{"hook", "powersgd"}, {"start_powerSGD_iter", 2}, {"min_compression_rate", 0.5}}}};
+  auto it = algorithms.find(name);
+  if (it == algorithms.end()) return nullptr;
+  json a = it->second;
+  a["name"] = "ddp";
+  a["bucket_cap_mb"] = 0;
+  a["first_bucket_mb"] = 0;
+  a["lr"] = 0.5;
+  a["momentum"] = 0.9;
+  a["weight_decay"] = 1e-4;
+  return a;
+}
+
 json scenario(const std::string& variant) {
+  if (json a = ddp_algorithm(variant); !a.is_null()) {
+    json doc = scenario("centralized");
+    doc["name"] = "live-" + variant;
+    doc["algorithm"] = a;
+    return doc;
+  }
   if (json a = distopt_algorithm(variant); !a.is_null()) {
     json doc = scenario("centralized");
     doc["name"] = "live-" + variant;
@@ -150,7 +178,9 @@ TEST_P(LiveVersusEmulated, SameParametersAndBytes) {
   // order, the emulated backend in rank order, each addition rounded to fp16 (relative
   // 2^-11), so the reduced gradients differ by a few fp16 ulps and 20 momentum steps at
   // lr 0.5 carry that to about 1e-4 in the parameters.
-  const double tol = variant == "distopt_half" ? 2e-3 : 1e-5;
+  // ddp_fp16 likewise. bf16 (Gloo in LibTorch 1.13 has no bf16 reduction: GlooCommunicator
+  // all-gathers the payloads and sums them in rank order, as the emulated backend) is exact.
+  const double tol = variant == "distopt_half" || variant == "ddp_fp16" ? 2e-3 : 1e-5;
   for (int r = 0; r < 4; ++r) {
     const auto name = "p.rank" + std::to_string(r) + ".json";
     auto live = testing::read_json(dir / "live" / name)["params"];
@@ -179,6 +209,7 @@ INSTANTIATE_TEST_SUITE_P(CentralizedLocal, LiveVersusEmulated,
 INSTANTIATE_TEST_SUITE_P(DistOpt, LiveVersusEmulated,
                          ::testing::Values("distopt_sync", "distopt_half", "distopt_partial", "distopt_sparse_top_k",
                                            "distopt_sparse_threshold"));
+INSTANTIATE_TEST_SUITE_P(Ddp, LiveVersusEmulated, ::testing::Values("ddp_allreduce", "ddp_fp16", "ddp_bf16", "ddp_powersgd"));
 INSTANTIATE_TEST_SUITE_P(Decentralized, LiveVersusEmulated,
                          ::testing::Values("choco_sgd_sign", "choco_sgd_top_k_blocking", "dcd_psgd_qsgd",
                                            "ecd_psgd_random_k", "deepsqueeze_top_k"));
