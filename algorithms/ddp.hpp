@@ -4,6 +4,9 @@
 // produces them (the workload's backward stages):
 //
 //   buckets B_1..B_K = ddp_buckets(4 numel in ready order, first_bucket_mb, bucket_cap_mb)
+//                      from step 1 (PyTorch buckets its first iteration over the reversed
+//                      parameter order, then rebuilds them in ready order; with backward
+//                      in reverse layer order the two agree up to the order within a layer)
 //   as each g_j appears: copy it into its bucket's flat fp32 buffer b; when the bucket is
 //   full, run the hook on b, its collectives on the rank's communication stream:
 //   allreduce      b <- (sum_r b^r) / W
