@@ -124,11 +124,13 @@ Ddp::Ddp(const AlgorithmSpec& spec)
   }
 }
 
+// What PowerSGD carries from one step to the next: the error e and, with warm start, Q
+// (M0, P and the uncompressed copy are rewritten every step).
 std::uint64_t Ddp::state_bytes() const {
   std::uint64_t bytes = 0;
   for (const auto& b : buckets_) {
-    for (const auto* t : {&b.error, &b.input_copy, &b.p_memory, &b.q_memory, &b.uncompressed})
-      if (t->defined()) bytes += static_cast<std::uint64_t>(t->nbytes());
+    if (b.error.defined()) bytes += static_cast<std::uint64_t>(b.error.nbytes());
+    if (warm_start_ && b.have_q) bytes += static_cast<std::uint64_t>(b.q_memory.nbytes());
   }
   return bytes;
 }

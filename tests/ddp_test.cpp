@@ -622,18 +622,33 @@ TEST(DdpTiming, BucketAllReducesOverlapBackward) {
       EXPECT_LT(trace.phases[t].at("sync/sync"), 3.0 * a - 1e-6);
     }
   }
-  // PowerSGD (each tensor a 256 x 256 matrix at rank 4: P and Q of 1 Ki elements each):
-  // exposed communication stays below the sum of its six all-reduces.
-  const FakeModel mat{{{256, 256}, {256, 256}, {256, 256}}, {{2}, {1}, {0}}, {150e3, 150e3, 150e3}};
+}
+
+// PowerSGD, each tensor a 256 x 256 matrix (a bucket of its own) at rank 4: P and Q are
+// 1 Ki elements, pq seconds per all-reduce. One bucket: nothing is left to overlap, so
+// both all-reduces are exposed (sync/sync = 2 pq) and the compute between them (the
+// orthogonalisation and Q = M^T P, then P Q^T) is charged to the rank (sync/compress).
+// Three buckets: each P all-reduce is issued at its bucket's close and hides behind the
+// rest of backward or the second half of the buckets before it (over 0.5 ms of compute
+// each here, against pq of about 24 us), and each Q behind the next bucket's compute or
+// the decompression of the earlier ones: nothing is exposed, of 6 pq of communication.
+TEST(DdpTiming, PowerSgdAllReducesAndTheComputeBetweenThem) {
+  const Net net{10.0, 1.0, 1.0};
+  const double pq = lone_all_reduce_time(1024, 2, net);
   PowerSgdSettings p;
   p.rank = 4;
   json alg = powersgd_json(p);
   alg["bucket_cap_mb"] = 0.25;
   alg["first_bucket_mb"] = 0.25;
-  const auto trace = run(alg, mat, 2, 3, net);
-  const double pq = lone_all_reduce_time(1024, 2, net);
-  EXPECT_LT(trace.phases[2].at("sync/sync"), 6.0 * pq);
-  EXPECT_GT(trace.phases[2].at("sync/compress"), 0.0);
+  const FakeModel one{{{256, 256}}, {{0}}, {150e3}};
+  const auto single = run(alg, one, 2, 3, net);
+  EXPECT_NEAR(single.phases[2].at("sync/sync"), 2.0 * pq, 1e-12);
+  EXPECT_GT(single.phases[2].at("sync/compress"), 1e-3);  // two 2 n m r matrix products and more, at 1 GFLOPS
+  const FakeModel three{{{256, 256}, {256, 256}, {256, 256}}, {{2}, {1}, {0}}, {150e3, 150e3, 150e3}};
+  const auto trace = run(alg, three, 2, 3, net);
+  EXPECT_EQ(trace.n_bits[2][0], 3u * 32u * 2u * 1024u);
+  EXPECT_NEAR(trace.phases[2].at("sync/sync"), 0.0, 1e-12);
+  EXPECT_GT(pq, 20e-6);
 }
 
 // ---------------------------------------------------------------------------------------
