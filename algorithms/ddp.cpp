@@ -68,10 +68,10 @@ sim::ComputeCost operator+(sim::ComputeCost a, const sim::ComputeCost& b) {
   return a;
 }
 
-}  // namespace
-
-std::int64_t ddp_cap_bytes(double mb) { return static_cast<std::int64_t>(mb * 1024.0 * 1024.0); }
-
+// PyTorch's _orthogonalize for one matrix (rows x r, r <= rows), in place: Gram-Schmidt,
+// column by column: col /= ||col|| (+ epsilon when epsilon > 0), then the projection on
+// col is removed from the later columns. A zero column with epsilon 0 becomes NaN, as in
+// PyTorch.
 void powersgd_orthogonalize(at::Tensor& matrix, double epsilon) {
   const std::int64_t r = matrix.size(1);
   for (std::int64_t i = 0; i < r; ++i) {
@@ -87,6 +87,10 @@ void powersgd_orthogonalize(at::Tensor& matrix, double epsilon) {
     }
   }
 }
+
+}  // namespace
+
+std::int64_t ddp_cap_bytes(double mb) { return static_cast<std::int64_t>(mb * 1024.0 * 1024.0); }
 
 std::int64_t Ddp::Bucket::p_elements() const {
   std::int64_t n = 0;

@@ -134,10 +134,4 @@ class Ddp final : public Algorithm {
   std::int64_t iter_ = 0;
 };
 
-// PyTorch's _orthogonalize for one matrix (rows x r, r <= rows), in place: Gram-Schmidt,
-// column by column: col /= ||col|| (+ epsilon when epsilon > 0), then the projection on
-// col is removed from the later columns. A zero column with epsilon 0 becomes NaN, as in
-// PyTorch.
-void powersgd_orthogonalize(at::Tensor& matrix, double epsilon);
-
 }  // namespace dtsim::algorithms
