@@ -47,8 +47,10 @@
 // by bucket: wait for P (sync/sync), orthogonalize P and Q = M^T P (sync/compress), issue
 // Q's all-reduce (queued behind the P all-reduces still on the stream); then each Q's
 // wait (sync/sync) and P Q^T plus the error (sync/compress), overlapping the later Qs.
-// A side coroutine per rank would let this overlap backward too, but its issue order
-// would depend on the rank's timing. Then sync/unflatten_grad and sync/apply_grad.
+// A side coroutine per rank (sim::Engine::spawn) would let this overlap backward too,
+// but the order of its Q all-reduces among the P all-reduces would then depend on each
+// rank's timing (stragglers, measured compute), and its compute would overlap the rank's
+// own on one clock. Then sync/unflatten_grad and sync/apply_grad.
 //
 // n_bits per step: 32 per fp32 element all-reduced (allreduce, PowerSGD's plain phase),
 // 16 per element (fp16 / bf16), PowerSGD: 32 (n + m) r per compressed matrix plus 32 per
