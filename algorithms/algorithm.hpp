@@ -65,6 +65,18 @@ struct AlgorithmSpec {
   bool top_k = false;                      // sparse: top-k by magnitude instead of |g| >= spars
   bool corr = true;                        // sparse: error-feedback residual per partition
   bool padded_exchange = true;             // sparse threshold mode: SINGA's count all-gather and padded blocks
+  // ddp (PyTorch DistributedDataParallel's bucketed all-reduce with a comm hook):
+  double bucket_cap_mb = 25.0;             // every bucket after the first closes at this size (MB = 2^20 bytes)
+  double first_bucket_mb = 1.0;            // the first bucket's cap (PyTorch's _DEFAULT_FIRST_BUCKET_BYTES)
+  std::string hook = "allreduce";          // "allreduce", "fp16_compress", "bf16_compress" or "powersgd"
+  // powersgd (PyTorch's PowerSGDState):
+  std::int64_t matrix_approximation_rank = 1;
+  std::int64_t start_powerSGD_iter = 1000;  // plain all-reduce while the iteration (from 0) is below it
+  double min_compression_rate = 2.0;         // compress n x m only when n m > (n + m) r min_compression_rate
+  bool use_error_feedback = true;
+  bool warm_start = true;
+  double orthogonalization_epsilon = 0.0;
+  std::uint64_t random_seed = 0;             // Q's initial draws (an at::Generator, the same on every rank)
 };
 
 // The backward pass of the current step, for algorithms that overlap communication with

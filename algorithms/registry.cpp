@@ -22,12 +22,14 @@ const AlgorithmEntry& local_sgd_entry();          // local_sgd.cpp
 const AlgorithmEntry& local_sign_sgd_entry();     // local_sign_sgd.cpp
 const AlgorithmEntry& local_ef_sign_sgd_entry();  // local_ef_sign_sgd.cpp
 const AlgorithmEntry& distopt_entry();            // distopt.cpp
+const AlgorithmEntry& ddp_entry();                // ddp.cpp
 
 std::span<const AlgorithmEntry* const> algorithm_entries() {
   static const std::vector<const AlgorithmEntry*> table{
       &parallel_sgd_entry(),   &choco_sgd_entry(),      &dcd_psgd_entry(),       &ecd_psgd_entry(),
       &deepsqueeze_entry(),    &sparsified_sgd_entry(), &sign_sgd_entry(),       &ef_sign_sgd_entry(),
-      &local_sgd_entry(),      &local_sign_sgd_entry(), &local_ef_sign_sgd_entry(), &distopt_entry()};
+      &local_sgd_entry(),      &local_sign_sgd_entry(), &local_ef_sign_sgd_entry(), &distopt_entry(),
+      &ddp_entry()};
   return table;
 }
 

@@ -94,10 +94,32 @@ class GlooCommunicator final : public Communicator {
     traffic_.wire_bytes += bytes_sent({.kind = net::CollectiveKind::AllReduce,
                                        .elements = tensor.numel(),
                                        .element_size = tensor.element_size()});
+    if (tensor.scalar_type() == at::kBFloat16) return bf16_all_reduce(tensor, op);
     std::vector<at::Tensor> tensors{tensor};
     auto work = group_->allreduce(tensors);
     std::function<void()> then;
     if (op == ReduceOp::Average) then = [t = tensor, n = size()]() mutable { t.div_(n); };
+    return Op(std::make_shared<GlooOp>(job_, label("all_reduce"), std::vector{work}, std::move(then)));
+  }
+
+  // Gloo in LibTorch 1.13 reduces no bfloat16 ("Invalid scalar type"), so a bf16
+  // all-reduce all-gathers every rank's values (widened to fp32, exactly) and sums them
+  // in rank order, each addition rounded to bf16: the emulated backend's result, bit for
+  // bit. It moves W times the data of a ring all-reduce; the traffic counted is the
+  // all-reduce's, as on every backend.
+  Op bf16_all_reduce(at::Tensor& tensor, ReduceOp op) {
+    const int n = size();
+    std::vector<at::Tensor> mine{tensor.to(at::kFloat).reshape({-1})};
+    auto gathered = std::make_shared<std::vector<std::vector<at::Tensor>>>(1);
+    for (int r = 0; r < n; ++r) (*gathered)[0].push_back(at::empty_like(mine[0]));
+    auto work = group_->allgather(*gathered, mine);
+    auto then = [gathered, t = tensor, op, n]() mutable {
+      const auto& blocks = (*gathered)[0];
+      at::Tensor sum = blocks[0].to(at::kBFloat16);
+      for (int r = 1; r < n; ++r) sum.add_(blocks[r].to(at::kBFloat16));
+      if (op == ReduceOp::Average) sum.div_(n);
+      t.copy_(sum.view(t.sizes()));
+    };
     return Op(std::make_shared<GlooOp>(job_, label("all_reduce"), std::vector{work}, std::move(then)));
   }
 

@@ -81,6 +81,28 @@ TEST(Emulated, AllReduceAverage) {
   for (auto& t : data) EXPECT_TRUE(at::allclose(t, at::arange(5, at::kFloat) * 1.5f));
 }
 
+// 16-bit payloads (ddp's fp16 / bf16 hooks) are summed in rank order, each addition
+// rounded to the payload's type (round to nearest even), so the result does not depend
+// on arrival order. bf16 has 8 significant bits: 1 + 2^-8 is a tie that rounds back to 1,
+// twice, where the exact sum 1 + 2^-7 is representable; fp16 (11 bits) the same at 2^-11.
+TEST(Emulated, HalfAndBFloat16AllReduceRoundEachAdditionInRankOrder) {
+  for (const auto dtype : {at::kBFloat16, at::kHalf}) {
+    const double tiny = dtype == at::kBFloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+    World w(3);
+    std::vector<at::Tensor> data(3);
+    const std::vector<double> values{1.0, tiny, tiny};
+    w.run([&](Communicator& c) -> sim::Task<void> {
+      data[c.rank()] = at::full({4}, values[c.rank()], at::TensorOptions().dtype(dtype));
+      co_await c.all_reduce(data[c.rank()], ReduceOp::Sum);
+    });
+    for (auto& t : data) {
+      EXPECT_EQ(t.scalar_type(), dtype);
+      EXPECT_EQ(t.to(at::kDouble).max().item<double>(), 1.0) << c10::toString(dtype);
+    }
+    EXPECT_EQ(at::full({1}, 1.0 + 2.0 * tiny, at::TensorOptions().dtype(dtype)).item<double>(), 1.0 + 2.0 * tiny);
+  }
+}
+
 // Results appear only when the operation completes: a rank that issues the all-reduce,
 // then computes, still sees its own input until it awaits.
 TEST(Emulated, ResultsAreInvisibleBeforeCompletion) {

@@ -169,7 +169,8 @@ TEST(EmulatedDeviceCuda, ChocoSgdWithScaledSignsFollowsTheCpuRun) {
 // Every algorithm keeps its state with the parameters (at::zeros_like, options of the
 // parameter tensors) and reads nothing through a host pointer into device memory: each
 // runs a few steps with every tensor on the GPU, sending the same sizes as on the CPU.
-// SINGA's DistOpt runs on ResNet-20's shapes (staged backward, many partitions).
+// SINGA's DistOpt and PyTorch DDP run on ResNet-20's shapes (staged backward, many
+// partitions or buckets).
 TEST(EmulatedDeviceCuda, EveryAlgorithmRunsOnTheGpu) {
   DTSIM_REQUIRE_CUDA();
   std::vector<std::pair<std::string, json>> cases;
@@ -193,6 +194,22 @@ TEST(EmulatedDeviceCuda, EveryAlgorithmRunsOnTheGpu) {
     d["algorithm"]["buffer_size"] = 65536;
     d["topology"] = {{"kind", "ring"}};
     cases.emplace_back(std::string("distopt ") + variant, d);
+  }
+  // PyTorch DDP's hooks, on the same shapes (buckets of 64 KB after a first of 16 KB);
+  // PowerSGD from step 3 at rank 2.
+  for (const char* hook : {"allreduce", "fp16_compress", "bf16_compress", "powersgd"}) {
+    json d = scenario_file("ddp_resnet50_16_fp16");
+    d["ranks"] = 4;
+    d["timing_only"] = false;
+    d["workload"] = {{"type", "resnet20"}, {"batch_size", 8}};
+    d["algorithm"]["hook"] = hook;
+    d["algorithm"]["bucket_cap_mb"] = 0.0625;
+    d["algorithm"]["first_bucket_mb"] = 0.015625;
+    if (std::string(hook) == "powersgd") {
+      d["algorithm"]["start_powerSGD_iter"] = 2;
+      d["algorithm"]["matrix_approximation_rank"] = 2;
+    }
+    cases.emplace_back(std::string("ddp ") + hook, d);
   }
   for (auto& [name, doc] : cases) {
     doc["steps"] = 4;

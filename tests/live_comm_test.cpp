@@ -2,7 +2,7 @@
 // as 3 live ranks (DTSIM_LIVE_CHILD=1 with torchrun variables); each child runs the same
 // program on the Gloo communicator and writes what it received; the parent runs the
 // program emulated and compares: variable-size all-gather, packed bytes, broadcast,
-// all-reduce (sum and average) and ring exchange.
+// all-reduce (sum and average; fp32, fp64, fp16 and bf16) and ring exchange.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -50,6 +50,12 @@ sim::Task<void> program(Communicator& c, json& out) {
   at::Tensor a = at::arange(5, at::kFloat) * static_cast<float>(r);
   co_await c.all_reduce(a, ReduceOp::Average);
   out["average"] = to_json(a);
+  // 16-bit payloads (ddp's fp16 / bf16 hooks): small integers, exact in any summation order.
+  for (const auto dtype : {at::kHalf, at::kBFloat16}) {
+    at::Tensor h = (at::arange(5, at::kFloat) * static_cast<float>(r + 1)).to(dtype);
+    co_await c.all_reduce(h, ReduceOp::Sum);
+    out[dtype == at::kHalf ? "sum_fp16" : "sum_bf16"] = to_json(h);
+  }
 
   auto topo = net::Topology::ring(c.size());
   std::vector<at::Tensor> received;
@@ -108,6 +114,8 @@ TEST(LiveComm, CollectivesMatchEmulated) {
   EXPECT_EQ(emulated[1]["all_gather"][2], json({20.0, 21.0, 22.0}));
   EXPECT_EQ(emulated[0]["broadcast"], json({3.0, 3.0, 3.0, 3.0}));
   EXPECT_EQ(emulated[2]["sum"], json({0.0, 6.0, 12.0, 18.0, 24.0}));
+  EXPECT_EQ(emulated[1]["sum_bf16"], json({0.0, 6.0, 12.0, 18.0, 24.0}));
+  EXPECT_EQ(emulated[1]["sum_fp16"], emulated[1]["sum_bf16"]);
 }
 
 }  // namespace

@@ -24,6 +24,8 @@ json centralized_local_algorithm(const std::string& name) {
       {"sparsified_top_k", {{"name", "sparsified_sgd"}, {"lr", 0.5}, {"mask_momentum", true},
                             {"compressor", {{"kind", "top_k"}, {"ratio", 0.2}}}}},
       {"sparsified_qsgd", {{"name", "sparsified_sgd"}, {"lr", 0.5}, {"compressor", {{"kind", "qsgd"}, {"levels", 15}}}}},
+      {"sparsified_one_bit",
+       {{"name", "sparsified_sgd"}, {"lr", 0.5}, {"compressor", {{"kind", "one_bit"}, {"bucket", 32}}}}},
       {"sparsified_warmup_clipped", {{"name", "sparsified_sgd"}, {"lr", 0.5}, {"clip_grad_norm", 0.5},
                                      {"compress_warmup_epochs", 2}, {"compressor", {{"kind", "random_k"}, {"ratio", 0.01}}}}},
       {"sign_sgd", {{"name", "sign_sgd"}, {"lr", 0.02}}},
@@ -53,7 +55,12 @@ json decentralized_algorithm(const std::string& name) {
       {"dcd_psgd_qsgd", {{"name", "dcd_psgd"}, {"compressor", {{"kind", "qsgd"}, {"levels", 15}}}}},
       {"ecd_psgd_random_k", {{"name", "ecd_psgd"}, {"compressor", {{"kind", "random_k"}, {"ratio", 0.25}}}}},
       {"deepsqueeze_top_k",
-       {{"name", "deepsqueeze"}, {"compressor", {{"kind", "top_k"}, {"ratio", 0.2}}}, {"consensus_stepsize", 0.5}}}};
+       {{"name", "deepsqueeze"}, {"compressor", {{"kind", "top_k"}, {"ratio", 0.2}}}, {"consensus_stepsize", 0.5}}},
+      // The compressors after 1-bit SGD, TernGrad and natural compression, on gossip.
+      {"deepsqueeze_one_bit",
+       {{"name", "deepsqueeze"}, {"compressor", {{"kind", "one_bit"}, {"bucket", 32}}}, {"consensus_stepsize", 0.5}}},
+      {"dcd_psgd_terngrad", {{"name", "dcd_psgd"}, {"compressor", {{"kind", "terngrad"}, {"bucket", 32}}}}},
+      {"ecd_psgd_natural", {{"name", "ecd_psgd"}, {"compressor", {{"kind", "natural"}}}}}};
   auto it = algorithms.find(name);
   if (it == algorithms.end()) return nullptr;
   json a = it->second;
@@ -86,7 +93,35 @@ json distopt_algorithm(const std::string& name) {
   return a;
 }
 
+// PyTorch DDP's hooks (staged backward, stream all-reduces): caps of 0 bytes put the
+// weight (16 elements) and the bias in buckets of their own. PowerSGD from step 3; at
+// min_compression_rate 0.5 the 16 x 1 weight is compressed (16 > 17 x 0.5), so P and Q
+// are all-reduced besides the bias.
+json ddp_algorithm(const std::string& name) {
+  const std::map<std::string, json> algorithms = {
+      {"ddp_allreduce", {{"hook", "allreduce"}}},
+      {"ddp_fp16", {{"hook", "fp16_compress"}}},
+      {"ddp_bf16", {{"hook", "bf16_compress"}}},
+      {"ddp_powersgd", {{"hook", "powersgd"}, {"start_powerSGD_iter", 2}, {"min_compression_rate", 0.5}}}};
+  auto it = algorithms.find(name);
+  if (it == algorithms.end()) return nullptr;
+  json a = it->second;
+  a["name"] = "ddp";
+  a["bucket_cap_mb"] = 0;
+  a["first_bucket_mb"] = 0;
+  a["lr"] = 0.5;
+  a["momentum"] = 0.9;
+  a["weight_decay"] = 1e-4;
+  return a;
+}
+
 json scenario(const std::string& variant) {
+  if (json a = ddp_algorithm(variant); !a.is_null()) {
+    json doc = scenario("centralized");
+    doc["name"] = "live-" + variant;
+    doc["algorithm"] = a;
+    return doc;
+  }
   if (json a = distopt_algorithm(variant); !a.is_null()) {
     json doc = scenario("centralized");
     doc["name"] = "live-" + variant;
@@ -152,7 +187,9 @@ TEST_P(LiveVersusEmulated, SameParametersAndBytes) {
   // order, the emulated backend in rank order, each addition rounded to fp16 (relative
   // 2^-11), so the reduced gradients differ by a few fp16 ulps and 20 momentum steps at
   // lr 0.5 carry that to about 1e-4 in the parameters.
-  const double tol = variant == "distopt_half" ? 2e-3 : 1e-5;
+  // ddp_fp16 likewise. bf16 (Gloo in LibTorch 1.13 has no bf16 reduction: GlooCommunicator
+  // all-gathers the payloads and sums them in rank order, as the emulated backend) is exact.
+  const double tol = variant == "distopt_half" || variant == "ddp_fp16" ? 2e-3 : 1e-5;
   for (int r = 0; r < 4; ++r) {
     const auto name = "p.rank" + std::to_string(r) + ".json";
     auto live = testing::read_json(dir / "live" / name)["params"];
@@ -176,15 +213,17 @@ TEST_P(LiveVersusEmulated, SameParametersAndBytes) {
 
 INSTANTIATE_TEST_SUITE_P(Gloo, LiveVersusEmulated, ::testing::Values("centralized", "decentralized"));
 INSTANTIATE_TEST_SUITE_P(CentralizedLocal, LiveVersusEmulated,
-                         ::testing::Values("sparsified_top_k", "sparsified_qsgd", "sparsified_warmup_clipped", "sign_sgd",
-                                           "ef_sign_sgd", "local_sgd", "local_sign_sgd", "local_ef_sign_sgd",
-                                           "local_ef_sign_sgd_packed"));
+                         ::testing::Values("sparsified_top_k", "sparsified_qsgd", "sparsified_one_bit",
+                                           "sparsified_warmup_clipped", "sign_sgd", "ef_sign_sgd", "local_sgd",
+                                           "local_sign_sgd", "local_ef_sign_sgd", "local_ef_sign_sgd_packed"));
 INSTANTIATE_TEST_SUITE_P(DistOpt, LiveVersusEmulated,
                          ::testing::Values("distopt_sync", "distopt_half", "distopt_partial", "distopt_sparse_top_k",
                                            "distopt_sparse_threshold"));
+INSTANTIATE_TEST_SUITE_P(Ddp, LiveVersusEmulated, ::testing::Values("ddp_allreduce", "ddp_fp16", "ddp_bf16", "ddp_powersgd"));
 INSTANTIATE_TEST_SUITE_P(Decentralized, LiveVersusEmulated,
                          ::testing::Values("choco_sgd_sign", "choco_sgd_top_k_blocking", "dcd_psgd_qsgd",
-                                           "ecd_psgd_random_k", "deepsqueeze_top_k"));
+                                           "ecd_psgd_random_k", "deepsqueeze_top_k", "deepsqueeze_one_bit",
+                                           "dcd_psgd_terngrad", "ecd_psgd_natural"));
 
 // A peer that never arrives ends the job within the timeout with a one-line error,
 // not a hang.

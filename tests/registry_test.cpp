@@ -20,6 +20,7 @@
 
 #include "algorithms/lr_schedule.hpp"
 #include "algorithms/registry.hpp"
+#include "algorithms/spec_fields.hpp"
 #include "kernels/compressor_kinds.hpp"
 #include "network_models/network.hpp"
 #include "network_models/topology.hpp"
@@ -257,11 +258,15 @@ json minimal_algorithm(const std::string& name) {
 
 TEST(Registry, EveryFieldOfEveryAlgorithmIsEchoedAndSweepable) {
   const json workload = {{"type", "logistic_regression"}, {"samples", 64}, {"features", 4}};
+  const auto& optimizer_names = algorithms::optimizer_fields();
   for (const auto* e : algorithms::algorithm_entries()) {
-    for (const std::string variant : {"", "sync", "half", "partial", "sparse"}) {
-      if (!variant.empty() && e->name != "distopt") continue;
+    // distopt's variants, and ddp's hook powersgd (its own fields), each in turn.
+    for (const std::string variant : {"", "sync", "half", "partial", "sparse", "powersgd"}) {
+      if (!variant.empty() && e->name != "distopt" && e->name != "ddp") continue;
+      if (e->name == "ddp" && !variant.empty() && variant != "powersgd") continue;
+      if (e->name == "distopt" && variant == "powersgd") continue;
       json algorithm = minimal_algorithm(e->name);
-      if (!variant.empty()) algorithm["variant"] = variant;
+      if (!variant.empty()) algorithm[e->name == "ddp" ? "hook" : "variant"] = variant;
       // The default lr_schedule (constant) is left out of the echo; any other is echoed.
       algorithm["lr_schedule"] = {{"warmup_epochs", 1}};
       const json base = scenario_with(workload, algorithm);
@@ -272,7 +277,11 @@ TEST(Registry, EveryFieldOfEveryAlgorithmIsEchoedAndSweepable) {
                                    (((field == "clipping" || field == "clip_value") && variant != "half") ||
                                     ((field == "spars" || field == "top_k" || field == "corr" || field == "exchange") &&
                                      variant != "sparse"));
-        if (other_variant || (e->name == "distopt" && variant.empty())) continue;
+        // ddp's PowerSGD fields likewise, under hook powersgd only.
+        const bool other_hook = e->name == "ddp" && variant.empty() && field != "hook" && field != "bucket_cap_mb" &&
+                                field != "first_bucket_mb" &&
+                                std::find(optimizer_names.begin(), optimizer_names.end(), field) == optimizer_names.end();
+        if (other_variant || other_hook || (e->name == "distopt" && variant.empty())) continue;
         ASSERT_TRUE(echoed.at("algorithm").contains(field)) << e->name << " " << variant << ": " << field << " not echoed";
         expect_sweepable(base, echoed, "/algorithm/" + field);
       }
@@ -417,7 +426,8 @@ TEST(Registry, DataSourcesAreChosenOnceAndExplicitly) {
     return {"accepted", runner::ErrorKind::syntax};
   };
   auto [mixed, mixed_kind] = error_of({{"type", "logistic_regression"}, {"data", "synthetic"}, {"libsvm_file", "x"}});
-  EXPECT_EQ(mixed, "/workload/libsvm_file: a field of data libsvm, not of data synthetic (its fields: samples, features)");
+  EXPECT_EQ(mixed,
+            "/workload/libsvm_file: a field of data libsvm, not of data synthetic (its fields: samples, features, unit_norm)");
   EXPECT_EQ(mixed_kind, runner::ErrorKind::unknown_field);
   auto [wrong, wrong_kind] = error_of({{"type", "mlp"}, {"data", "synthetic"}});
   EXPECT_EQ(wrong, "/workload/data: workload type mlp trains on fashion_mnist or cifar10 or tensors, not synthetic");

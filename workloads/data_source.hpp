@@ -40,6 +40,9 @@ struct DataSpec {
   // line count and features its largest index (or the scenario's), both set at parse.
   std::int64_t samples = 4096;
   std::int64_t features = 32;
+  // synthetic: every sample scaled to unit L2 norm after its label is drawn (as the
+  // normalised epsilon set of the convex experiments).
+  bool unit_norm = false;
   std::string libsvm_file;
   // fashion_mnist, cifar10: the files' directory; keep the first N images (0: all).
   std::string data_dir = "/usr/share/datasets/fashion-mnist";

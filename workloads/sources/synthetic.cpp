@@ -1,7 +1,9 @@
 // Data source "synthetic": the seeded binary classification set of the logistic
 // regression experiments. x ~ N(0, I_d); a hidden w* ~ N(0, 9 I_d / d) (so |x.w*| is
-// about 3) and b* = 0.1; labels y ~ Bernoulli(sigmoid(x.w* + b*)). Every process
-// generates the same set from the seed, so emulated and live runs see identical data.
+// about 3) and b* = 0.1; labels y ~ Bernoulli(sigmoid(x.w* + b*)). With unit_norm, each
+// x is then divided by its L2 norm (the labels stay: the same classes, epsilon-like unit
+// rows, so that a step of lr moves a logit by at most lr). Every process generates the
+// same set from the seed, so emulated and live runs see identical data.
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
@@ -17,6 +19,7 @@ namespace {
 void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) {
   spec.samples = w.integer("samples", 4096, 1, config::kIntMax);
   spec.features = w.integer("features", 32, 1, config::kIntMax);
+  spec.unit_norm = w.boolean("unit_norm", false);
   if (spec.samples < ctx.ranks)
     throw config::ScenarioError(w.where("samples"), config::ErrorKind::inconsistent,
                                 fmt::format("expected at least one sample per rank ({}), got {}", ctx.ranks, spec.samples));
@@ -25,6 +28,7 @@ void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) 
 void to_json(const DataSpec& spec, nlohmann::json& out) {
   out["samples"] = spec.samples;
   out["features"] = spec.features;
+  out["unit_norm"] = spec.unit_norm;
 }
 
 DataShape shape(const DataSpec& spec) { return {.train = spec.samples, .sample = {spec.features}, .classes = 2}; }
@@ -37,6 +41,7 @@ std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t see
   auto w_star = at::randn({spec.features}, gen, at::kFloat) * (3.0 / std::sqrt(d));
   auto p = at::sigmoid(at::mv(data->train_x, w_star) + 0.1);
   data->train_y = at::bernoulli(p, gen).to(at::kLong);
+  if (spec.unit_norm) data->train_x.div_(data->train_x.norm(2, {1}, true));
   data->classes = 2;
   return data;
 }
@@ -47,7 +52,7 @@ const DataSourceEntry& synthetic_source() {
   static const DataSourceEntry entry{
       .name = "synthetic",
       .description = "seeded binary classification, x ~ N(0, I), y ~ Bernoulli(sigmoid(x.w* + 0.1))",
-      .fields = {"samples", "features"},
+      .fields = {"samples", "features", "unit_norm"},
       .selected_by = "",
       .path_fields = {},
       .data_path = "/workload",

@@ -1,0 +1,733 @@
+// PyTorch DDP (algorithms/ddp.hpp): the bucket assignment on ResNet-50 and BERT-base
+// against a closed computation and on hand cases; the allreduce hook equal to centralized
+// parallel SGD bit for bit (test-local model and a whole Fashion-MNIST MLP run); the
+// fp16 / bf16 hooks against the rounding sequence PyTorch's hooks define; PowerSGD
+// against a plain LibTorch reimplementation written here (P, Q and the parameters over
+// 20 steps, world sizes 1 and 4), its compression rule, its start iteration and n_bits;
+// the overlap of bucket all-reduces with backward in closed form; scenario validation.
+#include <gtest/gtest.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <set>
+
+#include "algorithms/ddp.hpp"
+#include "comm/emulated.hpp"
+#include "comm/phase_timer.hpp"
+#include "kernels/ddp_buckets.hpp"
+#include "network_models/network.hpp"
+#include "network_models/topology_spec.hpp"
+#include "runner/run.hpp"
+#include "runner/scenario.hpp"
+#include "sim/engine.hpp"
+#include "test_util.hpp"
+#include "workloads/shape_models.hpp"
+
+namespace dtsim {
+namespace {
+
+using nlohmann::json;
+using Buckets = std::vector<std::vector<std::size_t>>;
+constexpr std::int64_t kMB = 1024 * 1024;
+
+// ---------------------------------------------------------------------------------------
+// Bucket assignment
+
+TEST(DdpBuckets, HandCases) {
+  using kernels::ddp_buckets;
+  const std::vector<std::int64_t> four{4, 4, 4, 4};
+  EXPECT_EQ(ddp_buckets(four, 8, 8), (Buckets{{0, 1}, {2, 3}}));  // exactly at the cap closes
+  EXPECT_EQ(ddp_buckets(four, 4, 12), (Buckets{{0}, {1, 2, 3}}));  // the first cap, then the cap
+  EXPECT_EQ(ddp_buckets(four, 9, 9), (Buckets{{0, 1, 2}, {3}}));  // the crossing tensor is included; leftover last
+  const std::vector<std::int64_t> big{100, 1, 1};
+  EXPECT_EQ(ddp_buckets(big, 8, 8), (Buckets{{0}, {1, 2}}));  // one tensor above the cap is a bucket alone
+  const std::vector<std::int64_t> tail{3, 5};
+  EXPECT_EQ(ddp_buckets(tail, 4, 4), (Buckets{{0, 1}}));  // no empty bucket at the end
+  EXPECT_EQ(ddp_buckets(tail, 0, 0), (Buckets{{0}, {1}}));  // cap 0: one tensor per bucket
+  EXPECT_EQ(ddp_buckets({}, 4, 4), Buckets{});
+  const std::vector<std::int64_t> bad{3, -1};
+  EXPECT_THROW(ddp_buckets(bad, 4, 4), std::invalid_argument);
+  // PyTorch converts with int(mb * 1024 * 1024).
+  EXPECT_EQ(algorithms::ddp_cap_bytes(25.0), 25 * kMB);
+  EXPECT_EQ(algorithms::ddp_cap_bytes(0.0009765625), 1024);
+}
+
+// An independent closed form: with prefix sums S (S_0 = 0, S_i the bytes of the first i
+// tensors), a bucket starting at tensor s ends at the first e with S_{e+1} - S_s >= its
+// limit (a binary search over S), or at the last tensor.
+Buckets closed_buckets(const std::vector<std::int64_t>& bytes, std::int64_t first_cap, std::int64_t cap) {
+  std::vector<std::int64_t> S(bytes.size() + 1, 0);
+  std::partial_sum(bytes.begin(), bytes.end(), S.begin() + 1);
+  Buckets out;
+  std::size_t s = 0;
+  while (s < bytes.size()) {
+    const std::int64_t limit = out.empty() ? first_cap : cap;
+    const auto it = std::lower_bound(S.begin() + static_cast<std::ptrdiff_t>(s) + 1, S.end(), S[s] + limit);
+    const std::size_t end = it == S.end() ? bytes.size() : static_cast<std::size_t>(it - S.begin());  // exclusive
+    std::vector<std::size_t> b(end - s);
+    std::iota(b.begin(), b.end(), s);
+    out.push_back(std::move(b));
+    s = end;
+  }
+  return out;
+}
+
+TEST(DdpBuckets, ResNet50AndBertBaseAt25MBFirst1MB) {
+  for (const std::string model : {"resnet50", "bert_base"}) {
+    SCOPED_TRACE(model);
+    std::vector<std::int64_t> bytes;  // backward order, fp32
+    for (const auto& t : workloads::shape_model_tensors(model)) bytes.push_back(4 * t.numel());
+    const auto got = kernels::ddp_buckets(bytes, 1 * kMB, 25 * kMB);
+    EXPECT_EQ(got, closed_buckets(bytes, 1 * kMB, 25 * kMB));
+    // Every bucket but the last reaches its limit and would not without its last tensor.
+    ASSERT_GE(got.size(), 3u);
+    for (std::size_t b = 0; b + 1 < got.size(); ++b) {
+      std::int64_t sum = 0;
+      for (auto i : got[b]) sum += bytes[i];
+      const std::int64_t limit = b == 0 ? kMB : 25 * kMB;
+      EXPECT_GE(sum, limit);
+      EXPECT_LT(sum - bytes[got[b].back()], limit);
+    }
+    std::size_t tensors = 0;
+    for (const auto& b : got) tensors += b.size();
+    EXPECT_EQ(tensors, bytes.size());
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// A test-local model: separable quadratic losses f_r,t(x) = sum_j 0.5 ||x_j - c_rtj||^2,
+// so g_j = x_j - c_rtj, with targets that differ per rank, step and tensor; tensors have
+// shapes (PowerSGD views them as matrices); backward stages produce given tensors.
+
+struct FakeModel {
+  std::vector<std::vector<std::int64_t>> shapes;
+  std::vector<std::vector<std::size_t>> stages;  // parameter indices per backward stage
+  std::vector<double> stage_flops;
+};
+
+std::int64_t numel_of(const std::vector<std::int64_t>& shape) {
+  return std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
+}
+
+at::Tensor gradient(const at::Tensor& x, int rank, std::int64_t t, std::size_t j) {
+  const at::Tensor c = at::arange(x.numel(), at::kFloat)
+                           .mul(0.37 + 0.11 * static_cast<double>(j))
+                           .add(1.3 * rank + 0.7 * static_cast<double>(t) + 0.2 * static_cast<double>(j))
+                           .sin()
+                           .mul(1.5);
+  return x - c.view(x.sizes());
+}
+
+std::vector<at::Tensor> initial_params(const FakeModel& m) {
+  std::vector<at::Tensor> params;
+  for (std::size_t j = 0; j < m.shapes.size(); ++j)
+    params.push_back(
+        at::arange(numel_of(m.shapes[j]), at::kFloat).mul(0.05).cos().mul(0.5 + 0.1 * static_cast<double>(j)).view(m.shapes[j]));
+  return params;
+}
+
+class FakeBackward final : public algorithms::BackwardPass {
+ public:
+  FakeBackward(comm::Communicator& comm, const FakeModel& m, std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads)
+      : comm_(comm), m_(m), params_(params), grads_(grads) {}
+  std::size_t stages() const override { return m_.stages.size(); }
+  const std::vector<std::size_t>& stage_params(std::size_t k) const override { return m_.stages[k]; }
+  sim::Task<void> run_stage(std::size_t k) override {
+    co_await comm_.compute({m_.stage_flops[k], 0.0}, [&] {
+      for (std::size_t j : m_.stages[k]) grads_[j].copy_(gradient(params_[j], comm_.rank(), t, j));
+    });
+  }
+  std::int64_t t = 0;
+
+ private:
+  comm::Communicator& comm_;
+  const FakeModel& m_;
+  std::vector<at::Tensor>& params_;
+  std::vector<at::Tensor>& grads_;
+};
+
+// What a step left behind, per step and rank: parameters, n_bits, and (ddp) P and Q.
+struct Trace {
+  std::vector<std::vector<std::vector<at::Tensor>>> params;
+  std::vector<std::vector<std::uint64_t>> n_bits;
+  std::vector<std::vector<std::map<std::size_t, std::pair<at::Tensor, at::Tensor>>>> pq;  // param -> (P, Q)
+  std::vector<std::map<std::string, double>> phases;  // rank 0
+  std::vector<std::unique_ptr<algorithms::Algorithm>> algorithms;
+};
+
+struct Net {
+  double latency_us = 5.0;
+  double bandwidth_GBps = 1.0;
+  double gflops = 1.0;
+  double memory_GBps = 1e9;  // copies and updates cost (almost) nothing: closed forms stay simple
+};
+
+runner::Scenario make_scenario(const json& algorithm, int ranks, const Net& net = {}) {
+  return runner::parse_scenario({{"name", "t"},
+                                 {"ranks", ranks},
+                                 {"steps", 1},
+                                 {"workload", {{"type", "logistic_regression"}}},
+                                 {"algorithm", algorithm},
+                                 {"topology", {{"kind", "ring"}}},
+                                 {"network", {{"model", "alpha_beta"}, {"latency_us", net.latency_us},
+                                              {"bandwidth_GBps", net.bandwidth_GBps}}},
+                                 {"compute", {{"gflops", net.gflops}, {"memory_GBps", net.memory_GBps}}}});
+}
+
+sim::Task<void> rank_loop(comm::Communicator& comm, const FakeModel& m, int steps, double lr, Trace& trace) {
+  const int rank = comm.rank();
+  auto& algorithm = *trace.algorithms[rank];
+  auto params = initial_params(m);
+  std::vector<at::Tensor> grads;
+  for (const auto& p : params) grads.push_back(at::zeros_like(p));
+  comm::PhaseTimer timer(comm);
+  FakeBackward backward(comm, m, params, grads);
+  for (std::int64_t t = 1; t <= steps; ++t) {
+    algorithms::StepContext ctx{comm, timer, params, grads, t, lr};
+    backward.t = t;
+    if (algorithm.drives_backward()) {
+      ctx.backward = &backward;
+    } else {
+      for (std::size_t k = 0; k < backward.stages(); ++k) co_await backward.run_stage(k);
+    }
+    trace.n_bits[t - 1][rank] = co_await algorithm.step(ctx);
+    for (const auto& p : params) trace.params[t - 1][rank].push_back(p.clone());
+    if (auto* ddp = dynamic_cast<algorithms::Ddp*>(&algorithm)) {
+      for (std::size_t b = 0; b < ddp->buckets().size(); ++b) {
+        const auto ps = ddp->ps(b), qs = ddp->qs(b);
+        std::size_t i = 0;
+        for (const auto& s : ddp->buckets()[b].slots)
+          if (s.r > 0) {
+            trace.pq[t - 1][rank][s.param] = {ps[i].clone(), qs[i].clone()};
+            ++i;
+          }
+      }
+    }
+    const auto times = timer.take_step();
+    if (rank == 0)
+      for (std::size_t i = 0; i < times.size(); ++i) trace.phases[t - 1][timer.names()[i]] = times[i];
+  }
+}
+
+Trace run(const json& algorithm, const FakeModel& m, int ranks, int steps, const Net& net = {}) {
+  const auto s = make_scenario(algorithm, ranks, net);
+  sim::Engine engine;
+  auto network =
+      std::make_shared<net::Network>(engine, net::make_topology(s.topology, s.ranks, s.network.nominal), s.network);
+  comm::EmulatedWorld world(engine, network, s.compute);
+  Trace trace;
+  trace.params.assign(steps, std::vector<std::vector<at::Tensor>>(ranks));
+  trace.n_bits.assign(steps, std::vector<std::uint64_t>(ranks));
+  trace.pq.assign(steps, std::vector<std::map<std::size_t, std::pair<at::Tensor, at::Tensor>>>(ranks));
+  trace.phases.resize(steps);
+  for (int r = 0; r < ranks; ++r) trace.algorithms.push_back(algorithms::make_algorithm(s.algorithm, network->topology(), r));
+  for (int r = 0; r < ranks; ++r)
+    engine.spawn(rank_loop(world.communicator(r), m, steps, s.algorithm.optimizer.lr, trace), "rank");
+  engine.run();
+  return trace;
+}
+
+// Eight tensors over four stages, 177 elements (708 bytes), some of them matrices.
+FakeModel small_model() {
+  return {{{7}, {8, 5}, {3}, {4, 3}, {5, 5}, {1}, {6, 2, 5}, {29}},
+          {{6, 7}, {4, 5}, {2, 3}, {0, 1}},
+          {1e3, 1e3, 1e3, 1e3}};
+}
+
+// MB values that are exact binary fractions, so int(mb * 2^20) is the byte count.
+double mb(std::int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(kMB); }
+
+json with(json base, const json& extra) {
+  for (auto& [k, v] : extra.items()) base[k] = v;
+  return base;
+}
+
+const json kOptimizer = {{"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 1e-3}};
+
+void expect_identical(const Trace& a, const Trace& b, std::size_t steps) {
+  for (std::size_t t = 0; t < steps; ++t)
+    for (std::size_t r = 0; r < a.params[t].size(); ++r)
+      for (std::size_t j = 0; j < a.params[t][r].size(); ++j)
+        ASSERT_TRUE(at::equal(a.params[t][r][j], b.params[t][r][j])) << "step " << t + 1 << " rank " << r << " tensor " << j;
+}
+
+// ---------------------------------------------------------------------------------------
+// allreduce hook = centralized parallel SGD
+
+// Bucketing only regroups the same element-wise averages (sum in rank order, then / W, as
+// parallel SGD's ReduceOp::Average): for any caps the parameters are equal bit for bit,
+// at 32 bits per element; W = 3 so that the division rounds.
+TEST(DdpAllreduce, IsCentralizedParallelSgdForAnyBuckets) {
+  const auto m = small_model();
+  for (int W : {3, 4}) {
+    const auto reference = run(with({{"name", "parallel_sgd"}, {"variant", "centralized"}}, kOptimizer), m, W, 5);
+    for (std::int64_t cap : {0, 100, 256, 4096}) {
+      SCOPED_TRACE(cap);
+      const auto ddp = run(with({{"name", "ddp"}, {"bucket_cap_mb", mb(cap)}, {"first_bucket_mb", mb(cap / 2)}}, kOptimizer),
+                           m, W, 5);
+      expect_identical(ddp, reference, 5);
+      for (const auto& step : ddp.n_bits)
+        for (auto bits : step) EXPECT_EQ(bits, 32u * 177u);
+    }
+  }
+  // The buckets at first 64 B / cap 256 B, backward order 6, 7, 4, 5, 2, 3, 0, 1 (bytes
+  // 240, 116, 100, 4, 12, 48, 28, 160): 240 >= 64 closes {6}; 116 + 100 + 4 + 12 + 48 =
+  // 280 >= 256 closes {7, 4, 5, 2, 3}; {0, 1} is left over.
+  const auto ddp = run(with({{"name", "ddp"}, {"bucket_cap_mb", mb(256)}, {"first_bucket_mb", mb(64)}}, kOptimizer), m, 2, 1);
+  std::vector<std::vector<std::size_t>> got;
+  for (const auto& b : dynamic_cast<algorithms::Ddp&>(*ddp.algorithms[0]).buckets()) {
+    got.emplace_back();
+    for (const auto& s : b.slots) got.back().push_back(s.param);
+  }
+  EXPECT_EQ(got, (Buckets{{6}, {7, 4, 5, 2, 3}, {0, 1}}));
+}
+
+json fashion_doc(const json& algorithm, int steps) {
+  return {{"name", "t"},
+          {"ranks", 4},
+          {"steps", steps},
+          {"seed", 3},
+          {"workload",
+           {{"type", "mlp"}, {"data_dir", "/usr/share/datasets/fashion-mnist"}, {"batch_size", 16},
+            {"train_samples", 1024}, {"test_samples", 64}}},
+          {"algorithm", algorithm},
+          {"topology", {{"kind", "ring"}}},
+          {"network", {{"model", "alpha_beta"}, {"latency_us", 5}, {"bandwidth_GBps", 1.25}}}};
+}
+
+// A whole run through the training loop (forward only; the step runs the MLP's backward
+// stages, each weight's gradient before its bias's): the MLP (784-256-128-10) at first
+// bucket 4 KB, cap 64 KB has four buckets ({fc3.weight} of 5,120 bytes; {fc3.bias,
+// fc2.weight}; {fc2.bias, fc1.weight}; {fc1.bias} left over); losses and every rank's
+// final parameters equal parallel SGD's.
+TEST(DdpAllreduce, FashionMnistMlpRunEqualsParallelSgdBitForBit) {
+  const auto ddp_doc = fashion_doc(with({{"name", "ddp"}, {"bucket_cap_mb", 0.0625}, {"first_bucket_mb", 0.00390625}}, kOptimizer), 8);
+  const auto s = runner::parse_scenario(ddp_doc);
+  if (!std::filesystem::exists(std::filesystem::path(s.workload.data.data_dir) / "train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "no Fashion-MNIST at " << s.workload.data.data_dir;
+  const auto dir = testing::fresh_dir("ddp-fashion");
+  runner::RunOptions a_opts, b_opts;
+  a_opts.dump_params_prefix = dir / "ddp";
+  b_opts.dump_params_prefix = dir / "psgd";
+  const auto a = runner::run_emulated(s, a_opts);
+  const auto b = runner::run_emulated(
+      runner::parse_scenario(fashion_doc(with({{"name", "parallel_sgd"}, {"variant", "centralized"}}, kOptimizer), 8)), b_opts);
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.final_loss, b.final_loss);
+  EXPECT_EQ(a.final_test_accuracy, b.final_test_accuracy);
+  EXPECT_EQ(a.mean_calls(), 4.0);
+  EXPECT_EQ(a.n_bits, b.n_bits);
+  for (int r = 0; r < 4; ++r) {
+    const auto name = ".rank" + std::to_string(r) + ".json";
+    EXPECT_EQ(testing::read_json(dir / ("ddp" + name)), testing::read_json(dir / ("psgd" + name))) << "rank " << r;
+  }
+}
+
+// The same through the training loop where no dataset is needed: logistic regression (a
+// weight of 12 and a bias, each its own bucket at caps of 0 bytes), 4 ranks, 20 steps.
+TEST(DdpAllreduce, LogisticRegressionRunEqualsParallelSgdBitForBit) {
+  auto doc = [](const json& algorithm) {
+    return runner::parse_scenario(
+        {{"name", "t"},
+         {"ranks", 4},
+         {"steps", 20},
+         {"seed", 7},
+         {"workload", {{"type", "logistic_regression"}, {"samples", 512}, {"features", 12}, {"batch_size", 16}}},
+         {"algorithm", algorithm},
+         {"topology", {{"kind", "ring"}}},
+         {"network", {{"model", "alpha_beta"}, {"latency_us", 5}, {"bandwidth_GBps", 1}}}});
+  };
+  const auto dir = testing::fresh_dir("ddp-logistic");
+  runner::RunOptions a_opts, b_opts;
+  a_opts.dump_params_prefix = dir / "ddp";
+  b_opts.dump_params_prefix = dir / "psgd";
+  const auto a = runner::run_emulated(doc(with({{"name", "ddp"}, {"bucket_cap_mb", 0}, {"first_bucket_mb", 0}}, kOptimizer)), a_opts);
+  const auto b = runner::run_emulated(doc(with({{"name", "parallel_sgd"}, {"variant", "centralized"}}, kOptimizer)), b_opts);
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.final_loss, b.final_loss);
+  EXPECT_EQ(a.mean_calls(), 2.0);
+  for (int r = 0; r < 4; ++r) {
+    const auto name = ".rank" + std::to_string(r) + ".json";
+    EXPECT_EQ(testing::read_json(dir / ("ddp" + name)), testing::read_json(dir / ("psgd" + name))) << "rank " << r;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// fp16 / bf16 hooks
+
+// PyTorch's fp16_compress_hook: h = fp16(b).div_(W) (the cast rounds to nearest even, the
+// division rounds again), the all-reduce sums fp16 values in rank order with each addition
+// rounded to fp16 (the emulated backend), b = fp32(h). Reference loop without momentum:
+// x <- x - lr fp32(h), every rank alike. bf16_compress_hook the same in bfloat16.
+TEST(DdpHalfHooks, AreTheRoundedSumOfTheRoundedShares) {
+  const auto m = small_model();
+  for (const std::string hook : {"fp16_compress", "bf16_compress"}) {
+    const auto dtype = hook == "fp16_compress" ? at::kHalf : at::kBFloat16;
+    for (int W : {3, 4}) {
+      SCOPED_TRACE(hook + " W=" + std::to_string(W));
+      const auto trace = run({{"name", "ddp"}, {"hook", hook}, {"bucket_cap_mb", mb(256)}, {"first_bucket_mb", mb(64)},
+                              {"lr", 0.1}},
+                             m, W, 3);
+      auto x = initial_params(m);
+      for (std::int64_t t = 1; t <= 3; ++t) {
+        for (std::size_t j = 0; j < x.size(); ++j) {
+          at::Tensor sum;
+          for (int r = 0; r < W; ++r) {
+            const at::Tensor h = gradient(x[j], r, t, j).to(dtype).div(W);
+            sum = r == 0 ? h : (sum.to(at::kFloat) + h.to(at::kFloat)).to(dtype);
+          }
+          x[j] = x[j] - sum.to(at::kFloat).mul(0.1);
+        }
+        for (int r = 0; r < W; ++r)
+          for (std::size_t j = 0; j < x.size(); ++j)
+            ASSERT_LE((trace.params[t - 1][r][j] - x[j]).abs().max().item<double>(), 1e-6)
+                << "step " << t << " rank " << r << " tensor " << j;
+        EXPECT_EQ(trace.n_bits[t - 1][0], 16u * 177u);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// PowerSGD against a reimplementation with plain LibTorch ops
+
+// Gram-Schmidt transcribed from PyTorch's _orthogonalize (powerSGD_hook.py) for one
+// matrix: for each column i, col /= torch.norm(col) (+ epsilon), then rest -= torch.sum(col
+// * rest, dim) * col over the columns after it.
+void gram_schmidt(at::Tensor& a, double eps) {
+  const std::int64_t cols = a.size(1);
+  for (std::int64_t i = 0; i < cols; ++i) {
+    at::Tensor col = a.slice(1, i, i + 1);
+    const at::Tensor norm = at::norm(col, 2, {0}, true);
+    col.copy_(col / (eps == 0.0 ? norm : norm + eps));
+    if (i + 1 == cols) continue;
+    at::Tensor rest = a.slice(1, i + 1, cols);
+    rest.copy_(rest - at::sum(col * rest, {0}, true) * col);
+  }
+}
+
+struct PowerSgdSettings {
+  std::int64_t rank = 1;
+  std::int64_t start = 2;
+  double min_rate = 2.0;
+  bool error_feedback = true;
+  bool warm_start = true;
+  double eps = 0.0;
+  std::uint64_t seed = 0;
+};
+
+json powersgd_json(const PowerSgdSettings& p) {
+  return {{"name", "ddp"},
+          {"hook", "powersgd"},
+          {"bucket_cap_mb", mb(256)},
+          {"first_bucket_mb", mb(64)},
+          {"lr", 0.1},
+          {"matrix_approximation_rank", p.rank},
+          {"start_powerSGD_iter", p.start},
+          {"min_compression_rate", p.min_rate},
+          {"use_error_feedback", p.error_feedback},
+          {"warm_start", p.warm_start},
+          {"orthogonalization_epsilon", p.eps},
+          {"random_seed", p.seed}};
+}
+
+// The reference, per tensor j (the element-wise recurrences do not see the buckets):
+// every rank has the same x (the update is the same everywhere); per rank an error e_rj.
+// Q_j is drawn from one generator seeded with the seed, in backward order over the
+// compressed tensors (the documented draw order), the first time (or every step without
+// warm start). Returns P, Q per step and tensor and x per step. x - lr g is rounded once,
+// as the optimizer's add_(g, -lr) does: a one-ulp difference in x (x - lr * g rounds
+// twice) changes the next gradients, and PowerSGD's power iteration on these small,
+// changing matrices amplifies it to about 1e-5 in Q within 20 steps.
+struct Reference {
+  std::vector<std::map<std::size_t, std::pair<at::Tensor, at::Tensor>>> pq;
+  std::vector<std::vector<at::Tensor>> x;
+};
+
+Reference powersgd_reference(const FakeModel& m, int W, int steps, const PowerSgdSettings& p, double lr) {
+  std::vector<std::size_t> ready;
+  for (const auto& stage : m.stages) ready.insert(ready.end(), stage.begin(), stage.end());
+  auto x = initial_params(m);
+  const std::size_t J = x.size();
+  std::vector<std::vector<at::Tensor>> e(W, std::vector<at::Tensor>(J));
+  std::vector<at::Tensor> Q(J);
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(p.seed);
+  Reference ref;
+  for (std::int64_t t = 1; t <= steps; ++t) {
+    std::vector<at::Tensor> g(J);
+    std::map<std::size_t, std::pair<at::Tensor, at::Tensor>> pq;
+    const bool active = t - 1 >= p.start;
+    for (std::size_t j : ready) {
+      std::vector<at::Tensor> M(W);
+      for (int r = 0; r < W; ++r) M[r] = gradient(x[j], r, t, j).reshape({-1});
+      if (!active) {
+        at::Tensor sum = M[0].clone();
+        for (int r = 1; r < W; ++r) sum += M[r];
+        g[j] = (sum / W).view(x[j].sizes());
+        continue;
+      }
+      if (p.error_feedback)
+        for (int r = 0; r < W; ++r)
+          if (e[r][j].defined()) M[r] = M[r] + e[r][j];
+      const std::int64_t n = x[j].dim() == 0 ? 1 : x[j].size(0), cols = x[j].numel() / n;
+      const std::int64_t rk = std::min({n, cols, p.rank});
+      at::Tensor approx;
+      if (static_cast<double>((n + cols) * rk) * p.min_rate < static_cast<double>(n * cols)) {
+        if (!Q[j].defined() || !p.warm_start) Q[j] = at::randn({cols, rk}, gen, at::kFloat);
+        gram_schmidt(Q[j], p.eps);
+        at::Tensor P = at::zeros({n, rk});
+        for (int r = 0; r < W; ++r) P += at::mm(M[r].view({n, cols}), Q[j]);
+        gram_schmidt(P, p.eps);
+        at::Tensor Qsum = at::zeros({cols, rk});
+        for (int r = 0; r < W; ++r) Qsum += at::mm(M[r].view({n, cols}).t(), P);
+        Q[j] = Qsum / W;
+        approx = at::mm(P, Q[j].t()).reshape({-1});
+        pq[j] = {P, Q[j].clone()};
+      } else {
+        at::Tensor sum = M[0].clone();
+        for (int r = 1; r < W; ++r) sum += M[r];
+        approx = sum / W;
+      }
+      if (p.error_feedback)
+        for (int r = 0; r < W; ++r) e[r][j] = M[r] - approx;
+      g[j] = approx.view(x[j].sizes());
+    }
+    for (std::size_t j = 0; j < J; ++j) x[j] = x[j].add(g[j], -lr);  // x - lr g rounded once, as the optimizer
+    ref.pq.push_back(pq);
+    ref.x.push_back(x);
+  }
+  return ref;
+}
+
+double max_abs_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
+// Relative to the reference's largest magnitude (at least 1): Q = M^T P grows with the
+// gradients' size (entries up to about 10 here), P's orthonormal columns and the
+// parameters stay below 1 or near it, where this is the absolute difference.
+double scaled_diff(const at::Tensor& a, const at::Tensor& ref) {
+  return max_abs_diff(a, ref) / std::max(1.0, ref.abs().max().item<double>());
+}
+
+void expect_matches_reference(const FakeModel& m, int W, const PowerSgdSettings& p) {
+  const int steps = 20;
+  const auto trace = run(powersgd_json(p), m, W, steps);
+  const auto ref = powersgd_reference(m, W, steps, p, 0.1);
+  std::size_t compared = 0;
+  for (int t = 0; t < steps; ++t) {
+    for (int r = 0; r < W; ++r) {
+      for (std::size_t j = 0; j < ref.x[t].size(); ++j)
+        ASSERT_LE(scaled_diff(trace.params[t][r][j], ref.x[t][j]), 1e-5) << "step " << t + 1 << " rank " << r << " tensor " << j;
+      if (t < p.start) continue;  // P and Q are not touched before PowerSGD starts
+      ASSERT_EQ(trace.pq[t][r].size(), ref.pq[t].size()) << "step " << t + 1;
+      for (const auto& [j, pq] : ref.pq[t]) {
+        ASSERT_LE(scaled_diff(trace.pq[t][r].at(j).first, pq.first), 1e-5) << "P, step " << t + 1 << " tensor " << j;
+        ASSERT_LE(scaled_diff(trace.pq[t][r].at(j).second, pq.second), 1e-5) << "Q, step " << t + 1 << " tensor " << j;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 0u);
+}
+
+// With error feedback and warm start (the defaults), ranks 1 and 2, world sizes 1 and 4.
+TEST(DdpPowerSgd, MatchesAPlainReimplementation) {
+  const auto m = small_model();
+  for (int W : {1, 4})
+    for (std::int64_t rank : {1, 2}) {
+      SCOPED_TRACE("W=" + std::to_string(W) + " rank=" + std::to_string(rank));
+      PowerSgdSettings p;
+      p.rank = rank;
+      p.min_rate = rank == 2 ? 1.0 : 2.0;  // at rank 2 and rate 2 none of these small matrices would be compressed
+      p.seed = 5;
+      expect_matches_reference(m, W, p);
+    }
+}
+
+// Without warm start Q is drawn again every step; without error feedback there is no
+// memory (and then start_powerSGD_iter may be 0); epsilon enters the normalisation.
+TEST(DdpPowerSgd, WithoutWarmStartOrErrorFeedback) {
+  const auto m = small_model();
+  PowerSgdSettings p;
+  p.warm_start = false;
+  p.error_feedback = false;
+  p.start = 0;
+  p.eps = 1e-3;
+  expect_matches_reference(m, 4, p);
+}
+
+// The rule: an n x m view with r = min(n, m, rank) is compressed iff n m > (n + m) r rate.
+// small_model at rank 1: 8 x 5 (40 > 26), 5 x 5 (25 > 20), 6 x 10 (60 > 32), 4 x 3 (12 <
+// 14: not), 1-D and 1 x 1 tensors never. n_bits is 32 ((n + m) r summed, plus the
+// uncompressed elements) once PowerSGD runs, 32 per element before.
+TEST(DdpPowerSgd, CompressionRuleAndNBits) {
+  const auto m = small_model();
+  for (double rate : {2.0, 1.5, 100.0}) {
+    SCOPED_TRACE(rate);
+    PowerSgdSettings p;
+    p.min_rate = rate;
+    const auto trace = run(powersgd_json(p), m, 2, 3);
+    const auto& ddp = dynamic_cast<algorithms::Ddp&>(*trace.algorithms[0]);
+    std::uint64_t expected = 0;
+    std::set<std::size_t> compressed;
+    for (std::size_t j = 0; j < m.shapes.size(); ++j) {
+      const auto& shape = m.shapes[j];
+      const std::int64_t n = shape[0], cols = numel_of(shape) / n, r = std::min<std::int64_t>({n, cols, 1});
+      if (static_cast<double>(n * cols) > static_cast<double>((n + cols) * r) * rate) {
+        compressed.insert(j);
+        expected += 32u * static_cast<std::uint64_t>((n + cols) * r);
+      } else {
+        expected += 32u * static_cast<std::uint64_t>(n * cols);
+      }
+    }
+    std::set<std::size_t> got;
+    for (const auto& b : ddp.buckets())
+      for (const auto& s : b.slots)
+        if (s.r > 0) got.insert(s.param);
+    EXPECT_EQ(got, compressed);
+    if (rate == 2.0) {
+      EXPECT_EQ(compressed, (std::set<std::size_t>{1, 4, 6}));
+    }
+    if (rate == 1.5) {
+      EXPECT_EQ(compressed, (std::set<std::size_t>{1, 3, 4, 6}));  // 4 x 3: 12 > 10.5
+    }
+    EXPECT_EQ(trace.n_bits[0][0], 32u * 177u);
+    EXPECT_EQ(trace.n_bits[1][0], 32u * 177u);
+    EXPECT_EQ(trace.n_bits[2][1], expected);
+  }
+}
+
+// Before start_powerSGD_iter (iterations counted from 0) the hook is the plain all-reduce:
+// the first `start` steps equal the allreduce hook bit for bit; the next one differs.
+TEST(DdpPowerSgd, PlainAllReduceBeforeTheStartIteration) {
+  const auto m = small_model();
+  PowerSgdSettings p;
+  p.start = 4;
+  const auto powersgd = run(powersgd_json(p), m, 4, 5);
+  const auto plain = run({{"name", "ddp"}, {"bucket_cap_mb", mb(256)}, {"first_bucket_mb", mb(64)}, {"lr", 0.1}}, m, 4, 5);
+  expect_identical(powersgd, plain, 4);
+  EXPECT_GT(max_abs_diff(powersgd.params[4][0][1], plain.params[4][0][1]), 1e-4);
+  EXPECT_EQ(dynamic_cast<algorithms::Ddp&>(*powersgd.algorithms[0]).iteration(), 5);
+}
+
+// ---------------------------------------------------------------------------------------
+// Timing: bucket all-reduces overlap backward on the communication stream
+
+double lone_all_reduce_time(std::int64_t elements, int ranks, const Net& net) {
+  const auto s = make_scenario({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}}, ranks, net);
+  sim::Engine engine;
+  auto network =
+      std::make_shared<net::Network>(engine, net::make_topology(s.topology, s.ranks, s.network.nominal), s.network);
+  comm::EmulatedWorld world(engine, network, s.compute);
+  double done = 0.0;
+  auto rank = [&](comm::Communicator& c) -> sim::Task<void> {
+    at::Tensor x = at::ones({elements}, at::kFloat);
+    co_await c.all_reduce(x, comm::ReduceOp::Average);
+    done = std::max(done, c.now());
+  };
+  for (int r = 0; r < ranks; ++r) engine.spawn(rank(world.communicator(r)), "rank");
+  engine.run();
+  return done;
+}
+
+// Three backward stages of c seconds each produce one 64 Ki-element tensor (256 KB, a
+// bucket of its own at 256 KB caps; a seconds per all-reduce). Bucket k is issued at
+// (k+1) c and starts at max((k+1) c, end of bucket k-1), so the exposed wait after
+// backward is a when a <= c and 3a - 2c when a > c: less than the 3a of communication.
+TEST(DdpTiming, BucketAllReducesOverlapBackward) {
+  const Net net{10.0, 1.0, 1.0};
+  const std::int64_t n = 65536;
+  const double a = lone_all_reduce_time(n, 2, net);
+  for (double c : {400e-6, 150e-6}) {
+    SCOPED_TRACE(c);
+    const FakeModel m{{{n}, {n}, {n}}, {{2}, {1}, {0}}, {c * 1e9, c * 1e9, c * 1e9}};
+    const auto trace = run({{"name", "ddp"}, {"bucket_cap_mb", 0.25}, {"first_bucket_mb", 0.25}, {"lr", 0.1}}, m, 2, 2, net);
+    const double exposed = a <= c ? a : 3.0 * a - 2.0 * c;
+    for (std::size_t t = 0; t < 2; ++t) {
+      EXPECT_NEAR(trace.phases[t].at("sync/sync"), exposed, 1e-9);
+      EXPECT_LT(trace.phases[t].at("sync/sync"), 3.0 * a - 1e-6);
+    }
+  }
+}
+
+// PowerSGD, each tensor a 256 x 256 matrix (a bucket of its own) at rank 4: P and Q are
+// 1 Ki elements, pq seconds per all-reduce. One bucket: nothing is left to overlap, so
+// both all-reduces are exposed (sync/sync = 2 pq) and the compute between them (the
+// orthogonalisation and Q = M^T P, then P Q^T) is charged to the rank (sync/compress).
+// Three buckets: each P all-reduce is issued at its bucket's close and hides behind the
+// rest of backward or the second half of the buckets before it (over 0.5 ms of compute
+// each here, against pq of about 24 us), and each Q behind the next bucket's compute or
+// the decompression of the earlier ones: nothing is exposed, of 6 pq of communication.
+TEST(DdpTiming, PowerSgdAllReducesAndTheComputeBetweenThem) {
+  const Net net{10.0, 1.0, 1.0};
+  const double pq = lone_all_reduce_time(1024, 2, net);
+  PowerSgdSettings p;
+  p.rank = 4;
+  json alg = powersgd_json(p);
+  alg["bucket_cap_mb"] = 0.25;
+  alg["first_bucket_mb"] = 0.25;
+  const FakeModel one{{{256, 256}}, {{0}}, {150e3}};
+  const auto single = run(alg, one, 2, 3, net);
+  EXPECT_NEAR(single.phases[2].at("sync/sync"), 2.0 * pq, 1e-12);
+  EXPECT_GT(single.phases[2].at("sync/compress"), 1e-3);  // two 2 n m r matrix products and more, at 1 GFLOPS
+  const FakeModel three{{{256, 256}, {256, 256}, {256, 256}}, {{2}, {1}, {0}}, {150e3, 150e3, 150e3}};
+  const auto trace = run(alg, three, 2, 3, net);
+  EXPECT_EQ(trace.n_bits[2][0], 3u * 32u * 2u * 1024u);
+  EXPECT_NEAR(trace.phases[2].at("sync/sync"), 0.0, 1e-12);
+  EXPECT_GT(pq, 20e-6);
+}
+
+// ---------------------------------------------------------------------------------------
+// Scenario validation
+
+std::string error_path(const json& algorithm) {
+  try {
+    make_scenario(algorithm, 2);
+  } catch (const runner::ScenarioError& e) {
+    return e.path() + " | " + e.what();
+  }
+  return "accepted";
+}
+
+TEST(DdpScenario, PowerSgdFieldsOnlyWithItsHookAndPyTorchsStartRule) {
+  EXPECT_EQ(error_path({{"name", "ddp"}, {"lr", 0.1}, {"matrix_approximation_rank", 2}}).rfind("/algorithm/matrix_approximation_rank | ", 0), 0u);
+  EXPECT_EQ(error_path({{"name", "ddp"}, {"lr", 0.1}, {"hook", "fp16_compress"}, {"warm_start", false}}).rfind("/algorithm/warm_start | ", 0), 0u);
+  EXPECT_EQ(error_path({{"name", "ddp"}, {"lr", 0.1}, {"hook", "topk"}}).rfind("/algorithm/hook | ", 0), 0u);
+  EXPECT_EQ(error_path({{"name", "ddp"}, {"lr", 0.1}, {"bucket_cap_mb", -1}}).rfind("/algorithm/bucket_cap_mb | ", 0), 0u);
+  const auto start = error_path({{"name", "ddp"}, {"lr", 0.1}, {"hook", "powersgd"}, {"start_powerSGD_iter", 1}});
+  EXPECT_EQ(start.rfind("/algorithm/start_powerSGD_iter | ", 0), 0u) << start;
+  EXPECT_EQ(error_path({{"name", "ddp"}, {"lr", 0.1}, {"hook", "powersgd"}, {"start_powerSGD_iter", 1}, {"use_error_feedback", false},
+                        {"warm_start", false}}),
+            "accepted");
+  // The algorithm refuses too, as a broken precondition.
+  algorithms::AlgorithmSpec spec;
+  spec.name = "ddp";
+  spec.hook = "powersgd";
+  spec.start_powerSGD_iter = 0;
+  EXPECT_THROW(algorithms::Ddp{spec}, std::logic_error);
+}
+
+TEST(DdpScenario, EchoesItsFields) {
+  const auto s = make_scenario({{"name", "ddp"}, {"hook", "powersgd"}, {"lr", 0.1}, {"matrix_approximation_rank", 4}}, 2);
+  const auto j = s.to_json()["algorithm"];
+  EXPECT_EQ(j["hook"], "powersgd");
+  EXPECT_EQ(j["bucket_cap_mb"], 25.0);
+  EXPECT_EQ(j["first_bucket_mb"], 1.0);
+  EXPECT_EQ(j["matrix_approximation_rank"], 4);
+  EXPECT_EQ(j["start_powerSGD_iter"], 1000);
+  EXPECT_EQ(j["min_compression_rate"], 2.0);
+  EXPECT_EQ(j["use_error_feedback"], true);
+  EXPECT_EQ(j["warm_start"], true);
+  EXPECT_EQ(j["orthogonalization_epsilon"], 0.0);
+  EXPECT_EQ(j["random_seed"], 0);
+  EXPECT_EQ(runner::parse_scenario(s.to_json()).to_json(), s.to_json());
+  const auto plain = make_scenario({{"name", "ddp"}, {"lr", 0.1}}, 2).to_json()["algorithm"];
+  EXPECT_EQ(plain["hook"], "allreduce");
+  EXPECT_FALSE(plain.contains("warm_start"));
+}
+
+}  // namespace
+}  // namespace dtsim
