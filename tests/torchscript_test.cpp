@@ -113,6 +113,96 @@ std::shared_ptr<const workloads::LabelledData> random_images(std::int64_t n, std
   return data;
 }
 
+// A torch.save-format file of `n` random images of `shape` with labels i % 10.
+fs::path write_images(const fs::path& file, std::int64_t n, std::vector<std::int64_t> shape) {
+  shape.insert(shape.begin(), n);
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+  dict.insert("x", at::randn(shape, at::detail::createCPUGenerator(2)));
+  dict.insert("y", at::arange(n, at::kLong).remainder(10));
+  const auto bytes = torch::jit::pickle_save(dict);
+  std::ofstream(file, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return file;
+}
+
+// tests/data/mlp_4x4_seed5.pt is scripts/export_model.py's scripted MLP for 1 x 4 x 4 images
+// (16-256-128-10) with the built-in mlp's initial weights at seed 5, which `dtsim
+// init-params` wrote (scripts/export_test_fixtures.sh): its parameters are the built-in's
+// exactly, and 4 ranks x 50 steps on 40 images give the built-in's losses to 1e-5 (the
+// Python-scripted graph, with its F.linear and F.relu, runs in LibTorch as exported).
+TEST(TorchScript, ScriptExportedMlpFixtureHasTheBuiltInsWeightsAndLosses) {
+  const auto dir = testing::fresh_dir("torchscript-fixture");
+  const auto images = write_images(dir / "images.pt", 40, {1, 4, 4});
+  const auto fixture = fs::path(DTSIM_SOURCE_DIR) / "tests" / "data" / "mlp_4x4_seed5.pt";
+  const auto module = workloads::load_torchscript_model(fixture.string(), {1, 4, 4}, "cross_entropy", 10);
+  const auto builtin = workloads::LayerNet::make("mlp", {1, 4, 4}, 10);
+  const auto expected = builtin.initial_parameters(5);
+  const auto names = builtin.parameter_names();
+  std::size_t i = 0;
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) {
+    ASSERT_LT(i, names.size());
+    EXPECT_EQ(p.name, names[i]);
+    EXPECT_TRUE(at::equal(p.value, expected[i])) << p.name;
+    ++i;
+  }
+  EXPECT_EQ(i, names.size());
+
+  json mlp = {{"type", "mlp"}, {"tensors_file", images.string()}, {"batch_size", 4}};
+  json script = mlp;
+  script["type"] = "torchscript";
+  script["model_file"] = fixture.string();
+  script["input_shape"] = {1, 4, 4};
+  const auto a = runner::run_emulated(runner::parse_scenario(scenario(mlp, algorithm("parallel_sgd"))));
+  const auto b = runner::run_emulated(runner::parse_scenario(scenario(script, algorithm("parallel_sgd"))));
+  ASSERT_EQ(a.loss.size(), b.loss.size());
+  for (std::size_t s = 0; s < a.loss.size(); ++s) EXPECT_NEAR(b.loss[s], a.loss[s], 1e-5) << "step " << s;
+  EXPECT_LT(a.loss.back(), 0.5 * a.loss.front());
+  fs::remove_all(dir);
+}
+
+// The Python interpreter with torch (Debian's python3-torch), or "" where there is none
+// (CI: these cases skip).
+std::string python_with_torch() {
+  for (const std::string python : {"python3", "/usr/bin/python3"})
+    if (testing::run_command(python + " -c 'import torch'").exit_code == 0) return python;
+  return "";
+}
+
+// With python3-torch: the script's exports, made here, of the full-size MLP (weights from
+// `dtsim init-params` of a Fashion-MNIST scenario) and of ResNet-20 give the built-in mlp's
+// losses and resnet20_real's parameter names and gradient ready order.
+TEST(TorchScript, ExportScriptMatchesTheBuiltIns) {
+  const auto python = python_with_torch();
+  if (python.empty()) GTEST_SKIP() << "no python3 with torch (python3-torch) here";
+  const auto dir = testing::fresh_dir("torchscript-export");
+  const auto script = (fs::path(DTSIM_SOURCE_DIR) / "scripts" / "export_model.py").string();
+  const auto mlp = scenario(fashion_workload("mlp"), algorithm("parallel_sgd"), 4, 20);
+  testing::write_file(dir / "mlp.json", mlp.dump());
+  auto r = testing::run_command(std::string(DTSIM_BINARY) + " init-params " + (dir / "mlp.json").string() + " --out " +
+                                (dir / "init.pt").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = testing::run_command(python + " " + script + " mlp --init " + (dir / "init.pt").string() + " --out " +
+                           (dir / "mlp.pt").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto w = fashion_workload("torchscript");
+  w["model_file"] = (dir / "mlp.pt").string();
+  w["input_shape"] = {1, 28, 28};
+  const auto a = runner::run_emulated(runner::parse_scenario(mlp));
+  const auto b = runner::run_emulated(runner::parse_scenario(scenario(w, algorithm("parallel_sgd"), 4, 20)));
+  for (std::size_t s = 0; s < a.loss.size(); ++s) EXPECT_NEAR(b.loss[s], a.loss[s], 1e-5) << "step " << s;
+
+  r = testing::run_command(python + " " + script + " resnet20 --out " + (dir / "resnet20.pt").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto module = workloads::load_torchscript_model((dir / "resnet20.pt").string(), {3, 32, 32}, "cross_entropy", 10);
+  const auto data = random_images(8, 3, 1);
+  const auto exported = workloads::make_torchscript_workload(module, "cross_entropy", data, 4, "iid", 7, 0, 1);
+  const auto builtin = workloads::make_resnet20_workload(data, 4, "iid", 7, 0, 1);
+  EXPECT_EQ(exported->parameter_names(), builtin->parameter_names());
+  EXPECT_EQ(exported->ready_order(), builtin->ready_order());
+  EXPECT_EQ(exported->backward_stages().size(), builtin->backward_stages().size());
+  fs::remove_all(dir);
+}
+
+
 // The TorchScript ResNet-20 (saved and loaded) has resnet20_real's 59 parameters under the
 // same names in the same order, and autograd makes their gradients ready in the same
 // order; its stages (one per parameter-owning module, from the names) are resnet20_real's
