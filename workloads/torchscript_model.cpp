@@ -16,6 +16,7 @@
 #include <fmt/ranges.h>
 
 #include "config/json_input.hpp"
+#include "workloads/image32_entry.hpp"
 #include "workloads/workload_registry.hpp"
 
 namespace dtsim::workloads {
@@ -244,14 +245,7 @@ void to_json(const WorkloadSpec& spec, nlohmann::json& out) {
 
 std::shared_ptr<const WorkloadData> load(const WorkloadSpec& spec, std::uint64_t seed) {
   auto data = std::make_shared<TorchScriptData>();
-  data->dataset = on_device(load_data_source(workload_data(spec), seed), spec.device,
-                            [](const LabelledData& from, LabelledData& to, at::Device device) {
-                              to = from;
-                              to.train_x = from.train_x.to(device);
-                              to.train_y = from.train_y.to(device);
-                              to.test_x = from.test_x.defined() ? from.test_x.to(device) : at::Tensor();
-                              to.test_y = from.test_y.defined() ? from.test_y.to(device) : at::Tensor();
-                            });
+  data->dataset = load_image_dataset(spec, seed);
   data->module = load_torchscript_model(spec.script.model_file, spec.script.input_shape, spec.script.loss,
                                         data->dataset->classes);
   return data;

@@ -17,6 +17,7 @@ const WorkloadEntry& resnet50_entry();             // shape_models.cpp
 const WorkloadEntry& bert_base_entry();            // shape_models.cpp
 const WorkloadEntry& gpt2_small_entry();           // shape_models.cpp
 const WorkloadEntry& resnet20_real_entry();        // resnet20_model.cpp
+const WorkloadEntry& vgg11_real_entry();           // vgg11_model.cpp
 const WorkloadEntry& torchscript_entry();          // torchscript_model.cpp
 
 std::span<const WorkloadEntry* const> workload_entries() {
@@ -24,7 +25,7 @@ std::span<const WorkloadEntry* const> workload_entries() {
                                                        &cnn_entry(),                 &resnet20_entry(),
                                                        &resnet50_entry(),            &bert_base_entry(),
                                                        &gpt2_small_entry(),          &resnet20_real_entry(),
-                                                       &torchscript_entry()};
+                                                       &vgg11_real_entry(),          &torchscript_entry()};
   return table;
 }
 
