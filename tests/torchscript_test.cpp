@@ -164,6 +164,38 @@ TEST(TorchScript, ScriptExportedMlpFixtureHasTheBuiltInsWeightsAndLosses) {
   fs::remove_all(dir);
 }
 
+// `dtsim init-params` writes the scenario's initial parameters (here the built-in mlp's for
+// 1 x 4 x 4 images at seed 5) as a dict that LibTorch's pickle_load (and torch.load) reads
+// back: the names and values of LayerNet's initial_parameters. A scenario that is not
+// there is bad input: exit 2, one line.
+TEST(TorchScript, InitParamsWritesTheInitialParameters) {
+  const auto dir = testing::fresh_dir("torchscript-init-params");
+  const auto images = write_images(dir / "images.pt", 40, {1, 4, 4});
+  testing::write_file(dir / "s.json",
+                      scenario({{"type", "mlp"}, {"tensors_file", images.string()}}, algorithm("parallel_sgd")).dump());
+  const auto out = dir / "init.pt";
+  auto r = testing::run_command(std::string(DTSIM_BINARY) + " init-params " + (dir / "s.json").string() + " --out " +
+                                out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto bytes = testing::read_file(out);
+  const auto dict = torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict();
+  const auto builtin = workloads::LayerNet::make("mlp", {1, 4, 4}, 10);
+  const auto names = builtin.parameter_names();
+  const auto values = builtin.initial_parameters(5);
+  ASSERT_EQ(dict.size(), names.size());
+  std::size_t i = 0;
+  for (const auto& item : dict) {  // insertion order
+    EXPECT_EQ(item.key().toStringRef(), names[i]);
+    EXPECT_TRUE(at::equal(item.value().toTensor(), values[i])) << names[i];
+    ++i;
+  }
+  r = testing::run_command(std::string(DTSIM_BINARY) + " init-params " + (dir / "absent.json").string() + " --out " +
+                           out.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  fs::remove_all(dir);
+}
+
 // The Python interpreter with torch (Debian's python3-torch), or "" where there is none
 // (CI: these cases skip).
 std::string python_with_torch() {
