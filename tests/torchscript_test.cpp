@@ -118,6 +118,31 @@ std::shared_ptr<const workloads::LabelledData> random_images(std::int64_t n, std
   return data;
 }
 
+// The op-based estimate of a ResNet-20 against resnet20_real's table (shape_models.hpp): a
+// conv layer's FLOPs are 2 x weights x output pixels in both, exactly; fc's table FLOPs
+// also count one addition per bias element, which the estimate leaves out; BatchNorm
+// layers cost nothing in the estimate.
+void expect_resnet20_estimate(const workloads::ModuleWorkload& script, const workloads::ModuleWorkload& builtin) {
+  const auto& a = script.cost_table();
+  const auto& b = builtin.cost_table();
+  ASSERT_EQ(a.size(), b.size());
+  int convs = 0;
+  for (std::size_t l = 0; l < a.size(); ++l) {
+    ASSERT_EQ(a[l].name, b[l].name);
+    if (a[l].name.find("conv") != std::string::npos) {
+      EXPECT_DOUBLE_EQ(a[l].flops, b[l].flops) << a[l].name;
+      EXPECT_DOUBLE_EQ(a[l].fixed_bytes, b[l].fixed_bytes) << a[l].name;
+      EXPECT_GT(a[l].flops, 0.0) << a[l].name;
+      ++convs;
+    } else if (a[l].name == "fc") {
+      EXPECT_DOUBLE_EQ(a[l].flops, b[l].flops - 10) << a[l].name;
+    } else {
+      EXPECT_EQ(a[l].flops, 0.0) << a[l].name;
+    }
+  }
+  EXPECT_EQ(convs, 19);
+}
+
 // A torch.save-format file of `n` random images of `shape` with labels i % 10.
 fs::path write_images(const fs::path& file, std::int64_t n, std::vector<std::int64_t> shape) {
   shape.insert(shape.begin(), n);
@@ -236,6 +261,7 @@ TEST(TorchScript, ExportScriptMatchesTheBuiltIns) {
   EXPECT_EQ(exported->parameter_names(), builtin->parameter_names());
   EXPECT_EQ(exported->ready_order(), builtin->ready_order());
   EXPECT_EQ(exported->backward_stages().size(), builtin->backward_stages().size());
+  expect_resnet20_estimate(*exported, *builtin);
   fs::remove_all(dir);
 }
 
@@ -243,8 +269,8 @@ TEST(TorchScript, ExportScriptMatchesTheBuiltIns) {
 // The TorchScript ResNet-20 (saved and loaded) has resnet20_real's 59 parameters under the
 // same names in the same order, and autograd makes their gradients ready in the same
 // order; its stages (one per parameter-owning module, from the names) are resnet20_real's
-// 39 (19 convs, 19 BatchNorms, fc). Every rank's module is its own copy: a rank's step
-// moves its BatchNorm statistics only.
+// 39 (19 convs, 19 BatchNorms, fc), and the estimated conv FLOPs are the table's. Every
+// rank's module is its own copy: a rank's step moves its BatchNorm statistics only.
 TEST(TorchScript, ResNet20GradientsBecomeReadyInResnet20RealsOrder) {
   const auto dir = testing::fresh_dir("torchscript-resnet20");
   const auto file = dir / "resnet20.pt";
@@ -263,6 +289,7 @@ TEST(TorchScript, ResNet20GradientsBecomeReadyInResnet20RealsOrder) {
   for (std::size_t k = 0; k < a.size(); ++k) EXPECT_EQ(a[k].params, b[k].params) << k;
   EXPECT_EQ(script->cost_source(), "estimated from ops");
   EXPECT_EQ(builtin->cost_source(), "table");
+  expect_resnet20_estimate(*script, *builtin);
 
   // Own copies: the same initial values, other tensors; a training step on rank 0 moves
   // its BatchNorm statistics, not rank 1's.

@@ -25,10 +25,6 @@ at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& labels) {
   return at::nll_loss(at::log_softmax(logits, 1), labels);
 }
 
-}  // namespace
-
-namespace {
-
 class NnModule final : public TrainableModule {
  public:
   explicit NnModule(torch::nn::AnyModule module) : module_(std::move(module)) {}

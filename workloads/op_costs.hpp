@@ -4,12 +4,14 @@
 //
 // While an OpRecorder lives, every outermost call on this thread of aten::conv2d,
 // aten::convolution, aten::_convolution, aten::linear, aten::addmm, aten::mm,
-// aten::matmul or aten::bmm is recorded with its input and output shapes (ATen's
-// RecordFunction callbacks; an op these call internally, such as linear's addmm, is not
-// counted again). Its FLOPs are 2 x multiply-adds: output elements x the length of the
-// dot product each is (conv: the weight's elements per output channel, C/groups x kh x kw;
-// transposed conv: input elements x the weight's elements per input channel; linear: the
-// weight's in-features; addmm, mm, matmul, bmm: the first matrix's last dimension). Bytes,
+// aten::matmul or aten::bmm is recorded with its inputs (ATen's RecordFunction callbacks;
+// an op these call internally, such as linear's addmm, is not counted again); its output's
+// size follows from the inputs' shapes and the conv's stride, padding and dilation (the JIT
+// interpreter's boxed calls hand RecordFunction no outputs). Its FLOPs are 2 x
+// multiply-adds: output elements x the length of the dot product each is (conv: the
+// weight's elements per output channel, C/groups x kh x kw; transposed conv: input elements
+// x the weight's elements per input channel; linear: the weight's in-features; addmm, mm,
+// matmul, bmm: the first matrix's last dimension, batch dimensions broadcast). Bytes,
 // as the shape models count them: the tensors it reads plus the one it writes, the inputs
 // that are parameters once per batch, the other inputs and the output per sample. Every
 // other operation (BatchNorm, ReLU, pooling, element-wise arithmetic) costs nothing in the
