@@ -237,7 +237,7 @@ TEST(TorchScript, ExportScriptMatchesTheBuiltIns) {
   if (python.empty()) GTEST_SKIP() << "no python3 with torch (python3-torch) here";
   const auto dir = testing::fresh_dir("torchscript-export");
   const auto script = (fs::path(DTSIM_SOURCE_DIR) / "scripts" / "export_model.py").string();
-  const auto mlp = scenario(fashion_workload("mlp"), algorithm("parallel_sgd"), 4, 20);
+  const auto mlp = scenario(fashion_workload("mlp"), algorithm("parallel_sgd"), 4, 10);
   testing::write_file(dir / "mlp.json", mlp.dump());
   auto r = testing::run_command(std::string(DTSIM_BINARY) + " init-params " + (dir / "mlp.json").string() + " --out " +
                                 (dir / "init.pt").string());
@@ -249,7 +249,7 @@ TEST(TorchScript, ExportScriptMatchesTheBuiltIns) {
   w["model_file"] = (dir / "mlp.pt").string();
   w["input_shape"] = {1, 28, 28};
   const auto a = runner::run_emulated(runner::parse_scenario(mlp));
-  const auto b = runner::run_emulated(runner::parse_scenario(scenario(w, algorithm("parallel_sgd"), 4, 20)));
+  const auto b = runner::run_emulated(runner::parse_scenario(scenario(w, algorithm("parallel_sgd"), 4, 10)));
   for (std::size_t s = 0; s < a.loss.size(); ++s) EXPECT_NEAR(b.loss[s], a.loss[s], 1e-5) << "step " << s;
 
   r = testing::run_command(python + " " + script + " resnet20 --out " + (dir / "resnet20.pt").string());

@@ -1,6 +1,7 @@
 // RecordFunction::inputs() is read here: its header's debug-only validity check must be
 // off, whatever the build, since Debian's LibTorch (as PyTorch's) is built with NDEBUG and
 // never marks the inputs valid, so the check would refuse every call in a debug build.
+// (The file skips the precompiled ATen header, which would include the header first.)
 #ifndef NDEBUG
 #define NDEBUG
 #endif
@@ -12,11 +13,11 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include <ATen/ExpandUtils.h>
 #include <ATen/core/function_schema.h>
-#include <stdexcept>
 
 namespace dtsim::workloads {
 
