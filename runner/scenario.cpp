@@ -120,11 +120,12 @@ void resolve_file_fields(json& doc, const std::filesystem::path& dir) {
       if (!n.contains(key) && model.contains(key)) n[key] = model[key];
     n.erase("calibrated");
   }
-  // A relative data path (/workload/libsvm_file, /workload/data_dir: every data source's
-  // path fields) is relative to the scenario file's directory.
+  // A relative data or model path (/workload/libsvm_file, /workload/data_dir,
+  // /workload/model_file: every data source's and workload type's path fields) is
+  // relative to the scenario file's directory.
   if (doc.is_object() && doc.contains("workload") && doc["workload"].is_object()) {
     auto& w = doc["workload"];
-    for (const auto& key : workloads::data_path_fields())
+    for (const auto& key : workloads::path_fields())
       if (w.contains(key) && w[key].is_string()) {
         const std::filesystem::path data = w[key].get<std::string>();
         if (!data.empty() && data.is_relative()) w[key] = (dir / data).lexically_normal().string();

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs dtsim's build and run dependencies from Debian's packages, only those missing.
 # Idempotent: a second run installs nothing. Needs root (or sudo) when something is missing.
+# --with-python-torch also installs python3-torch (PyTorch 1.13 for Python), which only
+# scripts/export_model.py needs: the build and CI do without it (the tests that run the
+# script skip).
 set -euo pipefail
 
 packages=(
@@ -11,6 +14,13 @@ packages=(
   zlib1g-dev dataset-fashion-mnist    # Fashion-MNIST IDX files (gzip) for the mlp and cnn workloads
   libopenblas0-serial                 # LibTorch's BLAS: OpenBLAS instead of the reference BLAS (17x faster GEMM)
 )
+
+for arg in "$@"; do
+  case "$arg" in
+    --with-python-torch) packages+=(python3-torch) ;;
+    *) echo "install-deps: unknown option $arg (expected --with-python-torch)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,12 +1,20 @@
 // Live over Gloo versus emulated: 4 processes of `dtsim live` on localhost and one
 // emulated run of the same scenario end 20 steps with the same parameters on every
-// rank (to 1e-5) and count the same bytes per step.
+// rank (to 1e-5) and count the same bytes per step; logistic regression under every
+// algorithm, and the script-exported TorchScript MLP (workload torchscript) under parallel
+// SGD.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <map>
 #include <vector>
+
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include <ATen/CPUGeneratorImpl.h>
 
 #include "comm/live_env.hpp"
 #include "test_util.hpp"
@@ -115,11 +123,34 @@ json ddp_algorithm(const std::string& name) {
   return a;
 }
 
+// The TorchScript MLP: scripts/export_model.py's export of the built-in mlp for 1 x 4 x 4
+// images (tests/data/mlp_4x4_seed5.pt, 16-256-128-10) on 64 random images, both files
+// copied next to the scenario and named relative to it.
+constexpr const char* kTorchScriptMlp = "torchscript_mlp";
+
+void write_torchscript_files(const std::filesystem::path& dir) {
+  std::filesystem::copy_file(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "data" / "mlp_4x4_seed5.pt",
+                             dir / "mlp.pt");
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+  dict.insert("x", at::randn({64, 1, 4, 4}, at::detail::createCPUGenerator(3)));
+  dict.insert("y", at::arange(64, at::kLong).remainder(10));
+  const auto bytes = torch::jit::pickle_save(dict);
+  std::ofstream(dir / "images.pt", std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
 json scenario(const std::string& variant) {
   if (json a = ddp_algorithm(variant); !a.is_null()) {
     json doc = scenario("centralized");
     doc["name"] = "live-" + variant;
     doc["algorithm"] = a;
+    return doc;
+  }
+  if (variant == kTorchScriptMlp) {
+    json doc = scenario("centralized");
+    doc["name"] = "live-" + variant;
+    doc["workload"] = {{"type", "torchscript"}, {"model_file", "mlp.pt"}, {"input_shape", {1, 4, 4}},
+                       {"tensors_file", "images.pt"}, {"batch_size", 8}};
+    doc["algorithm"]["lr"] = 0.05;
     return doc;
   }
   if (json a = distopt_algorithm(variant); !a.is_null()) {
@@ -163,6 +194,7 @@ TEST_P(LiveVersusEmulated, SameParametersAndBytes) {
   auto dir = testing::fresh_dir("live-" + variant);
   const auto file = dir / "s.json";
   testing::write_file(file, scenario(variant).dump());
+  if (variant == kTorchScriptMlp) write_torchscript_files(dir);
   const std::string bin = DTSIM_BINARY;
 
   auto emulated = testing::run_command(bin + " run --quiet " + file.string() + " --out " + (dir / "emu").string() +
@@ -212,6 +244,8 @@ TEST_P(LiveVersusEmulated, SameParametersAndBytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gloo, LiveVersusEmulated, ::testing::Values("centralized", "decentralized"));
+// Bring your own model: autograd through a TorchScript module on every live rank.
+INSTANTIATE_TEST_SUITE_P(TorchScript, LiveVersusEmulated, ::testing::Values(kTorchScriptMlp));
 INSTANTIATE_TEST_SUITE_P(CentralizedLocal, LiveVersusEmulated,
                          ::testing::Values("sparsified_top_k", "sparsified_qsgd", "sparsified_one_bit",
                                            "sparsified_warmup_clipped", "sign_sgd", "ef_sign_sgd", "local_sgd",

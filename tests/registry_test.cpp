@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include "algorithms/lr_schedule.hpp"
@@ -380,6 +381,15 @@ TEST(Registry, EveryFieldOfEveryWorkloadTypeAndDataSourceIsEchoedAndSweepable) {
     const auto bytes = torch::jit::pickle_save(dict);
     std::ofstream(tensors, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }
+  // A TorchScript model for any input shape: the mean of a sample times 10 weights.
+  const auto model = (dir / "any_shape.pt").string();
+  {
+    torch::jit::Module m("dtsim_registry_test.AnyShape");
+    m.register_attribute("training", c10::BoolType::get(), true);
+    m.register_parameter("w", at::ones({1, 10}).requires_grad_(), false);
+    m.define("def forward(self, x):\n    return torch.matmul(torch.mean(torch.flatten(x, 1), 1, True), self.w)\n");
+    m.save(model);
+  }
   for (const auto* e : workloads::workload_entries()) {
     const auto data_fields = workloads::with_data_fields({}, e->data_sources);
     Names own;
@@ -402,6 +412,11 @@ TEST(Registry, EveryFieldOfEveryWorkloadTypeAndDataSourceIsEchoedAndSweepable) {
       if (source == "libsvm") workload["libsvm_file"] = libsvm;
       if (source == "cifar10") workload["data_dir"] = dir.string();  // read when the run loads it
       if (source == "tensors") workload["tensors_file"] = tensors;
+      if (e->name == "torchscript") {
+        workload["model_file"] = model;
+        workload["input_shape"] = source == "fashion_mnist" ? json{1, 28, 28} : source == "cifar10" ? json{3, 32, 32}
+                                                                                                    : json{1, 32, 32};
+      }
       const json base = scenario_with(workload, minimal_algorithm("parallel_sgd"));
       const json echoed = runner::parse_scenario(base).to_json();
       Names keys;

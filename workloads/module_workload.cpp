@@ -15,6 +15,7 @@
 
 #include "workloads/augment.hpp"
 #include "workloads/fashion_mnist.hpp"
+#include "workloads/op_costs.hpp"
 
 namespace dtsim::workloads {
 
@@ -24,63 +25,117 @@ at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& labels) {
   return at::nll_loss(at::log_softmax(logits, 1), labels);
 }
 
+class NnModule final : public TrainableModule {
+ public:
+  explicit NnModule(torch::nn::AnyModule module) : module_(std::move(module)) {}
+  std::vector<std::pair<std::string, at::Tensor>> named_parameters() const override {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (const auto& p : module_.ptr()->named_parameters(/*recurse=*/true)) out.emplace_back(p.key(), p.value());
+    return out;
+  }
+  std::vector<at::Tensor> buffers() const override { return module_.ptr()->buffers(); }
+  at::Tensor forward(const at::Tensor& x) override { return module_.forward<at::Tensor>(x); }
+  void train(bool on) override { module_.ptr()->train(on); }
+  void to(at::Device device) override { module_.ptr()->to(device); }
+  const torch::nn::Module* nn_module() const override { return module_.ptr().get(); }
+
+ private:
+  torch::nn::AnyModule module_;
+};
+
 }  // namespace
+
+std::pair<at::Tensor, at::Tensor> TrainableModule::forward_loss(const at::Tensor&, const at::Tensor&) {
+  throw std::logic_error("TrainableModule: this module has no loss of its own");
+}
+
+std::unique_ptr<TrainableModule> trainable(torch::nn::AnyModule module) {
+  return std::make_unique<NnModule>(std::move(module));
+}
 
 ModuleWorkload::ModuleWorkload(ModuleModel model, std::shared_ptr<const LabelledData> data, std::int64_t batch_size,
                                const std::string& partition, std::uint64_t seed, int rank, int ranks)
-    : module_(std::move(model.module)),
+    : module_(model.other ? std::move(model.other) : std::shared_ptr<TrainableModule>(trainable(std::move(model.module)))),
+      loss_kind_(model.loss),
+      layers_(std::move(model.layers)),
+      cost_source_(layers_.empty() ? "estimated from ops" : "table"),
       data_(std::move(data)),
       gen_(at::detail::createCPUGenerator(seed * 1000003ULL + 7919ULL * static_cast<std::uint64_t>(rank + 1))) {
   if (batch_size < 1) throw std::invalid_argument(fmt::format("/workload/batch_size: expected >= 1, got {}", batch_size));
-  for (const auto& p : module_.ptr()->named_parameters(/*recurse=*/true)) {
-    names_.push_back(p.key());
-    initial_.push_back(p.value().detach().clone());
+  for (const auto& [name, value] : module_->named_parameters()) {
+    names_.push_back(name);
+    initial_.push_back(value.detach().clone());
   }
-  module_.ptr()->to(data_->train_x.device());
-  for (const auto& p : module_.ptr()->parameters(/*recurse=*/true)) module_params_.push_back(p);
+  if (names_.empty()) throw std::invalid_argument("ModuleWorkload: the module has no parameters");
+  module_->to(data_->train_x.device());
+  for (const auto& p : module_->named_parameters()) module_params_.push_back(p.second);
   // Sample indices stay on the CPU (drawn from CPU generators); a batch's indices go to
   // the data's device when it is gathered.
   shard_ = partition_indices(data_->train_y.to(at::kCPU), partition, seed, rank, ranks);
   batch_ = std::min(batch_size, shard_.numel());
-  record_ready_order({data_->train_x.sizes().begin() + 1, data_->train_x.sizes().end()});
-  build_stages(model.layers);
+  probe({data_->train_x.sizes().begin() + 1, data_->train_x.sizes().end()}, layers_.empty());
+  build_stages();
 }
 
-void ModuleWorkload::record_ready_order(const std::vector<std::int64_t>& sample_shape) {
-  torch::AutoGradMode grad_mode(true);
-  auto& module = *module_.ptr();
-  std::vector<at::Tensor> buffers;
-  for (const auto& b : module.buffers()) buffers.push_back(b.clone());
-  std::vector<unsigned> hooks;
-  for (std::size_t i = 0; i < module_params_.size(); ++i)
-    hooks.push_back(module_params_[i].register_hook([this, i](const at::Tensor&) { ready_order_.push_back(i); }));
+const torch::nn::Module& ModuleWorkload::module() const {
+  const auto* m = module_->nn_module();
+  if (!m) throw std::logic_error("ModuleWorkload::module(): not a torch::nn module (see trainable_module())");
+  return *m;
+}
 
-  std::vector<std::int64_t> probe_shape{2};
+std::pair<at::Tensor, at::Tensor> ModuleWorkload::loss_of(const at::Tensor& x, const at::Tensor& y) const {
+  if (loss_kind_ == ModuleModel::Loss::module) return module_->forward_loss(x, y);
+  auto logits = module_->forward(x);
+  return {cross_entropy(logits, y), logits};
+}
+
+void ModuleWorkload::probe(const std::vector<std::int64_t>& sample_shape, bool estimate) {
+  torch::AutoGradMode grad_mode(true);
+  std::vector<at::Tensor> buffers;
+  for (const auto& b : module_->buffers()) buffers.push_back(b.clone());
+  std::vector<unsigned> hooks;
+  for (std::size_t i = 0; i < module_params_.size(); ++i) {
+    if (!module_params_[i].requires_grad())
+      throw std::invalid_argument(fmt::format("ModuleWorkload: parameter {} does not require a gradient", names_[i]));
+    hooks.push_back(module_params_[i].register_hook([this, i](const at::Tensor&) { ready_order_.push_back(i); }));
+  }
+
+  constexpr std::int64_t kProbe = 2;
+  std::vector<std::int64_t> probe_shape{kProbe};
   probe_shape.insert(probe_shape.end(), sample_shape.begin(), sample_shape.end());
   auto gen = at::detail::createCPUGenerator(0x5eedULL);
   const auto device = data_->train_x.device();
   const auto x = at::randn(probe_shape, gen, at::kFloat).to(device);
-  const auto y = at::zeros({2}, at::TensorOptions(at::kLong).device(device));
-  module.train();
-  cross_entropy(module_.forward<at::Tensor>(x), y).backward();
+  const auto y = at::zeros({kProbe}, at::TensorOptions(at::kLong).device(device));
+  module_->train(true);
+  at::Tensor loss;
+  if (estimate) {
+    OpRecorder recorder;
+    loss = loss_of(x, y).first;
+    layers_ = estimate_cost_table(recorder.take(), module_->named_parameters(), kProbe);
+  } else {
+    loss = loss_of(x, y).first;
+  }
+  loss.backward();
 
   for (std::size_t i = 0; i < module_params_.size(); ++i) {
     module_params_[i].remove_hook(hooks[i]);
     module_params_[i].mutable_grad().reset();
   }
   torch::NoGradGuard no_grad;
-  const auto now = module.buffers();
+  const auto now = module_->buffers();
   for (std::size_t i = 0; i < buffers.size(); ++i) now[i].copy_(buffers[i]);
 
   auto sorted = ready_order_;
   std::sort(sorted.begin(), sorted.end());
   if (sorted.size() != module_params_.size() || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-    throw std::logic_error(fmt::format("ModuleWorkload: autograd made {} gradients ready for {} parameters (a parameter "
-                                       "the loss does not depend on, or one used twice?)",
-                                       ready_order_.size(), module_params_.size()));
+    throw std::invalid_argument(fmt::format("ModuleWorkload: autograd made {} gradients ready for {} parameters (a "
+                                            "parameter the loss does not depend on, or one used twice?)",
+                                            ready_order_.size(), module_params_.size()));
 }
 
-void ModuleWorkload::build_stages(const std::vector<ShapeLayer>& layers) {
+void ModuleWorkload::build_stages() {
+  const auto& layers = layers_;
   // Each parameter's layer in the cost table, its shape checked.
   std::map<std::string, std::size_t> layer_of_name;
   for (std::size_t l = 0; l < layers.size(); ++l)
@@ -132,7 +187,7 @@ at::ScalarType ModuleWorkload::load_parameters(const std::vector<at::Tensor>& pa
     // In place (set_data), so module_params_ stay the module's; floating buffers only
     // (Module::to would make BatchNorm's batch count a double too).
     for (auto& p : module_params_) p.set_data(p.to(dtype));
-    for (auto& b : module_.ptr()->buffers())
+    for (auto& b : module_->buffers())
       if (at::isFloatingType(b.scalar_type())) b.set_data(b.to(dtype));
   }
   for (std::size_t i = 0; i < params.size(); ++i) module_params_[i].copy_(params[i]);
@@ -152,8 +207,8 @@ double ModuleWorkload::forward(const std::vector<at::Tensor>& params) {
   loss_ = at::Tensor();
   const auto dtype = load_parameters(params);
   torch::AutoGradMode grad_mode(true);
-  module_.ptr()->train();
-  loss_ = cross_entropy(module_.forward<at::Tensor>(x.to(dtype)), data_->train_y.index_select(0, idx));
+  module_->train(true);
+  loss_ = loss_of(x.to(dtype), data_->train_y.index_select(0, idx)).first;
   return loss_.item<double>();
 }
 
@@ -202,7 +257,7 @@ Evaluation ModuleWorkload::evaluate_on(const std::vector<at::Tensor>& params, co
   if (loss_.defined()) throw std::logic_error("ModuleWorkload: evaluation between a forward and its backward");
   const auto dtype = load_parameters(params);
   torch::NoGradGuard no_grad;
-  module_.ptr()->eval();
+  module_->train(false);
   constexpr std::int64_t kChunk = 2000;
   const std::int64_t n = x.size(0);
   double loss = 0.0;
@@ -210,11 +265,20 @@ Evaluation ModuleWorkload::evaluate_on(const std::vector<at::Tensor>& params, co
   for (std::int64_t begin = 0; begin < n; begin += kChunk) {
     const std::int64_t len = std::min(kChunk, n - begin);
     const auto yb = y.narrow(0, begin, len);
-    const auto z = module_.forward<at::Tensor>(x.narrow(0, begin, len).to(dtype));
-    loss += at::nll_loss(at::log_softmax(z, 1), yb, {}, at::Reduction::Sum).item<double>();
-    correct += z.argmax(1).eq(yb).sum().item<std::int64_t>();
+    const auto xb = x.narrow(0, begin, len).to(dtype);
+    at::Tensor z;
+    if (loss_kind_ == ModuleModel::Loss::cross_entropy) {
+      z = module_->forward(xb);
+      loss += at::nll_loss(at::log_softmax(z, 1), yb, {}, at::Reduction::Sum).item<double>();
+    } else {
+      const auto [mean_loss, logits] = module_->forward_loss(xb, yb);
+      loss += mean_loss.item<double>() * static_cast<double>(len);
+      z = logits;
+    }
+    // A module that computes its own loss and returns no logits has no accuracy (0).
+    if (z.defined()) correct += z.argmax(1).eq(yb).sum().item<std::int64_t>();
   }
-  module_.ptr()->train();
+  module_->train(true);
   Evaluation e;
   if (n > 0) {
     e.loss = loss / static_cast<double>(n);

@@ -1,6 +1,8 @@
-// workloads::ModuleWorkload: a Workload over a torch::nn module that maps a batch of
-// samples to logits, trained with softmax cross-entropy under autograd (the built-in
-// image models, image_models.hpp, write their backward by hand instead).
+// workloads::ModuleWorkload: a Workload over a module that maps a batch of samples to
+// logits, trained with softmax cross-entropy under autograd (the built-in image models,
+// image_models.hpp, write their backward by hand instead). The module is a torch::nn
+// module (resnet20_model.hpp) or a TorchScript one (torchscript_model.hpp), seen through
+// TrainableModule; a TorchScript module may instead compute its own loss (Loss::module).
 //
 // Parameters and gradients: the algorithm owns the parameter tensors. forward(params)
 // copies them into the module's parameters (under NoGradGuard, so the copy is no part of
@@ -18,7 +20,9 @@
 // Costs: the cost table is shape_models.hpp's ShapeLayer list (forward FLOPs and bytes per
 // sample and weight bytes per batch, per parametrised layer, each naming its tensors); a
 // stage costs twice its layer's forward (as the shape models do). Every parameter of the
-// module must be in the table, with its shape.
+// module must be in the table, with its shape. Without a table (a TorchScript module) the
+// probe forward also records the module's matrix products and convolutions and the table
+// is estimated from them (op_costs.hpp): cost_source() says which.
 //
 // The module computes in the dtype of the parameters it is given (it converts itself and
 // the inputs), so tests can check gradients in double precision.
@@ -34,6 +38,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "workloads/labelled_data.hpp"
@@ -42,12 +47,40 @@
 
 namespace dtsim::workloads {
 
+// The module as the workload uses it: its own parameter and buffer tensors (which the
+// workload overwrites in place), its forward, its mode and device.
+class TrainableModule {
+ public:
+  virtual ~TrainableModule() = default;
+  // Recursively, in registration order ("layer1.0.conv1.weight").
+  virtual std::vector<std::pair<std::string, at::Tensor>> named_parameters() const = 0;
+  virtual std::vector<at::Tensor> buffers() const = 0;
+  // Logits [B, classes] of a batch x [B, ...].
+  virtual at::Tensor forward(const at::Tensor& x) = 0;
+  // The module's own mean loss of (x, y), and its logits where it returns them (else an
+  // undefined tensor): Loss::module only.
+  virtual std::pair<at::Tensor, at::Tensor> forward_loss(const at::Tensor& x, const at::Tensor& y);
+  virtual void train(bool on) = 0;
+  virtual void to(at::Device device) = 0;
+  // The torch::nn module underneath, or null.
+  virtual const torch::nn::Module* nn_module() const { return nullptr; }
+};
+
+// A torch::nn module behind the interface.
+std::unique_ptr<TrainableModule> trainable(torch::nn::AnyModule module);
+
 struct ModuleModel {
   // forward(x [B, ...]) -> logits [B, classes]; its parameters already initialised (the
-  // initial parameters of every rank), on the CPU.
+  // initial parameters of every rank), on the CPU. Empty when `other` is set.
   torch::nn::AnyModule module;
   // The cost table: the parametrised layers in forward order, their tensors by name.
+  // Empty: estimated from the probe forward's operations.
   std::vector<ShapeLayer> layers;
+  // Any other module (a TorchScript one), used instead of `module` when set.
+  std::shared_ptr<TrainableModule> other;
+  // Loss::cross_entropy: softmax cross-entropy on forward(x); Loss::module: the module's
+  // forward(x, y) is the loss.
+  enum class Loss { cross_entropy, module } loss = Loss::cross_entropy;
 };
 
 class ModuleWorkload final : public Workload {
@@ -76,18 +109,30 @@ class ModuleWorkload final : public Workload {
   // Parameter indices in the order the probe saw autograd make their gradients ready.
   const std::vector<std::size_t>& ready_order() const { return ready_order_; }
   // The rank's module (its parameters as of the last forward or evaluation, its buffers).
-  const torch::nn::Module& module() const { return *module_.ptr(); }
+  const TrainableModule& trainable_module() const { return *module_; }
+  // The same, for a torch::nn module (std::logic_error otherwise).
+  const torch::nn::Module& module() const;
+  // "table" (the model's ShapeLayers) or "estimated from ops".
+  const std::string& cost_source() const { return cost_source_; }
+  // The cost table the stages were cut from (the model's, or the estimate).
+  const std::vector<ShapeLayer>& cost_table() const { return layers_; }
 
  private:
   // Copies `params` into the module, first converting the module to their dtype; returns it.
   at::ScalarType load_parameters(const std::vector<at::Tensor>& params) const;
-  void record_ready_order(const std::vector<std::int64_t>& sample_shape);
-  void build_stages(const std::vector<ShapeLayer>& layers);
+  // The probe: records the ready order, and the estimated cost table when `estimate`.
+  void probe(const std::vector<std::int64_t>& sample_shape, bool estimate);
+  void build_stages();
+  // The mean loss of a batch and, where there are any, its logits.
+  std::pair<at::Tensor, at::Tensor> loss_of(const at::Tensor& x, const at::Tensor& y) const;
   Evaluation evaluate_on(const std::vector<at::Tensor>& params, const at::Tensor& x, const at::Tensor& y) const;
 
-  // Evaluation loads the parameters it is given into the module (a cache of them: the
-  // next forward loads its own) and toggles eval mode, hence mutable.
-  mutable torch::nn::AnyModule module_;
+  // Evaluation (const) loads the parameters it is given into the module (a cache of them:
+  // the next forward loads its own) and toggles eval mode: the module is held by pointer.
+  std::shared_ptr<TrainableModule> module_;
+  ModuleModel::Loss loss_kind_;
+  std::vector<ShapeLayer> layers_;
+  std::string cost_source_;
   std::vector<at::Tensor> module_params_;  // the module's parameters, in names_ order
   std::vector<std::string> names_;
   std::vector<at::Tensor> initial_;  // on the CPU

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "workloads/image32_entry.hpp"
 #include "workloads/workload_registry.hpp"
 
 namespace dtsim::workloads {
@@ -138,78 +139,16 @@ std::unique_ptr<ModuleWorkload> make_resnet20_workload(std::shared_ptr<const Lab
 
 namespace {
 
-struct ResNet20Data : WorkloadData {
-  std::shared_ptr<const LabelledData> dataset;
-};
-
-// Only 32 x 32 images: the network's strides and the cost table assume them. Fashion-MNIST
-// is padded to 32 unless the scenario asks for 28, which is refused.
-void parse(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext&) {
-  spec.batch_size = w.integer("batch_size", spec.batch_size, 1, config::kIntMax);
-  spec.partition = w.choice("partition", "iid", {"iid", "by_label"});
-  auto& data = spec.data;
-  if (data.source == "fashion_mnist" && !w.value().contains("image_size")) data.image_size = 32;
-  if (data.source == "fashion_mnist" && data.image_size != 32)
-    throw config::ScenarioError(w.where("image_size"), config::ErrorKind::inconsistent,
-                                fmt::format("expected 32 for resnet20_real (a 32 x 32 model), got {}", data.image_size));
-  const auto sample = data_source_entry(data.source).shape(data).sample;
-  if (sample.size() != 3 || sample[1] != 32 || sample[2] != 32)
-    throw config::ScenarioError(w.where(data.source == "tensors" ? "tensors_file" : "data"),
-                                config::ErrorKind::inconsistent,
-                                fmt::format("expected C x 32 x 32 images for resnet20_real, the data has samples of {}",
-                                            fmt::join(sample, " x ")));
-}
-
-void to_json(const WorkloadSpec& spec, nlohmann::json& out) {
-  out["batch_size"] = spec.batch_size;
-  out["partition"] = spec.partition;
-}
-
-std::shared_ptr<const WorkloadData> load(const WorkloadSpec& spec, std::uint64_t seed) {
-  auto data = std::make_shared<ResNet20Data>();
-  data->dataset = on_device(load_data_source(workload_data(spec), seed), spec.device,
-                            [](const LabelledData& from, LabelledData& to, at::Device device) {
-                              to = from;
-                              to.train_x = from.train_x.to(device);
-                              to.train_y = from.train_y.to(device);
-                              to.test_x = from.test_x.defined() ? from.test_x.to(device) : at::Tensor();
-                              to.test_y = from.test_y.defined() ? from.test_y.to(device) : at::Tensor();
-                            });
-  return data;
-}
-
 std::unique_ptr<Workload> make(const WorkloadSpec& spec, std::shared_ptr<const WorkloadData> data, std::uint64_t seed,
                                int rank, int ranks) {
-  return make_resnet20_workload(data_for<ResNet20Data>(data, spec.type).dataset, spec.batch_size, spec.partition, seed,
+  return make_resnet20_workload(data_for<Image32Data>(data, spec.type).dataset, spec.batch_size, spec.partition, seed,
                                 rank, ranks);
 }
 
 WorkloadFootprint footprint(const WorkloadSpec& spec, int ranks) {
-  constexpr double kFloat = 4;
-  const auto d = [](auto x) { return static_cast<double>(x); };
   const auto data = workload_data(spec);
   const auto shape = data_source_entry(data.source).shape(data);
-  WorkloadFootprint w;
-  // Activations per sample: a layer's bytes are its fp32 input and output, so bytes / 8
-  // is about the elements it writes; the widest is conv1's output.
-  double activations = d(shape.sample_elements()), widest = 16.0 * 32 * 32;
-  const auto layers = resnet20_layers(shape.sample.at(0), shape.classes);
-  for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-    activations += it->bytes / 8;
-    for (auto t = it->tensors.rbegin(); t != it->tensors.rend(); ++t) {
-      w.sizes_backward.push_back(t->numel());  // autograd's ready order has the same sizes
-      w.elements += d(t->numel());
-    }
-  }
-  const double train = d(shape.train), test = d(shape.test);
-  // fp32 images and int64 labels, the files' bytes while they are converted, and the
-  // evaluation's chunk of 2,000 images (a few of the widest activations at a time).
-  w.data_bytes = (train + test) * (d(shape.sample_elements()) * kFloat + 8) + shape.file_bytes + 2000 * 4 * widest * kFloat;
-  const double shard = std::ceil(train / std::max(1, ranks)), batch = std::min(d(spec.batch_size), shard);
-  // Shard indices; what autograd saves for a batch and its gradients (about twice the
-  // activations); the module's own parameters and .grad besides the algorithm's.
-  w.per_rank_bytes = 2 * shard * 8 + batch * activations * 2 * kFloat + 2 * w.elements * kFloat;
-  return w;
+  return image32_footprint(spec, ranks, resnet20_layers(shape.sample.at(0), shape.classes), 16.0 * 32 * 32);  // conv1's
 }
 
 }  // namespace
@@ -222,9 +161,9 @@ const WorkloadEntry& resnet20_real_entry() {
                      "data, real accuracy)",
       .fields = with_data_fields({"batch_size", "partition"}, sources),
       .data_sources = sources,
-      .parse = parse,
-      .to_json = to_json,
-      .load_data = load,
+      .parse = parse_image32,
+      .to_json = image32_json,
+      .load_data = load_image32,
       .make = make,
       .footprint = footprint};
   return entry;

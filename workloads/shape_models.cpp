@@ -36,13 +36,16 @@ struct Image {
   double numel() const { return static_cast<double>(c * h * w); }
 };
 
-// A bias-free conv (named "<name>.weight"); updates x to the output.
+// A conv named "<name>.weight", bias-free unless `bias` ("<name>.bias": one more FLOP per
+// output element, its values read once per batch); updates x to the output.
 void conv(ModelBuilder& b, const std::string& name, Image& x, std::int64_t out, std::int64_t k, std::int64_t stride,
-          std::int64_t pad) {
+          std::int64_t pad, bool bias = false) {
   const Image y{out, (x.h + 2 * pad - k) / stride + 1, (x.w + 2 * pad - k) / stride + 1};
   const double weights = static_cast<double>(x.c * out * k * k);
-  b.layer(name, {{name + ".weight", {out, x.c, k, k}}}, 2.0 * weights * static_cast<double>(y.h * y.w),
-          4.0 * (x.numel() + y.numel()), 4.0 * weights);
+  std::vector<TensorShape> tensors{{name + ".weight", {out, x.c, k, k}}};
+  if (bias) tensors.push_back({name + ".bias", {out}});
+  b.layer(name, std::move(tensors), 2.0 * weights * static_cast<double>(y.h * y.w) + (bias ? y.numel() : 0.0),
+          4.0 * (x.numel() + y.numel()), 4.0 * (weights + (bias ? static_cast<double>(out) : 0.0)));
   x = y;
 }
 
@@ -104,6 +107,35 @@ std::vector<ShapeLayer> resnet20_layers(std::int64_t in_channels, std::int64_t c
   }
   b.op(x.numel(), 4.0 * (x.numel() + static_cast<double>(x.c)));  // global average pool
   linear(b, "fc", 64, classes, 1.0);
+  return b.done();
+}
+
+std::vector<ShapeLayer> vgg11_layers(std::int64_t in_channels, std::int64_t classes) {
+  ModelBuilder b;
+  Image x{in_channels, 32, 32};
+  int index = 0;  // the module's position in `features`: conv, bn, relu, then maxpool after some
+  for (const std::int64_t width : {64, 0, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0}) {
+    if (width == 0) {  // maxpool 2x2 stride 2: 4 comparisons per output
+      const Image pooled{x.c, x.h / 2, x.w / 2};
+      b.op(4.0 * pooled.numel(), 4.0 * (x.numel() + pooled.numel()));
+      x = pooled;
+      ++index;
+      continue;
+    }
+    conv(b, fmt::format("features.{}", index), x, width, 3, 1, 1, /*bias=*/true);
+    batchnorm(b, fmt::format("features.{}", index + 1), x, true);
+    index += 3;
+  }
+  // classifier: dropout, fc 512, relu, dropout, fc 512, relu, fc; a dropout is a mask
+  // multiply (1 FLOP, 12 bytes per element).
+  const double hidden = 512;
+  b.op(x.numel(), 12.0 * x.numel());
+  linear(b, "classifier.1", x.c * x.h * x.w, 512, 1.0);
+  b.op(hidden, 8.0 * hidden);
+  b.op(hidden, 12.0 * hidden);
+  linear(b, "classifier.4", 512, 512, 1.0);
+  b.op(hidden, 8.0 * hidden);
+  linear(b, "classifier.6", 512, classes, 1.0);
   return b.done();
 }
 

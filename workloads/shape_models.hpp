@@ -74,6 +74,13 @@ ShapeModel shape_model(const std::string& model, std::int64_t sequence_length = 
 // model is 3 and 10): the cost table of the real ResNet-20 too (resnet20_model.hpp).
 std::vector<ShapeLayer> resnet20_layers(std::int64_t in_channels = 3, std::int64_t classes = 10);
 
+// VGG-11 with BatchNorm for in_channels x 32 x 32 images in `classes` classes, the CHOCO-SGD
+// reference's vgg11_bn (eight 3x3 convs with biases, each followed by BatchNorm and ReLU,
+// five 2x2 max-pools, classifier dropout - fc 512 - relu - dropout - fc 512 - relu - fc),
+// under its nn.Sequential names (features.0.weight, features.1.weight, ...,
+// classifier.6.bias): the cost table of vgg11_real (vgg11_model.hpp).
+std::vector<ShapeLayer> vgg11_layers(std::int64_t in_channels = 3, std::int64_t classes = 10);
+
 // The model's tensors (name, shape) in backward order (the reverse of forward order).
 std::vector<TensorShape> shape_model_tensors(const std::string& model);
 

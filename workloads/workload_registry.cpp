@@ -1,5 +1,6 @@
 #include "workloads/workload_registry.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -16,12 +17,15 @@ const WorkloadEntry& resnet50_entry();             // shape_models.cpp
 const WorkloadEntry& bert_base_entry();            // shape_models.cpp
 const WorkloadEntry& gpt2_small_entry();           // shape_models.cpp
 const WorkloadEntry& resnet20_real_entry();        // resnet20_model.cpp
+const WorkloadEntry& vgg11_real_entry();           // vgg11_model.cpp
+const WorkloadEntry& torchscript_entry();          // torchscript_model.cpp
 
 std::span<const WorkloadEntry* const> workload_entries() {
   static const std::vector<const WorkloadEntry*> table{&logistic_regression_entry(), &mlp_entry(),
                                                        &cnn_entry(),                 &resnet20_entry(),
                                                        &resnet50_entry(),            &bert_base_entry(),
-                                                       &gpt2_small_entry(),          &resnet20_real_entry()};
+                                                       &gpt2_small_entry(),          &resnet20_real_entry(),
+                                                       &vgg11_real_entry(),          &torchscript_entry()};
   return table;
 }
 
@@ -71,6 +75,14 @@ nlohmann::json workload_section_json(const WorkloadSpec& spec) {
   if (!entry.data_sources.empty()) data_fields_json(workload_data(spec), out);
   entry.to_json(spec, out);
   return out;
+}
+
+std::vector<std::string> path_fields() {
+  auto fields = data_path_fields();
+  for (const auto* entry : workload_entries())
+    for (const auto& f : entry->path_fields)
+      if (std::find(fields.begin(), fields.end(), f) == fields.end()) fields.push_back(f);
+  return fields;
 }
 
 DataSpec workload_data(const WorkloadSpec& spec) {

@@ -44,6 +44,9 @@ struct WorkloadEntry {
   // The JSON path a failure to load its data names, for a type without data sources
   // (a source names its own: workload_data_path).
   std::string data_path;
+  // Its own fields that name files (relative to the scenario file's directory, as the
+  // data sources' path fields are).
+  std::vector<std::string> path_fields;
   void (*parse)(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext& ctx);
   // Writes its fields, every default filled in: parse(to_json(spec)) gives `spec` again.
   void (*to_json)(const WorkloadSpec& spec, nlohmann::json& out);
@@ -67,6 +70,9 @@ const WorkloadEntry& workload_entry(const std::string& type);
 // naming it.
 WorkloadSpec parse_workload_section(config::ObjectReader& w, const WorkloadContext& ctx);
 nlohmann::json workload_section_json(const WorkloadSpec& spec);
+
+// Every path field of every data source and workload type (runner::resolve_file_fields).
+std::vector<std::string> path_fields();
 
 // spec.data with its source filled in: the type's default when a caller left it empty.
 DataSpec workload_data(const WorkloadSpec& spec);

@@ -26,6 +26,15 @@ struct WorkloadSpec {
   std::int64_t batch_size = 32;       // per rank (also the shape-only models' batch)
   std::string partition = "iid";      // "iid" or "by_label" (non-iid)
 
+  // torchscript: the module file (torch.jit.save), the per-sample input shape (the data
+  // source's), and the loss: "cross_entropy" on the module's logits or "module" (its
+  // forward(x, y) is the loss).
+  struct TorchScriptSpec {
+    std::string model_file;
+    std::vector<std::int64_t> input_shape;
+    std::string loss = "cross_entropy";
+  } script;
+
   // Shape-only models: per-rank batch (images, or sequences for the transformers) and
   // sequence length, which set the per-layer FLOPs of the cost model.
   std::int64_t sequence_length = 128;
