@@ -153,7 +153,17 @@ std::vector<fs::path> write_report(const std::vector<fs::path>& inputs, const fs
       // Values spanning decades: a log axis, or categories when 0 (or less) is among them.
       const bool decades = hi > 0 && hi / lo >= 100;
       if (numeric && decades && !positive) numeric = false;
-      // Series: one per combination of the other axes' labels.
+      // Series: one per combination of the other axes' labels; an axis with one value among
+      // the points present (a directory holding part of a sweep) names no series.
+      std::vector<bool> varies(axes.size(), false);
+      for (std::size_t j = 0; j < axes.size(); ++j) {
+        const json* first = nullptr;
+        for (const auto& p : points) {
+          if (p.is_null()) continue;
+          if (!first) first = &p["values"][j];
+          else if (p["values"][j] != *first) varies[j] = true;
+        }
+      }
       std::map<std::string, Series> series;
       std::vector<std::string> order;
       double max_step = 0;
@@ -163,7 +173,8 @@ std::vector<fs::path> write_report(const std::vector<fs::path>& inputs, const fs
         const auto& vals = p["values"];
         std::string key;
         for (std::size_t j = 0; j < axes.size(); ++j)
-          if (j != k) key += fmt::format("{}{}={}", key.empty() ? "" : ", ", axes[j].value("name", ""), vals[j].get<std::string>());
+          if (j != k && varies[j])
+            key += fmt::format("{}{}={}", key.empty() ? "" : ", ", axes[j].value("name", ""), vals[j].get<std::string>());
         if (key.empty()) key = manifest.value("name", "sweep");
         if (!series.count(key)) order.push_back(key), series[key].name = key;
         std::size_t vi = 0;

@@ -422,6 +422,19 @@ TEST(SweepReport, DrawsSvgFigures) {
   const std::string by_topology = testing::read_file(out / "step_time_vs_topology.svg");
   EXPECT_NE(by_topology.find(">ring</text>"), std::string::npos);
   EXPECT_NE(by_topology.find(">complete</text>"), std::string::npos);
+  // Part of a sweep (its ring points): topology has one value there and names no line.
+  const fs::path part = d.root / "ring-only";
+  fs::create_directories(part / "points");
+  fs::copy_file(d.full / "sweep.json", part / "sweep.json", fs::copy_options::overwrite_existing);
+  for (const auto& name : point_files(d.full))
+    if (testing::read_json(d.full / "points" / name)["values"][1] == "ring")
+      fs::copy_file(d.full / "points" / name, part / "points" / name, fs::copy_options::overwrite_existing);
+  ASSERT_EQ(testing::run_command(dtsim() + " report " + part.string() + " --out " + (d.root / "report-part").string())
+                .exit_code,
+            0);
+  const std::string part_by_lr = testing::read_file(d.root / "report-part" / "step_time_vs_lr.svg");
+  EXPECT_EQ(count(part_by_lr, "<polyline"), 1U);
+  EXPECT_EQ(part_by_lr.find("topology="), std::string::npos);
   // A result file from `dtsim run` works too; garbage is a one-line error.
   const auto point = *point_files(d.full).begin();
   const auto result = testing::read_json(d.full / "points" / point)["result"];
