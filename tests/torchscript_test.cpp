@@ -157,7 +157,7 @@ fs::path write_images(const fs::path& file, std::int64_t n, std::vector<std::int
 // tests/data/mlp_4x4_seed5.pt is scripts/export_model.py's scripted MLP for 1 x 4 x 4 images
 // (16-256-128-10) with the built-in mlp's initial weights at seed 5, which `dtsim
 // init-params` wrote (scripts/export_test_fixtures.sh): its parameters are the built-in's
-// exactly, and 4 ranks x 50 steps on 40 images give the built-in's losses to 1e-5 (the
+// (exactly on the CPU that wrote them, to an ulp on others), and 4 ranks x 50 steps on 40 images give the built-in's losses to 1e-5 (the
 // Python-scripted graph, with its F.linear and F.relu, runs in LibTorch as exported).
 TEST(TorchScript, ScriptExportedMlpFixtureHasTheBuiltInsWeightsAndLosses) {
   const auto dir = testing::fresh_dir("torchscript-fixture");
@@ -171,7 +171,10 @@ TEST(TorchScript, ScriptExportedMlpFixtureHasTheBuiltInsWeightsAndLosses) {
   for (const auto& p : module.named_parameters(/*recurse=*/true)) {
     ASSERT_LT(i, names.size());
     EXPECT_EQ(p.name, names[i]);
-    EXPECT_TRUE(at::equal(p.value, expected[i])) << p.name;
+    // The fixture holds the initial weights as this CPU's ATen made them; with another
+    // kernel set (ATEN_CPU_CAPABILITY=default against AVX2) the init's scaling rounds
+    // differently: fc3's weights moved by 7.5e-9, one ulp of their magnitude (< 0.09).
+    EXPECT_LE((p.value - expected[i]).abs().max().item<double>(), 5e-8) << p.name;
     ++i;
   }
   EXPECT_EQ(i, names.size());
