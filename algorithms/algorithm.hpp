@@ -91,6 +91,12 @@ class BackwardPass {
   virtual sim::Task<void> run_stage(std::size_t k) = 0;
 };
 
+// The parameter indices in the order `backward`'s stages produce their gradients (for the
+// algorithms that bucket or fuse gradients as they appear: DistOpt, DDP). Throws
+// std::logic_error naming `who` when a stage lists a parameter twice or out of range, or
+// the stages do not produce all `n_params` gradients.
+std::vector<std::size_t> gradient_ready_order(const BackwardPass& backward, std::size_t n_params, const char* who);
+
 // What a step needs from the training loop.
 struct StepContext {
   comm::Communicator& comm;

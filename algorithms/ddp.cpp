@@ -142,17 +142,7 @@ std::uint64_t Ddp::state_bytes() const {
 void Ddp::init(const StepContext& ctx) {
   const auto& bw = *ctx.backward;
   const std::size_t n_params = ctx.params.size();
-  std::vector<std::size_t> order;
-  std::vector<char> seen(n_params, 0);
-  for (std::size_t k = 0; k < bw.stages(); ++k)
-    for (std::size_t j : bw.stage_params(k)) {
-      if (j >= n_params || seen[j])
-        throw std::logic_error(fmt::format("ddp: backward stage {} lists parameter {} twice or out of range", k, j));
-      seen[j] = 1;
-      order.push_back(j);
-    }
-  if (order.size() != n_params)
-    throw std::logic_error(fmt::format("ddp: the backward stages produce {} of {} gradients", order.size(), n_params));
+  const std::vector<std::size_t> order = gradient_ready_order(bw, n_params, "ddp");
   std::vector<std::int64_t> bytes;
   for (std::size_t j : order) bytes.push_back(4 * ctx.params[j].numel());  // fp32 gradients
 
@@ -202,29 +192,23 @@ at::Tensor Ddp::matrix(Bucket& bucket, const Slot& s) const {
   return bucket.buffer.narrow(0, s.offset, s.n * s.m).view({s.n, s.m});
 }
 
-std::vector<at::Tensor> Ddp::ps(std::size_t b) const {
-  const auto& bucket = buckets_.at(b);
+namespace {
+// The compressed slots' rows x r views of a flat P or Q memory (rows = n for P, m for Q).
+std::vector<at::Tensor> low_rank_views(const Ddp::Bucket& bucket, const at::Tensor& memory, bool p) {
   std::vector<at::Tensor> out;
   std::int64_t off = 0;
   for (const auto& s : bucket.slots) {
     if (s.r == 0) continue;
-    out.push_back(bucket.p_memory.narrow(0, off, s.n * s.r).view({s.n, s.r}));
-    off += s.n * s.r;
+    const std::int64_t rows = p ? s.n : s.m;
+    out.push_back(memory.narrow(0, off, rows * s.r).view({rows, s.r}));
+    off += rows * s.r;
   }
   return out;
 }
+}  // namespace
 
-std::vector<at::Tensor> Ddp::qs(std::size_t b) const {
-  const auto& bucket = buckets_.at(b);
-  std::vector<at::Tensor> out;
-  std::int64_t off = 0;
-  for (const auto& s : bucket.slots) {
-    if (s.r == 0) continue;
-    out.push_back(bucket.q_memory.narrow(0, off, s.m * s.r).view({s.m, s.r}));
-    off += s.m * s.r;
-  }
-  return out;
-}
+std::vector<at::Tensor> Ddp::ps(std::size_t b) const { return low_rank_views(buckets_.at(b), buckets_.at(b).p_memory, true); }
+std::vector<at::Tensor> Ddp::qs(std::size_t b) const { return low_rank_views(buckets_.at(b), buckets_.at(b).q_memory, false); }
 
 sim::ComputeCost Ddp::powersgd_first_cost(const Bucket& bucket) const {
   const double e = as_double(bucket.elements);

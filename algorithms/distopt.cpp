@@ -79,18 +79,7 @@ std::uint64_t DistOpt::state_bytes() const {
 void DistOpt::init(const StepContext& ctx) {
   const auto& bw = *ctx.backward;
   const std::size_t n_params = ctx.params.size();
-  std::vector<std::size_t> order;
-  std::vector<char> seen(n_params, 0);
-  for (std::size_t k = 0; k < bw.stages(); ++k)
-    for (std::size_t j : bw.stage_params(k)) {
-      if (j >= n_params || seen[j]) throw std::logic_error(fmt::format("distopt: backward stage {} lists parameter {} "
-                                                                       "twice or out of range",
-                                                                       k, j));
-      seen[j] = 1;
-      order.push_back(j);
-    }
-  if (order.size() != n_params)
-    throw std::logic_error(fmt::format("distopt: the backward stages produce {} of {} gradients", order.size(), n_params));
+  const std::vector<std::size_t> order = gradient_ready_order(bw, n_params, "distopt");
   std::vector<std::int64_t> sizes;
   for (std::size_t j : order) sizes.push_back(ctx.params[j].numel());
 
