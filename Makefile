@@ -39,11 +39,11 @@ test-isa: build
 # Another CPU (README, "What is the same on every machine"): the scenario, sweep (the
 # regression goldens) and README tests again with OpenBLAS's and ATen's oldest x86-64
 # kernels, so that a floating-point expectation that holds on this CPU only fails here.
-# Left out: tests that compute no floating-point results (resource limits, the progress
-# line, exit codes and help texts).
+# Left out: the suites that compute no floating-point results (resource limits, the
+# progress line, exit codes and help texts). CTest's tests are GoogleTest suites.
 test-other-cpu: build
 	OPENBLAS_CORETYPE=Prescott ATEN_CPU_CAPABILITY=default ctest --preset release -j $(JOBS) -L 'runner|sweep|docs' \
-	  -E '^(ResourceLimits|Progress\.|Scenario\.(BinaryExitsNonZeroWithOneLine|HelpOnEveryCommand|BadCommandLineExitsTwoWithOneLine)$$|SweepRun\.BadSweepExitsTwoWithOneLine$$)'
+	  -E '^(ResourceLimits|Progress|ScenarioCli|SweepCli)$$'
 
 # The engine, trace writer and network model suites under AddressSanitizer + UBSan (the
 # sanitize suites without LibTorch; the debug preset skips CUDA, which the release build

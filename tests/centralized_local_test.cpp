@@ -516,7 +516,7 @@ runner::RunResult run(const json& algorithm, int steps, int ranks = 8, int featu
   return runner::run_emulated(runner::parse_scenario(doc));
 }
 
-TEST(Runs, LocalEfSignSgdNamesItsExchange) {
+TEST(CentralizedLocalRuns, LocalEfSignSgdNamesItsExchange) {
   const json alg = {{"name", "local_ef_sign_sgd"}, {"lr", 0.1}, {"local_steps", 2}};
   auto fp32 = run(with(alg, {{"packed_signs", false}}), 4, 4);
   auto packed = run(with(alg, {{"packed_signs", true}}), 4, 4);
@@ -580,7 +580,7 @@ TEST(SparsifiedSgd, CompressionRatioWarmUpFollowsTheReferenceSchedule) {
 
 // The example scenarios parse; post-local SGD (H = 16 from step 100) syncs on steps 1..99
 // and every 16th step after, 32 d bits each (d = 65).
-TEST(Runs, ExampleScenarios) {
+TEST(CentralizedLocalRuns, ExampleScenarios) {
   const std::filesystem::path dir = std::filesystem::path(DTSIM_SOURCE_DIR) / "scenarios";
   const std::vector<std::string> names{"sparsified_sgd", "sign_sgd",       "ef_sign_sgd",      "local_sgd",
                                        "post_local_sgd", "local_sign_sgd", "local_ef_sign_sgd"};
@@ -595,7 +595,7 @@ TEST(Runs, ExampleScenarios) {
 
 // The convergence table in algorithms/README.md (8 ranks, 4096 samples, 32 features,
 // batch 32 per rank, ring network): the key rows.
-TEST(Convergence, EightRanksReachTheTableLosses) {
+TEST(CentralizedLocalConvergence, EightRanksReachTheTableLosses) {
   auto parallel = run({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.5}}, 150);
   auto local = run({{"name", "local_sgd"}, {"lr", 0.5}, {"local_steps", 8}}, 150);
   auto post_local = run({{"name", "local_sgd"}, {"lr", 0.5}, {"local_steps", 16}, {"turn_on_local_steps_from", 50}}, 150);
@@ -618,7 +618,7 @@ TEST(Convergence, EightRanksReachTheTableLosses) {
 
 // Same budget (200 steps, 8 ranks, 128 features), each at its best learning rate of a
 // grid: error feedback beats plain sign SGD (majority vote, no memory).
-TEST(Convergence, EfSignSgdBeatsSignSgdWithoutMemory) {
+TEST(CentralizedLocalConvergence, EfSignSgdBeatsSignSgdWithoutMemory) {
   auto ef = run({{"name", "ef_sign_sgd"}, {"lr", 0.3}}, 200, 8, 128);
   double best_sign = 1e9;
   for (double lr : {0.03, 0.01, 0.003})

@@ -402,7 +402,7 @@ TEST(Decentralized, LogisticRegressionChocoMatchesExactWhileDcdEcdFail) {
 // (gamma 0.04) ends within 0.5 % of exact D-PSGD's loss while sending 1,344 bits a step
 // instead of 64,032; DCD-PSGD and ECD-PSGD with unbiased random-1 % on the same schedule
 // diverge (loss NaN, or above the starting ln 2).
-TEST(Convergence, ConvexExperimentInThePapersShape) {
+TEST(DecentralizedConvergence, ConvexExperimentInThePapersShape) {
   const std::filesystem::path dir = std::filesystem::path(DTSIM_SOURCE_DIR) / "scenarios";
   auto run = [&](const std::string& name) {
     auto s = runner::load_scenario(dir / ("convex_ring9_" + name + ".json"));

@@ -113,7 +113,7 @@ TEST(Scenario, ErrorsNameThePathAndTheExpectation) {
 
 // The binary: one line on stderr naming file, path and expectation; exit status 2;
 // no result file written.
-TEST(Scenario, BinaryExitsNonZeroWithOneLine) {
+TEST(ScenarioCli, BinaryExitsNonZeroWithOneLine) {
   auto dir = testing::fresh_dir("scenario");
   for (const auto& c : bad_cases()) {
     json doc = valid();
@@ -137,7 +137,7 @@ TEST(Scenario, BinaryExitsNonZeroWithOneLine) {
 
 // A command line CLI11 refuses (an unknown command or flag, a missing argument, a value
 // outside a list) is bad input like a bad scenario: exit 2, one line naming it.
-TEST(Scenario, BadCommandLineExitsTwoWithOneLine) {
+TEST(ScenarioCli, BadCommandLineExitsTwoWithOneLine) {
   const std::vector<std::pair<std::string, std::string>> cases{
       {"list foo", "dtsim: error: what: foo not in {"},
       {"run", "dtsim: error: scenario is required (see dtsim run --help)"},
@@ -151,7 +151,7 @@ TEST(Scenario, BadCommandLineExitsTwoWithOneLine) {
   }
 }
 
-TEST(Scenario, HelpOnEveryCommand) {
+TEST(ScenarioCli, HelpOnEveryCommand) {
   for (const char* cmd : {"--help", "run --help", "live --help"}) {
     auto r = testing::run_command(std::string(DTSIM_BINARY) + " " + cmd);
     EXPECT_EQ(r.exit_code, 0) << cmd;

@@ -338,7 +338,7 @@ TEST(SweepRun, ShardsMergeToTheUnshardedSweep) {
 }
 
 // Bad input to `dtsim sweep` exits 2 with one line naming the axis.
-TEST(SweepRun, BadSweepExitsTwoWithOneLine) {
+TEST(SweepCli, BadSweepExitsTwoWithOneLine) {
   const auto dir = testing::fresh_dir("sweep-bad");
   json doc = six_point_sweep();
   doc["axes"][0]["values"] = {0.1, "fast"};
