@@ -51,69 +51,20 @@ std::string powersgd_start_problem(const AlgorithmSpec& spec) {
   return {};
 }
 
-// Gram-Schmidt over a rows x r matrix reads and writes it about r + 1 times.
-sim::ComputeCost orthogonalize_cost(std::int64_t rows, std::int64_t r) {
-  const double e = as_double(rows * r);
-  return {4.0 * e * as_double(r), 8.0 * e * as_double(r + 1)};
-}
-
-// An n x k times k x m product.
-sim::ComputeCost matmul_cost(std::int64_t n, std::int64_t k, std::int64_t m) {
-  return {2.0 * as_double(n) * as_double(k) * as_double(m), 4.0 * as_double(n * k + k * m + n * m)};
-}
-
-sim::ComputeCost operator+(sim::ComputeCost a, const sim::ComputeCost& b) {
-  a.flops += b.flops;
-  a.bytes += b.bytes;
-  return a;
-}
-
-// PyTorch's _orthogonalize for one matrix (rows x r, r <= rows), in place: Gram-Schmidt,
-// column by column: col /= ||col|| (+ epsilon when epsilon > 0), then the projection on
-// col is removed from the later columns. A zero column with epsilon 0 becomes NaN, as in
-// PyTorch.
-void powersgd_orthogonalize(at::Tensor& matrix, double epsilon) {
-  const std::int64_t r = matrix.size(1);
-  for (std::int64_t i = 0; i < r; ++i) {
-    at::Tensor col = matrix.narrow(1, i, 1);
-    const at::Tensor norm = col.norm(2, {0}, true);
-    if (epsilon == 0.0)
-      col.div_(norm);
-    else
-      col.div_(norm + epsilon);
-    if (i + 1 < r) {
-      at::Tensor rest = matrix.narrow(1, i + 1, r - i - 1);
-      rest.sub_((col * rest).sum({0}, true) * col);
-    }
-  }
-}
-
 }  // namespace
 
 std::int64_t ddp_cap_bytes(double mb) { return static_cast<std::int64_t>(mb * 1024.0 * 1024.0); }
-
-std::int64_t Ddp::Bucket::p_elements() const {
-  std::int64_t n = 0;
-  for (const auto& s : slots) n += s.n * s.r;
-  return n;
-}
-
-std::int64_t Ddp::Bucket::q_elements() const {
-  std::int64_t n = 0;
-  for (const auto& s : slots) n += s.m * s.r;
-  return n;
-}
 
 Ddp::Ddp(const AlgorithmSpec& spec)
     : hook_(parse_hook(spec.hook)),
       first_cap_(ddp_cap_bytes(spec.first_bucket_mb)),
       cap_(ddp_cap_bytes(spec.bucket_cap_mb)),
-      rank_(spec.matrix_approximation_rank),
+      powersgd_{.rank = spec.matrix_approximation_rank,
+                .min_compression_rate = spec.min_compression_rate,
+                .error_feedback = spec.use_error_feedback,
+                .warm_start = spec.warm_start,
+                .epsilon = spec.orthogonalization_epsilon},
       start_iter_(spec.start_powerSGD_iter),
-      min_rate_(spec.min_compression_rate),
-      error_feedback_(spec.use_error_feedback),
-      warm_start_(spec.warm_start),
-      epsilon_(spec.orthogonalization_epsilon),
       generator_(at::make_generator<at::CPUGeneratorImpl>(spec.random_seed)),
       optimizer_(spec.optimizer) {
   // Preconditions: the loader (ddp_entry's parse) refuses these with their JSON path.
@@ -121,8 +72,9 @@ Ddp::Ddp(const AlgorithmSpec& spec)
     throw std::logic_error(fmt::format("/algorithm/bucket_cap_mb: ddp needs caps >= 0, got {} and {}",
                                        spec.bucket_cap_mb, spec.first_bucket_mb));
   if (hook_ == Hook::powersgd) {
-    if (rank_ < 1)
-      throw std::logic_error(fmt::format("/algorithm/matrix_approximation_rank: expected >= 1, got {}", rank_));
+    if (powersgd_.rank < 1)
+      throw std::logic_error(
+          fmt::format("/algorithm/matrix_approximation_rank: expected >= 1, got {}", powersgd_.rank));
     if (const auto problem = powersgd_start_problem(spec); !problem.empty())
       throw std::logic_error("/algorithm/start_powerSGD_iter: " + problem);
   }
@@ -132,10 +84,7 @@ Ddp::Ddp(const AlgorithmSpec& spec)
 // (M0, P and the uncompressed copy are rewritten every step).
 std::uint64_t Ddp::state_bytes() const {
   std::uint64_t bytes = 0;
-  for (const auto& b : buckets_) {
-    if (b.error.defined()) bytes += static_cast<std::uint64_t>(b.error.nbytes());
-    if (warm_start_ && b.have_q) bytes += static_cast<std::uint64_t>(b.q_memory.nbytes());
-  }
+  for (const auto& b : buckets_) bytes += b.powersgd.state_bytes();
   return bytes;
 }
 
@@ -156,135 +105,19 @@ void Ddp::init(const StepContext& ctx) {
       const std::size_t j = order[pos];
       const auto& p = ctx.params[j];
       Slot s;
+      static_cast<PowerSgdSlot&>(s) = powersgd_slot(p.sizes(), bucket.elements, powersgd_);
+      if (hook_ != Hook::powersgd) s.r = 0;
       s.param = j;
-      s.offset = bucket.elements;
-      if (p.dim() >= 1 && p.numel() > 0) {
-        s.n = p.size(0);
-        s.m = p.numel() / s.n;
-      } else {
-        s.n = p.numel();
-        s.m = 1;
-      }
-      if (hook_ == Hook::powersgd) {
-        const std::int64_t r = std::min({s.n, s.m, rank_});
-        // PyTorch's _should_compress: (n + m) r min_compression_rate < n m.
-        if (r > 0 && as_double((s.n + s.m) * r) * min_rate_ < as_double(s.n * s.m)) s.r = r;
-      }
       bucket_of_[j] = buckets_.size();
       slot_of_[j] = bucket.slots.size();
       bucket.slots.push_back(s);
       bucket.elements += p.numel();
     }
     bucket.buffer = at::zeros({bucket.elements}, options);
-    if (hook_ == Hook::powersgd) {
-      std::int64_t unc = 0;
-      for (const auto& s : bucket.slots)
-        if (s.r == 0) unc += s.n * s.m;
-      bucket.uncompressed = at::empty({unc}, options);
-      bucket.p_memory = at::empty({bucket.p_elements()}, options);
-      bucket.q_memory = at::empty({bucket.q_elements()}, options);
-    }
+    if (hook_ == Hook::powersgd)
+      bucket.powersgd = PowerSgdGroup({bucket.slots.begin(), bucket.slots.end()}, options, powersgd_);
     buckets_.push_back(std::move(bucket));
   }
-}
-
-at::Tensor Ddp::matrix(Bucket& bucket, const Slot& s) const {
-  return bucket.buffer.narrow(0, s.offset, s.n * s.m).view({s.n, s.m});
-}
-
-namespace {
-// The compressed slots' rows x r views of a flat P or Q memory (rows = n for P, m for Q).
-std::vector<at::Tensor> low_rank_views(const Ddp::Bucket& bucket, const at::Tensor& memory, bool p) {
-  std::vector<at::Tensor> out;
-  std::int64_t off = 0;
-  for (const auto& s : bucket.slots) {
-    if (s.r == 0) continue;
-    const std::int64_t rows = p ? s.n : s.m;
-    out.push_back(memory.narrow(0, off, rows * s.r).view({rows, s.r}));
-    off += rows * s.r;
-  }
-  return out;
-}
-}  // namespace
-
-std::vector<at::Tensor> Ddp::ps(std::size_t b) const { return low_rank_views(buckets_.at(b), buckets_.at(b).p_memory, true); }
-std::vector<at::Tensor> Ddp::qs(std::size_t b) const { return low_rank_views(buckets_.at(b), buckets_.at(b).q_memory, false); }
-
-sim::ComputeCost Ddp::powersgd_first_cost(const Bucket& bucket) const {
-  const double e = as_double(bucket.elements);
-  sim::ComputeCost cost{0.0, 0.0};
-  if (error_feedback_) cost = cost + sim::ComputeCost{e, 12.0 * e} + copy_cost(bucket.elements);  // M = b + e; M0
-  cost = cost + copy_cost(bucket.uncompressed.numel());
-  for (const auto& s : bucket.slots) {
-    if (s.r == 0) continue;
-    cost = cost + orthogonalize_cost(s.m, s.r) + matmul_cost(s.n, s.m, s.r);
-  }
-  return cost;
-}
-
-// M = b + e, M0 = M, the uncompressed tensors packed, Q drawn or orthogonalized, P = M Q.
-void Ddp::powersgd_first_half(Bucket& bucket) {
-  if (error_feedback_) {
-    if (bucket.error.defined())
-      bucket.buffer.add_(bucket.error);
-    else
-      bucket.error = at::zeros_like(bucket.buffer);
-    bucket.input_copy = bucket.buffer.clone();
-  }
-  std::int64_t off = 0;
-  for (const auto& s : bucket.slots) {
-    if (s.r != 0) continue;
-    bucket.uncompressed.narrow(0, off, s.n * s.m).copy_(bucket.buffer.narrow(0, s.offset, s.n * s.m));
-    off += s.n * s.m;
-  }
-  const bool draw = !warm_start_ || !bucket.have_q;
-  std::size_t i = 0;
-  const auto p_views = ps(index_of(bucket));
-  const auto q_views = qs(index_of(bucket));
-  for (const auto& s : bucket.slots) {
-    if (s.r == 0) continue;
-    at::Tensor q = q_views[i];
-    if (draw) q.copy_(at::randn({s.m, s.r}, generator_, at::TensorOptions().dtype(at::kFloat)));
-    powersgd_orthogonalize(q, epsilon_);
-    p_views[i].copy_(at::mm(matrix(bucket, s), q));
-    ++i;
-  }
-  bucket.have_q = true;
-}
-
-// P arrived (summed): the uncompressed average goes back into b; P orthogonalized; Q = M^T P.
-void Ddp::powersgd_second_half(Bucket& bucket) {
-  std::int64_t off = 0;
-  for (const auto& s : bucket.slots) {
-    if (s.r != 0) continue;
-    bucket.buffer.narrow(0, s.offset, s.n * s.m).copy_(bucket.uncompressed.narrow(0, off, s.n * s.m));
-    off += s.n * s.m;
-  }
-  const std::size_t b = index_of(bucket);
-  auto p_views = ps(b);
-  const auto q_views = qs(b);
-  std::size_t i = 0;
-  for (const auto& s : bucket.slots) {
-    if (s.r == 0) continue;
-    powersgd_orthogonalize(p_views[i], epsilon_);
-    q_views[i].copy_(at::mm(matrix(bucket, s).t(), p_views[i]));
-    ++i;
-  }
-}
-
-// Q arrived (averaged): M = P Q^T into b; e = M0 - b.
-void Ddp::powersgd_decompress(Bucket& bucket) {
-  const std::size_t b = index_of(bucket);
-  const auto p_views = ps(b);
-  const auto q_views = qs(b);
-  std::size_t i = 0;
-  for (const auto& s : bucket.slots) {
-    if (s.r == 0) continue;
-    matrix(bucket, s).copy_(at::mm(p_views[i], q_views[i].t()));
-    ++i;
-  }
-  if (error_feedback_) at::sub_out(bucket.error, bucket.input_copy, bucket.buffer);
-  if (!warm_start_) bucket.have_q = false;
 }
 
 sim::Task<std::uint64_t> Ddp::step(StepContext& ctx) {
@@ -327,13 +160,14 @@ sim::Task<std::uint64_t> Ddp::step(StepContext& ctx) {
       } else if (powersgd) {
         {
           auto phase = ctx.timer.phase("sync/compress");
-          co_await comm.compute(powersgd_first_cost(bucket), [&] { powersgd_first_half(bucket); });
+          co_await comm.compute(bucket.powersgd.first_cost(),
+                                [&] { bucket.powersgd.first_half(bucket.buffer, generator_); });
         }
-        if (bucket.uncompressed.numel() > 0)
-          ops.push_back(comm.stream_all_reduce(bucket.uncompressed, comm::ReduceOp::Average));
-        if (bucket.p_memory.numel() > 0) ops.push_back(comm.stream_all_reduce(bucket.p_memory, comm::ReduceOp::Sum));
-        n_bits += 32ULL * static_cast<std::uint64_t>(bucket.uncompressed.numel() + bucket.p_elements() +
-                                                     bucket.q_elements());
+        auto& group = bucket.powersgd;
+        if (group.uncompressed().numel() > 0)
+          ops.push_back(comm.stream_all_reduce(group.uncompressed(), comm::ReduceOp::Average));
+        if (group.p_memory().numel() > 0) ops.push_back(comm.stream_all_reduce(group.p_memory(), comm::ReduceOp::Sum));
+        n_bits += group.n_bits();
       } else {
         ops.push_back(comm.stream_all_reduce(bucket.buffer, comm::ReduceOp::Average));
         n_bits += 32ULL * static_cast<std::uint64_t>(bucket.elements);
@@ -352,12 +186,10 @@ sim::Task<std::uint64_t> Ddp::step(StepContext& ctx) {
       }
       {
         auto phase = ctx.timer.phase("sync/compress");
-        sim::ComputeCost cost = copy_cost(bucket.uncompressed.numel());
-        for (const auto& s : bucket.slots)
-          if (s.r != 0) cost = cost + orthogonalize_cost(s.n, s.r) + matmul_cost(s.m, s.n, s.r);
-        co_await comm.compute(cost, [&] { powersgd_second_half(bucket); });
+        co_await comm.compute(bucket.powersgd.second_cost(), [&] { bucket.powersgd.second_half(bucket.buffer); });
       }
-      if (bucket.q_memory.numel() > 0) second[b] = comm.stream_all_reduce(bucket.q_memory, comm::ReduceOp::Average);
+      if (bucket.powersgd.q_memory().numel() > 0)
+        second[b] = comm.stream_all_reduce(bucket.powersgd.q_memory(), comm::ReduceOp::Average);
     }
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       auto& bucket = buckets_[b];
@@ -366,11 +198,7 @@ sim::Task<std::uint64_t> Ddp::step(StepContext& ctx) {
         co_await second[b];
       }
       auto phase = ctx.timer.phase("sync/compress");
-      sim::ComputeCost cost{0.0, 0.0};
-      for (const auto& s : bucket.slots)
-        if (s.r != 0) cost = cost + matmul_cost(s.n, s.r, s.m);
-      if (error_feedback_) cost = cost + sim::ComputeCost{as_double(bucket.elements), 12.0 * as_double(bucket.elements)};
-      co_await comm.compute(cost, [&] { powersgd_decompress(bucket); });
+      co_await comm.compute(bucket.powersgd.decompress_cost(), [&] { bucket.powersgd.decompress(bucket.buffer); });
     }
   } else {
     auto phase = ctx.timer.phase("sync/sync");  // the communication not hidden behind backward

@@ -66,6 +66,7 @@
 
 #include "algorithms/algorithm.hpp"
 #include "algorithms/apply_gradient.hpp"
+#include "algorithms/powersgd.hpp"
 
 namespace dtsim::algorithms {
 
@@ -84,51 +85,32 @@ class Ddp final : public Algorithm {
   bool drives_backward() const override { return true; }
   std::uint64_t state_bytes() const override;
 
-  // One tensor of a bucket, PowerSGD's view of it.
-  struct Slot {
-    std::size_t param = 0;     // index into the parameters
-    std::int64_t offset = 0;   // element offset in the bucket buffer
-    std::int64_t n = 1, m = 1; // its matrix view: first dimension x the rest
-    std::int64_t r = 0;        // min(n, m, rank) when compressed, else 0
+  // One tensor of a bucket: its parameter, and PowerSGD's view of it (r = 0 under the
+  // other hooks).
+  struct Slot : PowerSgdSlot {
+    std::size_t param = 0;  // index into the parameters
   };
   struct Bucket {
     std::vector<Slot> slots;   // in ready order
     std::int64_t elements = 0;
     at::Tensor buffer;         // fp32, PyTorch's bucket.buffer()
     at::Tensor wire;           // fp16 / bf16 hooks: the payload
-    // PowerSGD:
-    at::Tensor uncompressed;   // the uncompressed tensors, concatenated
-    at::Tensor p_memory, q_memory;  // every compressed tensor's P (n x r), Q (m x r), flat
-    at::Tensor error;          // e, once PowerSGD has run (error feedback)
-    at::Tensor input_copy;     // M0 of the current step
-    bool have_q = false;       // Q holds the previous step's (warm start)
-    std::int64_t p_elements() const;
-    std::int64_t q_elements() const;
+    PowerSgdGroup powersgd;    // the powersgd hook's state over this bucket
   };
   const std::vector<Bucket>& buckets() const { return buckets_; }
   // PowerSGD's state.iter: steps completed.
   std::int64_t iteration() const { return iter_; }
   // The compressed tensors' P and Q of bucket b (n x r and m x r views, in slot order).
-  std::vector<at::Tensor> ps(std::size_t b) const;
-  std::vector<at::Tensor> qs(std::size_t b) const;
+  std::vector<at::Tensor> ps(std::size_t b) const { return buckets_.at(b).powersgd.ps(); }
+  std::vector<at::Tensor> qs(std::size_t b) const { return buckets_.at(b).powersgd.qs(); }
 
  private:
   void init(const StepContext& ctx);
-  sim::ComputeCost powersgd_first_cost(const Bucket& bucket) const;
-  void powersgd_first_half(Bucket& bucket);
-  void powersgd_second_half(Bucket& bucket);
-  void powersgd_decompress(Bucket& bucket);
-  at::Tensor matrix(Bucket& bucket, const Slot& s) const;
-  std::size_t index_of(const Bucket& bucket) const { return static_cast<std::size_t>(&bucket - buckets_.data()); }
 
   Hook hook_;
   std::int64_t first_cap_, cap_;
-  std::int64_t rank_;
+  PowerSgdSettings powersgd_;
   std::int64_t start_iter_;
-  double min_rate_;
-  bool error_feedback_;
-  bool warm_start_;
-  double epsilon_;
   at::Generator generator_;
   LocalOptimizer optimizer_;
   std::vector<Bucket> buckets_;
