@@ -69,7 +69,9 @@ struct AlgorithmSpec {
   double bucket_cap_mb = 25.0;             // every bucket after the first closes at this size (MB = 2^20 bytes)
   double first_bucket_mb = 1.0;            // the first bucket's cap (PyTorch's _DEFAULT_FIRST_BUCKET_BYTES)
   std::string hook = "allreduce";          // "allreduce", "fp16_compress", "bf16_compress" or "powersgd"
-  // powersgd (PyTorch's PowerSGDState):
+  // parallel_sgd centralized: "none" (the plain all-reduce) or "powersgd" (the fields below)
+  std::string gradient_compression = "none";
+  // powersgd (PyTorch's PowerSGDState; ddp's powersgd hook, parallel_sgd's powersgd):
   std::int64_t matrix_approximation_rank = 1;
   std::int64_t start_powerSGD_iter = 1000;  // plain all-reduce while the iteration (from 0) is below it
   double min_compression_rate = 2.0;         // compress n x m only when n m > (n + m) r min_compression_rate

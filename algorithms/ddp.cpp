@@ -32,25 +32,6 @@ Ddp::Hook parse_hook(const std::string& h) {
       "/algorithm/hook: ddp has no hook \"{}\" (expected allreduce, fp16_compress, bf16_compress or powersgd)", h));
 }
 
-// The PowerSGD-only fields, refused under the other hooks.
-const std::vector<std::string>& powersgd_fields() {
-  static const std::vector<std::string> fields{"matrix_approximation_rank", "start_powerSGD_iter", "min_compression_rate",
-                                               "use_error_feedback",        "warm_start",          "orthogonalization_epsilon",
-                                               "random_seed"};
-  return fields;
-}
-
-// PowerSGDState's own check (the buckets PyTorch rebuilds after the first iteration would
-// not match the error and Q memories); dtsim's buckets never change, but the rule is
-// PyTorch's.
-std::string powersgd_start_problem(const AlgorithmSpec& spec) {
-  if ((spec.use_error_feedback || spec.warm_start) && spec.start_powerSGD_iter <= 1)
-    return fmt::format("expected > 1 with use_error_feedback or warm_start (PyTorch's PowerSGDState: PowerSGD can only "
-                       "be applied after the first two iterations of DDP), got {}",
-                       spec.start_powerSGD_iter);
-  return {};
-}
-
 }  // namespace
 
 std::int64_t ddp_cap_bytes(double mb) { return static_cast<std::int64_t>(mb * 1024.0 * 1024.0); }
@@ -239,41 +220,19 @@ const AlgorithmEntry& ddp_entry() {
                                        "orthogonalization_epsilon", "random_seed"}),
       .parse =
           [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) {
-            using config::ErrorKind;
-            using config::ScenarioError;
             spec.hook = a.choice("hook", "allreduce", hook_names());
-            if (spec.hook != "powersgd")
-              for (const auto& key : powersgd_fields())
-                if (a.find(key))
-                  throw ScenarioError(a.where(key), ErrorKind::unknown_field,
-                                      fmt::format("only the powersgd hook of ddp reads it (this one is {})", spec.hook));
             // Up to 2^20 MB: a cap of 2^40 bytes already holds any model in one bucket.
             spec.bucket_cap_mb = a.number("bucket_cap_mb", 25.0, 0.0, 1048576.0);
             spec.first_bucket_mb = a.number("first_bucket_mb", 1.0, 0.0, 1048576.0);
-            if (spec.hook != "powersgd") return;
-            spec.matrix_approximation_rank = a.integer("matrix_approximation_rank", 1, 1, config::kIntMax);
-            spec.use_error_feedback = a.boolean("use_error_feedback", true);
-            spec.warm_start = a.boolean("warm_start", true);
-            spec.start_powerSGD_iter = a.integer("start_powerSGD_iter", 1000, 0, config::kIntMax);
-            if (const auto problem = powersgd_start_problem(spec); !problem.empty())
-              throw ScenarioError(a.where("start_powerSGD_iter"), ErrorKind::inconsistent, problem);
-            spec.min_compression_rate = a.number("min_compression_rate", 2.0, 0.0, config::kInf);
-            spec.orthogonalization_epsilon = a.number("orthogonalization_epsilon", 0.0, 0.0, config::kInf);
-            spec.random_seed = static_cast<std::uint64_t>(a.integer("random_seed", 0, 0, config::kIntMax));
+            parse_powersgd(a, spec, spec.hook == "powersgd",
+                           fmt::format("only the powersgd hook of ddp reads it (this one is {})", spec.hook));
           },
       .to_json =
           [](const AlgorithmSpec& spec, nlohmann::json& out) {
             out["hook"] = spec.hook;
             out["bucket_cap_mb"] = spec.bucket_cap_mb;
             out["first_bucket_mb"] = spec.first_bucket_mb;
-            if (spec.hook != "powersgd") return;
-            out["matrix_approximation_rank"] = spec.matrix_approximation_rank;
-            out["start_powerSGD_iter"] = spec.start_powerSGD_iter;
-            out["min_compression_rate"] = spec.min_compression_rate;
-            out["use_error_feedback"] = spec.use_error_feedback;
-            out["warm_start"] = spec.warm_start;
-            out["orthogonalization_epsilon"] = spec.orthogonalization_epsilon;
-            out["random_seed"] = spec.random_seed;
+            if (spec.hook == "powersgd") powersgd_json(spec, out);
           },
       .make = [](const AlgorithmSpec& spec, const net::Topology&, int) -> std::unique_ptr<Algorithm> {
         return std::make_unique<Ddp>(spec);

@@ -2,6 +2,8 @@
 #include "algorithms/registry.hpp"
 #include "algorithms/spec_fields.hpp"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <fmt/format.h>
 
 #include "kernels/aggregation.hpp"
@@ -14,22 +16,80 @@ sim::ComputeCost copy_cost(std::int64_t elements) { return {0.0, 8.0 * static_ca
 std::uint64_t fp32_bits(std::int64_t elements) { return 32ULL * static_cast<std::uint64_t>(elements); }
 }  // namespace
 
+CentralizedSgd::CentralizedSgd(const AlgorithmSpec& spec)
+    : optimizer_(spec.optimizer),
+      use_powersgd_(spec.gradient_compression == "powersgd"),
+      settings_{.rank = spec.matrix_approximation_rank,
+                .min_compression_rate = spec.min_compression_rate,
+                .error_feedback = spec.use_error_feedback,
+                .warm_start = spec.warm_start,
+                .epsilon = spec.orthogonalization_epsilon},
+      start_iter_(spec.start_powerSGD_iter),
+      generator_(at::make_generator<at::CPUGeneratorImpl>(spec.random_seed)) {
+  if (spec.gradient_compression != "none" && !use_powersgd_)
+    throw std::logic_error(fmt::format("parallel_sgd: unknown gradient_compression \"{}\"", spec.gradient_compression));
+  if (use_powersgd_ && settings_.rank < 1)
+    throw std::logic_error(fmt::format("parallel_sgd: matrix_approximation_rank must be >= 1, got {}", settings_.rank));
+}
+
+// The three phases of powersgd.hpp over the whole flat gradient, each collective awaited.
+sim::Task<std::uint64_t> CentralizedSgd::powersgd_all_reduce(StepContext& ctx) {
+  auto& comm = ctx.comm;
+  auto& buffer = flat_grads_.buffer();
+  {
+    auto phase = ctx.timer.phase("sync/compress");
+    co_await comm.compute(powersgd_.first_cost(), [&] { powersgd_.first_half(buffer, generator_); });
+  }
+  {
+    auto phase = ctx.timer.phase("sync/sync");
+    if (powersgd_.uncompressed().numel() > 0) co_await comm.all_reduce(powersgd_.uncompressed(), comm::ReduceOp::Average);
+    if (powersgd_.p_memory().numel() > 0) co_await comm.all_reduce(powersgd_.p_memory(), comm::ReduceOp::Sum);
+  }
+  {
+    auto phase = ctx.timer.phase("sync/compress");
+    co_await comm.compute(powersgd_.second_cost(), [&] { powersgd_.second_half(buffer); });
+  }
+  if (powersgd_.q_memory().numel() > 0) {
+    auto phase = ctx.timer.phase("sync/sync");
+    co_await comm.all_reduce(powersgd_.q_memory(), comm::ReduceOp::Average);
+  }
+  {
+    auto phase = ctx.timer.phase("sync/compress");
+    co_await comm.compute(powersgd_.decompress_cost(), [&] { powersgd_.decompress(buffer); });
+  }
+  co_return powersgd_.n_bits();
+}
+
 sim::Task<std::uint64_t> CentralizedSgd::step(StepContext& ctx) {
   auto& comm = ctx.comm;
   const auto d = total_elements(ctx.grads);
   {
     auto phase = ctx.timer.phase("sync/get_data");
     co_await comm.compute(copy_cost(d), [&] {
-      if (flat_grads_.count() == 0)
+      if (flat_grads_.count() == 0) {
         flat_grads_ = kernels::TensorBuffer(ctx.grads);
-      else
+        if (use_powersgd_) {
+          std::vector<PowerSgdSlot> slots;
+          std::int64_t offset = 0;
+          for (const auto& g : ctx.grads) {
+            slots.push_back(powersgd_slot(g.sizes(), offset, settings_));
+            offset += g.numel();
+          }
+          powersgd_ = PowerSgdGroup(std::move(slots), flat_grads_.buffer().options(), settings_);
+        }
+      } else {
         flat_grads_.pack(ctx.grads);
+      }
     });
   }
-  {
+  std::uint64_t n_bits = fp32_bits(d);
+  if (use_powersgd_ && iter_ >= start_iter_) {
+    n_bits = co_await powersgd_all_reduce(ctx);
+  } else {
     auto phase = ctx.timer.phase("sync/sync");
     co_await comm.all_reduce(flat_grads_.buffer(), comm::ReduceOp::Average);
   }
+  ++iter_;
   {
     auto phase = ctx.timer.phase("sync/unflatten_grad");
     co_await comm.compute(copy_cost(d), [&] { flat_grads_.unpack(ctx.grads); });
@@ -38,7 +98,7 @@ sim::Task<std::uint64_t> CentralizedSgd::step(StepContext& ctx) {
     auto phase = ctx.timer.phase("sync/apply_grad");
     co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, ctx.lr); });
   }
-  co_return fp32_bits(d);
+  co_return n_bits;
 }
 
 DecentralizedSgd::DecentralizedSgd(const AlgorithmSpec& spec, const net::Topology& topology, int rank)
@@ -102,10 +162,13 @@ sim::Task<std::uint64_t> DecentralizedSgd::step(StepContext& ctx) {
 const AlgorithmEntry& parallel_sgd_entry() {
   static const AlgorithmEntry entry{
       .name = "parallel_sgd",
-      .description = "parallel SGD: centralized (all-reduce of gradients) or decentralized (gossip averaging of models, "
-                     "optionally compressed)",
-      .paper = "the ChocoSGD reference code's sgd.py (decentralized: Lian et al., NeurIPS 2017, D-PSGD)",
-      .fields = with_optimizer_fields({"variant", "compressor"}),
+      .description = "parallel SGD: centralized (all-reduce of gradients, optionally compressed with PowerSGD) or "
+                     "decentralized (gossip averaging of models, optionally compressed)",
+      .paper = "the ChocoSGD reference code's sgd.py (decentralized: Lian et al., NeurIPS 2017, D-PSGD; PowerSGD: "
+               "Vogels, Karimireddy, Jaggi, NeurIPS 2019)",
+      .fields = with_optimizer_fields({"variant", "compressor", "gradient_compression", "matrix_approximation_rank",
+                                       "start_powerSGD_iter", "min_compression_rate", "use_error_feedback", "warm_start",
+                                       "orthogonalization_epsilon", "random_seed"}),
       .parse =
           [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
             spec.variant = a.choice("variant", std::nullopt, {"centralized", "decentralized"});
@@ -115,17 +178,28 @@ const AlgorithmEntry& parallel_sgd_entry() {
                                           fmt::format("parallel_sgd variant centralized takes no compressor (got {}; only "
                                                       "the decentralized variant does)",
                                                       kernels::to_string(spec.compressor.kind)));
+            if (spec.variant == "centralized")
+              spec.gradient_compression = a.choice("gradient_compression", "none", {"none", "powersgd"});
+            else if (a.find("gradient_compression"))
+              throw config::ScenarioError(a.where("gradient_compression"), config::ErrorKind::inconsistent,
+                                          "only parallel_sgd's centralized variant compresses its all-reduce (the "
+                                          "decentralized one takes a compressor)");
+            parse_powersgd(a, spec, spec.gradient_compression == "powersgd",
+                           "only parallel_sgd with gradient_compression \"powersgd\" reads it");
           },
       .to_json =
           [](const AlgorithmSpec& spec, nlohmann::json& out) {
             out["variant"] = spec.variant;
             out["compressor"] = compressor_json(spec.compressor);
+            if (spec.gradient_compression != "powersgd") return;  // "none" is not echoed: results stay as they were
+            out["gradient_compression"] = spec.gradient_compression;
+            powersgd_json(spec, out);
           },
       .make = [](const AlgorithmSpec& spec, const net::Topology& topology, int rank) -> std::unique_ptr<Algorithm> {
         if (spec.variant == "centralized") {
           if (spec.compressor.kind != kernels::CompressorKind::identity)
             throw std::logic_error("parallel_sgd: the centralized variant takes no compressor (the loader refuses one)");
-          return std::make_unique<CentralizedSgd>(spec.optimizer);
+          return std::make_unique<CentralizedSgd>(spec);
         }
         if (spec.variant == "decentralized") return std::make_unique<DecentralizedSgd>(spec, topology, rank);
         throw std::logic_error(fmt::format("parallel_sgd: unknown variant \"{}\"", spec.variant));
@@ -134,6 +208,10 @@ const AlgorithmEntry& parallel_sgd_entry() {
         MemoryFootprint f;
         if (spec.variant == "centralized") {
           f.model_buffers = 1;  // flat_grads_
+          if (spec.gradient_compression == "powersgd") {  // e and M0 (with error feedback), the uncompressed copy
+            f.model_buffers += (spec.use_error_feedback ? 2.0 : 0.0) + 1.0;
+            f.collectives_per_step = 3.0;
+          }
           return f;
         }
         f.model_buffers = 2;  // flat_params_, mixed_

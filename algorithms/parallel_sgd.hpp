@@ -17,7 +17,13 @@
 // compressor seeds, threshold rejected), and mixes its own model uncompressed. n_bits
 // follows gossip.hpp's convention (top_k: 64 K, ...). Unlike CHOCO-SGD this does not
 // converge to the exact average for biased C; it is the baseline the papers compare with.
-// The centralized variant takes no compressor.
+// The centralized variant takes no compressor; it can instead compress its all-reduce with
+// PowerSGD (Vogels et al., NeurIPS 2019; gradient_compression "powersgd", the fields and
+// semantics of PyTorch's PowerSGDState, powersgd.hpp): from step start_powerSGD_iter on,
+//   g_bar ~ PowerSGD(g_i [+ e_i])        (sync/compress, sync/sync: all-reduce of the
+//                                         uncompressed tensors and P, then of Q)
+// over the whole model in parameter order, the ddp powersgd hook without buckets or
+// overlap; n_bits 32 (n + m) r per compressed matrix plus 32 per uncompressed element.
 #pragma once
 
 #include <optional>
@@ -25,18 +31,39 @@
 #include "algorithms/algorithm.hpp"
 #include "algorithms/apply_gradient.hpp"
 #include "algorithms/gossip.hpp"
+#include "algorithms/powersgd.hpp"
 #include "kernels/tensor_buffer.hpp"
 
 namespace dtsim::algorithms {
 
 class CentralizedSgd final : public Algorithm {
  public:
-  explicit CentralizedSgd(OptimizerSpec spec) : optimizer_(spec) {}
+  explicit CentralizedSgd(const AlgorithmSpec& spec);
   sim::Task<std::uint64_t> step(StepContext& ctx) override;
+  std::uint64_t state_bytes() const override { return powersgd_.state_bytes(); }
+  // PowerSGD's P and Q (n x r, m x r per compressed tensor, in parameter order).
+  std::vector<at::Tensor> ps() const { return powersgd_.ps(); }
+  std::vector<at::Tensor> qs() const { return powersgd_.qs(); }
+  // The tensors PowerSGD compresses, in parameter order: ps()[i], qs()[i] are the i-th's.
+  std::vector<std::size_t> compressed_tensors() const {
+    std::vector<std::size_t> out;
+    for (std::size_t j = 0; j < powersgd_.slots().size(); ++j)
+      if (powersgd_.slots()[j].r != 0) out.push_back(j);
+    return out;
+  }
 
  private:
+  sim::Task<std::uint64_t> powersgd_all_reduce(StepContext& ctx);
+
   LocalOptimizer optimizer_;
   kernels::TensorBuffer flat_grads_;
+  // gradient_compression "powersgd":
+  bool use_powersgd_;
+  PowerSgdSettings settings_;
+  std::int64_t start_iter_;
+  at::Generator generator_;
+  PowerSgdGroup powersgd_;
+  std::int64_t iter_ = 0;
 };
 
 class DecentralizedSgd final : public Algorithm {

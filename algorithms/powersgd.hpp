@@ -65,6 +65,7 @@ class PowerSgdGroup {
   // The compressed tensors' P (n x r) and Q (m x r) views, in slot order.
   std::vector<at::Tensor> ps() const { return low_rank_views(p_memory_, true); }
   std::vector<at::Tensor> qs() const { return low_rank_views(q_memory_, false); }
+  const std::vector<PowerSgdSlot>& slots() const { return slots_; }
   // 32 bits per element of the three collectives: (n + m) r per compressed matrix plus one
   // per uncompressed element.
   std::uint64_t n_bits() const;

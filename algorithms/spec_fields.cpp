@@ -108,4 +108,49 @@ double local_sync_share(const AlgorithmSpec& spec, std::int64_t steps) {
   return (before + after / static_cast<double>(spec.local_steps)) / static_cast<double>(steps);
 }
 
+const std::vector<std::string>& powersgd_fields() {
+  static const std::vector<std::string> fields{"matrix_approximation_rank", "start_powerSGD_iter", "min_compression_rate",
+                                               "use_error_feedback",        "warm_start",          "orthogonalization_epsilon",
+                                               "random_seed"};
+  return fields;
+}
+
+// PyTorch checks this in PowerSGDState (the buckets it rebuilds after the first iteration
+// would not match the error and Q memories); dtsim's buckets never change, but the rule is
+// PyTorch's.
+std::string powersgd_start_problem(const AlgorithmSpec& spec) {
+  if ((spec.use_error_feedback || spec.warm_start) && spec.start_powerSGD_iter <= 1)
+    return fmt::format("expected > 1 with use_error_feedback or warm_start (PyTorch's PowerSGDState: PowerSGD can only "
+                       "be applied after the first two iterations of DDP), got {}",
+                       spec.start_powerSGD_iter);
+  return {};
+}
+
+void parse_powersgd(ObjectReader& a, AlgorithmSpec& spec, bool reads_them, const std::string& why_not) {
+  if (!reads_them) {
+    for (const auto& key : powersgd_fields())
+      if (a.find(key)) throw ScenarioError(a.where(key), ErrorKind::unknown_field, why_not);
+    return;
+  }
+  spec.matrix_approximation_rank = a.integer("matrix_approximation_rank", 1, 1, kIntMax);
+  spec.use_error_feedback = a.boolean("use_error_feedback", true);
+  spec.warm_start = a.boolean("warm_start", true);
+  spec.start_powerSGD_iter = a.integer("start_powerSGD_iter", 1000, 0, kIntMax);
+  if (const auto problem = powersgd_start_problem(spec); !problem.empty())
+    throw ScenarioError(a.where("start_powerSGD_iter"), ErrorKind::inconsistent, problem);
+  spec.min_compression_rate = a.number("min_compression_rate", 2.0, 0.0, kInf);
+  spec.orthogonalization_epsilon = a.number("orthogonalization_epsilon", 0.0, 0.0, kInf);
+  spec.random_seed = static_cast<std::uint64_t>(a.integer("random_seed", 0, 0, kIntMax));
+}
+
+void powersgd_json(const AlgorithmSpec& spec, nlohmann::json& out) {
+  out["matrix_approximation_rank"] = spec.matrix_approximation_rank;
+  out["start_powerSGD_iter"] = spec.start_powerSGD_iter;
+  out["min_compression_rate"] = spec.min_compression_rate;
+  out["use_error_feedback"] = spec.use_error_feedback;
+  out["warm_start"] = spec.warm_start;
+  out["orthogonalization_epsilon"] = spec.orthogonalization_epsilon;
+  out["random_seed"] = spec.random_seed;
+}
+
 }  // namespace dtsim::algorithms

@@ -34,6 +34,17 @@ void local_schedule_json(const AlgorithmSpec& spec, nlohmann::json& out);
 
 // A compressed message's bytes per byte of fp32 model (for memory_footprint).
 double payload_fraction(const kernels::CompressorSpec& c);
+
+// PowerSGD's settings, named as PyTorch's PowerSGDState names them (ddp's powersgd hook,
+// parallel_sgd's centralized powersgd): matrix_approximation_rank, start_powerSGD_iter,
+// min_compression_rate, use_error_feedback, warm_start, orthogonalization_epsilon,
+// random_seed. `reads_them` false: any of them present is an error naming `why_not`.
+const std::vector<std::string>& powersgd_fields();
+void parse_powersgd(config::ObjectReader& a, AlgorithmSpec& spec, bool reads_them, const std::string& why_not);
+void powersgd_json(const AlgorithmSpec& spec, nlohmann::json& out);
+// PowerSGDState's own rule: start_powerSGD_iter > 1 with error feedback or warm start;
+// "" when it holds, else the problem.
+std::string powersgd_start_problem(const AlgorithmSpec& spec);
 // Steps that synchronise under the local SGD family's schedule, per step.
 double local_sync_share(const AlgorithmSpec& spec, std::int64_t steps);
 

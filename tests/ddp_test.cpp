@@ -17,6 +17,7 @@
 #include <set>
 
 #include "algorithms/ddp.hpp"
+#include "algorithms/parallel_sgd.hpp"
 #include "comm/emulated.hpp"
 #include "comm/phase_timer.hpp"
 #include "kernels/ddp_buckets.hpp"
@@ -197,6 +198,11 @@ sim::Task<void> rank_loop(comm::Communicator& comm, const FakeModel& m, int step
     }
     trace.n_bits[t - 1][rank] = co_await algorithm.step(ctx);
     for (const auto& p : params) trace.params[t - 1][rank].push_back(p.clone());
+    if (auto* centralized = dynamic_cast<algorithms::CentralizedSgd*>(&algorithm)) {
+      const auto ps = centralized->ps(), qs = centralized->qs();
+      const auto tensors = centralized->compressed_tensors();
+      for (std::size_t i = 0; i < tensors.size(); ++i) trace.pq[t - 1][rank][tensors[i]] = {ps[i].clone(), qs[i].clone()};
+    }
     if (auto* ddp = dynamic_cast<algorithms::Ddp*>(&algorithm)) {
       for (std::size_t b = 0; b < ddp->buckets().size(); ++b) {
         const auto ps = ddp->ps(b), qs = ddp->qs(b);
@@ -449,9 +455,12 @@ struct Reference {
   std::vector<std::vector<at::Tensor>> x;
 };
 
-Reference powersgd_reference(const FakeModel& m, int W, int steps, const PowerSgdSettings& p, double lr) {
-  std::vector<std::size_t> ready;
-  for (const auto& stage : m.stages) ready.insert(ready.end(), stage.begin(), stage.end());
+// `draw_order`: the order Q's are drawn in; empty, backward order (ddp's buckets).
+Reference powersgd_reference(const FakeModel& m, int W, int steps, const PowerSgdSettings& p, double lr,
+                             std::vector<std::size_t> draw_order = {}) {
+  std::vector<std::size_t> ready = std::move(draw_order);
+  if (ready.empty())
+    for (const auto& stage : m.stages) ready.insert(ready.end(), stage.begin(), stage.end());
   auto x = initial_params(m);
   const std::size_t J = x.size();
   std::vector<std::vector<at::Tensor>> e(W, std::vector<at::Tensor>(J));
@@ -512,10 +521,13 @@ double scaled_diff(const at::Tensor& a, const at::Tensor& ref) {
   return max_abs_diff(a, ref) / std::max(1.0, ref.abs().max().item<double>());
 }
 
-void expect_matches_reference(const FakeModel& m, int W, const PowerSgdSettings& p) {
+// `algorithm`: the run's algorithm (ddp's powersgd hook when null); `draw_order` as the
+// reference takes it.
+void expect_matches_reference(const FakeModel& m, int W, const PowerSgdSettings& p, const json& algorithm = nullptr,
+                              const std::vector<std::size_t>& draw_order = {}) {
   const int steps = 20;
-  const auto trace = run(powersgd_json(p), m, W, steps);
-  const auto ref = powersgd_reference(m, W, steps, p, 0.1);
+  const auto trace = run(algorithm.is_null() ? powersgd_json(p) : algorithm, m, W, steps);
+  const auto ref = powersgd_reference(m, W, steps, p, 0.1, draw_order);
   std::size_t compared = 0;
   for (int t = 0; t < steps; ++t) {
     for (int r = 0; r < W; ++r) {
@@ -727,6 +739,104 @@ TEST(DdpScenario, EchoesItsFields) {
   const auto plain = make_scenario({{"name", "ddp"}, {"lr", 0.1}}, 2).to_json()["algorithm"];
   EXPECT_EQ(plain["hook"], "allreduce");
   EXPECT_FALSE(plain.contains("warm_start"));
+}
+
+// ---------------------------------------------------------------------------------------
+// PowerSGD as the centralized family's compressor: parallel_sgd, gradient_compression
+// "powersgd" (one group over the whole model, Q drawn in parameter order)
+
+json centralized_powersgd_json(const PowerSgdSettings& p) {
+  json a = powersgd_json(p);
+  a.erase("hook");
+  a.erase("bucket_cap_mb");
+  a.erase("first_bucket_mb");
+  a["name"] = "parallel_sgd";
+  a["variant"] = "centralized";
+  a["gradient_compression"] = "powersgd";
+  return a;
+}
+
+TEST(ParallelSgdPowerSgd, MatchesAPlainReimplementation) {
+  const auto m = small_model();
+  std::vector<std::size_t> parameter_order(m.shapes.size());
+  for (std::size_t j = 0; j < parameter_order.size(); ++j) parameter_order[j] = j;
+  for (int W : {1, 4})
+    for (std::int64_t rank : {1, 2}) {
+      SCOPED_TRACE("W=" + std::to_string(W) + " rank=" + std::to_string(rank));
+      PowerSgdSettings p;
+      p.rank = rank;
+      p.min_rate = rank == 2 ? 1.0 : 2.0;
+      p.seed = 7;
+      expect_matches_reference(m, W, p, centralized_powersgd_json(p), parameter_order);
+    }
+  PowerSgdSettings plain;  // no warm start, no error feedback, from the first step
+  plain.warm_start = false;
+  plain.error_feedback = false;
+  plain.start = 0;
+  plain.eps = 1e-3;
+  expect_matches_reference(m, 4, plain, centralized_powersgd_json(plain), parameter_order);
+}
+
+// Before start_powerSGD_iter it is parallel SGD bit for bit (32 bits per element); from it
+// on, 32 (n + m) r per compressed matrix plus 32 per uncompressed element, the same count
+// as ddp's hook (the compression rule does not see buckets).
+TEST(ParallelSgdPowerSgd, PlainPhaseThenPowerSgdBits) {
+  const auto m = small_model();
+  PowerSgdSettings p;
+  p.start = 3;
+  p.min_rate = 1.0;
+  const auto plain = run(with({{"name", "parallel_sgd"}, {"variant", "centralized"}}, kOptimizer), m, 4, 3);
+  const auto compressed = run(with(centralized_powersgd_json(p), kOptimizer), m, 4, 5);
+  const auto hook = run(with(powersgd_json(p), kOptimizer), m, 4, 5);
+  for (int t = 0; t < 3; ++t)
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_EQ(compressed.n_bits[t][r], 32u * 177u);
+      for (std::size_t j = 0; j < m.shapes.size(); ++j)
+        EXPECT_TRUE(at::equal(compressed.params[t][r][j], plain.params[t][r][j])) << "step " << t + 1 << " tensor " << j;
+    }
+  std::uint64_t expected = 0;
+  for (const auto& shape : m.shapes) {
+    std::int64_t numel = 1;
+    for (auto d : shape) numel *= d;
+    const std::int64_t n = shape.empty() ? 1 : shape[0], cols = numel / n;
+    const bool squeezed = static_cast<double>(n + cols) * 1.0 < static_cast<double>(n * cols);  // r = 1, rate 1
+    expected += 32u * static_cast<std::uint64_t>(squeezed ? n + cols : numel);
+  }
+  for (int t = 3; t < 5; ++t) {
+    EXPECT_EQ(compressed.n_bits[t][0], expected);
+    EXPECT_EQ(hook.n_bits[t][0], expected);
+  }
+  EXPECT_LT(expected, 32u * 177u);
+}
+
+#define EXPECT_CONTAINS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
+
+TEST(ParallelSgdPowerSgd, FieldsOnlyWhereTheyApply) {
+  auto doc = [](const json& algorithm) {
+    return json{{"name", "t"}, {"ranks", 2}, {"steps", 1}, {"workload", {{"type", "logistic_regression"}}},
+                {"algorithm", algorithm}, {"topology", {{"kind", "ring"}}},
+                {"network", {{"model", "alpha_beta"}, {"latency_us", 5}, {"bandwidth_GBps", 1}}}};
+  };
+  auto error = [&](const json& algorithm) {
+    try {
+      runner::parse_scenario(doc(algorithm));
+    } catch (const config::ScenarioError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_CONTAINS(error({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}, {"matrix_approximation_rank", 2}}),
+              ("/algorithm/matrix_approximation_rank"));
+  EXPECT_CONTAINS(error({{"name", "parallel_sgd"}, {"variant", "decentralized"}, {"lr", 0.1}, {"gradient_compression", "powersgd"}}),
+              ("/algorithm/gradient_compression"));
+  EXPECT_CONTAINS(error({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}, {"gradient_compression", "powersgd"},
+                     {"start_powerSGD_iter", 1}}),
+              ("/algorithm/start_powerSGD_iter"));
+  EXPECT_CONTAINS(error({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}, {"gradient_compression", "top_k"}}),
+              ("/algorithm/gradient_compression"));
+  EXPECT_EQ(error({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}, {"gradient_compression", "powersgd"},
+                   {"matrix_approximation_rank", 2}}),
+            "accepted");
 }
 
 }  // namespace

@@ -36,6 +36,9 @@ json centralized_local_algorithm(const std::string& name) {
        {{"name", "sparsified_sgd"}, {"lr", 0.5}, {"compressor", {{"kind", "one_bit"}, {"bucket", 32}}}}},
       {"sparsified_warmup_clipped", {{"name", "sparsified_sgd"}, {"lr", 0.5}, {"clip_grad_norm", 0.5},
                                      {"compress_warmup_epochs", 2}, {"compressor", {{"kind", "random_k"}, {"ratio", 0.01}}}}},
+      {"parallel_sgd_powersgd", {{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.5},
+                                 {"gradient_compression", "powersgd"}, {"start_powerSGD_iter", 2},
+                                 {"min_compression_rate", 0.5}, {"matrix_approximation_rank", 2}}},
       {"sign_sgd", {{"name", "sign_sgd"}, {"lr", 0.02}}},
       {"ef_sign_sgd", {{"name", "ef_sign_sgd"}, {"lr", 0.3}}},
       {"local_sgd", {{"name", "local_sgd"}, {"lr", 0.5}, {"local_steps", 3}, {"turn_on_local_steps_from", 4}}},
@@ -247,7 +250,7 @@ INSTANTIATE_TEST_SUITE_P(Gloo, LiveVersusEmulated, ::testing::Values("centralize
 // Bring your own model: autograd through a TorchScript module on every live rank.
 INSTANTIATE_TEST_SUITE_P(TorchScript, LiveVersusEmulated, ::testing::Values(kTorchScriptMlp));
 INSTANTIATE_TEST_SUITE_P(CentralizedLocal, LiveVersusEmulated,
-                         ::testing::Values("sparsified_top_k", "sparsified_qsgd", "sparsified_one_bit",
+                         ::testing::Values("sparsified_top_k", "sparsified_qsgd", "sparsified_one_bit", "parallel_sgd_powersgd",
                                            "sparsified_warmup_clipped", "sign_sgd", "ef_sign_sgd", "local_sgd",
                                            "local_sign_sgd", "local_ef_sign_sgd", "local_ef_sign_sgd_packed"));
 INSTANTIATE_TEST_SUITE_P(DistOpt, LiveVersusEmulated,

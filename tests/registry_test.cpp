@@ -261,13 +261,19 @@ TEST(Registry, EveryFieldOfEveryAlgorithmIsEchoedAndSweepable) {
   const json workload = {{"type", "logistic_regression"}, {"samples", 64}, {"features", 4}};
   const auto& optimizer_names = algorithms::optimizer_fields();
   for (const auto* e : algorithms::algorithm_entries()) {
-    // distopt's variants, and ddp's hook powersgd (its own fields), each in turn.
+    // distopt's variants, ddp's hook powersgd and parallel_sgd's centralized powersgd (their
+    // own fields), each in turn.
     for (const std::string variant : {"", "sync", "half", "partial", "sparse", "powersgd"}) {
-      if (!variant.empty() && e->name != "distopt" && e->name != "ddp") continue;
-      if (e->name == "ddp" && !variant.empty() && variant != "powersgd") continue;
+      if (!variant.empty() && e->name != "distopt" && e->name != "ddp" && e->name != "parallel_sgd") continue;
+      if ((e->name == "ddp" || e->name == "parallel_sgd") && !variant.empty() && variant != "powersgd") continue;
       if (e->name == "distopt" && variant == "powersgd") continue;
       json algorithm = minimal_algorithm(e->name);
-      if (!variant.empty()) algorithm[e->name == "ddp" ? "hook" : "variant"] = variant;
+      if (e->name == "parallel_sgd" && variant == "powersgd") {
+        algorithm["variant"] = "centralized";
+        algorithm["gradient_compression"] = "powersgd";
+      } else if (!variant.empty()) {
+        algorithm[e->name == "ddp" ? "hook" : "variant"] = variant;
+      }
       // The default lr_schedule (constant) is left out of the echo; any other is echoed.
       algorithm["lr_schedule"] = {{"warmup_epochs", 1}};
       const json base = scenario_with(workload, algorithm);
@@ -282,7 +288,14 @@ TEST(Registry, EveryFieldOfEveryAlgorithmIsEchoedAndSweepable) {
         const bool other_hook = e->name == "ddp" && variant.empty() && field != "hook" && field != "bucket_cap_mb" &&
                                 field != "first_bucket_mb" &&
                                 std::find(optimizer_names.begin(), optimizer_names.end(), field) == optimizer_names.end();
-        if (other_variant || other_hook || (e->name == "distopt" && variant.empty())) continue;
+        // parallel_sgd's gradient_compression and PowerSGD fields under the centralized
+        // powersgd only, its compressor under the decentralized variant only.
+        const auto& powersgd_names = algorithms::powersgd_fields();
+        const bool powersgd_field = field == "gradient_compression" ||
+                                    std::find(powersgd_names.begin(), powersgd_names.end(), field) != powersgd_names.end();
+        const bool other_compression =
+            e->name == "parallel_sgd" && (variant.empty() ? powersgd_field : field == "compressor");
+        if (other_variant || other_hook || other_compression || (e->name == "distopt" && variant.empty())) continue;
         ASSERT_TRUE(echoed.at("algorithm").contains(field)) << e->name << " " << variant << ": " << field << " not echoed";
         expect_sweepable(base, echoed, "/algorithm/" + field);
       }
