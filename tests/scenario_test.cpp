@@ -85,7 +85,9 @@ const std::vector<BadCase>& bad_cases() {
       {"unknown key", [](json& d) { d["network"]["latency_ms"] = 1; }, "/network/latency_ms: unknown field"},
       {"field of another algorithm", [](json& d) { d["algorithm"]["consensus_stepsize"] = 0.5; },
        "/algorithm/consensus_stepsize: not a field of algorithm parallel_sgd (its fields: lr, momentum, dampening, "
-       "weight_decay, nesterov, lr_schedule, variant, compressor)"},
+       "weight_decay, nesterov, lr_schedule, variant, compressor, gradient_compression, matrix_approximation_rank, "
+       "start_powerSGD_iter, min_compression_rate, use_error_feedback, warm_start, orthogonalization_epsilon, "
+       "random_seed)"},
       {"fractional steps", [](json& d) { d["steps"] = 2.5; }, "/steps: expected an integer, got number 2.5"},
       {"zero bandwidth", [](json& d) { d["network"]["bandwidth_GBps"] = 0; },
        "/network/bandwidth_GBps: expected a number in [1e-09, 1000000], got 0"},
