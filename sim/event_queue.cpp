@@ -99,10 +99,16 @@ void EventQueue::new_epoch() {
     start_run();
     return;
   }
-  // The epoch spans twice the mean distance to the earliest event: all of a uniform
-  // spread, and robust to a few far-future outliers. About two events per bucket.
-  const double span = 2.0 * (sum / static_cast<double>(far_.size()) - t_min);
-  nbuckets_ = std::clamp<std::size_t>(far_.size() / kPerBucket, 1, kMaxBuckets);
+  // Twice the mean distance to the earliest event estimates the range of the pending
+  // events (all of a uniform spread, and robust to a few far-future outliers). The epoch
+  // spans kRanges such ranges, with about two events per bucket as laid out (more once
+  // pushes fill the later buckets). Each event pushed beyond the epoch is laid out again
+  // at the next one, so a longer epoch saves that pass for most of them; but the pushes
+  // inside it go to the buckets' node lists, whose nodes are scattered: once those
+  // outgrow the cache, walking them costs more than the streaming pass over far_ does.
+  const std::size_t ranges = far_.size() <= kLongEpochsUpTo ? kLongEpochRanges : 1;
+  const double span = 2.0 * static_cast<double>(ranges) * (sum / static_cast<double>(far_.size()) - t_min);
+  nbuckets_ = std::clamp<std::size_t>(far_.size() * ranges / kPerBucket, 1, kMaxBuckets);
   inv_width_ = static_cast<double>(nbuckets_) / span;
   start_ = t_min;
   cur_ = 0;
@@ -176,7 +182,21 @@ void EventQueue::spread() {
 
 void EventQueue::start_run() {
   run_pos_ = 0;
-  // Often sorted already: a burst at one time, appended in sequence order.
+  // Most runs are a bucket's handful of events: an insertion sort, with no call into
+  // std::sort. On a sorted run (a burst at one time, appended in sequence order) it is
+  // one comparison per event, like is_sorted.
+  QueuedEvent* r = run_.data();
+  const std::size_t n = run_.size();
+  if (n <= kInsertionSortUpTo) {
+    for (std::size_t i = 1; i < n; ++i) {
+      const QueuedEvent e = r[i];
+      const Key k = key(e);
+      std::size_t j = i;
+      for (; j > 0 && k < key(r[j - 1]); --j) r[j] = r[j - 1];
+      r[j] = e;
+    }
+    return;
+  }
   const auto before = [](const QueuedEvent& a, const QueuedEvent& b) { return key(a) < key(b); };
   if (!std::is_sorted(run_.begin(), run_.end(), before)) std::sort(run_.begin(), run_.end(), before);
 }

@@ -177,6 +177,11 @@ class EventQueue {
   // all events) and is spread over a calendar again.
   static constexpr std::size_t kSmall = 64;
   static constexpr std::size_t kLargeHeap = 1024;
+  // Epochs over that many pending events or fewer span kLongEpochRanges times their
+  // range (see new_epoch); larger ones span one. Measured in bench/engine_bench.cpp.
+  static constexpr std::size_t kLongEpochsUpTo = 4096;
+  static constexpr std::size_t kLongEpochRanges = 8;
+  static constexpr std::size_t kInsertionSortUpTo = 16;
 
   // Where `e` falls in the current epoch, in buckets (fractional). Monotone in time.
   double position(const QueuedEvent& e) const noexcept {

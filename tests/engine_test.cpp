@@ -3,6 +3,7 @@
 // failures and deadlocks of rank programs are reported.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -281,6 +282,57 @@ TEST(EngineQueue, PopsInExactOrderUnderAdversarialTimes) {
       for (std::uint64_t k = 0; k < pushes; ++k) push();
     }
     EXPECT_EQ(queue.size(), oracle.size());
+  }
+}
+
+// The steady state of a hold model (every pop pushes one event a random delay ahead),
+// at sizes on both sides of the queue's switch between long and short epochs, with
+// bursts at one time and zero delays mixed in; for_each sees exactly the pending events,
+// and clear() starts afresh.
+TEST(EngineQueue, HoldModelKeepsExactOrderAcrossEpochLengths) {
+  std::mt19937_64 rng(777);
+  for (const std::size_t pending : {100u, 1000u, 4000u, 5000u, 20000u}) {
+    EventQueue queue;
+    using Item = std::pair<std::uint64_t, std::uint64_t>;  // (time bits, sequence)
+    std::priority_queue<Item, std::vector<Item>, std::greater<>> oracle;
+    std::uint64_t seq = 0;
+    double now = 0.0;
+    auto push = [&](double t) {
+      const auto bits = std::bit_cast<std::uint64_t>(t);
+      queue.push(QueuedEvent{bits, seq, nullptr, 0});
+      oracle.push({bits, seq});
+      ++seq;
+    };
+    for (std::size_t i = 0; i < pending; ++i) push(std::uniform_real_distribution<double>(0.0, 1.0)(rng));
+    for (std::size_t step = 0; step < 8 * pending; ++step) {
+      const QueuedEvent got = queue.pop();
+      ASSERT_EQ(got.time_bits, oracle.top().first) << pending << " step " << step;
+      ASSERT_EQ(got.seq, oracle.top().second) << pending << " step " << step;
+      oracle.pop();
+      now = std::bit_cast<double>(got.time_bits);
+      const auto pick = rng() % 64;
+      if (pick == 0) {
+        for (int k = 0; k < 50; ++k) push(now + 0.25);  // a burst at one future time
+        for (int k = 0; k < 50; ++k) queue.pop(), oracle.pop();
+      } else if (pick == 1) {
+        push(now);  // a zero delay
+      } else {
+        push(now + std::uniform_real_distribution<double>(0.0, 1.0)(rng));
+      }
+    }
+    ASSERT_EQ(queue.size(), oracle.size());
+    std::vector<Item> seen, expected;
+    queue.for_each([&](const QueuedEvent& e) { seen.push_back({e.time_bits, e.seq}); });
+    for (; !oracle.empty(); oracle.pop()) expected.push_back(oracle.top());
+    std::sort(seen.begin(), seen.end());
+    EXPECT_EQ(seen, expected);
+    queue.clear();
+    EXPECT_TRUE(queue.empty());
+    queue.push(QueuedEvent{std::bit_cast<std::uint64_t>(2.0), 1, nullptr, 0});
+    queue.push(QueuedEvent{std::bit_cast<std::uint64_t>(1.0), 2, nullptr, 0});
+    EXPECT_EQ(queue.pop().seq, 2u);
+    EXPECT_EQ(queue.pop().seq, 1u);
+    EXPECT_TRUE(queue.empty());
   }
 }
 
