@@ -40,11 +40,7 @@ Ddp::Ddp(const AlgorithmSpec& spec)
     : hook_(parse_hook(spec.hook)),
       first_cap_(ddp_cap_bytes(spec.first_bucket_mb)),
       cap_(ddp_cap_bytes(spec.bucket_cap_mb)),
-      powersgd_{.rank = spec.matrix_approximation_rank,
-                .min_compression_rate = spec.min_compression_rate,
-                .error_feedback = spec.use_error_feedback,
-                .warm_start = spec.warm_start,
-                .epsilon = spec.orthogonalization_epsilon},
+      powersgd_(powersgd_settings(spec)),
       start_iter_(spec.start_powerSGD_iter),
       generator_(at::make_generator<at::CPUGeneratorImpl>(spec.random_seed)),
       optimizer_(spec.optimizer) {

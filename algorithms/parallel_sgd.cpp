@@ -19,11 +19,7 @@ std::uint64_t fp32_bits(std::int64_t elements) { return 32ULL * static_cast<std:
 CentralizedSgd::CentralizedSgd(const AlgorithmSpec& spec)
     : optimizer_(spec.optimizer),
       use_powersgd_(spec.gradient_compression == "powersgd"),
-      settings_{.rank = spec.matrix_approximation_rank,
-                .min_compression_rate = spec.min_compression_rate,
-                .error_feedback = spec.use_error_feedback,
-                .warm_start = spec.warm_start,
-                .epsilon = spec.orthogonalization_epsilon},
+      settings_(powersgd_settings(spec)),
       start_iter_(spec.start_powerSGD_iter),
       generator_(at::make_generator<at::CPUGeneratorImpl>(spec.random_seed)) {
   if (spec.gradient_compression != "none" && !use_powersgd_)

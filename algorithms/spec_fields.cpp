@@ -143,6 +143,14 @@ void parse_powersgd(ObjectReader& a, AlgorithmSpec& spec, bool reads_them, const
   spec.random_seed = static_cast<std::uint64_t>(a.integer("random_seed", 0, 0, kIntMax));
 }
 
+PowerSgdSettings powersgd_settings(const AlgorithmSpec& spec) {
+  return {.rank = spec.matrix_approximation_rank,
+          .min_compression_rate = spec.min_compression_rate,
+          .error_feedback = spec.use_error_feedback,
+          .warm_start = spec.warm_start,
+          .epsilon = spec.orthogonalization_epsilon};
+}
+
 void powersgd_json(const AlgorithmSpec& spec, nlohmann::json& out) {
   out["matrix_approximation_rank"] = spec.matrix_approximation_rank;
   out["start_powerSGD_iter"] = spec.start_powerSGD_iter;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/powersgd.hpp"
 #include "algorithms/registry.hpp"
 #include "config/object_reader.hpp"
 
@@ -42,6 +43,8 @@ double payload_fraction(const kernels::CompressorSpec& c);
 const std::vector<std::string>& powersgd_fields();
 void parse_powersgd(config::ObjectReader& a, AlgorithmSpec& spec, bool reads_them, const std::string& why_not);
 void powersgd_json(const AlgorithmSpec& spec, nlohmann::json& out);
+// The spec's PowerSGD fields as PowerSgdGroup takes them.
+PowerSgdSettings powersgd_settings(const AlgorithmSpec& spec);
 // PowerSGDState's own rule: start_powerSGD_iter > 1 with error feedback or warm start;
 // "" when it holds, else the problem.
 std::string powersgd_start_problem(const AlgorithmSpec& spec);
