@@ -11,12 +11,15 @@
 //
 // Output: one Markdown row per case with both predicted times, their relative
 // difference, each simulator's wall-clock time and their ratio.
-//   dtsim_simgrid_compare [--quick]
+//   dtsim_simgrid_compare [--quick] [--case TOPOLOGY:RANKS]...
+// --case keeps only the named cases (e.g. --case ring:1024 --case torus:32x32:1024): the
+// 1,024-rank ones cost minutes of SimGrid time each.
 #include <simgrid/s4u.hpp>
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -129,7 +132,18 @@ Outcome run_simgrid_in_child(const net::Topology& topology, const net::Schedule&
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  std::vector<std::string> only;  // "topology:ranks"
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
+      only.push_back(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: dtsim_simgrid_compare [--quick] [--case TOPOLOGY:RANKS]...\n");
+      return 2;
+    }
+  }
   struct Case {
     std::string topology;
     int ranks;
@@ -144,6 +158,10 @@ int main(int argc, char** argv) {
               kLatency * 1e6, kBandwidth / 1e9);
   std::printf("| topology | ranks | bytes | dtsim (s) | SimGrid (s) | rel. diff | dtsim wall (s) | SimGrid wall (s) | speed-up |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  if (!only.empty())
+    std::erase_if(cases, [&](const Case& c) {
+      return std::find(only.begin(), only.end(), fmt::format("{}:{}", c.topology, c.ranks)) == only.end();
+    });
   for (const auto& c : cases)
     for (auto bytes : sizes) {
       const auto topology = net::make_topology(net::parse_topology(c.topology), c.ranks, {kLatency, kBandwidth});

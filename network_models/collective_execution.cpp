@@ -42,31 +42,45 @@ void ScheduledExecution::start_step(int rank, int lane) {
     if (--lanes_left_[rank] == 0) done_(rank);
     return;
   }
-  const Step& step = schedule_->step(rank, lane, st.step, scratch_);
-  st.pending_sends = static_cast<int>(step.sends.size());
   st.pending_receives = 0;
-  for (int peer : step.receives) {
-    int& early = st.mailbox[peer];
-    if (early > 0) {
-      --early;
-    } else {
-      ++st.waiting[peer];
-      ++st.pending_receives;
-    }
-  }
-  if (!step.sends.empty()) {
-    // Each message holds the execution alive until it arrives (a shared_ptr copy, no
-    // allocation), as a captured shared_ptr did in a callback.
-    const auto self = shared_from_this();
-    for (const auto& t : step.sends) transport_.send(rank, t.peer, t.bytes, self, pack(rank, lane, t.peer));
+  if (schedule_->compact_ring()) {  // one send, one receive: no Step to fill
+    const Transfer t = schedule_->ring_send(rank, st.step);
+    st.pending_sends = 1;
+    expect(st, schedule_->ring_receive_from(rank));
+    send(rank, lane, t.peer, t.bytes);
+  } else {
+    const Step& step = schedule_->step(rank, lane, st.step, scratch_);
+    st.pending_sends = static_cast<int>(step.sends.size());
+    for (int peer : step.receives) expect(st, peer);
+    for (const auto& t : step.sends) send(rank, lane, t.peer, t.bytes);
   }
   maybe_advance(rank, lane);
+}
+
+// One more receive from `peer` in the current step, unless it has arrived already.
+void ScheduledExecution::expect(LaneState& st, int peer) {
+  int& early = st.mailbox[peer];
+  if (early > 0) {
+    --early;
+  } else {
+    ++st.waiting[peer];
+    ++st.pending_receives;
+  }
+}
+
+void ScheduledExecution::send(int rank, int lane, int peer, double bytes) {
+  transport_.send(rank, peer, bytes, *this, pack(rank, lane, peer));  // first: it may throw (no route)
+  if (in_flight_++ == 0) self_while_in_flight_ = shared_from_this();
 }
 
 void ScheduledExecution::message_arrived(std::uint64_t tag) {
   const int rank = static_cast<int>(tag >> (kPeerBits + kLaneBits));
   const int lane = static_cast<int>((tag >> kPeerBits) & ((1u << kLaneBits) - 1));
   const int peer = static_cast<int>(tag & ((std::uint64_t{1} << kPeerBits) - 1));
+  // Released last, when nothing of this call touches the execution any more (it may
+  // be the last reference).
+  std::shared_ptr<ScheduledExecution> keep;
+  if (--in_flight_ == 0) keep = std::move(self_while_in_flight_);
   deliver(peer, lane, rank);
   --state(rank, lane).pending_sends;
   maybe_advance(rank, lane);

@@ -42,28 +42,33 @@ class ScheduledExecution final : public Execution,
   // Per-peer counters: a step talks to few peers, so the first two are kept inline (no
   // pointer to chase when a message arrives) and any more in a list.
   struct PeerCounts {
-    std::pair<int, int> inline_items[2] = {};
-    int inline_count = 0;
-    std::vector<std::pair<int, int>> more;
+    int peers[2] = {-1, -1};
+    int counts[2] = {0, 0};
+    std::unique_ptr<std::vector<std::pair<int, int>>> more;
     int& operator[](int peer) {
-      for (int i = 0; i < inline_count; ++i)
-        if (inline_items[i].first == peer) return inline_items[i].second;
-      for (auto& [p, c] : more)
-        if (p == peer) return c;
-      if (inline_count < 2) {
-        inline_items[inline_count] = {peer, 0};
-        return inline_items[inline_count++].second;
-      }
-      return more.emplace_back(peer, 0).second;
+      for (int i = 0; i < 2; ++i)
+        if (peers[i] == peer) return counts[i];
+      if (more)
+        for (auto& [p, c] : *more)
+          if (p == peer) return c;
+      for (int i = 0; i < 2; ++i)
+        if (peers[i] < 0) {
+          peers[i] = peer;
+          return counts[i];
+        }
+      if (!more) more = std::make_unique<std::vector<std::pair<int, int>>>();
+      return more->emplace_back(peer, 0).second;
     }
   };
-  struct LaneState {
-    std::size_t step = 0;
+  // One cache line per lane: a message's arrival touches its sender's and its
+  // receiver's lanes, nothing else of the execution.
+  struct alignas(64) LaneState {
+    std::uint32_t step = 0;
     int pending_sends = 0;
     int pending_receives = 0;
+    bool started = false;
     PeerCounts waiting;  // peer -> receives of the current step not yet arrived
     PeerCounts mailbox;  // peer -> messages arrived before they were awaited
-    bool started = false;
   };
   // A message's tag: sender, lane, receiver.
   static constexpr int kPeerBits = 28, kLaneBits = 8;
@@ -73,6 +78,8 @@ class ScheduledExecution final : public Execution,
            (static_cast<std::uint64_t>(lane) << kPeerBits) | static_cast<std::uint64_t>(peer);
   }
   void start_step(int rank, int lane);
+  void expect(LaneState& st, int peer);
+  void send(int rank, int lane, int peer, double bytes);
   void maybe_advance(int rank, int lane);
   void deliver(int to, int lane, int from);
 
@@ -85,6 +92,11 @@ class ScheduledExecution final : public Execution,
   std::vector<LaneState> lanes_;
   std::vector<int> first_lane_;  // size() + 1 entries
   std::vector<int> lanes_left_;
+  // Messages sent and not yet arrived, and a reference to this execution held while
+  // there are any: the transport holds a plain Sink&, and whoever started the
+  // collective may drop it before its last message lands.
+  std::uint64_t in_flight_ = 0;
+  std::shared_ptr<ScheduledExecution> self_while_in_flight_;
 };
 
 class ClosedFormExecution final : public Execution {

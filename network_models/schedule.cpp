@@ -309,11 +309,20 @@ std::size_t Schedule::step_count(int rank, int lane) const {
 
 const Step& Schedule::step(int rank, int lane, std::size_t k, Step& scratch) const {
   if (!lanes.empty()) return lanes[rank][lane][k];
-  const int n = ring.ranks, kk = static_cast<int>(k);
-  const int index = kk < ring.shift_from ? mod(rank - kk, n) : mod(rank + 1 - (kk - ring.shift_from), n);
-  scratch.sends.assign(1, {mod(rank + 1, n), ring.chunk[index]});
-  scratch.receives.assign(1, mod(rank - 1, n));
+  scratch.sends.assign(1, ring_send(rank, k));
+  scratch.receives.assign(1, ring_receive_from(rank));
   return scratch;
+}
+
+// Per message of a ring: wraps by adding or subtracting n, not by a division
+// (rank - k and rank + 1 - (k - shift_from) lie in (-n, n] in the schedules built here).
+Transfer Schedule::ring_send(int rank, std::size_t k) const {
+  const int n = ring.ranks, kk = static_cast<int>(k);
+  int index = kk < ring.shift_from ? rank - kk : rank + 1 - (kk - ring.shift_from);
+  if (index < 0) index += n;
+  else if (index >= n) index -= n;
+  if (index < 0 || index >= n) index = mod(index, n);  // a hand-made Ring with more steps
+  return {rank + 1 == n ? 0 : rank + 1, ring.chunk[index]};
 }
 
 double Schedule::bytes_sent(int rank) const {

@@ -91,6 +91,11 @@ struct Schedule {
   std::size_t step_count(int rank, int lane) const;
   // Step k of a lane: a reference into `lanes`, or `scratch` filled for a ring.
   const Step& step(int rank, int lane, std::size_t k, Step& scratch) const;
+  // The compact ring form's step k of `rank` without a Step: its one send, and the
+  // rank its one receive comes from.
+  bool compact_ring() const { return lanes.empty(); }
+  Transfer ring_send(int rank, std::size_t k) const;
+  int ring_receive_from(int rank) const { return rank == 0 ? ring.ranks - 1 : rank - 1; }
 
   double bytes_sent(int rank) const;
   double bytes_received(int rank) const;  // from the peers' sends

@@ -52,26 +52,34 @@ Topology::Topology(std::string kind, int ranks, int nodes, const std::vector<Edg
   failed_.assign(links_.size(), false);
 }
 
-const std::vector<int>& Topology::parents_from(int src) const {
+// The BFS runs only as far as the destination asked for and resumes from where it
+// stopped on the next miss for the same source: a ring or torus schedule needs one or
+// two routes per source, and a whole tree per source was a BFS over every node for each
+// rank (O(n^2) for n ranks). Parents are set when a node is first reached, in the same
+// queue order either way, so a partial tree agrees with the whole one where it is set.
+const std::vector<int>& Topology::parents_from(int src, int until) const {
   auto it = parents_.find(src);
-  if (it != parents_.end()) return it->second;
-  // Bounded cache: a BFS tree holds one int per node, so keep at most 256 of them.
-  if (parents_.size() >= 256) parents_.erase(parents_.begin());
-  std::vector<int> parent(adjacency_.size(), -2);  // -2 unreached, -1 the source
-  parent[src] = -1;
-  std::deque<int> frontier{src};
-  while (!frontier.empty()) {
-    const int u = frontier.front();
-    frontier.pop_front();
+  if (it == parents_.end()) {
+    // Bounded cache: a BFS tree holds one int per node, so keep at most 256 of them.
+    if (parents_.size() >= 256) parents_.erase(parents_.begin());
+    BfsTree tree;
+    tree.parent.assign(adjacency_.size(), -2);  // -2 unreached, -1 the source
+    tree.parent[src] = -1;
+    tree.frontier.push_back(src);
+    it = parents_.emplace(src, std::move(tree)).first;
+  }
+  BfsTree& tree = it->second;
+  while (tree.head < tree.frontier.size() && (until < 0 || tree.parent[until] == -2)) {
+    const int u = tree.frontier[tree.head++];
     for (int l : adjacency_[u]) {
       if (failed_[l]) continue;
       const int v = links_[l].dst;
-      if (parent[v] != -2) continue;
-      parent[v] = l;
-      frontier.push_back(v);
+      if (tree.parent[v] != -2) continue;
+      tree.parent[v] = l;
+      tree.frontier.push_back(v);
     }
   }
-  return parents_.emplace(src, std::move(parent)).first->second;
+  return tree.parent;
 }
 
 const Topology::Route& Topology::route_info(int src, int dst) const {
@@ -86,7 +94,7 @@ const Topology::Route& Topology::route_info(int src, int dst) const {
       if (route_keys_[i] == 0) break;
     }
   }
-  const auto& parent = parents_from(src);
+  const auto& parent = parents_from(src, dst);
   require(parent[dst] != -2, fmt::format("{}: no route from {} to {}", kind_, src, dst));
   Route r;
   for (int v = dst; v != src; v = links_[parent[v]].src) r.links.push_back(parent[v]);

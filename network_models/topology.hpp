@@ -110,7 +110,8 @@ class Topology {
  private:
   Topology(std::string kind, int ranks, int nodes, const std::vector<Edge>& edges);
   const std::vector<std::vector<int>>& gossip_graph() const;  // computed on first use
-  const std::vector<int>& parents_from(int src) const;  // BFS tree (link ids) from src
+  // BFS tree (link ids) from src, grown at least until `until` is reached (-1: whole).
+  const std::vector<int>& parents_from(int src, int until = -1) const;
 
   std::string kind_;
   int ranks_;
@@ -122,7 +123,12 @@ class Topology {
   // routes live in a deque (references stay valid as it grows), found through an
   // open-addressing table of (src, dst) keys: a lookup is a multiply and, usually, one
   // probe, instead of a walk down a tree of pairs.
-  mutable std::map<int, std::vector<int>> parents_;
+  struct BfsTree {
+    std::vector<int> parent;    // per node: the link that reached it, -1 the source, -2 not yet
+    std::vector<int> frontier;  // nodes in visiting order; [head, end) not yet expanded
+    std::size_t head = 0;
+  };
+  mutable std::map<int, BfsTree> parents_;
   mutable std::deque<Route> routes_;
   mutable std::vector<std::uint64_t> route_keys_;  // (src << 32 | dst) + 1; 0 = empty slot
   mutable std::vector<std::uint32_t> route_slots_;  // index into routes_ of each key

@@ -13,7 +13,7 @@ namespace dtsim::net {
 
 Transport::Transport(sim::Engine& engine, Topology topology, Perturbations perturbations)
     : engine_(engine), topology_(std::move(topology)), perturbations_(std::move(perturbations)),
-      jitter_rng_(perturbations_.jitter_seed) {
+      jitter_rng_(perturbations_.jitter_seed), last_route_(static_cast<std::size_t>(topology_.nodes())) {
   for (const auto& link : topology_.links()) bandwidth_.push_back(link.params.bandwidth_bytes_per_s);
   for (const auto& change : perturbations_.bandwidth_trace) {
     if (!(change.bandwidth_bytes_per_s > 0))
@@ -46,6 +46,7 @@ int Transport::new_message(int src, int dst, double bytes) {
   if (free_messages_.empty()) {
     id = static_cast<int>(in_flight_.size());
     in_flight_.emplace_back();
+    arrived_.emplace_back();
   } else {
     id = free_messages_.back();
     free_messages_.pop_back();
@@ -60,36 +61,50 @@ int Transport::new_message(int src, int dst, double bytes) {
 
 void Transport::send(int src, int dst, double bytes, std::function<void()> arrived) {
   const int id = new_message(src, dst, bytes);
-  in_flight_[id].arrived = std::move(arrived);
+  in_flight_[id].sink = nullptr;
+  arrived_[id] = std::move(arrived);
   send_message(id);
 }
 
-void Transport::send(int src, int dst, double bytes, std::shared_ptr<Sink> sink, std::uint64_t tag) {
+void Transport::send(int src, int dst, double bytes, Sink& sink, std::uint64_t tag) {
   const int id = new_message(src, dst, bytes);
-  in_flight_[id].sink = std::move(sink);
+  in_flight_[id].sink = &sink;
   in_flight_[id].tag = tag;
   send_message(id);
 }
 
 void Transport::send_message(int id) {
-  const int src = in_flight_[id].src, dst = in_flight_[id].dst;
+  Message& m = in_flight_[id];
+  const int src = m.src, dst = m.dst;
   try {
-    const Topology::Route& route = topology_.route_info(src, dst);
-    in_flight_[id].route = &route;
-    in_flight_[id].routes_version = topology_.routes_version();
-    double delay = perturbations_.overhead_s + route.latency_s;
+    if (src < 0 || src >= topology_.nodes()) topology_.route_info(src, dst);  // throws, naming both
+    LastRoute& last = last_route_[static_cast<std::size_t>(src)];
+    if (last.dst != dst || last.routes_version != topology_.routes_version()) {
+      const Topology::Route& route = topology_.route_info(src, dst);
+      last.dst = dst;
+      last.routes_version = topology_.routes_version();
+      last.route = &route;
+      last.latency_s = route.latency_s;
+      last.hops = static_cast<int>(route.links.size());
+      if (last.hops <= kInlineLinks) std::copy(route.links.begin(), route.links.end(), last.links);
+    }
+    // The route is taken when the bytes start to flow, so a failure during the latency
+    // phase is already avoided: the one looked up at send unless routes changed since.
+    m.hops = last.hops;
+    if (last.hops <= kInlineLinks) std::copy(last.links, last.links + last.hops, m.links);
+    else m.route = last.route;
+    m.routes_version = static_cast<std::uint32_t>(last.routes_version);
+    double delay = perturbations_.overhead_s + last.latency_s;
     if (perturbations_.jitter_s > 0)
       delay += std::uniform_real_distribution<double>(0.0, perturbations_.jitter_s)(jitter_rng_);
     if (src == dst) {
       deliver_at(engine_.now() + delay, id);
       return;
     }
-    // The route is taken when the bytes start to flow, so a failure during the latency
-    // phase is already avoided: the one looked up at send unless routes changed since.
     engine_.call_at(engine_.now() + delay, *this, static_cast<std::uint64_t>(id) << 1 | 1);
   } catch (...) {  // e.g. no route: the message never leaves
-    in_flight_[id].arrived = nullptr;
-    in_flight_[id].sink.reset();
+    arrived_[id] = nullptr;
+    m.sink = nullptr;
     free_messages_.push_back(id);
     throw;
   }
@@ -97,10 +112,10 @@ void Transport::send_message(int id) {
 
 void Transport::deliver(int id) {
   Message& m = in_flight_[id];
-  const auto arrived = std::move(m.arrived);
-  m.arrived = nullptr;
-  const auto sink = std::move(m.sink);
+  Sink* const sink = m.sink;
   const auto tag = m.tag;
+  std::function<void()> arrived;
+  if (!sink) arrived = std::exchange(arrived_[id], nullptr);
   if (trace_)
     trace_->complete(trace_->track("network", fmt::format("{}->{}", m.src, m.dst)), "message", m.sent_at,
                      engine_.now(), {{"bytes", m.bytes}});
@@ -119,50 +134,76 @@ void Transport::on_event(std::uint64_t arg) {
     return;
   }
   const Message& m = in_flight_[id];
-  transmit(m.routes_version == topology_.routes_version() ? *m.route : topology_.route_info(m.src, m.dst), m.bytes,
-           id);
+  if (m.routes_version != static_cast<std::uint32_t>(topology_.routes_version())) {
+    transmit(topology_.route(m.src, m.dst), m.bytes, id);  // rerouted during the latency phase
+    return;
+  }
+  if (m.hops <= kInlineLinks) transmit({m.links, static_cast<std::size_t>(m.hops)}, m.bytes, id);
+  else transmit(m.route->links, m.bytes, id);
 }
 
-void UncontendedTransport::transmit(const Topology::Route& route, double bytes, int message) {
+void UncontendedTransport::transmit(std::span<const int> links, double bytes, int message) {
   double bottleneck = std::numeric_limits<double>::infinity();
-  for (int l : route.links) bottleneck = std::min(bottleneck, link_bandwidth(l));
-  const double duration = route.links.empty() ? 0.0 : bytes / bottleneck;
+  for (int l : links) bottleneck = std::min(bottleneck, link_bandwidth(l));
+  const double duration = links.empty() ? 0.0 : bytes / bottleneck;
   deliver_at(engine_.now() + duration, message);
 }
 
 FlowTransport::FlowTransport(sim::Engine& engine, Topology topology, Perturbations perturbations)
     : Transport(engine, std::move(topology), std::move(perturbations)) {
   const auto links = topology_.links().size();
-  on_link_.resize(links);
-  link_dirty_.assign(links, 0);
+  links_.resize(links);
+  for (std::size_t l = 0; l < links; ++l) links_[l].bandwidth = link_bandwidth(static_cast<int>(l));
   capacity_.assign(links, 0.0);
   unfrozen_.assign(links, 0);
-  link_seen_.assign(links, 0);
+}
+
+void FlowTransport::LinkState::add(int id) {
+  if (count < kInline) first[count] = id;
+  else more.push_back(id);
+  ++count;
+}
+
+// Keeps the attach order of the others (the order a solve visits them in).
+void FlowTransport::LinkState::remove(int id) {
+  int i = 0;
+  while (at(i) != id) ++i;
+  for (; i + 1 < count; ++i) {
+    const int next = at(i + 1);
+    if (i < kInline) first[i] = next;
+    else more[static_cast<std::size_t>(i - kInline)] = next;
+  }
+  if (count > kInline) more.pop_back();
+  --count;
 }
 
 void FlowTransport::attach(int id) {
-  for (int l : *flows_[id].route) {
-    on_link_[l].push_back(id);
+  for (int l : flows_[id].links()) {
+    links_[l].add(id);
     mark_dirty(l);
   }
 }
 
 void FlowTransport::detach(int id) {
-  for (int l : *flows_[id].route) {
-    auto& list = on_link_[l];
-    list.erase(std::find(list.begin(), list.end(), id));
+  for (int l : flows_[id].links()) {
+    links_[l].remove(id);
     mark_dirty(l);
   }
 }
 
-void FlowTransport::mark_dirty(int link) {
-  if (link_dirty_[link]) return;
-  link_dirty_[link] = 1;
-  dirty_links_.push_back(link);
+// A link may be listed twice (a flow left it and another joined at the same instant):
+// the second visit finds its component solved already, or its flow alone and given the
+// same rate again, which changes nothing. Cheaper than a flag per link to clear.
+void FlowTransport::mark_dirty(int link) { dirty_links_.push_back(link); }
+
+bool FlowTransport::alone(const Flow& f) const {
+  for (int l : f.links())
+    if (links_[l].count != 1) return false;
+  return true;
 }
 
-void FlowTransport::transmit(const Topology::Route& route, double bytes, int message) {
-  if (bytes <= 0.0 || route.links.empty()) {
+void FlowTransport::transmit(std::span<const int> links, double bytes, int message) {
+  if (bytes <= 0.0 || links.empty()) {
     deliver_at(engine_.now(), message);
     return;
   }
@@ -170,30 +211,31 @@ void FlowTransport::transmit(const Topology::Route& route, double bytes, int mes
   if (free_ids_.empty()) {
     id = static_cast<int>(flows_.size());
     flows_.emplace_back();
-    start_order_.push_back(0);
-    flow_seen_.push_back(0);
   } else {
     id = free_ids_.back();
     free_ids_.pop_back();
   }
   Flow& f = flows_[id];
-  f.route = &route.links;
+  f.hops = static_cast<std::uint16_t>(links.size());
+  if (links.size() <= kInlineLinks) std::copy(links.begin(), links.end(), f.inline_links);
+  else f.long_links = links.data();  // the topology's route: valid until a link fails
   f.remaining = bytes;
   f.rate = 0.0;
   f.updated_at = engine_.now();
   f.message = message;
-  f.src = topology_.links()[route.links.front()].src;
-  f.dst = topology_.links()[route.links.back()].dst;
   f.active = true;
   ++f.version;
-  start_order_[id] = started_++;
+  f.start_order = started_++;
   ++active_count_;
   attach(id);
   request_solve();
 }
 
 void FlowTransport::on_bandwidth_change() {
-  for (std::size_t l = 0; l < on_link_.size(); ++l) mark_dirty(static_cast<int>(l));
+  for (std::size_t l = 0; l < links_.size(); ++l) {
+    links_[l].bandwidth = link_bandwidth(static_cast<int>(l));
+    mark_dirty(static_cast<int>(l));
+  }
   request_solve();
 }
 
@@ -213,7 +255,10 @@ void FlowTransport::on_link_failure() {
   for (std::size_t id = 0; id < flows_.size(); ++id) {
     Flow& f = flows_[id];
     if (!f.active) continue;
-    f.route = &topology_.route(f.src, f.dst);
+    const auto& route = topology_.route(message_src(f.message), message_dst(f.message));
+    f.hops = static_cast<std::uint16_t>(route.size());
+    if (route.size() <= kInlineLinks) std::copy(route.begin(), route.end(), f.inline_links);
+    else f.long_links = route.data();
     attach(static_cast<int>(id));
   }
   request_solve();
@@ -242,50 +287,57 @@ void FlowTransport::solve() {
   if (dirty_links_.empty()) return;
   ++solves_;
   const double now = engine_.now();
-  for (int l : dirty_links_) link_dirty_[l] = 0;
   std::vector<int> dirty;  // the member's buffer, lent for this call
   dirty.swap(dirty_links_);
   component_links_.clear();  // every link seen in this solve, component by component
   for (int start : dirty) {
-    if (link_seen_[start]) continue;  // in a component solved already
+    const LinkState& link = links_[start];
+    if (link.seen || link.count == 0) continue;  // in a component solved already, or empty
+    // The common case in a collective: one flow, alone on each of its links, is a
+    // component by itself; no search, no marks.
+    if (link.count == 1 && alone(flows_[link.first[0]])) {
+      solve_alone(link.first[0], now);
+      continue;
+    }
     const std::size_t first_link = component_links_.size();
-    link_seen_[start] = 1;
+    links_[start].seen = true;
     component_links_.push_back(start);
     component_flows_.clear();
     for (std::size_t i = first_link; i < component_links_.size(); ++i)
-      for (int id : on_link_[component_links_[i]]) {
-        if (flow_seen_[id]) continue;
-        flow_seen_[id] = 1;
+      links_[component_links_[i]].for_each([&](int id) {
+        Flow& f = flows_[id];
+        if (f.seen) return;
+        f.seen = true;
         component_flows_.push_back(id);
-        for (int m : *flows_[id].route)
-          if (!link_seen_[m]) {
-            link_seen_[m] = 1;
+        for (int m : f.links())
+          if (!links_[m].seen) {
+            links_[m].seen = true;
             component_links_.push_back(m);
           }
-      }
+      });
     if (component_flows_.size() == 1) solve_alone(component_flows_.front(), now);
     else if (!component_flows_.empty()) fill(first_link, now);
   }
-  for (int l : component_links_) link_seen_[l] = 0;
+  for (int l : component_links_) links_[l].seen = false;
   dirty.clear();
   dirty_links_.swap(dirty);  // nothing was marked dirty meanwhile: hand the buffer back
   due_.seal();
   schedule_next_completion();
 }
 
-// A flow alone on its links gets the bottleneck bandwidth.
+// A flow alone on its links gets the bottleneck bandwidth. Solving it twice at one
+// instant is harmless: nothing has moved since (rate * 0), and the rate is the same.
 void FlowTransport::solve_alone(int id, double now) {
-  flow_seen_[id] = 0;
   Flow& f = flows_[id];
+  f.seen = false;
   f.remaining = std::max(0.0, f.remaining - f.rate * (now - f.updated_at));
   f.updated_at = now;
   double rate = std::numeric_limits<double>::infinity();
-  for (int l : *f.route) rate = std::min(rate, link_bandwidth(l));
+  for (int l : f.links()) rate = std::min(rate, links_[l].bandwidth);
   if (rate != f.rate) {  // otherwise its completion entry is still right
     f.rate = rate;
-    f.finish_at = now + f.remaining / f.rate;
     ++f.version;
-    due_.push({f.finish_at, start_order_[id], id, f.version});
+    due_.push({now + f.remaining / f.rate, f.start_order, id, f.version});
   }
 }
 
@@ -297,8 +349,8 @@ void FlowTransport::fill(std::size_t first_link, double now) {
   heap.clear();
   for (std::size_t i = first_link; i < component_links_.size(); ++i) {
     const int l = component_links_[i];
-    capacity_[l] = link_bandwidth(l);
-    unfrozen_[l] = static_cast<int>(on_link_[l].size());
+    capacity_[l] = links_[l].bandwidth;
+    unfrozen_[l] = links_[l].count;
     if (unfrozen_[l] > 0) {
       heap.push_back({capacity_[l] / unfrozen_[l], l});
       std::push_heap(heap.begin(), heap.end(), later);
@@ -314,24 +366,24 @@ void FlowTransport::fill(std::size_t first_link, double now) {
     const auto [share, l] = heap.back();
     heap.pop_back();
     if (unfrozen_[l] == 0 || share != capacity_[l] / unfrozen_[l]) continue;  // stale entry
-    for (int id : on_link_[l]) {
-      if (!flow_seen_[id]) continue;  // already frozen
-      flow_seen_[id] = 0;
-      flows_[id].rate = share;
-      for (int m : *flows_[id].route) {
+    links_[l].for_each([&, share = share, l = l](int id) {
+      Flow& f = flows_[id];
+      if (!f.seen) return;  // already frozen
+      f.seen = false;
+      f.rate = share;
+      for (int m : f.links()) {
         capacity_[m] = std::max(0.0, capacity_[m] - share);
         if (--unfrozen_[m] > 0 && m != l) {
           heap.push_back({capacity_[m] / unfrozen_[m], m});
           std::push_heap(heap.begin(), heap.end(), later);
         }
       }
-    }
+    });
   }
   for (int id : component_flows_) {
     Flow& f = flows_[id];
-    f.finish_at = f.rate > 0 ? now + f.remaining / f.rate : std::numeric_limits<double>::infinity();
     ++f.version;
-    if (f.rate > 0) due_.push({f.finish_at, start_order_[id], id, f.version});
+    if (f.rate > 0) due_.push({now + f.remaining / f.rate, f.start_order, id, f.version});
   }
 }
 
@@ -350,36 +402,39 @@ void FlowTransport::DueQueue::seal() {
   open_.clear();
   run.pos = 0;
   if (!std::is_sorted(run.entries.begin(), run.entries.end())) std::sort(run.entries.begin(), run.entries.end());
-  heap_.push_back(id);
+  heap_.push_back({run.entries.front(), id});
   for (std::size_t i = heap_.size() - 1; i > 0;) {
     const std::size_t parent = (i - 1) / 2;
-    if (!later(heap_[parent], heap_[i])) break;
+    if (!(heap_[i].front < heap_[parent].front)) break;
     std::swap(heap_[parent], heap_[i]);
     i = parent;
   }
 }
 
 void FlowTransport::DueQueue::pop() {
-  const int id = heap_.front();
-  Run& run = runs_[id];
+  Front& top = heap_.front();
+  Run& run = runs_[top.run];
   if (++run.pos == run.entries.size()) {
-    free_runs_.push_back(id);
-    heap_.front() = heap_.back();
+    free_runs_.push_back(top.run);
+    top = heap_.back();
     heap_.pop_back();
+  } else {
+    top.front = run.entries[run.pos];
   }
   if (!heap_.empty()) sift_down(0);
 }
 
 void FlowTransport::DueQueue::sift_down(std::size_t i) {
+  const Front moving = heap_[i];
   for (;;) {
     const std::size_t l = 2 * i + 1, r = l + 1;
-    std::size_t m = i;
-    if (l < heap_.size() && later(heap_[m], heap_[l])) m = l;
-    if (r < heap_.size() && later(heap_[m], heap_[r])) m = r;
-    if (m == i) return;
-    std::swap(heap_[i], heap_[m]);
+    if (l >= heap_.size()) break;
+    const std::size_t m = r < heap_.size() && heap_[r].front < heap_[l].front ? r : l;
+    if (!(heap_[m].front < moving.front)) break;
+    heap_[i] = heap_[m];
     i = m;
   }
+  heap_[i] = moving;
 }
 
 void FlowTransport::schedule_next_completion() {

@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -70,8 +71,10 @@ class Transport : private sim::Engine::Handler {
   // Sends `bytes` from node `src` to node `dst` now; `arrived` runs at the time the
   // last byte arrives.
   void send(int src, int dst, double bytes, std::function<void()> arrived);
-  // The same, telling `sink` (kept alive until then) `tag` at that time.
-  void send(int src, int dst, double bytes, std::shared_ptr<Sink> sink, std::uint64_t tag);
+  // The same, telling `sink` `tag` at that time. The sink must outlive the message (a
+  // ScheduledExecution keeps itself alive while it has messages in flight): a plain
+  // pointer, not a shared_ptr copy per message.
+  void send(int src, int dst, double bytes, Sink& sink, std::uint64_t tag);
 
   const Topology& topology() const { return topology_; }
   sim::Engine& engine() { return engine_; }
@@ -81,9 +84,10 @@ class Transport : private sim::Engine::Handler {
   double bytes_sent() const { return bytes_; }
 
  protected:
-  // Message `message` has paid its overhead and latency; its bytes start flowing now.
-  // The transport calls deliver(message) (or schedules it) when the last byte arrives.
-  virtual void transmit(const Topology::Route& route, double bytes, int message) = 0;
+  // Message `message` has paid its overhead and latency; its bytes start flowing now
+  // over `links` (its route's link ids, valid until the next link failure). The
+  // transport calls deliver(message) (or schedules it) when the last byte arrives.
+  virtual void transmit(std::span<const int> links, double bytes, int message) = 0;
   // Tells the message's receiver that it has arrived, and frees the message.
   void deliver(int message);
   // Schedules deliver(message) at absolute time `t`.
@@ -92,11 +96,17 @@ class Transport : private sim::Engine::Handler {
   virtual void before_link_failure() {}  // routes are still valid here
   virtual void on_link_failure() {}      // routes have been recomputed
   double link_bandwidth(int link) const { return bandwidth_[link]; }
+  int message_src(int message) const { return in_flight_[message].src; }
+  int message_dst(int message) const { return in_flight_[message].dst; }
 
   sim::Engine& engine_;
   Topology topology_;
 
  private:
+  // A route short enough to copy: most routes of direct topologies (ring, torus) have
+  // one or two links, and a copy saves two dependent loads (the Route, its vector's
+  // storage) per message when its bytes start to flow.
+  static constexpr int kInlineLinks = 4;
   Perturbations perturbations_;
   std::vector<double> bandwidth_;  // current bandwidth per directed link
   std::mt19937_64 jitter_rng_;
@@ -105,15 +115,31 @@ class Transport : private sim::Engine::Handler {
   double bytes_ = 0.0;
   // Messages in flight, by id, recycled through a free list: the engine's events and the
   // flows refer to them by id, so a message costs no allocation once the pool has grown.
-  struct Message {
-    std::function<void()> arrived;  // either this,
-    std::shared_ptr<Sink> sink;     // or this with the tag
+  // One cache line each; a function to call on arrival, rare in bulk traffic, lives
+  // apart (arrived_[id]).
+  struct alignas(64) Message {
+    Sink* sink = nullptr;  // when null, arrived_[id] is called
     std::uint64_t tag = 0;
     double bytes = 0.0;
     double sent_at = 0.0;
-    const Topology::Route* route = nullptr;  // looked up at send, valid while
-    std::uint64_t routes_version = 0;        // the topology's routes are this version
+    union {
+      int links[kInlineLinks];          // the route's links, when hops <= kInlineLinks
+      const Topology::Route* route;     // otherwise the route looked up at send
+    };
+    std::uint32_t routes_version = 0;   // (low bits of) the routes' version at send
     int src = 0, dst = 0;
+    int hops = 0;
+  };
+  // The last route each source node sent on: a collective's rank sends to the same one
+  // or few peers step after step, so this answers most lookups with one load instead of
+  // a probe into the route table (a hash, a slot, the Route).
+  struct LastRoute {
+    int dst = -1;
+    int hops = 0;
+    std::uint64_t routes_version = 0;
+    const Topology::Route* route = nullptr;
+    double latency_s = 0.0;  // route->latency_s, without loading the Route
+    int links[kInlineLinks] = {};
   };
   int new_message(int src, int dst, double bytes);
   void send_message(int message);
@@ -121,7 +147,9 @@ class Transport : private sim::Engine::Handler {
   // after the latency phase, << 1 | 0 to deliver.
   void on_event(std::uint64_t arg) override;
   std::vector<Message> in_flight_;
+  std::vector<std::function<void()>> arrived_;
   std::vector<int> free_messages_;
+  std::vector<LastRoute> last_route_;  // per source node
 };
 
 class UncontendedTransport final : public Transport {
@@ -130,7 +158,7 @@ class UncontendedTransport final : public Transport {
   std::string name() const override { return "alpha_beta"; }
 
  protected:
-  void transmit(const Topology::Route& route, double bytes, int message) override;
+  void transmit(std::span<const int> links, double bytes, int message) override;
 };
 
 class FlowTransport final : public Transport {
@@ -141,22 +169,48 @@ class FlowTransport final : public Transport {
   std::uint64_t rate_solves() const { return solves_; }
 
  protected:
-  void transmit(const Topology::Route& route, double bytes, int message) override;
+  void transmit(std::span<const int> links, double bytes, int message) override;
   void on_bandwidth_change() override;
   void before_link_failure() override;
   void on_link_failure() override;
 
  private:
-  struct Flow {
-    const std::vector<int>* route = nullptr;  // the topology's cached route (refreshed on failures)
+  static constexpr int kInlineLinks = 4;
+  // One cache line per flow: everything a solve, a completion and a detach read.
+  struct alignas(64) Flow {
+    union {
+      int inline_links[kInlineLinks];  // the route's links when hops <= kInlineLinks,
+      const int* long_links;           // else the topology's (refreshed on failures)
+    };
     double remaining = 0.0;
     double rate = 0.0;
     double updated_at = 0.0;
-    double finish_at = 0.0;
-    std::uint64_t version = 0;  // bumped whenever finish_at changes
-    int message = -1;           // the Transport's message this flow carries
-    int src = 0, dst = 0;
+    std::uint64_t start_order = 0;  // start order, so simultaneous completions keep it
+    std::uint64_t version = 0;      // bumped whenever the finish time changes
+    int message = -1;               // the Transport's message this flow carries
+    std::uint16_t hops = 0;
     bool active = false;
+    bool seen = false;  // in the component being solved
+    std::span<const int> links() const { return {hops <= kInlineLinks ? inline_links : long_links, hops}; }
+  };
+  // The active flows on one directed link, in attach order (the first few inline, the
+  // rest in `more`), with what a solve reads of the link: one cache line per link
+  // instead of a list's header, its storage, two flags and the bandwidth in five arrays.
+  struct alignas(64) LinkState {
+    static constexpr int kInline = 5;
+    int count = 0;
+    int first[kInline] = {};
+    std::vector<int> more;
+    double bandwidth = 0.0;
+    bool seen = false;  // in the component being solved
+    int at(int i) const { return i < kInline ? first[i] : more[static_cast<std::size_t>(i - kInline)]; }
+    void add(int id);
+    void remove(int id);
+    template <typename F>
+    void for_each(F&& f) const {
+      for (int i = 0; i < count && i < kInline; ++i) f(first[i]);
+      for (int id : more) f(id);
+    }
   };
   struct Due {  // a completion candidate; stale when the flow's version moved on
     double time;
@@ -169,13 +223,15 @@ class FlowTransport final : public Transport {
   // together and mostly in order already (a batch of flows that started together):
   // each batch is sorted once into a run, and the runs are merged through a small heap
   // of their fronts, so taking the next candidate is O(1) plus a sift among the few
-  // live batches rather than a sift through one heap of every flow.
+  // live batches rather than a sift through one heap of every flow. The heap holds a
+  // copy of each run's front, so a sift compares entries in one array instead of
+  // following each run to its storage.
   class DueQueue {
    public:
     void push(const Due& d) { open_.push_back(d); }  // into the open batch
     void seal();  // closes the open batch: its candidates become visible
     bool empty() const { return heap_.empty(); }
-    const Due& top() const { return runs_[heap_.front()].entries[runs_[heap_.front()].pos]; }
+    const Due& top() const { return heap_.front().front; }
     void pop();
 
    private:
@@ -183,20 +239,22 @@ class FlowTransport final : public Transport {
       std::vector<Due> entries;
       std::size_t pos = 0;
     };
-    bool later(int a, int b) const {  // for a min-heap of run ids by front
-      return runs_[b].entries[runs_[b].pos] < runs_[a].entries[runs_[a].pos];
-    }
+    struct Front {
+      Due front;  // runs_[run].entries[runs_[run].pos]
+      int run;
+    };
     void sift_down(std::size_t i);
     std::vector<Due> open_;
     std::vector<Run> runs_;
     std::vector<int> free_runs_;
-    std::vector<int> heap_;  // binary min-heap of the non-empty runs
+    std::vector<Front> heap_;  // binary min-heap of the non-empty runs' fronts
   };
   void mark_dirty(int link);
   void request_solve();
   // Max-min rates for the flows connected (through shared links) to the dirty links:
   // rates elsewhere cannot change, so only that component is re-solved.
   void solve();
+  bool alone(const Flow& f) const;  // the only flow on each of its links
   void solve_alone(int id, double now);
   void fill(std::size_t first_link, double now);
   void schedule_next_completion();
@@ -206,12 +264,10 @@ class FlowTransport final : public Transport {
 
   std::vector<Flow> flows_;
   std::vector<int> free_ids_;
-  std::vector<std::uint64_t> start_order_;
   std::uint64_t started_ = 0;
   std::size_t active_count_ = 0;
-  std::vector<std::vector<int>> on_link_;  // active flow ids per directed link
+  std::vector<LinkState> links_;  // per directed link
   std::vector<int> dirty_links_;
-  std::vector<char> link_dirty_;
   DueQueue due_;
   double scheduled_at_ = -1.0;  // time of the pending completion event, or -1
   bool solve_pending_ = false;
@@ -220,7 +276,6 @@ class FlowTransport final : public Transport {
   std::vector<double> capacity_;
   std::vector<int> unfrozen_, component_links_, component_flows_;
   std::vector<std::pair<double, int>> share_heap_;
-  std::vector<char> link_seen_, flow_seen_;
   std::vector<int> completed_;  // messages completed at this instant (complete_due's scratch)
 };
 
