@@ -42,6 +42,10 @@ SweepCommands::SweepCommands(CLI::App& app) {
                                         "`dtsim merge`");
   sweep_->add_option("--target-loss", target_loss_, "Report the simulated time to reach this training loss "
                                                     "(overrides the sweep file's target_loss)");
+  sweep_->add_option("--target-accuracy", target_accuracy_, "Report the simulated time and step of the first evaluation "
+                                                            "reaching this test accuracy, a fraction (overrides the "
+                                                            "sweep file's target_accuracy)")
+      ->check(CLI::Range(0.0, 1.0));
   sweep_->add_flag("--quiet", quiet_, "Do not print the table");
 
   merge_ = app.add_subcommand("merge", "Combine the output directories of shards of one sweep (error on conflicting "
@@ -49,6 +53,9 @@ SweepCommands::SweepCommands(CLI::App& app) {
   merge_->add_option("dirs", inputs_, "Sweep output directories")->required();
   merge_->add_option("--out", out_, "Output directory")->required();
   merge_->add_option("--target-loss", target_loss_, "Target loss for the time-to-target column");
+  merge_->add_option("--target-accuracy", target_accuracy_, "Target test accuracy (a fraction) for the time-to-accuracy "
+                                                            "columns")
+      ->check(CLI::Range(0.0, 1.0));
   merge_->add_flag("--quiet", quiet_, "Do not print the table");
 
   report_ = app.add_subcommand("report", "Draw SVG figures from result files and sweep directories: loss against "
@@ -69,7 +76,8 @@ int SweepCommands::run_sweep() const {
   sweep::ExecuteOptions options;
   if (!shard_.empty()) std::tie(options.shard, options.shards) = parse_shard(shard_);
   auto s = sweep::load_sweep(file_);
-  if (sweep_->count("--target-loss")) s.target_loss = target_loss_;
+  if (sweep_->count("--target-loss")) s.targets.loss = target_loss_;
+  if (sweep_->count("--target-accuracy")) s.targets.accuracy = target_accuracy_;
   options.out_dir = out_.empty() ? fs::path("results") / fs::path(file_).stem() : fs::path(out_);
   options.jobs = jobs_;
   options.progress_bar = ::isatty(STDOUT_FILENO) != 0;
@@ -82,9 +90,10 @@ int SweepCommands::run_sweep() const {
 
 int SweepCommands::run_merge() const {
   std::vector<fs::path> dirs(inputs_.begin(), inputs_.end());
-  std::optional<double> target;
-  if (merge_->count("--target-loss")) target = target_loss_;
-  const auto table = sweep::merge_sweeps(dirs, out_, target);
+  sweep::Targets targets;
+  if (merge_->count("--target-loss")) targets.loss = target_loss_;
+  if (merge_->count("--target-accuracy")) targets.accuracy = target_accuracy_;
+  const auto table = sweep::merge_sweeps(dirs, out_, targets);
   if (!quiet_) std::cout << sweep::table_markdown(table);
   std::cout << fmt::format("merged {} points from {} directories into {}\n", table["rows"].size(), dirs.size(), out_);
   return 0;

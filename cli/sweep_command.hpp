@@ -26,6 +26,7 @@ class SweepCommands {
   std::string file_, out_, shard_;
   int jobs_ = 0;
   double target_loss_ = 0.0;
+  double target_accuracy_ = 0.0;
   bool has_target_ = false, quiet_ = false;
   std::vector<std::string> inputs_;
 };

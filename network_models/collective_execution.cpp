@@ -1,13 +1,19 @@
 #include "network_models/collective_execution.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 namespace dtsim::net {
 
-ScheduledExecution::ScheduledExecution(Transport& transport, std::shared_ptr<const Schedule> schedule, RankDone done)
+ScheduledExecution::ScheduledExecution(Transport& transport, std::shared_ptr<const Schedule> schedule, RankDone done,
+                                       CollectiveReuse* reuse, std::string shape)
     : transport_(transport), schedule_(std::move(schedule)), done_(std::move(done)) {
+  watch_.reuse = reuse;
+  watch_.shape = std::move(shape);
   if (schedule_->size() != transport_.topology().size())
     throw std::invalid_argument(fmt::format("{} schedule for {} ranks on a {}-rank topology", schedule_->name,
                                             schedule_->size(), transport_.topology().size()));
@@ -26,20 +32,131 @@ ScheduledExecution::ScheduledExecution(Transport& transport, std::shared_ptr<con
 }
 
 void ScheduledExecution::arrive(int rank) {
+  if (watch_.reuse) {
+    if (watch_.arrived++ == 0) watch_first_arrival();
+    if (watch_.candidate) watch_.arrival[rank] = transport_.engine().now() - watch_.first_arrival;
+  }
   if (lanes_left_.at(rank) == 0) {
-    done_(rank);
+    finish(rank);
+  } else {
+    for (int lane = 0; lane < first_lane_[rank + 1] - first_lane_[rank]; ++lane) {
+      state(rank, lane).started = true;
+      start_step(rank, lane);
+    }
+  }
+  if (watch_.candidate && watch_.arrived == schedule_->size()) try_replay();
+}
+
+void ScheduledExecution::finish(int rank) {
+  if (watch_.reuse) {
+    ++watch_.done;
+    watch_.done_at[rank] = transport_.engine().now() - watch_.first_arrival;
+    watch_.order.push_back(rank);
+  }
+  done_(rank);
+  if (watch_.candidate) maybe_record();
+}
+
+// ---- Collective reuse (collective_reuse.hpp) ----
+
+void ScheduledExecution::watch_first_arrival() {
+  auto& w = watch_;
+  const double now = transport_.engine().now();
+  ++w.reuse->stats().collectives;
+  // Times in one binade shift exactly (normal, positive); flows in flight would share
+  // the links (the flow model); jitter draws would be consumed differently.
+  w.candidate = w.reuse->allowed(w.shape) && std::isnormal(now) && now > 0 && !transport_.jitters() &&
+                (!transport_.messages_interact() ||
+                 transport_.messages_in_flight() == transport_.messages_being_delivered());
+  w.first_arrival = now;
+  w.binade = std::ilogb(now);
+  w.perturbation_epoch = transport_.perturbation_epoch();
+  w.sends_before = transport_.messages_sent();
+  const auto n = static_cast<std::size_t>(schedule_->size());
+  w.arrival.assign(n, std::numeric_limits<double>::quiet_NaN());
+  w.done_at.assign(n, std::numeric_limits<double>::quiet_NaN());
+}
+
+bool ScheduledExecution::isolated(bool but_now) const {
+  if (transport_.perturbation_epoch() != watch_.perturbation_epoch) return false;
+  if (!transport_.messages_interact()) return true;
+  if (!but_now) return transport_.messages_sent() - watch_.sends_before == watch_.own_sends;
+  return watch_.last_own_send < transport_.engine().now() &&
+         transport_.messages_sent_before_now() - watch_.sends_before == watch_.own_sends;
+}
+
+ReuseKey ScheduledExecution::reuse_key() const {
+  return {watch_.shape, watch_.perturbation_epoch, watch_.binade, watch_.arrival};
+}
+
+// Every rank has arrived: the key is complete. With a record, replay; under the flow
+// model only after the other events of this instant (a rank that issues two collectives
+// at once sends the second's messages right after this call: cross traffic).
+void ScheduledExecution::try_replay() {
+  if (watch_.done == schedule_->size()) return;
+  if (!isolated()) {
+    watch_.candidate = false;
     return;
   }
-  for (int lane = 0; lane < first_lane_[rank + 1] - first_lane_[rank]; ++lane) {
-    state(rank, lane).started = true;
-    start_step(rank, lane);
+  const ReuseRecord* record = watch_.reuse->find(reuse_key());
+  if (!record) return;  // still a candidate: recorded when done
+  if (!transport_.messages_interact()) {
+    commit_replay(*record);
+    return;
   }
+  transport_.engine().call_at(transport_.engine().now(),
+                              [self = shared_from_this(), record] { self->commit_replay(*record); });
+}
+
+void ScheduledExecution::commit_replay(const ReuseRecord& record) {
+  auto& w = watch_;
+  if (!w.candidate || !isolated()) {
+    w.candidate = false;
+    return;
+  }
+  const double end = w.first_arrival + record.end;
+  if (std::ilogb(end) != w.binade || transport_.next_perturbation_at_or_after(w.first_arrival) <= end) return;
+  for (int r = 0; r < schedule_->size(); ++r)
+    if (!std::isnan(w.done_at[r]) && w.done_at[r] != record.done[r]) return;
+  w.candidate = false;
+  w.replayed = true;
+  ++w.reuse->stats().replayed;
+  auto self = shared_from_this();
+  transport_.cancel(*this);
+  in_flight_ = 0;
+  self_while_in_flight_.reset();
+  if (transport_.messages_interact()) transport_.guard_replay(this, *w.reuse, w.shape, end, !record.same_instant);
+  for (int r : record.order) {
+    if (!std::isnan(w.done_at[r])) continue;  // done before the last arrival, at the recorded time
+    transport_.engine().call_at(w.first_arrival + record.done[r], [self, r] {
+      self->finish(r);
+      if (self->watch_.done == self->schedule_->size()) self->transport_.end_replay_guard(self.get());
+    });
+  }
+}
+
+// Done and alone from start to end: the record later collectives with this key replay.
+void ScheduledExecution::maybe_record() {
+  auto& w = watch_;
+  if (w.recorded || w.replayed || w.done < schedule_->size() || in_flight_ > 0) return;
+  w.recorded = true;
+  w.candidate = false;
+  const double now = transport_.engine().now();
+  if (std::ilogb(now) != w.binade) return;
+  ReuseRecord record;
+  record.done = w.done_at;
+  record.order = w.order;
+  record.end = now - w.first_arrival;
+  record.same_instant = std::all_of(w.done_at.begin(), w.done_at.end(), [&](double d) { return d == record.end; });
+  if (!isolated(record.same_instant)) return;
+  w.reuse->store(reuse_key(), std::move(record));
+  ++w.reuse->stats().recorded;
 }
 
 void ScheduledExecution::start_step(int rank, int lane) {
   auto& st = state(rank, lane);
   if (st.step == schedule_->step_count(rank, lane)) {
-    if (--lanes_left_[rank] == 0) done_(rank);
+    if (--lanes_left_[rank] == 0) finish(rank);
     return;
   }
   st.pending_receives = 0;
@@ -70,6 +187,8 @@ void ScheduledExecution::expect(LaneState& st, int peer) {
 
 void ScheduledExecution::send(int rank, int lane, int peer, double bytes) {
   transport_.send(rank, peer, bytes, *this, pack(rank, lane, peer));  // first: it may throw (no route)
+  ++watch_.own_sends;
+  watch_.last_own_send = transport_.engine().now();
   if (in_flight_++ == 0) self_while_in_flight_ = shared_from_this();
 }
 
@@ -84,6 +203,7 @@ void ScheduledExecution::message_arrived(std::uint64_t tag) {
   deliver(peer, lane, rank);
   --state(rank, lane).pending_sends;
   maybe_advance(rank, lane);
+  if (watch_.candidate && in_flight_ == 0) maybe_record();
 }
 
 void ScheduledExecution::deliver(int to, int lane, int from) {

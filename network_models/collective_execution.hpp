@@ -12,8 +12,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "network_models/collective_reuse.hpp"
 #include "network_models/network_model.hpp"
 #include "network_models/schedule.hpp"
 #include "network_models/transport.hpp"
@@ -32,7 +34,10 @@ class ScheduledExecution final : public Execution,
                                  public Transport::Sink,
                                  public std::enable_shared_from_this<ScheduledExecution> {
  public:
-  ScheduledExecution(Transport& transport, std::shared_ptr<const Schedule> schedule, RankDone done);
+  // With `reuse`, the execution is recorded or replayed (collective_reuse.hpp) when it
+  // can be; `shape` names the collective (its kind, sizes, algorithm, root, ranks).
+  ScheduledExecution(Transport& transport, std::shared_ptr<const Schedule> schedule, RankDone done,
+                     CollectiveReuse* reuse = nullptr, std::string shape = {});
   void arrive(int rank) override;
   const Schedule& schedule() const { return *schedule_; }
   // A message of this execution has arrived: `tag` packs sender, lane and receiver.
@@ -82,8 +87,38 @@ class ScheduledExecution final : public Execution,
   void send(int rank, int lane, int peer, double bytes);
   void maybe_advance(int rank, int lane);
   void deliver(int to, int lane, int from);
+  void finish(int rank);  // the rank is done
+
+  // Collective reuse: the window from the first arrival, while it may still be recorded
+  // or replayed (`candidate`), every time relative to the first arrival.
+  struct ReuseWatch {
+    CollectiveReuse* reuse = nullptr;
+    std::string shape;
+    bool candidate = false;
+    bool replayed = false;
+    bool recorded = false;
+    double first_arrival = 0.0;
+    int binade = 0;
+    std::uint64_t perturbation_epoch = 0;
+    std::uint64_t sends_before = 0;  // the transport's messages sent before the first arrival
+    std::uint64_t own_sends = 0;
+    double last_own_send = -1.0;
+    int arrived = 0, done = 0;
+    std::vector<double> arrival, done_at;
+    std::vector<int> order;
+  };
+  void watch_first_arrival();
+  // Nothing else has touched the network since the first arrival: no bandwidth change or
+  // failure, and (flow model) no other message sent; `but_now`: except messages sent at
+  // this instant, which cannot meet ours when every rank is done now.
+  bool isolated(bool but_now = false) const;
+  ReuseKey reuse_key() const;
+  void try_replay();
+  void commit_replay(const ReuseRecord& record);
+  void maybe_record();
 
   Transport& transport_;
+  ReuseWatch watch_;
   std::shared_ptr<const Schedule> schedule_;
   Step scratch_;
   RankDone done_;

@@ -3,11 +3,14 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace dtsim::net {
 
-Network::Network(sim::Engine& engine, Topology topology, NetworkConfig config)
-    : config_(std::move(config)), model_(&network_model(config_.model)) {
+Network::Network(sim::Engine& engine, Topology topology, NetworkConfig config, std::shared_ptr<CollectiveReuse> reuse)
+    : config_(std::move(config)), model_(&network_model(config_.model)), reuse_(std::move(reuse)) {
+  if (!config_.reuse_collectives) reuse_.reset();
+  else if (!reuse_) reuse_ = std::make_shared<CollectiveReuse>();
   if (!(config_.nominal.bandwidth_bytes_per_s > 0))
     throw std::invalid_argument(fmt::format("network: bandwidth must be > 0, got {}", config_.nominal.bandwidth_bytes_per_s));
   if (!(config_.nominal.latency_s >= 0))
@@ -34,7 +37,16 @@ std::shared_ptr<Execution> Network::collective(const CollectiveSpec& spec, std::
     return std::make_shared<ClosedFormExecution>(
         engine(), size(), closed_form_seconds(spec, config_.nominal.latency_s, config_.nominal.bandwidth_bytes_per_s),
         std::move(done));
-  return std::make_shared<ScheduledExecution>(*transport_, std::move(schedule), std::move(done));
+  if (!reuse_) return std::make_shared<ScheduledExecution>(*transport_, std::move(schedule), std::move(done));
+  return std::make_shared<ScheduledExecution>(*transport_, std::move(schedule), std::move(done), reuse_.get(),
+                                              reuse_shape(spec));
+}
+
+std::string reuse_shape(const CollectiveSpec& spec) {
+  std::string s = fmt::format("{} {} of {} x {} B on {} ranks, root {}", to_string(spec.algorithm), to_string(spec.kind),
+                              spec.elements, spec.element_size, spec.ranks, spec.root);
+  if (!spec.block_elements.empty()) s += fmt::format(", blocks {}", fmt::join(spec.block_elements, " "));
+  return s;
 }
 
 void Network::send(int src, int dst, double bytes, std::function<void()> arrived) {

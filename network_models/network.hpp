@@ -13,6 +13,7 @@
 
 #include "network_models/closed_form.hpp"
 #include "network_models/collective_execution.hpp"
+#include "network_models/collective_reuse.hpp"
 #include "network_models/network_model.hpp"
 #include "network_models/schedule.hpp"
 #include "network_models/topology.hpp"
@@ -29,6 +30,9 @@ struct NetworkConfig {
                                                     {CollectiveKind::ReduceScatter, Algorithm::Ring},
                                                     {CollectiveKind::AllGather, Algorithm::Ring},
                                                     {CollectiveKind::Broadcast, Algorithm::Binomial}};
+  // Replay collectives simulated before instead of simulating them again, where that is
+  // exact (collective_reuse.hpp); the figures are the same either way.
+  bool reuse_collectives = true;
 };
 
 // `spec` over `ranks` ranks with its algorithm resolved: an explicit algorithm stays,
@@ -38,7 +42,11 @@ CollectiveSpec resolve_collective(CollectiveSpec spec, int ranks, const NetworkC
 
 class Network {
  public:
-  Network(sim::Engine& engine, Topology topology, NetworkConfig config);
+  // `reuse`: the records and counts of collective reuse, kept across the attempts of a
+  // run (collective_reuse.hpp); none means a fresh one per network, when the config
+  // enables reuse.
+  Network(sim::Engine& engine, Topology topology, NetworkConfig config,
+          std::shared_ptr<CollectiveReuse> reuse = nullptr);
 
   const Topology& topology() const { return transport_->topology(); }
   const NetworkConfig& config() const { return config_; }
@@ -46,6 +54,8 @@ class Network {
   int size() const { return topology().size(); }
   sim::Engine& engine() { return transport_->engine(); }
   Transport& transport() { return *transport_; }
+  // Null when reuse is off.
+  const CollectiveReuse* reuse() const { return reuse_.get(); }
 
   // `spec` with its algorithm resolved from the config (and Auto resolved by cost).
   CollectiveSpec resolve(CollectiveSpec spec) const;
@@ -59,6 +69,11 @@ class Network {
   NetworkConfig config_;
   const NetworkModel* model_;  // config_.model's entry
   std::unique_ptr<Transport> transport_;
+  std::shared_ptr<CollectiveReuse> reuse_;
 };
+
+// What a collective's record is keyed by besides arrivals: kind, algorithm, sizes, root
+// and ranks, as text.
+std::string reuse_shape(const CollectiveSpec& spec);
 
 }  // namespace dtsim::net

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "network_models/collective_reuse.hpp"
 #include "network_models/network_model.hpp"
 
 namespace dtsim::net {
@@ -28,11 +29,13 @@ Transport::Transport(sim::Engine& engine, Topology topology, Perturbations pertu
         }
       }
       if (!found) throw std::invalid_argument(fmt::format("bandwidth trace: no link {}-{}", change.a, change.b));
+      ++perturbation_epoch_;
       on_bandwidth_change();
     });
   }
   for (const auto& failure : perturbations_.failures)
     engine_.call_at(failure.time_s, [this, failure] {
+      ++perturbation_epoch_;
       before_link_failure();
       topology_.fail_link(failure.a, failure.b);
       on_link_failure();
@@ -40,6 +43,10 @@ Transport::Transport(sim::Engine& engine, Topology topology, Perturbations pertu
 }
 
 int Transport::new_message(int src, int dst, double bytes) {
+  if (engine_.now() != last_send_instant_) {
+    last_send_instant_ = engine_.now();
+    sent_before_instant_ = messages_;
+  }
   ++messages_;
   bytes_ += bytes;
   int id;
@@ -59,7 +66,49 @@ int Transport::new_message(int src, int dst, double bytes) {
   return id;
 }
 
+double Transport::next_perturbation_at_or_after(double t) const {
+  double next = std::numeric_limits<double>::infinity();
+  for (const auto& c : perturbations_.bandwidth_trace)
+    if (c.time_s >= t) next = std::min(next, c.time_s);
+  for (const auto& f : perturbations_.failures)
+    if (f.time_s >= t) next = std::min(next, f.time_s);
+  return next;
+}
+
+Transport::Sink& Transport::discarded_sink() {
+  struct Discarded final : Sink {
+    void message_arrived(std::uint64_t) override {}
+  };
+  static Discarded sink;
+  return sink;
+}
+
+void Transport::cancel(const Sink& sink) {
+  for (auto& m : in_flight_)
+    if (m.sink == &sink) m.sink = &discarded_sink();
+  on_cancel();
+}
+
+void Transport::guard_replay(const void* owner, CollectiveReuse& reuse, std::string shape, double until, bool inclusive) {
+  guard_ = true;
+  guard_owner_ = owner;
+  guard_reuse_ = &reuse;
+  guard_shape_ = std::move(shape);
+  guard_until_ = until;
+  guard_inclusive_ = inclusive;
+}
+
+void Transport::check_replay_guard() {
+  const double now = engine_.now();
+  if (now < guard_until_ || (guard_inclusive_ && now == guard_until_)) {
+    guard_ = false;
+    guard_reuse_->forbid(guard_shape_);
+    throw ReuseConflict(guard_shape_);
+  }
+}
+
 void Transport::send(int src, int dst, double bytes, std::function<void()> arrived) {
+  if (guard_) check_replay_guard();
   const int id = new_message(src, dst, bytes);
   in_flight_[id].sink = nullptr;
   arrived_[id] = std::move(arrived);
@@ -67,6 +116,7 @@ void Transport::send(int src, int dst, double bytes, std::function<void()> arriv
 }
 
 void Transport::send(int src, int dst, double bytes, Sink& sink, std::uint64_t tag) {
+  if (guard_) check_replay_guard();
   const int id = new_message(src, dst, bytes);
   in_flight_[id].sink = &sink;
   in_flight_[id].tag = tag;
@@ -134,6 +184,10 @@ void Transport::on_event(std::uint64_t arg) {
     return;
   }
   const Message& m = in_flight_[id];
+  if (m.sink == &discarded_sink()) {  // cancelled in its latency phase: it never starts
+    free_messages_.push_back(id);
+    return;
+  }
   if (m.routes_version != static_cast<std::uint32_t>(topology_.routes_version())) {
     transmit(topology_.route(m.src, m.dst), m.bytes, id);  // rerouted during the latency phase
     return;
@@ -229,6 +283,36 @@ void FlowTransport::transmit(std::span<const int> links, double bytes, int messa
   ++active_count_;
   attach(id);
   request_solve();
+}
+
+void FlowTransport::on_cancel() {
+  for (std::size_t id = 0; id < flows_.size(); ++id) {
+    Flow& f = flows_[id];
+    if (!f.active || !cancelled(f.message)) continue;
+    f.active = false;
+    --active_count_;
+    detach(static_cast<int>(id));
+    free_message(f.message);
+    f.message = -1;
+    free_ids_.push_back(static_cast<int>(id));
+  }
+  if (active_count_ == 0) {
+    // Nothing left: the state of a network whose last flow has just completed, so that
+    // the next flows are scheduled as they would be there (no stale completion event
+    // to wait for).
+    due_.clear();
+    scheduled_at_ = -1.0;
+    dirty_links_.clear();
+  } else {
+    request_solve();
+  }
+}
+
+void FlowTransport::DueQueue::clear() {
+  open_.clear();
+  heap_.clear();
+  free_runs_.clear();
+  for (std::size_t i = 0; i < runs_.size(); ++i) free_runs_.push_back(static_cast<int>(i));
 }
 
 void FlowTransport::on_bandwidth_change() {
@@ -471,7 +555,11 @@ void FlowTransport::complete_due() {
     free_ids_.push_back(d.flow);
   }
   // Messages sent by their receivers at this instant join the same solve.
-  for (int message : done) deliver(message);
+  delivering_ = done.size();
+  for (int message : done) {
+    --delivering_;
+    deliver(message);
+  }
   completed_.swap(done);
   if (!dirty_links_.empty()) request_solve();
   schedule_next_completion();

@@ -82,6 +82,33 @@ class Transport : private sim::Engine::Handler {
   void record_to(sim::TraceWriter* trace) { trace_ = trace; }
   std::uint64_t messages_sent() const { return messages_; }
   double bytes_sent() const { return bytes_; }
+  std::size_t messages_in_flight() const { return in_flight_.size() - free_messages_.size(); }
+  // Messages in flight whose bytes have all arrived and whose receivers are being told
+  // now (the flow model's batch of completions at this instant): they hold no link.
+  virtual std::size_t messages_being_delivered() const { return 0; }
+  // Messages sent before the current simulated instant.
+  std::uint64_t messages_sent_before_now() const {
+    return last_send_instant_ == engine_.now() ? sent_before_instant_ : messages_;
+  }
+
+  // What collective reuse (collective_reuse.hpp) asks of a transport.
+  // Whether messages in flight together change each other's times (the flow model).
+  virtual bool messages_interact() const { return false; }
+  bool jitters() const { return perturbations_.jitter_s > 0; }
+  // Bandwidth changes and link failures fired so far.
+  std::uint64_t perturbation_epoch() const { return perturbation_epoch_; }
+  // The time of the first bandwidth change or failure at or after `t` (infinity if none).
+  double next_perturbation_at_or_after(double t) const;
+  // Drops every message in flight that tells `sink`: it never arrives, and frees the
+  // links it holds (a replayed collective's own messages).
+  void cancel(const Sink& sink);
+  // Until the replayed collective of `shape` is done: a message sent before `until`
+  // (or at `until` when `inclusive`) would have shared the network with it, so send()
+  // forbids the shape in `reuse` and throws ReuseConflict. Cleared by end_replay_guard().
+  void guard_replay(const void* owner, class CollectiveReuse& reuse, std::string shape, double until, bool inclusive);
+  void end_replay_guard(const void* owner) {
+    if (guard_owner_ == owner) guard_ = false;
+  }
 
  protected:
   // Message `message` has paid its overhead and latency; its bytes start flowing now
@@ -95,6 +122,12 @@ class Transport : private sim::Engine::Handler {
   virtual void on_bandwidth_change() {}
   virtual void before_link_failure() {}  // routes are still valid here
   virtual void on_link_failure() {}      // routes have been recomputed
+  // Messages were cancelled: drop the flows of those whose sink is discarded_sink().
+  virtual void on_cancel() {}
+  // The sink of a cancelled message: arrives nowhere.
+  static Sink& discarded_sink();
+  bool cancelled(int message) const { return in_flight_[message].sink == &discarded_sink(); }
+  void free_message(int message) { free_messages_.push_back(message); }
   double link_bandwidth(int link) const { return bandwidth_[link]; }
   int message_src(int message) const { return in_flight_[message].src; }
   int message_dst(int message) const { return in_flight_[message].dst; }
@@ -113,6 +146,16 @@ class Transport : private sim::Engine::Handler {
   sim::TraceWriter* trace_ = nullptr;
   std::uint64_t messages_ = 0;
   double bytes_ = 0.0;
+  std::uint64_t perturbation_epoch_ = 0;
+  double last_send_instant_ = -1.0;      // the time of the last send
+  std::uint64_t sent_before_instant_ = 0;  // messages_ before that instant
+  bool guard_ = false;  // a replayed collective holds the network (guard_replay)
+  const void* guard_owner_ = nullptr;
+  double guard_until_ = 0.0;
+  bool guard_inclusive_ = false;
+  class CollectiveReuse* guard_reuse_ = nullptr;
+  std::string guard_shape_;
+  void check_replay_guard();
   // Messages in flight, by id, recycled through a free list: the engine's events and the
   // flows refer to them by id, so a message costs no allocation once the pool has grown.
   // One cache line each; a function to call on arrival, rare in bulk traffic, lives
@@ -165,6 +208,8 @@ class FlowTransport final : public Transport {
  public:
   FlowTransport(sim::Engine& engine, Topology topology, Perturbations perturbations);
   std::string name() const override { return "flow"; }
+  bool messages_interact() const override { return true; }
+  std::size_t messages_being_delivered() const override { return delivering_; }
   std::size_t active_flows() const { return active_count_; }
   std::uint64_t rate_solves() const { return solves_; }
 
@@ -173,6 +218,7 @@ class FlowTransport final : public Transport {
   void on_bandwidth_change() override;
   void before_link_failure() override;
   void on_link_failure() override;
+  void on_cancel() override;
 
  private:
   static constexpr int kInlineLinks = 4;
@@ -231,6 +277,7 @@ class FlowTransport final : public Transport {
     void push(const Due& d) { open_.push_back(d); }  // into the open batch
     void seal();  // closes the open batch: its candidates become visible
     bool empty() const { return heap_.empty(); }
+    void clear();  // drops every candidate
     const Due& top() const { return heap_.front().front; }
     void pop();
 
@@ -277,6 +324,7 @@ class FlowTransport final : public Transport {
   std::vector<int> unfrozen_, component_links_, component_flows_;
   std::vector<std::pair<double, int>> share_heap_;
   std::vector<int> completed_;  // messages completed at this instant (complete_due's scratch)
+  std::size_t delivering_ = 0;  // of them, not yet delivered
 };
 
 // The transport of the network model named `model` (network_model.hpp; the analytical

@@ -383,10 +383,11 @@ std::vector<double> rank_mean(const std::vector<comm::ReplayRecord>& records,
 // Rank r replays *traces[r] on the emulated network of `s`, compute taking the recorded
 // seconds (times the scenario's slowdown when `slow` is set); `result`'s timing figures
 // become the rank means of what the replays measured, as rank_program averages them.
-void replay_on_network(const Scenario& s, const net::Topology& topology, const std::vector<const comm::OpTrace*>& traces,
-                       bool slow, const RunOptions& options, RunResult& result) {
+void replay_attempt(const Scenario& s, const net::Topology& topology, const std::vector<const comm::OpTrace*>& traces,
+                    bool slow, const RunOptions& options, RunResult& result,
+                    const std::shared_ptr<net::CollectiveReuse>& reuse) {
   sim::Engine engine;
-  auto network = std::make_shared<net::Network>(engine, topology, s.network);
+  auto network = std::make_shared<net::Network>(engine, topology, s.network, reuse);
   comm::ComputeTiming replay_timing;
   replay_timing.model = comm::replay_compute_model();
   if (slow) replay_timing.slowdown = s.compute.slowdown;
@@ -453,6 +454,26 @@ void replay_on_network(const Scenario& s, const net::Topology& topology, const s
   for (double& p : result.phase_mean_s) p /= n;
 }
 
+// Collective reuse for one run's attempts: on unless the scenario turns it off or a
+// trace file must show every message.
+std::shared_ptr<net::CollectiveReuse> new_reuse(const Scenario& s, const RunOptions& options) {
+  return std::make_shared<net::CollectiveReuse>(s.network.reuse_collectives && !options.trace_file);
+}
+
+RunResult::Reuse reuse_figures(const Scenario& s, const RunOptions& options, const net::CollectiveReuse& reuse) {
+  RunResult::Reuse r;
+  r.enabled = s.network.reuse_collectives && !options.trace_file && !net::network_model(s.network.model).closed_form_collectives;
+  r.stats = reuse.stats();
+  return r;
+}
+
+void replay_on_network(const Scenario& s, const net::Topology& topology, const std::vector<const comm::OpTrace*>& traces,
+                       bool slow, const RunOptions& options, RunResult& result) {
+  auto reuse = new_reuse(s, options);
+  net::run_with_reuse(*reuse, [&] { replay_attempt(s, topology, traces, slow, options, result, reuse); });
+  result.reuse = reuse_figures(s, options, *reuse);
+}
+
 // The timing-only mode: rank 0 runs rank_program alone on a RepresentativeCommunicator
 // (real kernels, every rank assumed to hold its data) recording an OpTrace; then every
 // rank replays that trace with size-only tensors on the emulated network.
@@ -508,12 +529,10 @@ double RunResult::mean_wire_bytes() const { return mean(wire_bytes); }
 double RunResult::mean_calls() const { return mean(calls); }
 double RunResult::mean_compute_time_s() const { return mean(compute_time_s); }
 
-RunResult run_emulated(const Scenario& s, const RunOptions& options) {
-  check_resources(s, RunKind::Emulated);  // before anything large is allocated
-  if (s.timing_only) return run_timing_only(s, options);
+static RunResult emulated_attempt(const Scenario& s, const RunOptions& options, const std::shared_ptr<net::CollectiveReuse>& reuse) {
   sim::Engine engine;
-  auto network =
-      std::make_shared<net::Network>(engine, net::make_topology(s.topology, s.ranks, s.network.nominal), s.network);
+  auto network = std::make_shared<net::Network>(engine, net::make_topology(s.topology, s.ranks, s.network.nominal),
+                                                s.network, reuse);
   const auto& topology = network->topology();
   comm::EmulatedWorld world(engine, network, s.compute);
   auto data = load_data(s);
@@ -547,6 +566,15 @@ RunResult run_emulated(const Scenario& s, const RunOptions& options) {
   results[0].event_trace_hash = engine.trace_hash();
   if (trace) write_trace(*trace, *options.trace_file);
   return results[0];
+}
+
+RunResult run_emulated(const Scenario& s, const RunOptions& options) {
+  check_resources(s, RunKind::Emulated);  // before anything large is allocated
+  if (s.timing_only) return run_timing_only(s, options);
+  auto reuse = new_reuse(s, options);
+  auto result = net::run_with_reuse(*reuse, [&] { return emulated_attempt(s, options, reuse); });
+  result.reuse = reuse_figures(s, options, *reuse);
+  return result;
 }
 
 std::vector<comm::OpTrace> read_traces(const std::filesystem::path& dir, int ranks) {
@@ -693,6 +721,15 @@ json RunResult::to_json() const {
           {"algorithm_state_bytes", algorithm_state_bytes},
           {"diverged_at_step", diverged_at_step > 0 ? json(diverged_at_step) : json(nullptr)},
           {"event_trace_hash", fmt::format("{:016x}", event_trace_hash)},
+          {"collective_reuse",
+           mode == "emulated"
+               ? json{{"enabled", reuse.enabled},
+                      {"collectives", reuse.stats.collectives},
+                      {"replayed", reuse.stats.replayed},
+                      {"recorded", reuse.stats.recorded},
+                      {"restarts", reuse.stats.restarts},
+                      {"hit_rate", reuse.stats.hit_rate()}}
+               : json(nullptr)},
           {"per_step", per_step}};
 }
 

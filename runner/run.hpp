@@ -112,6 +112,16 @@ struct RunResult {
   // Emulated runs: a hash of the engine's fired events (time, order, kind), equal for
   // two runs exactly when their event traces are; 0 for live runs.
   std::uint64_t event_trace_hash = 0;
+  // Emulated runs: collective reuse (network_models/collective_reuse.hpp): whether it was
+  // on (network.reuse_collectives, not with a trace file, not for closed-form models),
+  // and how many scheduled collectives were replayed instead of simulated. With reuse,
+  // the engine fires fewer events, so event_trace_hash differs from a run without it;
+  // every time and count is the same.
+  struct Reuse {
+    bool enabled = false;
+    net::ReuseStats stats;
+  };
+  Reuse reuse;
 
   double mean_step_time_s() const;
   double mean_n_bits() const;

@@ -153,6 +153,8 @@ void Engine::rethrow_first_failure() {
   abandon();
   try {
     std::rethrow_exception(error);
+  } catch (const RunRestart&) {
+    throw;
   } catch (const std::exception& ex) {
     throw std::runtime_error(fmt::format("{}: {}", name, ex.what()));
   }

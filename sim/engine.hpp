@@ -20,6 +20,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,15 @@
 namespace dtsim::sim {
 
 class Completion;
+
+// Thrown by a model that finds, part-way through a run, that a shortcut it took cannot
+// be kept (net::ReuseConflict: a replayed collective met cross traffic): the run must
+// start again without it. run() passes it through unchanged, also from a root program,
+// whose other failures it prefixes with the program's name.
+class RunRestart : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 namespace detail {
 struct RootState {

@@ -117,8 +117,8 @@ std::vector<json> read_points(const fs::path& dir, const json& manifest) {
   return points;
 }
 
-json write_tables(const fs::path& dir, const json& manifest, std::optional<double> target_loss) {
-  const json table = make_table(manifest, read_points(dir, manifest), target_loss);
+json write_tables(const fs::path& dir, const json& manifest, const Targets& targets) {
+  const json table = make_table(manifest, read_points(dir, manifest), targets);
   write_atomic(dir / "table.json", table.dump(2) + "\n");
   write_atomic(dir / "table.csv", table_csv(table));
   write_atomic(dir / "table.md", table_markdown(table));
@@ -196,11 +196,11 @@ ExecuteOutcome execute_sweep(const Sweep& sweep, const ExecuteOptions& options, 
   outcome.ran = todo.size() - outcome.failures.size();
   log << fmt::format("ran {}, skipped {}{}\n", outcome.ran, outcome.skipped,
                      outcome.failures.empty() ? "" : fmt::format(", failed {}", outcome.failures.size()));
-  outcome.table = write_tables(options.out_dir, manifest, sweep.target_loss);
+  outcome.table = write_tables(options.out_dir, manifest, sweep.targets);
   return outcome;
 }
 
-json merge_sweeps(const std::vector<fs::path>& inputs, const fs::path& out, std::optional<double> target_loss) {
+json merge_sweeps(const std::vector<fs::path>& inputs, const fs::path& out, Targets targets) {
   if (inputs.empty()) throw SweepError("merge: expected at least one sweep output directory");
   std::vector<json> manifests;
   for (const auto& dir : inputs) manifests.push_back(read_manifest(dir));
@@ -249,9 +249,11 @@ json merge_sweeps(const std::vector<fs::path>& inputs, const fs::path& out, std:
   fs::create_directories(out / "points");
   write_atomic(out / "sweep.json", manifest.dump(2) + "\n");
   for (const auto& [id, text] : files) write_atomic(out / "points" / (id + ".json"), text);
-  if (!target_loss && manifest.contains("target_loss") && manifest["target_loss"].is_number())
-    target_loss = manifest["target_loss"].get<double>();
-  return write_tables(out, manifest, target_loss);
+  if (!targets.loss && manifest.contains("target_loss") && manifest["target_loss"].is_number())
+    targets.loss = manifest["target_loss"].get<double>();
+  if (!targets.accuracy && manifest.contains("target_accuracy") && manifest["target_accuracy"].is_number())
+    targets.accuracy = manifest["target_accuracy"].get<double>();
+  return write_tables(out, manifest, targets);
 }
 
 }  // namespace dtsim::sweep

@@ -50,13 +50,14 @@ std::vector<nlohmann::json> read_points(const std::filesystem::path& dir, const 
 // Writes table.md, table.csv and table.json in dir from its manifest and point files;
 // returns the table.
 nlohmann::json write_tables(const std::filesystem::path& dir, const nlohmann::json& manifest,
-                            std::optional<double> target_loss);
+                            const Targets& targets);
 
-// Combines the output directories of shards of one sweep into `out`. Throws SweepError
+// Combines the output directories of shards of one sweep into `out`; a target `targets`
+// leaves unset comes from the manifest. Throws SweepError
 // (writing nothing) when they are different sweeps, when two hold different results for
 // one point, or when a point is in none of them.
 nlohmann::json merge_sweeps(const std::vector<std::filesystem::path>& inputs, const std::filesystem::path& out,
-                            std::optional<double> target_loss);
+                            Targets targets);
 
 // Writes `text` to `file` via a temporary file in the same directory and a rename.
 void write_atomic(const std::filesystem::path& file, const std::string& text);

@@ -86,7 +86,7 @@ std::vector<fs::path> write_report(const std::vector<fs::path>& inputs, const fs
   std::vector<RunFigures> figures;
   double max_time = 0, min_bits = INFINITY, max_bits = 0;
   for (const auto& r : runs) {
-    figures.push_back(figures_of(r.result, std::nullopt));
+    figures.push_back(figures_of(r.result, {}));
     const auto& f = figures.back();
     double t = 0, b = 0;
     for (double s : f.step_time_s) t += s;
@@ -180,7 +180,7 @@ std::vector<fs::path> write_report(const std::vector<fs::path>& inputs, const fs
         std::size_t vi = 0;
         while (vi < labels.size() && labels[vi] != vals[k]) ++vi;
         if (vi == labels.size()) continue;
-        const double step = figures_of(p["result"], std::nullopt).step_mean_s;
+        const double step = figures_of(p["result"], {}).step_mean_s;
         max_step = std::max(max_step, step);
         series[key].x.push_back(numeric ? values[vi].get<double>() : static_cast<double>(vi));
         series[key].y.push_back(step);

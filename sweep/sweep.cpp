@@ -177,7 +177,8 @@ json Sweep::manifest() const {
   return {{"dtsim_sweep_version", 1},
           {"name", name},
           {"mode", mode},
-          {"target_loss", target_loss ? json(*target_loss) : json(nullptr)},
+          {"target_loss", targets.loss ? json(*targets.loss) : json(nullptr)},
+          {"target_accuracy", targets.accuracy ? json(*targets.accuracy) : json(nullptr)},
           {"axes", axes_json},
           {"points", points_json}};
 }
@@ -186,10 +187,10 @@ Sweep parse_sweep(const json& doc, const fs::path& dir, const std::string& defau
   if (!doc.is_object()) throw SweepError("sweep: expected a JSON object with base and axes");
   if (const auto deep = config::first_too_deep(doc))
     throw SweepError(fmt::format("sweep: {}: expected at most {} levels of nesting, got more", *deep, config::kMaxJsonDepth));
-  static const std::set<std::string> known{"name", "base", "mode", "axes", "target_loss", "description"};
+  static const std::set<std::string> known{"name", "base", "mode", "axes", "target_loss", "target_accuracy", "description"};
   for (const auto& [key, value] : doc.items())
     if (!known.count(key))
-      throw SweepError(fmt::format("sweep: /{}: unknown field (expected one of name, base, mode, axes, target_loss, description)",
+      throw SweepError(fmt::format("sweep: /{}: unknown field (expected one of name, base, mode, axes, target_loss, target_accuracy, description)",
                                    config::pointer_token(key)));
   Sweep sweep;
   sweep.name = default_name;
@@ -204,7 +205,13 @@ Sweep parse_sweep(const json& doc, const fs::path& dir, const std::string& defau
   }
   if (doc.contains("target_loss")) {
     if (!doc["target_loss"].is_number()) throw SweepError("sweep: /target_loss: expected a number");
-    sweep.target_loss = doc["target_loss"].get<double>();
+    sweep.targets.loss = doc["target_loss"].get<double>();
+  }
+  if (doc.contains("target_accuracy")) {
+    const auto& a = doc["target_accuracy"];
+    if (!a.is_number() || !(a.get<double>() > 0.0 && a.get<double>() <= 1.0))
+      throw SweepError(fmt::format("sweep: /target_accuracy: expected a fraction in (0, 1] (0.75 for 75 %), got {}", a.dump()));
+    sweep.targets.accuracy = a.get<double>();
   }
 
   // The base scenario, as written, and its resolved form.

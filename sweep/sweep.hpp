@@ -13,6 +13,8 @@
 //                   labels  one string per value, shown instead of the value (use it for
 //                           object values such as whole topologies)
 //   "target_loss" number, optional: the loss whose first crossing the tables report
+//   "target_accuracy" number in (0, 1], optional: the test accuracy (a fraction) whose
+//                 first crossing at an evaluation the tables report, with its step
 //   "description" string, optional, ignored
 //
 // A point's scenario is the base document as written with each axis value put at its
@@ -38,6 +40,7 @@
 
 #include "config/json_input.hpp"
 #include "runner/scenario.hpp"
+#include "sweep/targets.hpp"
 
 namespace dtsim::sweep {
 
@@ -67,11 +70,11 @@ struct Point {
 struct Sweep {
   std::string name;
   std::string mode = "product";
-  std::optional<double> target_loss;
+  Targets targets;
   std::vector<Axis> axes;
   std::vector<Point> points;
 
-  // What a sweep output directory records in sweep.json: name, mode, target loss, axes
+  // What a sweep output directory records in sweep.json: name, mode, targets, axes
   // and every point's id, label and axis values (no scenarios, no results).
   nlohmann::json manifest() const;
 };

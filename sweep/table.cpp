@@ -63,6 +63,9 @@ const std::vector<Column>& columns() {
       {"accuracy", "accuracy", Column::Percent},
       {"test_accuracy", "test accuracy", Column::Percent},
       {"time_to_target_s", "time to target", Column::Time},
+      {"time_to_accuracy_s", "time to accuracy", Column::Time},
+      {"step_to_accuracy", "step to accuracy", Column::Count},
+      {"reuse_hit_rate", "reuse hits", Column::Percent},
   };
   return c;
 }
@@ -77,6 +80,19 @@ std::string cell(const json& v, Column::Kind kind) {
     case Column::Percent: return fmt::format("{:.2f}%", 100.0 * x);
   }
   return "-";
+}
+
+// The Markdown table's columns: the accuracy target's two only when the table has one
+// (the CSV and JSON keep every column, so scripts see one layout).
+std::vector<Column> markdown_columns(const json& table) {
+  const bool accuracy = table.value("target_accuracy", json()).is_number();
+  std::vector<Column> out;
+  for (const auto& c : columns()) {
+    const std::string key = c.key;
+    if (!accuracy && (key == "time_to_accuracy_s" || key == "step_to_accuracy")) continue;
+    out.push_back(c);
+  }
+  return out;
 }
 
 std::string csv_quote(const std::string& s) {
@@ -107,7 +123,22 @@ double percentile(std::vector<double> values, double p) {
   return values[std::min(rank, values.size()) - 1];
 }
 
-RunFigures figures_of(const json& result, std::optional<double> target_loss) {
+// The first evaluation reaching `target`: its clock and step.
+void time_to_accuracy(const json& result, double target, RunFigures& f) {
+  if (!result.contains("eval") || !result["eval"].is_array()) return;
+  for (const auto& e : result["eval"]) {
+    if (!e.is_object()) continue;
+    const auto accuracy = number_at(e, {"/test_accuracy", "/train_accuracy"});
+    const auto time = number_at(e, {"/time_s"});
+    if (accuracy && time && *accuracy >= target) {
+      f.time_to_accuracy_s = time;
+      if (e.contains("step") && e["step"].is_number_integer()) f.step_to_accuracy = e["step"].get<long long>();
+      return;
+    }
+  }
+}
+
+RunFigures figures_of(const json& result, const Targets& targets) {
   RunFigures f;
   f.step_time_s = series_at(result, {"/per_step/time_s"});
   f.n_bits = series_at(result, {"/per_step/n_bits"});
@@ -129,26 +160,30 @@ RunFigures figures_of(const json& result, std::optional<double> target_loss) {
   f.accuracy = number_at(result, {"/final/accuracy", "/final_accuracy"});
   f.test_loss = number_at(result, {"/final/test_loss", "/final_test_loss", "/test/loss"});
   f.test_accuracy = number_at(result, {"/final/test_accuracy", "/final_test_accuracy", "/test/accuracy"});
-  if (target_loss) {
+  if (targets.loss) {
     double t = 0.0;
     for (std::size_t i = 0; i < f.loss.size(); ++i) {
       t += i < f.step_time_s.size() ? f.step_time_s[i] : 0.0;
-      if (f.loss[i] <= *target_loss) {
+      if (f.loss[i] <= *targets.loss) {
         f.time_to_target_s = t;
         break;
       }
     }
   }
+  if (targets.accuracy) time_to_accuracy(result, *targets.accuracy, f);
+  if (result.contains("collective_reuse") && result["collective_reuse"].is_object() &&
+      result["collective_reuse"].value("enabled", false))
+    f.reuse_hit_rate = number_at(result, {"/collective_reuse/hit_rate"});
   return f;
 }
 
-json make_table(const json& manifest, const std::vector<json>& points, std::optional<double> target_loss) {
+json make_table(const json& manifest, const std::vector<json>& points, const Targets& targets) {
   json axes = json::array();
   for (const auto& a : manifest.value("axes", json::array())) axes.push_back(a.value("name", a.value("path", "")));
   json rows = json::array();
   for (const auto& p : points) {
     if (!p.is_object() || !p.contains("result")) continue;
-    const auto f = figures_of(p["result"], target_loss);
+    const auto f = figures_of(p["result"], targets);
     rows.push_back({{"id", p.value("id", "")},
                     {"label", p.value("label", "")},
                     {"axes", p.value("values", json::array())},
@@ -165,10 +200,14 @@ json make_table(const json& manifest, const std::vector<json>& points, std::opti
                     {"accuracy", opt(f.accuracy)},
                     {"test_loss", opt(f.test_loss)},
                     {"test_accuracy", opt(f.test_accuracy)},
-                    {"time_to_target_s", opt(f.time_to_target_s)}});
+                    {"time_to_target_s", opt(f.time_to_target_s)},
+                    {"time_to_accuracy_s", opt(f.time_to_accuracy_s)},
+                    {"step_to_accuracy", f.step_to_accuracy ? json(*f.step_to_accuracy) : json(nullptr)},
+                    {"reuse_hit_rate", opt(f.reuse_hit_rate)}});
   }
   return {{"sweep", manifest.value("name", "")},
-          {"target_loss", target_loss ? json(*target_loss) : json(nullptr)},
+          {"target_loss", opt(targets.loss)},
+          {"target_accuracy", opt(targets.accuracy)},
           {"axes", axes},
           {"rows", rows}};
 }
@@ -176,9 +215,11 @@ json make_table(const json& manifest, const std::vector<json>& points, std::opti
 std::string table_markdown(const json& table) {
   std::vector<std::string> header;
   for (const auto& a : table["axes"]) header.push_back(a.get<std::string>());
-  for (const auto& c : columns()) {
+  for (const auto& c : markdown_columns(table)) {
     if (std::string(c.key) == "time_to_target_s" && table["target_loss"].is_number())
       header.push_back(fmt::format("time to loss {}", format_value(table["target_loss"])));
+    else if (std::string(c.key) == "time_to_accuracy_s" && table.value("target_accuracy", json()).is_number())
+      header.push_back(fmt::format("time to {}% accuracy", format_value(json(100.0 * table["target_accuracy"].get<double>()))));
     else
       header.push_back(c.header);
   }
@@ -186,7 +227,7 @@ std::string table_markdown(const json& table) {
   for (const auto& row : table["rows"]) {
     std::vector<std::string> r;
     for (const auto& v : row["axes"]) r.push_back(v.is_string() ? v.get<std::string>() : v.dump());
-    for (const auto& c : columns()) r.push_back(cell(row.value(c.key, json(nullptr)), c.kind));
+    for (const auto& c : markdown_columns(table)) r.push_back(cell(row.value(c.key, json(nullptr)), c.kind));
     cells.push_back(std::move(r));
   }
   std::vector<std::size_t> width(header.size());

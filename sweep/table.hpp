@@ -6,8 +6,11 @@
 //   axis values | step mean, p50, p99 (nearest rank) | compute, exposed communication
 //   (step - compute) | n_bits (reference convention) | wire bytes | collective calls |
 //   final loss (rank-averaged model), best per-step loss | accuracy, test accuracy |
-//   time to target: simulated time at the end of the first step whose recorded
-//   loss <= target ("-" if never, or no target).
+//   time to target loss: simulated time at the end of the first step whose recorded
+//   loss <= Targets::loss; time to target accuracy: the rank-mean clock of the first
+//   evaluation whose test accuracy (training accuracy without a test set) >=
+//   Targets::accuracy, and its step ("-" if never, or no target) | collective reuse
+//   hit rate (emulated runs with reuse on).
 #pragma once
 
 #include <optional>
@@ -15,6 +18,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "sweep/targets.hpp"
 
 namespace dtsim::sweep {
 
@@ -26,18 +31,23 @@ struct RunFigures {
   double n_bits_per_step = 0, wire_bytes_per_step = 0, calls_per_step = 0;
   std::optional<double> final_loss, best_loss, accuracy, test_loss, test_accuracy;
   std::optional<double> time_to_target_s;
+  std::optional<double> time_to_accuracy_s;
+  std::optional<long long> step_to_accuracy;  // the evaluated step, counted from 1
+  // Scheduled collectives replayed instead of simulated (collective_reuse.hpp), when the
+  // run had reuse on.
+  std::optional<double> reuse_hit_rate;
 };
 
-RunFigures figures_of(const nlohmann::json& result, std::optional<double> target_loss);
+RunFigures figures_of(const nlohmann::json& result, const Targets& targets);
 
 // Nearest-rank percentile (p in [0, 100]) of the values; 0 for none.
 double percentile(std::vector<double> values, double p);
 
-// The table as JSON: {"sweep", "target_loss", "axes": [names], "rows": [{"id", "label",
+// The table as JSON: {"sweep", "target_loss", "target_accuracy", "axes": [names], "rows": [{"id", "label",
 // "axes": [labels], <figures>}]}. `points` are the point files' JSON (point files hold
 // "id", "label", "values" and "result") in manifest order; a missing point is skipped.
 nlohmann::json make_table(const nlohmann::json& manifest, const std::vector<nlohmann::json>& points,
-                          std::optional<double> target_loss);
+                          const Targets& targets);
 
 std::string table_markdown(const nlohmann::json& table);
 std::string table_csv(const nlohmann::json& table);

@@ -205,5 +205,69 @@ TEST(Runs, TableNamesEveryPhase) {
   EXPECT_NE(table.find("bits/step/rank (n_bits): 288"), std::string::npos) << table;
 }
 
+
+// Collective reuse changes no figure: every regression scenario of bench/baselines, and
+// runs that replay most of their collectives (an all-reduce per step on the uncontended
+// model; SINGA DistOpt's fused partitions on the flow model, full and timing-only), give
+// the same step times, bits, bytes, calls, losses and evaluations with and without it.
+void expect_same_figures(const RunResult& with, const RunResult& without, const std::string& name) {
+  SCOPED_TRACE(name);
+  EXPECT_EQ(with.step_time_s, without.step_time_s);
+  EXPECT_EQ(with.compute_time_s, without.compute_time_s);
+  EXPECT_EQ(with.n_bits, without.n_bits);
+  EXPECT_EQ(with.wire_bytes, without.wire_bytes);
+  EXPECT_EQ(with.calls, without.calls);
+  const auto same_or_both_nan = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+  ASSERT_EQ(with.loss.size(), without.loss.size());
+  for (std::size_t i = 0; i < with.loss.size(); ++i) EXPECT_TRUE(same_or_both_nan(with.loss[i], without.loss[i])) << i;
+  EXPECT_TRUE(same_or_both_nan(with.final_loss, without.final_loss));
+  ASSERT_EQ(with.eval.size(), without.eval.size());
+  for (std::size_t i = 0; i < with.eval.size(); ++i) {
+    EXPECT_EQ(with.eval[i].time_s, without.eval[i].time_s);
+    EXPECT_TRUE(same_or_both_nan(with.eval[i].train_loss, without.eval[i].train_loss));
+  }
+  EXPECT_TRUE(with.reuse.enabled);
+  EXPECT_FALSE(without.reuse.enabled);
+  EXPECT_EQ(without.reuse.stats.replayed, 0u);
+}
+
+RunResult without_reuse(Scenario s) {
+  s.network.reuse_collectives = false;
+  return run_emulated(s);
+}
+
+TEST(CollectiveReuseRuns, EveryRegressionScenarioBothWays) {
+  const auto dir = std::filesystem::path(DTSIM_SOURCE_DIR) / "bench" / "baselines";
+  const auto baseline = json::parse(testing::read_file(dir / "simulated.json"));
+  ASSERT_GE(baseline["scenarios"].size(), 5u);
+  for (const auto& entry : baseline["scenarios"]) {
+    const auto s = load_scenario(dir / entry["file"].get<std::string>());
+    const auto with = run_emulated(s);
+    expect_same_figures(with, without_reuse(s), s.name);
+    EXPECT_EQ(with.reuse.stats.restarts, 0u) << s.name;
+  }
+}
+
+TEST(CollectiveReuseRuns, ReplayedRunsKeepTheirFigures) {
+  auto centralized = small("centralized", "ring", 8);
+  centralized.steps = 60;
+  const auto c = run_emulated(centralized);
+  expect_same_figures(c, without_reuse(centralized), "centralized");
+  EXPECT_GT(c.reuse.stats.hit_rate(), 0.6);  // records are per binade of simulated time
+
+  // SINGA's synchronous DistOpt on ResNet-50's shapes, 16 ranks on a ring, flow model:
+  // eleven fused partitions per step, each started as the one before it completes.
+  auto sync = load_scenario(std::filesystem::path(DTSIM_SOURCE_DIR) / "scenarios" / "singa_resnet50_sync.json");
+  sync.network.model = "flow";
+  sync.steps = 4;
+  sync.timing_only = true;
+  const auto t = run_emulated(sync);
+  expect_same_figures(t, without_reuse(sync), "singa_resnet50_sync, flow, timing only");
+  EXPECT_GE(t.reuse.stats.replayed, 10u);  // the first step records the partitions
+  const auto j = json::parse(t.to_json().dump());
+  EXPECT_EQ(j["collective_reuse"]["replayed"], t.reuse.stats.replayed);
+  EXPECT_EQ(j["collective_reuse"]["hit_rate"], t.reuse.stats.hit_rate());
+}
+
 }  // namespace
 }  // namespace dtsim::runner

@@ -102,7 +102,8 @@ TEST(SweepExpansion, ProductIsCartesianFirstAxisOutermost) {
   EXPECT_EQ(s.points[1].label, "lr=0.05, topology=complete");
   // Ids are stable: the same sweep gives the same ids.
   EXPECT_EQ(parse_sweep(six_point_sweep(), ".").points[3].id, s.points[3].id);
-  EXPECT_EQ(s.target_loss, 0.6);
+  EXPECT_EQ(s.targets.loss, 0.6);
+  EXPECT_FALSE(s.targets.accuracy);
 }
 
 // Zip mode takes the i-th value of every axis together.
@@ -378,24 +379,87 @@ TEST(SweepTable, FiguresFromResultJson) {
                  {"step_mean_s", 2.5},
                  {"n_bits_per_step", 10},
                  {"final", {{"loss", 0.55}, {"accuracy", 0.8}}}};
-  auto f = figures_of(result, 0.7);
+  auto f = figures_of(result, {.loss = 0.7});
   EXPECT_EQ(f.step_p50_s, 2.0);
   EXPECT_EQ(f.step_p99_s, 4.0);
   EXPECT_EQ(f.best_loss, 0.5);
   EXPECT_EQ(f.time_to_target_s, 3.0);  // steps 1 and 2
   EXPECT_FALSE(f.compute_mean_s);
   EXPECT_FALSE(f.test_accuracy);
-  EXPECT_FALSE(figures_of(result, 0.1).time_to_target_s);
+  EXPECT_FALSE(figures_of(result, {.loss = 0.1}).time_to_target_s);
   // With per-step compute time and a test set.
   result["per_step"]["compute_time_s"] = {0.5, 0.5, 0.5, 0.5};
   result["final"]["test_accuracy"] = 0.75;
   result["final"]["test_loss"] = nullptr;  // NaN is written as null
-  f = figures_of(result, std::nullopt);
+  f = figures_of(result, {});
   EXPECT_EQ(f.compute_mean_s, 0.5);
   EXPECT_EQ(f.exposed_comm_s, 2.0);
   EXPECT_EQ(f.test_accuracy, 0.75);
   EXPECT_FALSE(f.test_loss);
   EXPECT_FALSE(f.time_to_target_s);
+  EXPECT_FALSE(f.reuse_hit_rate);  // a result from before collective reuse
+  result["collective_reuse"] = {{"enabled", true}, {"collectives", 8}, {"replayed", 6}, {"hit_rate", 0.75}};
+  EXPECT_EQ(figures_of(result, {}).reuse_hit_rate, 0.75);
+  result["collective_reuse"]["enabled"] = false;
+  EXPECT_FALSE(figures_of(result, {}).reuse_hit_rate);
+}
+
+// Time to a target accuracy: the clock and step of the first evaluation whose test
+// accuracy reaches it (an evaluation later falling back below does not matter); the
+// training accuracy where a run has no test set; none when never reached or no curve.
+TEST(SweepTable, TimeToTargetAccuracyFromTheEvaluationCurve) {
+  const json eval = {{{"step", 16}, {"time_s", 1.5}, {"train_accuracy", 0.5}, {"test_accuracy", 0.45}},
+                     {{"step", 32}, {"time_s", 3.25}, {"train_accuracy", 0.8}, {"test_accuracy", 0.7}},
+                     {{"step", 48}, {"time_s", 5.0}, {"train_accuracy", 0.9}, {"test_accuracy", 0.8}},
+                     {{"step", 64}, {"time_s", 6.5}, {"train_accuracy", 0.7}, {"test_accuracy", 0.6}}};
+  json result = {{"per_step", {{"time_s", {1.0}}}}, {"eval", eval}};
+  auto f = figures_of(result, {.accuracy = 0.7});
+  EXPECT_EQ(f.time_to_accuracy_s, 3.25);
+  EXPECT_EQ(f.step_to_accuracy, 32);
+  f = figures_of(result, {.accuracy = 0.75});
+  EXPECT_EQ(f.time_to_accuracy_s, 5.0);
+  EXPECT_EQ(f.step_to_accuracy, 48);
+  EXPECT_FALSE(figures_of(result, {.accuracy = 0.85}).time_to_accuracy_s);
+  EXPECT_FALSE(figures_of(result, {}).time_to_accuracy_s);
+  // No test set: test accuracy null (NaN), the training accuracy counts.
+  for (auto& e : result["eval"]) e["test_accuracy"] = nullptr;
+  f = figures_of(result, {.accuracy = 0.85});
+  EXPECT_EQ(f.time_to_accuracy_s, 5.0);
+  // A timing-only result has no curve.
+  result.erase("eval");
+  EXPECT_FALSE(figures_of(result, {.accuracy = 0.1}).time_to_accuracy_s);
+}
+
+// The sweep file's target_accuracy is a fraction; the table and manifest carry it, and
+// the Markdown table shows its columns only when there is one.
+TEST(SweepTable, TargetAccuracyInSweepFileManifestAndTable) {
+  json doc = six_point_sweep();
+  doc["target_accuracy"] = 0.75;
+  const auto s = parse_sweep(doc, ".");
+  EXPECT_EQ(s.targets.accuracy, 0.75);
+  EXPECT_EQ(s.manifest()["target_accuracy"], 0.75);
+  for (const json& bad : {json(75), json(0), json("0.7"), json(-0.1)}) {
+    doc["target_accuracy"] = bad;
+    EXPECT_EQ(sweep_error(doc), "sweep: /target_accuracy: expected a fraction in (0, 1] (0.75 for 75 %), got " + bad.dump());
+  }
+  const json point = {{"id", "p"},
+                      {"label", "lr=0.1"},
+                      {"values", {"0.1"}},
+                      {"result",
+                       {{"per_step", {{"time_s", {1.0, 1.0}}}},
+                        {"eval", {{{"step", 2}, {"time_s", 2.0}, {"test_accuracy", 0.8}}}}}}};
+  const json manifest = {{"name", "t"}, {"axes", {{{"name", "lr"}}}}};
+  json table = make_table(manifest, {point}, {.accuracy = 0.75});
+  EXPECT_EQ(table["target_accuracy"], 0.75);
+  EXPECT_EQ(table["rows"][0]["time_to_accuracy_s"], 2.0);
+  EXPECT_EQ(table["rows"][0]["step_to_accuracy"], 2);
+  const std::string md = table_markdown(table);
+  EXPECT_NE(md.find("time to 75% accuracy"), std::string::npos) << md;
+  EXPECT_NE(md.find("step to accuracy"), std::string::npos) << md;
+  const std::string plain = table_markdown(make_table(manifest, {point}, {}));
+  EXPECT_EQ(plain.find("to accuracy"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("% accuracy"), std::string::npos) << plain;
+  EXPECT_NE(table_csv(make_table(manifest, {point}, {})).find("time_to_accuracy_s,step_to_accuracy"), std::string::npos);
 }
 
 TEST(SweepReport, DrawsSvgFigures) {

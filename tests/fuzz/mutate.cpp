@@ -163,7 +163,7 @@ const std::vector<std::string>& interesting_keys() {
       "zzz", "", "a/b", "~", "~1", "\n", "name", "ranks", "steps", "seed", "kind", "type", "values", "path", "base",
       "axes", "labels", "mode", "links", "model", "latency_us", "bandwidth_GBps", "calibrated", "dims", "k", "nodes",
       "edges", "stragglers", "failures", "bandwidth_trace", "libsvm_file", "data_dir", "features", "samples",
-      "compressor", "variant", "lr", "device", "timing_only", "target_loss", "description", "rank", "operations",
+      "compressor", "variant", "lr", "device", "timing_only", "target_loss", "target_accuracy", "description", "rank", "operations",
       "phase_names", "ops", "gpus_per_node", "batch_size", "algorithms", "compute"};
   return v;
 }

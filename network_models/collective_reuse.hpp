@@ -1,0 +1,106 @@
+// net::CollectiveReuse: exact replay of collectives simulated before.
+//
+// Training repeats the same collectives every step. A scheduled collective that runs
+// alone on the network (the flow model: nothing else in flight from its first rank's
+// arrival until its last message lands; the uncontended model: messages never interact,
+// so only perturbations matter) is a function of its schedule, the network's state and
+// the ranks' arrival times relative to the first one. The first such run is recorded:
+// each rank's done time relative to the first arrival. A later collective with the same
+// key skips its messages and finishes every rank at first arrival + the recorded offset.
+//
+// Why that is exact, bit for bit: inside one binade [2^e, 2^(e+1)) doubles lie on one
+// grid, so shifting every absolute time of a computation by a multiple of that grid
+// shifts every sum t + d and leaves every difference t - u unchanged, as long as all
+// of them stay in the binade; the transports only ever add durations to times and
+// subtract times. So a collective whose whole window (first arrival to last done) lies
+// in the binade of the recorded one computes exactly the recorded offsets, shifted. The
+// key holds the binade; windows that straddle a power of two are never reused.
+//
+// What else disables reuse for a collective: jitter (its draws are consumed per
+// message), a bandwidth change or link failure inside the window (the key holds how
+// many have happened, so the state before is the same), another message in flight when
+// it starts or sent before its last rank arrives (flow model). Cross traffic after the
+// replay is committed cannot be foreseen: the transport then throws ReuseConflict,
+// which forbids that collective's shape from then on, and the runner starts the run
+// again (runs are deterministic, so the rerun reaches the same point and simulates it).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sim/engine.hpp"
+
+namespace dtsim::net {
+
+struct ReuseKey {
+  std::string shape;                 // the collective: kind, sizes, algorithm, root, ranks
+  std::uint64_t perturbation_epoch;  // bandwidth changes and failures fired before it
+  int binade;                        // std::ilogb of the first arrival time
+  std::vector<double> arrival;       // per rank: arrival - first arrival (exact in the binade)
+  auto operator<=>(const ReuseKey&) const = default;
+};
+
+struct ReuseRecord {
+  std::vector<double> done;  // per rank: done time - first arrival
+  std::vector<int> order;    // ranks in the order they were done
+  double end = 0.0;          // the last done, relative to the first arrival
+  bool same_instant = false; // every rank done at `end`
+};
+
+struct ReuseStats {
+  std::uint64_t collectives = 0;  // scheduled collectives started
+  std::uint64_t replayed = 0;     // of them, replayed from a record
+  std::uint64_t recorded = 0;     // records made
+  std::uint64_t restarts = 0;     // runs started again after a conflict
+  double hit_rate() const { return collectives ? static_cast<double>(replayed) / static_cast<double>(collectives) : 0.0; }
+};
+
+// Cross traffic met a replayed collective; the shape is forbidden already.
+class ReuseConflict : public sim::RunRestart {
+ public:
+  explicit ReuseConflict(const std::string& shape);
+};
+
+// Shared by the attempts of one run (a conflict's restart keeps the records and the
+// forbidden shapes; the counts of the failed attempt are dropped).
+class CollectiveReuse {
+ public:
+  explicit CollectiveReuse(bool enabled = true) : enabled_(enabled) {}
+  bool enabled() const { return enabled_; }
+  bool allowed(const std::string& shape) const { return enabled_ && !forbidden_.count(shape); }
+  const ReuseRecord* find(const ReuseKey& key) const;
+  void store(ReuseKey key, ReuseRecord record);
+  void forbid(const std::string& shape) { forbidden_.insert(shape); }
+  // A new attempt of the run after a conflict: counts from zero but `restarts`, records
+  // and forbidden shapes kept.
+  void restart();
+  void disable() { enabled_ = false; }
+
+  ReuseStats& stats() { return stats_; }
+  const ReuseStats& stats() const { return stats_; }
+
+ private:
+  bool enabled_;
+  std::map<ReuseKey, ReuseRecord> records_;
+  std::set<std::string> forbidden_;
+  ReuseStats stats_;
+};
+
+// Runs `attempt` until it finishes without a ReuseConflict (each conflict forbids one
+// more shape, so this ends; after `max_restarts`, the last attempt runs without reuse).
+template <typename Attempt>
+auto run_with_reuse(CollectiveReuse& reuse, Attempt&& attempt, int max_restarts = 32) {
+  for (int restarts = 1;; ++restarts) {
+    try {
+      return attempt();
+    } catch (const ReuseConflict&) {
+      if (restarts >= max_restarts) reuse.disable();
+      reuse.restart();
+    }
+  }
+}
+
+}  // namespace dtsim::net
