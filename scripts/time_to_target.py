@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Time to a target accuracy on several networks, from one convergence sweep and one
+"""Time to a target accuracy on several networks (and the test-accuracy curves behind it), from one convergence sweep and one
 timing-only sweep of the same algorithms.
 
 The emulated math does not depend on the network: a point's accuracy curve is the same at
@@ -129,6 +129,17 @@ def main():
             cells.append("-" if t is None else (f"**{human(t)}**" if best[l][1] == alg else human(t)))
         print(f"| {alg} | {'-' if acc is None else f'{100 * acc:.1f} %'} | {hit[0] if hit else 'never'} | "
               + " | ".join(cells) + " |")
+    # The accuracy curves the steps to target come from.
+    evals = [e["step"] for e in next(iter(curves.values())).get("eval", [])]
+    print()
+    print("| algorithm | " + " | ".join(f"step {s}" for s in evals) + " |")
+    print("|---|" + "---:|" * len(evals))
+    for alg, _, _, _ in rows:
+        accs = []
+        for e in curves[alg].get("eval", []):
+            a = e.get("test_accuracy")
+            accs.append("-" if a is None else f"{100 * a:.1f}")
+        print(f"| {alg} | " + " | ".join(accs) + " |")
     for f in failures:
         print(f"time_to_target: {f}", file=sys.stderr)
     return 1 if failures else 0

@@ -809,7 +809,10 @@ TEST(ParallelSgdPowerSgd, PlainPhaseThenPowerSgdBits) {
   EXPECT_LT(expected, 32u * 177u);
 }
 
-#define EXPECT_CONTAINS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
+// A function, not a macro: the text (a parse's error) is computed once.
+void expect_contains(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << text << "\n  expected to contain: " << part;
+}
 
 TEST(ParallelSgdPowerSgd, FieldsOnlyWhereTheyApply) {
   auto doc = [](const json& algorithm) {
@@ -825,14 +828,14 @@ TEST(ParallelSgdPowerSgd, FieldsOnlyWhereTheyApply) {
     }
     return std::string("accepted");
   };
-  EXPECT_CONTAINS(error({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}, {"matrix_approximation_rank", 2}}),
+  expect_contains(error({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}, {"matrix_approximation_rank", 2}}),
               ("/algorithm/matrix_approximation_rank"));
-  EXPECT_CONTAINS(error({{"name", "parallel_sgd"}, {"variant", "decentralized"}, {"lr", 0.1}, {"gradient_compression", "powersgd"}}),
+  expect_contains(error({{"name", "parallel_sgd"}, {"variant", "decentralized"}, {"lr", 0.1}, {"gradient_compression", "powersgd"}}),
               ("/algorithm/gradient_compression"));
-  EXPECT_CONTAINS(error({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}, {"gradient_compression", "powersgd"},
+  expect_contains(error({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}, {"gradient_compression", "powersgd"},
                      {"start_powerSGD_iter", 1}}),
               ("/algorithm/start_powerSGD_iter"));
-  EXPECT_CONTAINS(error({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}, {"gradient_compression", "top_k"}}),
+  expect_contains(error({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}, {"gradient_compression", "top_k"}}),
               ("/algorithm/gradient_compression"));
   EXPECT_EQ(error({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}, {"gradient_compression", "powersgd"},
                    {"matrix_approximation_rank", 2}}),
