@@ -40,12 +40,31 @@ void write_file(const fs::path& file, const std::string& text) { write_atomic(fi
 
 }  // namespace
 
+// A sweep point's legend: the values of the axes that vary ("name=value, ..."; the value
+// alone when only one axis varies), without the fixed ones a point label also lists.
+static std::string legend_of(const json& point, const json& manifest) {
+  const json& axes = manifest.value("axes", json::array());
+  const json& values = point.value("values", json::array());
+  std::vector<std::string> parts;
+  std::vector<std::string> names;
+  for (std::size_t k = 0; k < axes.size() && k < values.size(); ++k) {
+    if (axes[k].value("values", json::array()).size() < 2) continue;
+    names.push_back(axes[k].value("name", axes[k].value("path", "")));
+    parts.push_back(values[k].is_string() ? values[k].get<std::string>() : values[k].dump());
+  }
+  if (parts.empty()) return point.value("label", point.value("id", ""));
+  if (parts.size() == 1) return parts[0];
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : "") + names[i] + "=" + parts[i];
+  return out;
+}
+
 std::vector<LabelledResult> read_runs(const fs::path& input) {
   std::vector<LabelledResult> runs;
   if (fs::is_directory(input)) {
     const json manifest = read_manifest(input);
     for (const auto& p : read_points(input, manifest))
-      if (!p.is_null()) runs.push_back({p.value("label", p.value("id", "")), p["result"]});
+      if (!p.is_null()) runs.push_back({legend_of(p, manifest), p["result"]});
     return runs;
   }
   std::ifstream in(input);

@@ -520,6 +520,31 @@ TEST(SweepReport, DrawsSvgFigures) {
   EXPECT_NE(bad.output.find("not a result file"), std::string::npos) << bad.output;
 }
 
+// A figure's legend names a sweep point by the axes that vary: an axis with one value
+// (a fixed step count) is left out, and one varying axis gives its value alone.
+TEST(SweepReport, LegendsNameTheAxesThatVary) {
+  const auto dir = testing::fresh_dir("legends");
+  fs::create_directories(dir / "points");
+  const json manifest = {{"dtsim_sweep_version", 1},
+                         {"name", "legends"},
+                         {"axes",
+                          {{{"path", "/steps"}, {"name", "steps"}, {"values", {160}}, {"labels", {"160"}}},
+                           {{"path", "/algorithm"}, {"name", "algorithm"}, {"values", {1, 2}}, {"labels", {"SGD", "CHOCO"}}}}},
+                         {"points",
+                          {{{"index", 0}, {"id", "a"}, {"label", "steps=160, algorithm=SGD"}, {"values", {"160", "SGD"}}},
+                           {{"index", 1}, {"id", "b"}, {"label", "steps=160, algorithm=CHOCO"}, {"values", {"160", "CHOCO"}}}}}};
+  testing::write_file(dir / "sweep.json", manifest.dump());
+  for (const auto& p : manifest["points"]) {
+    json point = p;
+    point["result"] = {{"per_step", {{"time_s", {1.0}}, {"loss", {0.5}}}}};
+    testing::write_file(dir / "points" / (p["id"].get<std::string>() + ".json"), point.dump());
+  }
+  const auto runs = read_runs(dir);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].label, "SGD");
+  EXPECT_EQ(runs[1].label, "CHOCO");
+}
+
 TEST(SweepReport, NiceTicks) {
   const auto unit = nice_ticks(0, 1);
   ASSERT_EQ(unit.size(), 6U);
