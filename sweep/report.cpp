@@ -151,6 +151,26 @@ std::vector<fs::path> write_report(const std::vector<fs::path>& inputs, const fs
     written.push_back(out_dir / name);
   }
 
+  // Test accuracy at each evaluation against simulated time (runs with a test set).
+  Chart accuracy{.title = "Test accuracy against simulated time", .x_label = fmt::format("simulated time ({})", unit),
+                 .y_label = "test accuracy of the rank-averaged model (%)"};
+  for (const auto& r : runs) {
+    if (!r.result.contains("eval") || !r.result["eval"].is_array()) continue;
+    Series curve{r.label, {}, {}};
+    for (const auto& e : r.result["eval"]) {
+      const auto& a = e.value("test_accuracy", json());
+      const auto& t = e.value("time_s", json());
+      if (!a.is_number() || !t.is_number()) continue;
+      curve.x.push_back(t.get<double>() * scale);
+      curve.y.push_back(100.0 * a.get<double>());
+    }
+    if (!curve.x.empty()) accuracy.series.push_back(std::move(curve));
+  }
+  if (!accuracy.series.empty()) {
+    write_file(out_dir / "accuracy_vs_time.svg", render_svg(accuracy));
+    written.push_back(out_dir / "accuracy_vs_time.svg");
+  }
+
   // Step time against each axis of each sweep.
   for (const auto& [dir, manifest] : sweeps) {
     const auto axes = manifest.value("axes", json::array());

@@ -536,13 +536,21 @@ TEST(SweepReport, LegendsNameTheAxesThatVary) {
   testing::write_file(dir / "sweep.json", manifest.dump());
   for (const auto& p : manifest["points"]) {
     json point = p;
-    point["result"] = {{"per_step", {{"time_s", {1.0}}, {"loss", {0.5}}}}};
+    point["result"] = {{"per_step", {{"time_s", {1.0}}, {"loss", {0.5}}}},
+                       {"eval", {{{"step", 1}, {"time_s", 1.0}, {"test_accuracy", 0.5}}, {{"step", 2}, {"time_s", 2.0}, {"test_accuracy", 0.7}}}}};
     testing::write_file(dir / "points" / (p["id"].get<std::string>() + ".json"), point.dump());
   }
   const auto runs = read_runs(dir);
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[0].label, "SGD");
   EXPECT_EQ(runs[1].label, "CHOCO");
+  // With evaluations on a test set: test accuracy against simulated time, a curve each.
+  const auto written = write_report({dir}, dir / "figures");
+  const std::string svg = testing::read_file(dir / "figures" / "accuracy_vs_time.svg");
+  ASSERT_FALSE(svg.empty());
+  EXPECT_NE(std::find(written.begin(), written.end(), dir / "figures" / "accuracy_vs_time.svg"), written.end());
+  EXPECT_NE(svg.find(">SGD<"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">CHOCO<"), std::string::npos) << svg;
 }
 
 TEST(SweepReport, NiceTicks) {
