@@ -130,6 +130,8 @@ json ddp_algorithm(const std::string& name) {
 // images (tests/data/mlp_4x4_seed5.pt, 16-256-128-10) on 64 random images, both files
 // copied next to the scenario and named relative to it.
 constexpr const char* kTorchScriptMlp = "torchscript_mlp";
+// The built-in ResNet-20 (BatchNorm local to each rank) on Fashion-MNIST padded to 32 x 32.
+constexpr const char* kResNet20Real = "resnet20_real";
 
 void write_torchscript_files(const std::filesystem::path& dir) {
   std::filesystem::copy_file(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "data" / "mlp_4x4_seed5.pt",
@@ -154,6 +156,17 @@ json scenario(const std::string& variant) {
     doc["workload"] = {{"type", "torchscript"}, {"model_file", "mlp.pt"}, {"input_shape", {1, 4, 4}},
                        {"tensors_file", "images.pt"}, {"batch_size", 8}};
     doc["algorithm"]["lr"] = 0.05;
+    return doc;
+  }
+  if (variant == kResNet20Real) {
+    json doc = scenario("decentralized");
+    doc["name"] = "live-" + variant;
+    doc["steps"] = 3;
+    doc["workload"] = {{"type", "resnet20_real"}, {"data", "fashion_mnist"}, {"image_size", 32},
+                       {"data_dir", "/usr/share/datasets/fashion-mnist"}, {"train_samples", 128},
+                       {"test_samples", 32}, {"batch_size", 8}, {"partition", "iid"}};
+    doc["algorithm"] = {{"name", "choco_sgd"}, {"lr", 0.1}, {"momentum", 0.9}, {"nesterov", true},
+                        {"weight_decay", 1e-4}, {"consensus_stepsize", 0.45}, {"compressor", {{"kind", "scaled_sign"}}}};
     return doc;
   }
   if (json a = distopt_algorithm(variant); !a.is_null()) {
@@ -249,6 +262,8 @@ TEST_P(LiveVersusEmulated, SameParametersAndBytes) {
 INSTANTIATE_TEST_SUITE_P(Gloo, LiveVersusEmulated, ::testing::Values("centralized", "decentralized"));
 // Bring your own model: autograd through a TorchScript module on every live rank.
 INSTANTIATE_TEST_SUITE_P(TorchScript, LiveVersusEmulated, ::testing::Values(kTorchScriptMlp));
+// A built-in real model: convolutions, BatchNorm and its local statistics on every live rank.
+INSTANTIATE_TEST_SUITE_P(RealModels, LiveVersusEmulated, ::testing::Values(kResNet20Real));
 INSTANTIATE_TEST_SUITE_P(CentralizedLocal, LiveVersusEmulated,
                          ::testing::Values("sparsified_top_k", "sparsified_qsgd", "sparsified_one_bit", "parallel_sgd_powersgd",
                                            "sparsified_warmup_clipped", "sign_sgd", "ef_sign_sgd", "local_sgd",
