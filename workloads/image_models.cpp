@@ -1,5 +1,6 @@
 #include "workloads/image_models.hpp"
 #include "workloads/augment.hpp"
+#include "workloads/shard_batches.hpp"
 #include "workloads/workload_registry.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -307,8 +308,7 @@ class ImageWorkload final : public Workload {
       throw std::invalid_argument(fmt::format("/workload/batch_size: expected >= 1, got {}", batch_size));
     // Sample indices stay on the CPU (drawn from CPU generators); a batch's indices go to
     // the data's device when it is gathered.
-    shard_ = partition_indices(data_->train_y.to(at::kCPU), partition, seed, rank, ranks);
-    batch_ = std::min(batch_size, shard_.numel());
+    batches_ = ShardBatches(partition_indices(data_->train_y.to(at::kCPU), partition, seed, rank, ranks), batch_size);
   }
 
   // Drawn on the CPU, then copied: the same initial model on every device.
@@ -320,12 +320,7 @@ class ImageWorkload final : public Workload {
   std::vector<std::string> parameter_names() const override { return net_.parameter_names(); }
 
   double forward(const std::vector<at::Tensor>& params) override {
-    if (!epoch_order_.defined() || cursor_ + batch_ > epoch_order_.numel()) {
-      epoch_order_ = shard_.index_select(0, at::randperm(shard_.numel(), gen_, at::kLong));
-      cursor_ = 0;
-    }
-    auto idx = epoch_order_.narrow(0, cursor_, batch_).to(data_->train_x.device());
-    cursor_ += batch_;
+    const auto idx = batches_.next(gen_, data_->train_x.device());
     auto x = data_->train_x.index_select(0, idx);
     if (data_->augment) x = augment_batch(x, gen_);
     return net_.forward(params, x, data_->train_y.index_select(0, idx));
@@ -333,13 +328,13 @@ class ImageWorkload final : public Workload {
   void backward(const std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads) override {
     net_.backward(params, grads);
   }
-  sim::ComputeCost forward_cost() const override { return net_.forward_cost(batch_); }
-  sim::ComputeCost backward_cost() const override { return net_.backward_cost(batch_); }
-  DataShard data_shard() const override { return {shard_.numel(), batch_}; }
+  sim::ComputeCost forward_cost() const override { return net_.forward_cost(batches_.batch()); }
+  sim::ComputeCost backward_cost() const override { return net_.backward_cost(batches_.batch()); }
+  DataShard data_shard() const override { return {batches_.samples(), batches_.batch()}; }
 
   std::vector<BackwardStage> backward_stages() const override {
     std::vector<BackwardStage> stages;
-    for (std::size_t k = 0; k < net_.num_stages(); ++k) stages.push_back({net_.stage_params(k), net_.stage_cost(k, batch_)});
+    for (std::size_t k = 0; k < net_.num_stages(); ++k) stages.push_back({net_.stage_params(k), net_.stage_cost(k, batches_.batch())});
     return stages;
   }
   void backward_stage(std::size_t k, const std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads) override {
@@ -378,8 +373,7 @@ class ImageWorkload final : public Workload {
   std::shared_ptr<const LabelledData> data_;
   std::uint64_t seed_;
   at::Generator gen_;
-  at::Tensor shard_, epoch_order_;
-  std::int64_t cursor_ = 0, batch_ = 0;
+  ShardBatches batches_;
 };
 
 }  // namespace

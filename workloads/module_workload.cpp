@@ -71,8 +71,7 @@ ModuleWorkload::ModuleWorkload(ModuleModel model, std::shared_ptr<const Labelled
   for (const auto& p : module_->named_parameters()) module_params_.push_back(p.second);
   // Sample indices stay on the CPU (drawn from CPU generators); a batch's indices go to
   // the data's device when it is gathered.
-  shard_ = partition_indices(data_->train_y.to(at::kCPU), partition, seed, rank, ranks);
-  batch_ = std::min(batch_size, shard_.numel());
+  batches_ = ShardBatches(partition_indices(data_->train_y.to(at::kCPU), partition, seed, rank, ranks), batch_size);
   probe({data_->train_x.sizes().begin() + 1, data_->train_x.sizes().end()}, layers_.empty());
   build_stages();
 }
@@ -153,7 +152,7 @@ void ModuleWorkload::build_stages() {
   }
   // Runs of the ready order within one layer; a layer's cost goes to its first run (its
   // backward has run by the time its first gradient is ready).
-  const double b = static_cast<double>(batch_);
+  const double b = static_cast<double>(batches_.batch());
   std::vector<bool> charged(layers.size(), false);
   for (std::size_t n = 0; n < ready_order_.size(); ++n) {
     const std::size_t i = ready_order_[n], l = layer_of[i];
@@ -195,12 +194,7 @@ at::ScalarType ModuleWorkload::load_parameters(const std::vector<at::Tensor>& pa
 }
 
 double ModuleWorkload::forward(const std::vector<at::Tensor>& params) {
-  if (!epoch_order_.defined() || cursor_ + batch_ > epoch_order_.numel()) {
-    epoch_order_ = shard_.index_select(0, at::randperm(shard_.numel(), gen_, at::kLong));
-    cursor_ = 0;
-  }
-  auto idx = epoch_order_.narrow(0, cursor_, batch_).to(data_->train_x.device());
-  cursor_ += batch_;
+  const auto idx = batches_.next(gen_, data_->train_x.device());
   auto x = data_->train_x.index_select(0, idx);
   if (data_->augment) x = augment_batch(x, gen_);
   // A forward replaces the graph of one whose backward did not run.

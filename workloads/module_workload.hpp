@@ -43,6 +43,7 @@
 
 #include "workloads/labelled_data.hpp"
 #include "workloads/shape_models.hpp"
+#include "workloads/shard_batches.hpp"
 #include "workloads/workload.hpp"
 
 namespace dtsim::workloads {
@@ -99,7 +100,7 @@ class ModuleWorkload final : public Workload {
   void backward(const std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads) override;
   sim::ComputeCost forward_cost() const override { return forward_cost_; }
   sim::ComputeCost backward_cost() const override;
-  DataShard data_shard() const override { return {shard_.numel(), batch_}; }
+  DataShard data_shard() const override { return {batches_.samples(), batches_.batch()}; }
   std::vector<BackwardStage> backward_stages() const override { return stages_; }
   void backward_stage(std::size_t k, const std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads) override;
 
@@ -142,8 +143,7 @@ class ModuleWorkload final : public Workload {
 
   std::shared_ptr<const LabelledData> data_;
   at::Generator gen_;
-  at::Tensor shard_, epoch_order_;
-  std::int64_t cursor_ = 0, batch_ = 0;
+  ShardBatches batches_;
   at::Tensor loss_;  // of the last forward, until backward stage 0 consumes its graph
 };
 
