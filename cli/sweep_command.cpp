@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -28,6 +29,20 @@ std::pair<int, int> parse_shard(const std::string& text) {
   return {i - 1, n};
 }
 
+// A target accuracy: a fraction in (0, 1], as the sweep file's target_accuracy (0 would
+// be reached at the first evaluation, 75 means 75 %: both mistakes, not targets).
+const CLI::Validator kAccuracyFraction(
+    [](std::string& text) {
+      double v = 0;
+      try {
+        v = std::stod(text);
+      } catch (const std::exception&) {
+        return std::string("expected a number");
+      }
+      return v > 0.0 && v <= 1.0 ? std::string() : std::string("expected a fraction in (0, 1] (0.75 for 75 %)");
+    },
+    "FRACTION in (0, 1]");
+
 }  // namespace
 
 SweepCommands::SweepCommands(CLI::App& app) {
@@ -45,7 +60,7 @@ SweepCommands::SweepCommands(CLI::App& app) {
   sweep_->add_option("--target-accuracy", target_accuracy_, "Report the simulated time and step of the first evaluation "
                                                             "reaching this test accuracy, a fraction (overrides the "
                                                             "sweep file's target_accuracy)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(kAccuracyFraction);
   sweep_->add_flag("--quiet", quiet_, "Do not print the table");
 
   merge_ = app.add_subcommand("merge", "Combine the output directories of shards of one sweep (error on conflicting "
@@ -55,7 +70,7 @@ SweepCommands::SweepCommands(CLI::App& app) {
   merge_->add_option("--target-loss", target_loss_, "Target loss for the time-to-target column");
   merge_->add_option("--target-accuracy", target_accuracy_, "Target test accuracy (a fraction) for the time-to-accuracy "
                                                             "columns")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(kAccuracyFraction);
   merge_->add_flag("--quiet", quiet_, "Do not print the table");
 
   report_ = app.add_subcommand("report", "Draw SVG figures from result files and sweep directories: loss against "

@@ -75,13 +75,17 @@ double Transport::next_perturbation_at_or_after(double t) const {
   return next;
 }
 
-Transport::Sink& Transport::discarded_sink() {
-  struct Discarded final : Sink {
-    void message_arrived(std::uint64_t) override {}
-  };
-  static Discarded sink;
-  return sink;
-}
+namespace {
+// A namespace-scope object rather than a function-local static: on_event compares every
+// message's sink with its address, and a local static's initialisation guard would be a
+// load more per message.
+struct DiscardedSink final : Transport::Sink {
+  void message_arrived(std::uint64_t) override {}
+};
+DiscardedSink discarded;
+}  // namespace
+
+Transport::Sink& Transport::discarded_sink() { return discarded; }
 
 void Transport::cancel(const Sink& sink) {
   for (auto& m : in_flight_)

@@ -460,9 +460,11 @@ std::shared_ptr<net::CollectiveReuse> new_reuse(const Scenario& s, const RunOpti
   return std::make_shared<net::CollectiveReuse>(s.network.reuse_collectives && !options.trace_file);
 }
 
-RunResult::Reuse reuse_figures(const Scenario& s, const RunOptions& options, const net::CollectiveReuse& reuse) {
+// Whether reuse was on (new_reuse folded the scenario's switch and a trace file into
+// reuse.enabled(); closed-form models have no scheduled collectives), and its counts.
+RunResult::Reuse reuse_figures(const Scenario& s, const net::CollectiveReuse& reuse) {
   RunResult::Reuse r;
-  r.enabled = s.network.reuse_collectives && !options.trace_file && !net::network_model(s.network.model).closed_form_collectives;
+  r.enabled = reuse.enabled() && !net::network_model(s.network.model).closed_form_collectives;
   r.stats = reuse.stats();
   return r;
 }
@@ -471,7 +473,7 @@ void replay_on_network(const Scenario& s, const net::Topology& topology, const s
                        bool slow, const RunOptions& options, RunResult& result) {
   auto reuse = new_reuse(s, options);
   net::run_with_reuse(*reuse, [&] { replay_attempt(s, topology, traces, slow, options, result, reuse); });
-  result.reuse = reuse_figures(s, options, *reuse);
+  result.reuse = reuse_figures(s, *reuse);
 }
 
 // The timing-only mode: rank 0 runs rank_program alone on a RepresentativeCommunicator
@@ -573,7 +575,7 @@ RunResult run_emulated(const Scenario& s, const RunOptions& options) {
   if (s.timing_only) return run_timing_only(s, options);
   auto reuse = new_reuse(s, options);
   auto result = net::run_with_reuse(*reuse, [&] { return emulated_attempt(s, options, reuse); });
-  result.reuse = reuse_figures(s, options, *reuse);
+  result.reuse = reuse_figures(s, *reuse);
   return result;
 }
 

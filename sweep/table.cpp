@@ -171,8 +171,9 @@ RunFigures figures_of(const json& result, const Targets& targets) {
     }
   }
   if (targets.accuracy) time_to_accuracy(result, *targets.accuracy, f);
+  // No rate where reuse was off or the run started no scheduled collective (gossip).
   if (result.contains("collective_reuse") && result["collective_reuse"].is_object() &&
-      result["collective_reuse"].value("enabled", false))
+      result["collective_reuse"].value("enabled", false) && result["collective_reuse"].value("collectives", 0) > 0)
     f.reuse_hit_rate = number_at(result, {"/collective_reuse/hit_rate"});
   return f;
 }

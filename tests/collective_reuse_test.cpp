@@ -72,6 +72,14 @@ Outcome run(const Topology& topology, NetworkConfig cfg, const std::vector<Job>&
   return out;
 }
 
+// One 1 MiB point-to-point message from `src` to `dst` sent at `at`; its arrival time is
+// recorded.
+Extra message_at(double at, int src, int dst) {
+  return [=](sim::Engine& engine, Network& network, std::vector<double>& arrivals) {
+    engine.call_at(at, [&, src, dst] { network.send(src, dst, 1 << 20, [&] { arrivals.push_back(engine.now()); }); });
+  };
+}
+
 std::vector<double> offsets(int n, double spread) {
   std::vector<double> o;
   for (int r = 0; r < n; ++r) o.push_back(spread * ((r * 7) % 3));
@@ -152,9 +160,7 @@ TEST(CollectiveReuse, OtherArrivalOffsetsAreSimulated) {
 TEST(CollectiveReuse, CrossTrafficBeforeTheLastArrivalIsSimulated) {
   const auto topology = Topology::ring(8, {5e-6, 1.25e9});
   const auto jobs = repeated(8, 4, 1.0, 0.05, 1e-4);
-  const Extra extra = [](sim::Engine& engine, Network& network, std::vector<double>& arrivals) {
-    engine.call_at(1.10 + 5e-5, [&] { network.send(0, 1, 1 << 20, [&] { arrivals.push_back(engine.now()); }); });
-  };
+  const Extra extra = message_at(1.10 + 5e-5, 0, 1);  // between the third's first and last arrivals
   const auto with = run(topology, config("flow"), jobs, true, extra);
   const auto without = run(topology, config("flow"), jobs, false, extra);
   EXPECT_EQ(with.done, without.done);
@@ -171,9 +177,7 @@ TEST(CollectiveReuse, CrossTrafficBeforeTheLastArrivalIsSimulated) {
 TEST(CollectiveReuse, CrossTrafficAfterTheCommitRestartsTheRun) {
   const auto topology = Topology::ring(8, {5e-6, 1.25e9});
   const auto jobs = repeated(8, 4, 1.0, 0.05, 0.0);
-  const Extra extra = [](sim::Engine& engine, Network& network, std::vector<double>& arrivals) {
-    engine.call_at(1.10 + 2e-4, [&] { network.send(2, 3, 1 << 20, [&] { arrivals.push_back(engine.now()); }); });
-  };
+  const Extra extra = message_at(1.10 + 2e-4, 2, 3);  // inside the third's replayed window
   const auto with = run(topology, config("flow"), jobs, true, extra);
   const auto without = run(topology, config("flow"), jobs, false, extra);
   EXPECT_EQ(with.done, without.done);

@@ -351,6 +351,13 @@ TEST(SweepCli, BadSweepExitsTwoWithOneLine) {
   r = testing::run_command(dtsim() + " sweep " + (dir / "bad.json").string() + " --shard 3/2");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("--shard: expected i/N"), std::string::npos) << r.output;
+  // --target-accuracy is a fraction in (0, 1], as the sweep file's target_accuracy.
+  for (const char* bad : {"0", "75", "-0.5", "high"}) {
+    r = testing::run_command(dtsim() + " sweep " + (dir / "bad.json").string() + " --target-accuracy " + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
+    EXPECT_NE(r.output.find("--target-accuracy"), std::string::npos) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  }
 }
 
 // run_emulated is called from several threads at once by `dtsim sweep`: runs side by
@@ -402,6 +409,8 @@ TEST(SweepTable, FiguresFromResultJson) {
   EXPECT_EQ(figures_of(result, {}).reuse_hit_rate, 0.75);
   result["collective_reuse"]["enabled"] = false;
   EXPECT_FALSE(figures_of(result, {}).reuse_hit_rate);
+  result["collective_reuse"] = {{"enabled", true}, {"collectives", 0}, {"replayed", 0}, {"hit_rate", 0.0}};
+  EXPECT_FALSE(figures_of(result, {}).reuse_hit_rate);  // gossip only: no rate, not 0 %
 }
 
 // Time to a target accuracy: the clock and step of the first evaluation whose test
