@@ -34,7 +34,9 @@ ScheduledExecution::ScheduledExecution(Transport& transport, std::shared_ptr<con
 void ScheduledExecution::arrive(int rank) {
   if (watch_.reuse) {
     if (watch_.arrived++ == 0) watch_first_arrival();
+    if (watch_.replay) return arrive_replayed(rank);
     if (watch_.candidate) watch_.arrival[rank] = transport_.engine().now() - watch_.first_arrival;
+    if (watch_.period) record_in_period(rank, true);
   }
   if (lanes_left_.at(rank) == 0) {
     finish(rank);
@@ -52,9 +54,11 @@ void ScheduledExecution::finish(int rank) {
     ++watch_.done;
     watch_.done_at[rank] = transport_.engine().now() - watch_.first_arrival;
     watch_.order.push_back(rank);
+    if (watch_.period) record_in_period(rank, false);
   }
   done_(rank);
   if (watch_.candidate) maybe_record();
+  if (watch_.period) maybe_close_member();
 }
 
 // ---- Collective reuse (collective_reuse.hpp) ----
@@ -65,9 +69,9 @@ void ScheduledExecution::watch_first_arrival() {
   ++w.reuse->stats().collectives;
   // Times in one binade shift exactly (normal, positive); flows in flight would share
   // the links (the flow model); jitter draws would be consumed differently.
+  const bool idle = transport_.messages_in_flight() == transport_.messages_being_delivered();
   w.candidate = w.reuse->allowed(w.shape) && std::isnormal(now) && now > 0 && !transport_.jitters() &&
-                (!transport_.messages_interact() ||
-                 transport_.messages_in_flight() == transport_.messages_being_delivered());
+                (!transport_.messages_interact() || idle);
   w.first_arrival = now;
   w.binade = std::ilogb(now);
   w.perturbation_epoch = transport_.perturbation_epoch();
@@ -75,6 +79,7 @@ void ScheduledExecution::watch_first_arrival() {
   const auto n = static_cast<std::size_t>(schedule_->size());
   w.arrival.assign(n, std::numeric_limits<double>::quiet_NaN());
   w.done_at.assign(n, std::numeric_limits<double>::quiet_NaN());
+  if (transport_.messages_interact() && !transport_.jitters()) enter_busy_period(idle);
 }
 
 bool ScheduledExecution::isolated(bool but_now) const {
@@ -98,8 +103,14 @@ void ScheduledExecution::try_replay() {
     watch_.candidate = false;
     return;
   }
-  const ReuseRecord* record = watch_.reuse->find(reuse_key());
-  if (!record) return;  // still a candidate: recorded when done
+  const ReuseKey key = reuse_key();
+  const ReuseRecord* record = watch_.reuse->find(key);
+  if (!record) {  // still a candidate: recorded when done, or the head of a busy period
+    if (const PeriodRecord* period = transport_.messages_interact() ? watch_.reuse->find_period(key) : nullptr)
+      transport_.engine().call_at(transport_.engine().now(),
+                                  [self = shared_from_this(), period] { self->commit_period_replay(*period); });
+    return;
+  }
   if (!transport_.messages_interact()) {
     commit_replay(*record);
     return;
@@ -121,18 +132,179 @@ void ScheduledExecution::commit_replay(const ReuseRecord& record) {
   w.candidate = false;
   w.replayed = true;
   ++w.reuse->stats().replayed;
+  leave_busy_period();
   auto self = shared_from_this();
   transport_.cancel(*this);
   in_flight_ = 0;
   self_while_in_flight_.reset();
   if (transport_.messages_interact()) transport_.guard_replay(this, *w.reuse, w.shape, end, !record.same_instant);
-  for (int r : record.order) {
-    if (!std::isnan(w.done_at[r])) continue;  // done before the last arrival, at the recorded time
-    transport_.engine().call_at(w.first_arrival + record.done[r], [self, r] {
+  finish_at_recorded_times(record.done, record.order, w.first_arrival, true);
+}
+
+void ScheduledExecution::finish_at_recorded_times(const std::vector<double>& done, const std::vector<int>& order,
+                                                  double origin, bool end_guard) {
+  auto self = shared_from_this();
+  for (int r : order) {
+    if (!std::isnan(watch_.done_at[r])) continue;  // done before the last arrival, at the recorded time
+    transport_.engine().call_at(origin + done[r], [self, r, end_guard] {
       self->finish(r);
-      if (self->watch_.done == self->schedule_->size()) self->transport_.end_replay_guard(self.get());
+      if (end_guard && self->watch_.done == self->schedule_->size()) self->transport_.end_replay_guard(self.get());
     });
   }
+}
+
+// ---- Busy periods (busy_period.hpp) ----
+
+void ScheduledExecution::enter_busy_period(bool network_idle) {
+  auto& w = watch_;
+  auto& reuse = *w.reuse;
+  const double now = transport_.engine().now();
+  if (auto& replay = reuse.period_replay()) {
+    if (replay->next < replay->record->members.size()) {  // the replay's next member, or a conflict
+      if (replay->record->members[replay->next].shape != w.shape) period_conflict(*replay);
+      w.replay = replay;
+      w.member = static_cast<int>(replay->next++);
+      ++replay->arriving;
+      w.candidate = false;
+      ++reuse.stats().replayed;
+      return;
+    }
+    if (now < replay->end) period_conflict(*replay);  // recorded, it would have been a member
+    replay.reset();
+  }
+  auto& open = reuse.open_period();
+  if (network_idle) {
+    // An open period whose members are not all done yet when the network is idle (a
+    // member waits for a late rank): not a busy period from idle to idle, dropped.
+    if (open) open->recording = false;
+    open.reset();
+    if (!w.candidate) return;
+    open = std::make_shared<OpenPeriod>();
+    open->first_arrival = now;
+    open->binade = w.binade;
+    open->perturbation_epoch = w.perturbation_epoch;
+    open->sends_before = w.sends_before;
+  } else if (!open || !open->recording || !reuse.allowed(w.shape) ||
+             transport_.perturbation_epoch() != open->perturbation_epoch ||
+             transport_.messages_sent() - open->sends_before != open->member_sends) {
+    if (open) open->recording = false;  // something else was on the network
+    return;
+  }
+  w.period = open;
+  w.member = static_cast<int>(open->record.members.size());
+  ++open->open_members;
+  auto& m = open->record.members.emplace_back();
+  m.shape = w.shape;
+  m.arrival.assign(w.arrival.size(), std::numeric_limits<double>::quiet_NaN());
+  m.done.assign(w.arrival.size(), std::numeric_limits<double>::quiet_NaN());
+}
+
+void ScheduledExecution::leave_busy_period() {
+  auto& w = watch_;
+  if (!w.period) return;
+  w.period->recording = false;
+  if (w.reuse->open_period() == w.period) w.reuse->open_period().reset();
+  w.period.reset();
+}
+
+void ScheduledExecution::record_in_period(int rank, bool arrived) {
+  auto& m = watch_.period->record.members[static_cast<std::size_t>(watch_.member)];
+  const double t = transport_.engine().now() - watch_.period->first_arrival;
+  if (arrived) {
+    m.arrival[rank] = t;
+  } else {
+    m.done[rank] = t;
+    m.order.push_back(rank);
+  }
+}
+
+// Done and no message in flight: the member no longer holds the period open.
+void ScheduledExecution::maybe_close_member() {
+  auto& w = watch_;
+  if (w.member_closed || w.done < schedule_->size() || in_flight_ > 0) return;
+  w.member_closed = true;
+  const auto period = w.period;
+  if (--period->open_members == 0) finish_period(*period);
+}
+
+// The last member is done: the network is idle again. Kept when nothing else touched
+// the network, it is all in one binade, and it has more than one member (one alone is a
+// single collective's record).
+void ScheduledExecution::finish_period(OpenPeriod& p) {
+  auto& reuse = *watch_.reuse;
+  if (reuse.open_period().get() == &p) reuse.open_period().reset();
+  auto& members = p.record.members;
+  if (!p.recording || members.size() < 2) return;
+  const double now = transport_.engine().now();
+  if (std::ilogb(now) != p.binade || transport_.perturbation_epoch() != p.perturbation_epoch ||
+      transport_.messages_sent() - p.sends_before != p.member_sends)
+    return;
+  // A later member is finished by the replay once all its ranks have arrived: one with a
+  // rank done before its last arrival is not replayed that way.
+  for (std::size_t k = 1; k < members.size(); ++k) {
+    const auto& m = members[k];
+    if (*std::min_element(m.done.begin(), m.done.end()) < *std::max_element(m.arrival.begin(), m.arrival.end()))
+      return;
+  }
+  p.record.end = now - p.first_arrival;
+  p.recording = false;
+  ReuseKey key{members[0].shape, p.perturbation_epoch, p.binade, members[0].arrival};
+  reuse.store_period(std::move(key), std::move(p.record));
+  ++reuse.stats().recorded;
+}
+
+// The head's last arrival with a period record for its key: as commit_replay, and from
+// now until the period's end the replay holds the network.
+void ScheduledExecution::commit_period_replay(const PeriodRecord& record) {
+  auto& w = watch_;
+  if (!w.candidate || !isolated() || (w.period && w.period->record.members.size() > 1)) {
+    w.candidate = false;
+    return;
+  }
+  const double end = w.first_arrival + record.end;
+  if (std::ilogb(end) != w.binade || transport_.next_perturbation_at_or_after(w.first_arrival) <= end) return;
+  const auto& head = record.members[0];
+  for (int r = 0; r < schedule_->size(); ++r)
+    if (!std::isnan(w.done_at[r]) && w.done_at[r] != head.done[r]) return;
+  w.candidate = false;
+  w.replayed = true;
+  ++w.reuse->stats().replayed;
+  leave_busy_period();
+  auto self = shared_from_this();
+  transport_.cancel(*this);
+  in_flight_ = 0;
+  self_while_in_flight_.reset();
+  // A message sent at the end instant meets none of the period's: they hold no link then.
+  transport_.guard_replay(this, *w.reuse, w.shape, end, false);
+  auto replay = std::make_shared<PeriodReplay>();
+  replay->record = &record;
+  replay->head_shape = w.shape;
+  replay->first_arrival = w.first_arrival;
+  replay->end = end;
+  w.reuse->period_replay() = replay;
+  finish_at_recorded_times(head.done, head.order, w.first_arrival, false);
+  // A member that has not come by the end: the recorded times assumed its traffic.
+  transport_.engine().call_at(end, [self, replay] {
+    if (!replay->complete()) self->period_conflict(*replay);
+  });
+}
+
+// A rank of a later member of the replayed period: it must arrive at the recorded time;
+// once all have, they finish at the recorded times. No message is sent.
+void ScheduledExecution::arrive_replayed(int rank) {
+  auto& replay = *watch_.replay;
+  const auto& m = replay.record->members[static_cast<std::size_t>(watch_.member)];
+  if (transport_.engine().now() - replay.first_arrival != m.arrival[rank]) period_conflict(replay);
+  if (watch_.arrived < schedule_->size()) return;
+  --replay.arriving;
+  finish_at_recorded_times(m.done, m.order, replay.first_arrival, false);
+}
+
+void ScheduledExecution::period_conflict(const PeriodReplay& replay) {
+  const std::string shape = replay.head_shape;
+  watch_.reuse->forbid(shape);
+  watch_.reuse->period_replay().reset();
+  throw ReuseConflict(shape);
 }
 
 // Done and alone from start to end: the record later collectives with this key replay.
@@ -188,6 +360,7 @@ void ScheduledExecution::expect(LaneState& st, int peer) {
 void ScheduledExecution::send(int rank, int lane, int peer, double bytes) {
   transport_.send(rank, peer, bytes, *this, pack(rank, lane, peer));  // first: it may throw (no route)
   ++watch_.own_sends;
+  if (watch_.period) ++watch_.period->member_sends;
   watch_.last_own_send = transport_.engine().now();
   if (in_flight_++ == 0) self_while_in_flight_ = shared_from_this();
 }
@@ -204,6 +377,7 @@ void ScheduledExecution::message_arrived(std::uint64_t tag) {
   --state(rank, lane).pending_sends;
   maybe_advance(rank, lane);
   if (watch_.candidate && in_flight_ == 0) maybe_record();
+  if (watch_.period && in_flight_ == 0) maybe_close_member();
 }
 
 void ScheduledExecution::deliver(int to, int lane, int from) {

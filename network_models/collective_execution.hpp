@@ -106,6 +106,13 @@ class ScheduledExecution final : public Execution,
     int arrived = 0, done = 0;
     std::vector<double> arrival, done_at;
     std::vector<int> order;
+    // Busy periods (busy_period.hpp), flow model: the period this collective is a member
+    // of while it is recorded (`member` its index), or the period replayed that it is a
+    // later member of.
+    std::shared_ptr<OpenPeriod> period;
+    int member = -1;
+    bool member_closed = false;
+    std::shared_ptr<PeriodReplay> replay;
   };
   void watch_first_arrival();
   // Nothing else has touched the network since the first arrival: no bandwidth change or
@@ -116,6 +123,20 @@ class ScheduledExecution final : public Execution,
   void try_replay();
   void commit_replay(const ReuseRecord& record);
   void maybe_record();
+  // Busy periods: joining one at the first arrival (as its head, a member, or a later
+  // member of the one replayed), the records' bookkeeping, and the replay.
+  void enter_busy_period(bool network_idle);
+  void leave_busy_period();  // stops recording this collective's period
+  void record_in_period(int rank, bool arrived);
+  void maybe_close_member();
+  void finish_period(OpenPeriod& period);
+  void commit_period_replay(const PeriodRecord& record);
+  void arrive_replayed(int rank);
+  [[noreturn]] void period_conflict(const PeriodReplay& replay);
+  // Finishes each rank not done yet at origin + done[r], in `order`; `end_guard`: the
+  // transport's replay guard ends with the last.
+  void finish_at_recorded_times(const std::vector<double>& done, const std::vector<int>& order, double origin,
+                                bool end_guard);
 
   Transport& transport_;
   ReuseWatch watch_;

@@ -23,14 +23,19 @@
 // replay is committed cannot be foreseen: the transport then throws ReuseConflict,
 // which forbids that collective's shape from then on, and the runner starts the run
 // again (runs are deterministic, so the rerun reaches the same point and simulates it).
+//
+// Collectives that overlap each other on the flow model (none alone) are reused as a
+// busy period instead: busy_period.hpp.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "network_models/busy_period.hpp"
 #include "sim/engine.hpp"
 
 namespace dtsim::net {
@@ -53,7 +58,7 @@ struct ReuseRecord {
 struct ReuseStats {
   std::uint64_t collectives = 0;  // scheduled collectives started
   std::uint64_t replayed = 0;     // of them, replayed from a record
-  std::uint64_t recorded = 0;     // records made
+  std::uint64_t recorded = 0;     // records made (a busy period's counts once)
   std::uint64_t restarts = 0;     // runs started again after a conflict
   double hit_rate() const { return collectives ? static_cast<double>(replayed) / static_cast<double>(collectives) : 0.0; }
 };
@@ -73,9 +78,16 @@ class CollectiveReuse {
   bool allowed(const std::string& shape) const { return enabled_ && !forbidden_.count(shape); }
   const ReuseRecord* find(const ReuseKey& key) const;
   void store(ReuseKey key, ReuseRecord record);
+  // Busy periods (busy_period.hpp), keyed by their head's key.
+  const PeriodRecord* find_period(const ReuseKey& key) const;
+  void store_period(ReuseKey key, PeriodRecord record);
+  // This attempt's period being recorded (null when none) and being replayed (null when
+  // none, or once the network has been idle again since).
+  std::shared_ptr<OpenPeriod>& open_period() { return open_period_; }
+  std::shared_ptr<PeriodReplay>& period_replay() { return period_replay_; }
   void forbid(const std::string& shape) { forbidden_.insert(shape); }
   // A new attempt of the run after a conflict: counts from zero but `restarts`, records
-  // and forbidden shapes kept.
+  // and forbidden shapes kept; no period open or replayed.
   void restart();
   void disable() { enabled_ = false; }
 
@@ -85,7 +97,10 @@ class CollectiveReuse {
  private:
   bool enabled_;
   std::map<ReuseKey, ReuseRecord> records_;
+  std::map<ReuseKey, PeriodRecord> period_records_;
   std::set<std::string> forbidden_;
+  std::shared_ptr<OpenPeriod> open_period_;
+  std::shared_ptr<PeriodReplay> period_replay_;
   ReuseStats stats_;
 };
 

@@ -3,7 +3,9 @@
 // what could make them differ. Every test compares with the same run without reuse.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -214,6 +216,153 @@ TEST(CollectiveReuse, JitterAndBandwidthChangesDisableIt) {
     EXPECT_EQ(t.stats.recorded, 2u) << model;  // before and after the change
     EXPECT_EQ(t.stats.replayed, 2u) << model;  // the second and the fifth
   }
+}
+
+// ---- Busy periods (busy_period.hpp) ----
+
+// Steps of collectives as a data-parallel step issues them (SINGA's fused partitions):
+// each rank enters partition k + 1 as soon as it is done with partition k, and the next
+// step's first partition `gap` seconds after it is done with the last one. On a torus
+// the ranks finish at different instants, so a step's partitions overlap on the network.
+struct Chain {
+  std::vector<std::int64_t> partitions;  // elements of each partition
+  int steps = 8;
+  double start = 1.0;
+  double gap = 0.05;
+  // Extra seconds before `rank` enters partition k of `step` (a straggler).
+  std::function<double(int step, int k, int rank)> delay = [](int, int, int) { return 0.0; };
+  std::map<int, std::vector<std::int64_t>> changed;  // steps with other partitions
+  const std::vector<std::int64_t>& at(int step) const {
+    const auto it = changed.find(step);
+    return it == changed.end() ? partitions : it->second;
+  }
+};
+
+Outcome run_chain(const Topology& topology, NetworkConfig cfg, const Chain& chain, bool reuse, const Extra& extra = {}) {
+  cfg.reuse_collectives = reuse;
+  auto shared = std::make_shared<CollectiveReuse>(reuse);
+  const int n = topology.size();
+  std::vector<std::size_t> first{0};  // out.done's index of each step's first partition
+  for (int step = 0; step < chain.steps; ++step) first.push_back(first.back() + chain.at(step).size());
+  Outcome out;
+  auto attempt = [&] {
+    out.done.assign(first.back(), std::vector<double>(static_cast<std::size_t>(n), -1.0));
+    out.extra.clear();
+    sim::Engine engine;
+    Network network(engine, topology, cfg, shared);
+    std::vector<std::shared_ptr<Execution>> executions(out.done.size());
+    std::function<void(int, int, int)> enter = [&](int step, int k, int rank) {
+      const auto i = first[static_cast<std::size_t>(step)] + static_cast<std::size_t>(k);
+      if (!executions[i]) {
+        CollectiveSpec spec;
+        spec.kind = CollectiveKind::AllReduce;
+        spec.algorithm = Algorithm::Ring;
+        spec.elements = chain.at(step)[static_cast<std::size_t>(k)];
+        spec = network.resolve(spec);
+        executions[i] = network.collective(spec, std::make_shared<const Schedule>(make_schedule(spec)),
+                                           [&, step, k, i](int r) {
+                                             out.done[i][r] = engine.now();
+                                             const bool last = k + 1 == static_cast<int>(chain.at(step).size());
+                                             if (last && step + 1 == chain.steps) return;
+                                             const int next_step = last ? step + 1 : step, next_k = last ? 0 : k + 1;
+                                             const double wait = (last ? chain.gap : 0.0) + chain.delay(next_step, next_k, r);
+                                             if (wait == 0.0) enter(next_step, next_k, r);
+                                             else engine.call_at(engine.now() + wait, [&, next_step, next_k, r] { enter(next_step, next_k, r); });
+                                           });
+      }
+      executions[i]->arrive(rank);
+    };
+    for (int r = 0; r < n; ++r)
+      engine.call_at(chain.start + chain.delay(0, 0, r), [&, r] { enter(0, 0, r); });
+    if (extra) extra(engine, network, out.extra);
+    engine.run();
+  };
+  run_with_reuse(*shared, attempt);
+  for (const auto& d : out.done)
+    for (double t : d) EXPECT_GE(t, 0.0) << "a rank never finished";
+  out.stats = shared->stats();
+  return out;
+}
+
+Chain three_partitions() {
+  Chain c;
+  c.partitions = {1 << 18, 3 << 16, 1 << 17};
+  return c;
+}
+
+// On a torus under the flow model no partition runs alone, so no single collective is
+// reused; whole steps are, as busy periods, and every rank's done time equals the
+// simulation's bit for bit. On a ring (ranks done at one instant) and under the
+// uncontended model the partitions are reused one by one, as before.
+TEST(BusyPeriods, OverlappingCollectivesReplayAsOne) {
+  const auto torus = Topology::torus({4, 4}, {5e-6, 1.25e9});
+  const auto chain = three_partitions();
+  const auto with = run_chain(torus, config("flow"), chain, true);
+  const auto without = run_chain(torus, config("flow"), chain, false);
+  EXPECT_EQ(with.done, without.done);
+  EXPECT_EQ(with.stats.collectives, 24u);
+  EXPECT_EQ(with.stats.recorded, 2u);  // the first step (all ranks at once) and the second (as later steps)
+  EXPECT_EQ(with.stats.replayed, 18u);  // steps 3 to 8, three partitions each
+  EXPECT_EQ(with.stats.restarts, 0u);
+  // They do overlap: some rank enters partition 1 before another is done with partition 0.
+  EXPECT_LT(*std::min_element(without.done[0].begin(), without.done[0].end()),
+            *std::max_element(without.done[0].begin(), without.done[0].end()));
+
+  for (const auto& [model, topology] : std::vector<std::pair<const char*, Topology>>{
+           {"flow", Topology::ring(8, {5e-6, 1.25e9})}, {"alpha_beta", torus}}) {
+    const auto w = run_chain(topology, config(model), chain, true);
+    EXPECT_EQ(w.done, run_chain(topology, config(model), chain, false).done) << model;
+    EXPECT_GT(w.stats.replayed, 12u) << model;
+    EXPECT_EQ(w.stats.restarts, 0u) << model;
+  }
+}
+
+// A period that straddles a power of two is neither recorded nor replayed.
+TEST(BusyPeriods, PeriodsAcrossAPowerOfTwoAreSimulated) {
+  const auto torus = Topology::torus({4, 4}, {5e-6, 1.25e9});
+  auto chain = three_partitions();
+  chain.start = 1.824;  // steps about 58 ms apart: the fourth starts just before 2 s
+  const auto with = run_chain(torus, config("flow"), chain, true);
+  const auto without = run_chain(torus, config("flow"), chain, false);
+  EXPECT_EQ(with.done, without.done);
+  EXPECT_EQ(with.stats.restarts, 0u);
+  ASSERT_LT(*std::max_element(without.done[8].begin(), without.done[8].end()) + chain.gap, 2.0);
+  ASSERT_GT(*std::min_element(without.done[11].begin(), without.done[11].end()), 2.0);
+  // Binade 0: steps 1 and 2 recorded, 3 replayed; step 4 (across 2 s) simulated, its
+  // ranks done in binade 1; step 5 (entered at times computed there) recorded, 6 to 8
+  // replayed.
+  EXPECT_EQ(with.stats.recorded, 3u);
+  EXPECT_EQ(with.stats.replayed, 12u);
+}
+
+// What the record cannot foresee, in a replayed period: a straggler entering a later
+// partition late (by a microsecond, or by much), another size of a later partition, a
+// partition never entered, or cross traffic. Each is a conflict: the run starts again
+// with the head's shape forbidden (so nothing is replayed), and its figures are the
+// simulation's.
+TEST(BusyPeriods, ConflictsInAReplayedPeriodRestartTheRun) {
+  const auto torus = Topology::torus({4, 4}, {5e-6, 1.25e9});
+  std::vector<Chain> chains(5, three_partitions());
+  chains[0].delay = [](int step, int k, int rank) { return step == 5 && k == 2 && rank == 6 ? 1e-6 : 0.0; };
+  chains[1].delay = [](int step, int k, int rank) { return step == 5 && k == 1 && rank == 3 ? 2e-4 : 0.0; };
+  chains[2].changed[5] = {1 << 18, 1 << 16, 1 << 17};
+  chains[3].changed[5] = {1 << 18, 3 << 16};
+  chains[4].steps = 6;  // the last step without its last partition
+  chains[4].changed[5] = {1 << 18, 3 << 16};
+  for (std::size_t c = 0; c < chains.size(); ++c) {
+    const auto with = run_chain(torus, config("flow"), chains[c], true);
+    EXPECT_EQ(with.done, run_chain(torus, config("flow"), chains[c], false).done) << c;
+    EXPECT_EQ(with.stats.restarts, 1u) << c;
+    EXPECT_EQ(with.stats.replayed, 0u) << c;
+  }
+  const auto chain = three_partitions();
+  const double inside = run_chain(torus, config("flow"), chain, false).done[5 * 3][0];  // step 5, partition 0, rank 0 done
+  const Extra extra = message_at(inside, 2, 3);
+  const auto with = run_chain(torus, config("flow"), chain, true, extra);
+  const auto without = run_chain(torus, config("flow"), chain, false, extra);
+  EXPECT_EQ(with.done, without.done);
+  EXPECT_EQ(with.extra, without.extra);
+  EXPECT_EQ(with.stats.restarts, 1u);
 }
 
 }  // namespace

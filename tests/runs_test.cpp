@@ -267,6 +267,17 @@ TEST(CollectiveReuseRuns, ReplayedRunsKeepTheirFigures) {
   const auto j = json::parse(t.to_json().dump());
   EXPECT_EQ(j["collective_reuse"]["replayed"], t.reuse.stats.replayed);
   EXPECT_EQ(j["collective_reuse"]["hit_rate"], t.reuse.stats.hit_rate());
+
+  // The same on a 4 x 4 torus: a partition's ranks are done at different instants and
+  // the next partition overlaps it, so whole steps are replayed as busy periods. (Twice
+  // the compute speed: 10 steps of 0.39 s, one of them replayed.)
+  sync.topology = net::parse_topology("torus:4x4");
+  sync.steps = 10;
+  sync.compute.model.flops_per_s = 8e12;
+  const auto torus = run_emulated(sync);
+  expect_same_figures(torus, without_reuse(sync), "singa_resnet50_sync, 4 x 4 torus, flow, timing only");
+  EXPECT_GE(torus.reuse.stats.replayed, 11u);
+  EXPECT_EQ(torus.reuse.stats.restarts, 0u);
 }
 
 }  // namespace
