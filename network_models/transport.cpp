@@ -492,7 +492,7 @@ void FlowTransport::DueQueue::seal() {
   if (!std::is_sorted(run.entries.begin(), run.entries.end())) std::sort(run.entries.begin(), run.entries.end());
   heap_.push_back({run.entries.front(), id});
   for (std::size_t i = heap_.size() - 1; i > 0;) {
-    const std::size_t parent = (i - 1) / 2;
+    const std::size_t parent = (i - 1) / kArity;
     if (!(heap_[i].front < heap_[parent].front)) break;
     std::swap(heap_[parent], heap_[i]);
     i = parent;
@@ -514,10 +514,13 @@ void FlowTransport::DueQueue::pop() {
 
 void FlowTransport::DueQueue::sift_down(std::size_t i) {
   const Front moving = heap_[i];
+  const std::size_t n = heap_.size();
   for (;;) {
-    const std::size_t l = 2 * i + 1, r = l + 1;
-    if (l >= heap_.size()) break;
-    const std::size_t m = r < heap_.size() && heap_[r].front < heap_[l].front ? r : l;
+    const std::size_t first = kArity * i + 1;
+    if (first >= n) break;
+    std::size_t m = first;
+    for (std::size_t c = first + 1; c < std::min(first + kArity, n); ++c)
+      if (heap_[c].front < heap_[m].front) m = c;
     if (!(heap_[m].front < moving.front)) break;
     heap_[i] = heap_[m];
     i = m;
