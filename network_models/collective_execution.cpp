@@ -125,20 +125,30 @@ void ScheduledExecution::commit_replay(const ReuseRecord& record) {
     w.candidate = false;
     return;
   }
+  const auto self = shared_from_this();  // alive past the messages it cancels
   const double end = w.first_arrival + record.end;
-  if (std::ilogb(end) != w.binade || transport_.next_perturbation_at_or_after(w.first_arrival) <= end) return;
+  if (!take_over(end, record.done)) return;
+  if (transport_.messages_interact()) transport_.guard_replay(this, *w.reuse, w.shape, end, !record.same_instant);
+  finish_at_recorded_times(record.done, record.order, w.first_arrival, true);
+}
+
+// What both replays check and do first: the window up to `end` lies in the first
+// arrival's binade with no perturbation in it, and the ranks done before the last
+// arrival were done at the recorded times; then the collective is the replay's (its
+// messages dropped). False: it is simulated.
+bool ScheduledExecution::take_over(double end, const std::vector<double>& done) {
+  auto& w = watch_;
+  if (std::ilogb(end) != w.binade || transport_.next_perturbation_at_or_after(w.first_arrival) <= end) return false;
   for (int r = 0; r < schedule_->size(); ++r)
-    if (!std::isnan(w.done_at[r]) && w.done_at[r] != record.done[r]) return;
+    if (!std::isnan(w.done_at[r]) && w.done_at[r] != done[r]) return false;
   w.candidate = false;
   w.replayed = true;
   ++w.reuse->stats().replayed;
   leave_busy_period();
-  auto self = shared_from_this();
   transport_.cancel(*this);
   in_flight_ = 0;
   self_while_in_flight_.reset();
-  if (transport_.messages_interact()) transport_.guard_replay(this, *w.reuse, w.shape, end, !record.same_instant);
-  finish_at_recorded_times(record.done, record.order, w.first_arrival, true);
+  return true;
 }
 
 void ScheduledExecution::finish_at_recorded_times(const std::vector<double>& done, const std::vector<int>& order,
@@ -261,19 +271,10 @@ void ScheduledExecution::commit_period_replay(const PeriodRecord& record) {
     w.candidate = false;
     return;
   }
+  const auto self = shared_from_this();
   const double end = w.first_arrival + record.end;
-  if (std::ilogb(end) != w.binade || transport_.next_perturbation_at_or_after(w.first_arrival) <= end) return;
   const auto& head = record.members[0];
-  for (int r = 0; r < schedule_->size(); ++r)
-    if (!std::isnan(w.done_at[r]) && w.done_at[r] != head.done[r]) return;
-  w.candidate = false;
-  w.replayed = true;
-  ++w.reuse->stats().replayed;
-  leave_busy_period();
-  auto self = shared_from_this();
-  transport_.cancel(*this);
-  in_flight_ = 0;
-  self_while_in_flight_.reset();
+  if (!take_over(end, head.done)) return;
   // A message sent at the end instant meets none of the period's: they hold no link then.
   transport_.guard_replay(this, *w.reuse, w.shape, end, false);
   auto replay = std::make_shared<PeriodReplay>();

@@ -122,6 +122,7 @@ class ScheduledExecution final : public Execution,
   ReuseKey reuse_key() const;
   void try_replay();
   void commit_replay(const ReuseRecord& record);
+  bool take_over(double end, const std::vector<double>& done);
   void maybe_record();
   // Busy periods: joining one at the first arrival (as its head, a member, or a later
   // member of the one replayed), the records' bookkeeping, and the replay.

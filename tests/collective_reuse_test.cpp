@@ -39,6 +39,15 @@ NetworkConfig config(const std::string& model) {
   return c;
 }
 
+// Runs `attempt` until it ends without a conflict, as the runner does; every rank must
+// have finished.
+void run_attempts(CollectiveReuse& reuse, const std::function<void()>& attempt, Outcome& out) {
+  run_with_reuse(reuse, attempt);
+  for (const auto& d : out.done)
+    for (double t : d) EXPECT_GE(t, 0.0) << "a rank never finished";
+  out.stats = reuse.stats();
+}
+
 // Runs the jobs (and `extra` traffic) on a fresh engine; with `reuse`, through
 // run_with_reuse, so that a conflict restarts the run.
 Outcome run(const Topology& topology, NetworkConfig cfg, const std::vector<Job>& jobs, bool reuse,
@@ -67,10 +76,7 @@ Outcome run(const Topology& topology, NetworkConfig cfg, const std::vector<Job>&
     if (extra) extra(engine, network, out.extra);
     engine.run();
   };
-  run_with_reuse(*shared, attempt);
-  for (const auto& d : out.done)
-    for (double t : d) EXPECT_GE(t, 0.0) << "a rank never finished";
-  out.stats = shared->stats();
+  run_attempts(*shared, attempt, out);
   return out;
 }
 
@@ -277,10 +283,7 @@ Outcome run_chain(const Topology& topology, NetworkConfig cfg, const Chain& chai
     if (extra) extra(engine, network, out.extra);
     engine.run();
   };
-  run_with_reuse(*shared, attempt);
-  for (const auto& d : out.done)
-    for (double t : d) EXPECT_GE(t, 0.0) << "a rank never finished";
-  out.stats = shared->stats();
+  run_attempts(*shared, attempt, out);
   return out;
 }
 
