@@ -81,16 +81,8 @@ const AlgorithmEntry& ecd_psgd_entry() {
       .description = "ECD-PSGD: decentralized SGD sending compressed extrapolations of the model",
       .paper = "Tang, Gan, Zhang, Zhang, Liu, NeurIPS 2018 (Algorithm 2); the ChocoSGD reference code's ecd_psgd.py",
       .fields = with_optimizer_fields({"compressor"}),
-      .parse =
-          [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
-            spec.compressor = parse_compressor(a, ctx);
-
-          },
-      .to_json =
-          [](const AlgorithmSpec& spec, nlohmann::json& out) {
-            out["compressor"] = compressor_json(spec.compressor);
-
-          },
+      .parse = parse_compressor_field,
+      .to_json = compressor_field_json,
       .make = [](const AlgorithmSpec& spec, const net::Topology& topology, int rank) -> std::unique_ptr<Algorithm> {
         return std::make_unique<EcdPsgd>(spec, topology, rank);
       },

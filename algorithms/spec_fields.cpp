@@ -89,6 +89,12 @@ json compressor_json(const kernels::CompressorSpec& c) {
   return out;
 }
 
+void parse_compressor_field(ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
+  spec.compressor = parse_compressor(a, ctx);
+}
+
+void compressor_field_json(const AlgorithmSpec& spec, json& out) { out["compressor"] = compressor_json(spec.compressor); }
+
 void parse_local_schedule(ObjectReader& a, AlgorithmSpec& spec) {
   spec.local_steps = a.integer("local_steps", 1, 1, kIntMax);
   spec.turn_on_local_steps_from = a.integer("turn_on_local_steps_from", 0, 0, kIntMax);

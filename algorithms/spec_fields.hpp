@@ -28,6 +28,10 @@ void optimizer_json(const OptimizerSpec& o, nlohmann::json& out);
 // absent: identity. The seed defaults to the scenario's.
 kernels::CompressorSpec parse_compressor(config::ObjectReader& a, const SpecContext& ctx);
 nlohmann::json compressor_json(const kernels::CompressorSpec& c);
+// An entry's parse / to_json (registry.hpp) for an algorithm whose only own field is
+// "compressor" (DCD-PSGD, ECD-PSGD).
+void parse_compressor_field(config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx);
+void compressor_field_json(const AlgorithmSpec& spec, nlohmann::json& out);
 
 // "local_steps" (H >= 1) and "turn_on_local_steps_from" (>= 0).
 void parse_local_schedule(config::ObjectReader& a, AlgorithmSpec& spec);

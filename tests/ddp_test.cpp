@@ -26,6 +26,7 @@
 #include "runner/run.hpp"
 #include "runner/scenario.hpp"
 #include "sim/engine.hpp"
+#include "staged_backward.hpp"
 #include "test_util.hpp"
 #include "workloads/shape_models.hpp"
 
@@ -101,140 +102,46 @@ TEST(DdpBuckets, ResNet50AndBertBaseAt25MBFirst1MB) {
 }
 
 // ---------------------------------------------------------------------------------------
-// A test-local model: separable quadratic losses f_r,t(x) = sum_j 0.5 ||x_j - c_rtj||^2,
-// so g_j = x_j - c_rtj, with targets that differ per rank, step and tensor; tensors have
-// shapes (PowerSGD views them as matrices); backward stages produce given tensors.
+// The staged-backward model (staged_backward.hpp), with PowerSGD's factors recorded too
 
-struct FakeModel {
-  std::vector<std::vector<std::int64_t>> shapes;
-  std::vector<std::vector<std::size_t>> stages;  // parameter indices per backward stage
-  std::vector<double> stage_flops;
+using testing::FakeModel;
+using testing::gradient;
+using testing::initial_params;
+using testing::make_scenario;
+using testing::Net;
+using testing::numel_of;
+
+struct Trace : testing::Trace {
+  std::vector<std::vector<std::map<std::size_t, std::pair<at::Tensor, at::Tensor>>>> pq;  // [step][rank]: param -> (P, Q)
 };
 
-std::int64_t numel_of(const std::vector<std::int64_t>& shape) {
-  return std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
-}
-
-at::Tensor gradient(const at::Tensor& x, int rank, std::int64_t t, std::size_t j) {
-  const at::Tensor c = at::arange(x.numel(), at::kFloat)
-                           .mul(0.37 + 0.11 * static_cast<double>(j))
-                           .add(1.3 * rank + 0.7 * static_cast<double>(t) + 0.2 * static_cast<double>(j))
-                           .sin()
-                           .mul(1.5);
-  return x - c.view(x.sizes());
-}
-
-std::vector<at::Tensor> initial_params(const FakeModel& m) {
-  std::vector<at::Tensor> params;
-  for (std::size_t j = 0; j < m.shapes.size(); ++j)
-    params.push_back(
-        at::arange(numel_of(m.shapes[j]), at::kFloat).mul(0.05).cos().mul(0.5 + 0.1 * static_cast<double>(j)).view(m.shapes[j]));
-  return params;
-}
-
-class FakeBackward final : public algorithms::BackwardPass {
- public:
-  FakeBackward(comm::Communicator& comm, const FakeModel& m, std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads)
-      : comm_(comm), m_(m), params_(params), grads_(grads) {}
-  std::size_t stages() const override { return m_.stages.size(); }
-  const std::vector<std::size_t>& stage_params(std::size_t k) const override { return m_.stages[k]; }
-  sim::Task<void> run_stage(std::size_t k) override {
-    co_await comm_.compute({m_.stage_flops[k], 0.0}, [&] {
-      for (std::size_t j : m_.stages[k]) grads_[j].copy_(gradient(params_[j], comm_.rank(), t, j));
-    });
+// P and Q of every compressed tensor after step t, by parameter index.
+void record_pq(algorithms::Algorithm& algorithm, std::map<std::size_t, std::pair<at::Tensor, at::Tensor>>& pq) {
+  if (auto* centralized = dynamic_cast<algorithms::CentralizedSgd*>(&algorithm)) {
+    const auto ps = centralized->ps(), qs = centralized->qs();
+    const auto tensors = centralized->compressed_tensors();
+    for (std::size_t i = 0; i < tensors.size(); ++i) pq[tensors[i]] = {ps[i].clone(), qs[i].clone()};
   }
-  std::int64_t t = 0;
-
- private:
-  comm::Communicator& comm_;
-  const FakeModel& m_;
-  std::vector<at::Tensor>& params_;
-  std::vector<at::Tensor>& grads_;
-};
-
-// What a step left behind, per step and rank: parameters, n_bits, and (ddp) P and Q.
-struct Trace {
-  std::vector<std::vector<std::vector<at::Tensor>>> params;
-  std::vector<std::vector<std::uint64_t>> n_bits;
-  std::vector<std::vector<std::map<std::size_t, std::pair<at::Tensor, at::Tensor>>>> pq;  // param -> (P, Q)
-  std::vector<std::map<std::string, double>> phases;  // rank 0
-  std::vector<std::unique_ptr<algorithms::Algorithm>> algorithms;
-};
-
-struct Net {
-  double latency_us = 5.0;
-  double bandwidth_GBps = 1.0;
-  double gflops = 1.0;
-  double memory_GBps = 1e9;  // copies and updates cost (almost) nothing: closed forms stay simple
-};
-
-runner::Scenario make_scenario(const json& algorithm, int ranks, const Net& net = {}) {
-  return runner::parse_scenario({{"name", "t"},
-                                 {"ranks", ranks},
-                                 {"steps", 1},
-                                 {"workload", {{"type", "logistic_regression"}}},
-                                 {"algorithm", algorithm},
-                                 {"topology", {{"kind", "ring"}}},
-                                 {"network", {{"model", "alpha_beta"}, {"latency_us", net.latency_us},
-                                              {"bandwidth_GBps", net.bandwidth_GBps}}},
-                                 {"compute", {{"gflops", net.gflops}, {"memory_GBps", net.memory_GBps}}}});
-}
-
-sim::Task<void> rank_loop(comm::Communicator& comm, const FakeModel& m, int steps, double lr, Trace& trace) {
-  const int rank = comm.rank();
-  auto& algorithm = *trace.algorithms[rank];
-  auto params = initial_params(m);
-  std::vector<at::Tensor> grads;
-  for (const auto& p : params) grads.push_back(at::zeros_like(p));
-  comm::PhaseTimer timer(comm);
-  FakeBackward backward(comm, m, params, grads);
-  for (std::int64_t t = 1; t <= steps; ++t) {
-    algorithms::StepContext ctx{comm, timer, params, grads, t, lr};
-    backward.t = t;
-    if (algorithm.drives_backward()) {
-      ctx.backward = &backward;
-    } else {
-      for (std::size_t k = 0; k < backward.stages(); ++k) co_await backward.run_stage(k);
+  if (auto* ddp = dynamic_cast<algorithms::Ddp*>(&algorithm)) {
+    for (std::size_t b = 0; b < ddp->buckets().size(); ++b) {
+      const auto ps = ddp->ps(b), qs = ddp->qs(b);
+      std::size_t i = 0;
+      for (const auto& s : ddp->buckets()[b].slots)
+        if (s.r > 0) {
+          pq[s.param] = {ps[i].clone(), qs[i].clone()};
+          ++i;
+        }
     }
-    trace.n_bits[t - 1][rank] = co_await algorithm.step(ctx);
-    for (const auto& p : params) trace.params[t - 1][rank].push_back(p.clone());
-    if (auto* centralized = dynamic_cast<algorithms::CentralizedSgd*>(&algorithm)) {
-      const auto ps = centralized->ps(), qs = centralized->qs();
-      const auto tensors = centralized->compressed_tensors();
-      for (std::size_t i = 0; i < tensors.size(); ++i) trace.pq[t - 1][rank][tensors[i]] = {ps[i].clone(), qs[i].clone()};
-    }
-    if (auto* ddp = dynamic_cast<algorithms::Ddp*>(&algorithm)) {
-      for (std::size_t b = 0; b < ddp->buckets().size(); ++b) {
-        const auto ps = ddp->ps(b), qs = ddp->qs(b);
-        std::size_t i = 0;
-        for (const auto& s : ddp->buckets()[b].slots)
-          if (s.r > 0) {
-            trace.pq[t - 1][rank][s.param] = {ps[i].clone(), qs[i].clone()};
-            ++i;
-          }
-      }
-    }
-    const auto times = timer.take_step();
-    if (rank == 0)
-      for (std::size_t i = 0; i < times.size(); ++i) trace.phases[t - 1][timer.names()[i]] = times[i];
   }
 }
 
 Trace run(const json& algorithm, const FakeModel& m, int ranks, int steps, const Net& net = {}) {
-  const auto s = make_scenario(algorithm, ranks, net);
-  sim::Engine engine;
-  auto network =
-      std::make_shared<net::Network>(engine, net::make_topology(s.topology, s.ranks, s.network.nominal), s.network);
-  comm::EmulatedWorld world(engine, network, s.compute);
   Trace trace;
-  trace.params.assign(steps, std::vector<std::vector<at::Tensor>>(ranks));
-  trace.n_bits.assign(steps, std::vector<std::uint64_t>(ranks));
   trace.pq.assign(steps, std::vector<std::map<std::size_t, std::pair<at::Tensor, at::Tensor>>>(ranks));
-  trace.phases.resize(steps);
-  for (int r = 0; r < ranks; ++r) trace.algorithms.push_back(algorithms::make_algorithm(s.algorithm, network->topology(), r));
-  for (int r = 0; r < ranks; ++r)
-    engine.spawn(rank_loop(world.communicator(r), m, steps, s.algorithm.optimizer.lr, trace), "rank");
-  engine.run();
+  static_cast<testing::Trace&>(trace) =
+      testing::run_staged(algorithm, m, ranks, steps, net, [&](algorithms::Algorithm& a, int rank, std::int64_t t) {
+        record_pq(a, trace.pq[t - 1][rank]);
+      });
   return trace;
 }
 
@@ -629,20 +536,7 @@ TEST(DdpPowerSgd, PlainAllReduceBeforeTheStartIteration) {
 // Timing: bucket all-reduces overlap backward on the communication stream
 
 double lone_all_reduce_time(std::int64_t elements, int ranks, const Net& net) {
-  const auto s = make_scenario({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}}, ranks, net);
-  sim::Engine engine;
-  auto network =
-      std::make_shared<net::Network>(engine, net::make_topology(s.topology, s.ranks, s.network.nominal), s.network);
-  comm::EmulatedWorld world(engine, network, s.compute);
-  double done = 0.0;
-  auto rank = [&](comm::Communicator& c) -> sim::Task<void> {
-    at::Tensor x = at::ones({elements}, at::kFloat);
-    co_await c.all_reduce(x, comm::ReduceOp::Average);
-    done = std::max(done, c.now());
-  };
-  for (int r = 0; r < ranks; ++r) engine.spawn(rank(world.communicator(r)), "rank");
-  engine.run();
-  return done;
+  return testing::lone_all_reduce_time(elements, ranks, net, comm::ReduceOp::Average);
 }
 
 // Three backward stages of c seconds each produce one 64 Ki-element tensor (256 KB, a

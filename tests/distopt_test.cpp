@@ -21,6 +21,7 @@
 #include "runner/run.hpp"
 #include "runner/scenario.hpp"
 #include "sim/engine.hpp"
+#include "staged_backward.hpp"
 #include "workloads/shape_models.hpp"
 #include "workloads/workload_spec.hpp"
 
@@ -89,136 +90,22 @@ TEST(DistOptPartitions, ResNet50) {
 }
 
 // ---------------------------------------------------------------------------------------
-// A test-local model: separable quadratic losses f_r,t(x) = sum_j 0.5 ||x_j - c_rtj||^2 with
-// targets that differ per rank, step and tensor, so g_j = x_j - c_rtj; backward stages
-// produce given tensors at given costs.
+// The staged-backward model (staged_backward.hpp)
 
-struct FakeModel {
-  std::vector<std::int64_t> sizes;               // parameter element counts
-  std::vector<std::vector<std::size_t>> stages;  // parameter indices per backward stage
-  std::vector<double> stage_flops;               // compute cost of each stage
-};
-
-at::Tensor target(int rank, std::int64_t t, std::size_t j, std::int64_t n) {
-  return at::arange(n, at::kFloat)
-      .mul(0.37 + 0.11 * static_cast<double>(j))
-      .add(1.3 * rank + 0.7 * static_cast<double>(t) + 0.2 * static_cast<double>(j))
-      .sin()
-      .mul(1.5);
-}
-
-at::Tensor gradient(const at::Tensor& x, int rank, std::int64_t t, std::size_t j) {
-  return x - target(rank, t, j, x.numel()).view(x.sizes());
-}
-
-std::vector<at::Tensor> initial_params(const FakeModel& m) {
-  std::vector<at::Tensor> params;
-  for (std::size_t j = 0; j < m.sizes.size(); ++j)
-    params.push_back(at::arange(m.sizes[j], at::kFloat).mul(0.05).cos().mul(0.5 + 0.1 * static_cast<double>(j)));
-  return params;
-}
-
-class FakeBackward final : public algorithms::BackwardPass {
- public:
-  FakeBackward(comm::Communicator& comm, const FakeModel& m, std::vector<at::Tensor>& params,
-               std::vector<at::Tensor>& grads)
-      : comm_(comm), m_(m), params_(params), grads_(grads) {}
-  std::size_t stages() const override { return m_.stages.size(); }
-  const std::vector<std::size_t>& stage_params(std::size_t k) const override { return m_.stages[k]; }
-  sim::Task<void> run_stage(std::size_t k) override {
-    const sim::ComputeCost cost{m_.stage_flops[k], 0.0};
-    co_await comm_.compute(cost, [&] {
-      for (std::size_t j : m_.stages[k]) grads_[j].copy_(gradient(params_[j], comm_.rank(), t, j));
-    });
-  }
-  std::int64_t t = 0;
-
- private:
-  comm::Communicator& comm_;
-  const FakeModel& m_;
-  std::vector<at::Tensor>& params_;
-  std::vector<at::Tensor>& grads_;
-};
-
-struct Trace {
-  std::vector<std::vector<std::vector<at::Tensor>>> params;  // [step][rank] params after the step
-  std::vector<std::vector<std::uint64_t>> n_bits;            // [step][rank]
-  std::vector<std::map<std::string, double>> phases;         // rank 0, per step
-  std::vector<double> step_time;                             // rank 0
-  std::vector<std::unique_ptr<algorithms::Algorithm>> algorithms;
-  double lr = 0.0;  // every step's (the scenario's constant lr)
-};
-
-struct Net {
-  double latency_us = 5.0;
-  double bandwidth_GBps = 1.0;
-  double gflops = 1.0;
-  double memory_GBps = 1e9;  // copies and updates cost (almost) nothing: closed forms stay simple
-};
-
-runner::Scenario make_scenario(const json& algorithm, int ranks, const Net& net = {}) {
-  return runner::parse_scenario({{"name", "t"},
-                                 {"ranks", ranks},
-                                 {"steps", 1},
-                                 {"workload", {{"type", "logistic_regression"}}},
-                                 {"algorithm", algorithm},
-                                 {"topology", {{"kind", "ring"}}},
-                                 {"network", {{"model", "alpha_beta"}, {"latency_us", net.latency_us},
-                                              {"bandwidth_GBps", net.bandwidth_GBps}}},
-                                 {"compute", {{"gflops", net.gflops}, {"memory_GBps", net.memory_GBps}}}});
-}
-
-sim::Task<void> rank_loop(comm::Communicator& comm, const FakeModel& m, int steps, Trace& trace) {
-  const int rank = comm.rank();
-  auto& algorithm = *trace.algorithms[rank];
-  auto params = initial_params(m);
-  std::vector<at::Tensor> grads;
-  for (const auto& p : params) grads.push_back(at::zeros_like(p));
-  comm::PhaseTimer timer(comm);
-  FakeBackward backward(comm, m, params, grads);
-  co_await algorithm.start(comm, params);
-  for (std::int64_t t = 1; t <= steps; ++t) {
-    const double begin = comm.now();
-    algorithms::StepContext ctx{comm, timer, params, grads, t, trace.lr};
-    backward.t = t;
-    if (algorithm.drives_backward()) {
-      ctx.backward = &backward;
-    } else {
-      for (std::size_t k = 0; k < backward.stages(); ++k) co_await backward.run_stage(k);
-    }
-    const auto bits = co_await algorithm.step(ctx);
-    std::vector<at::Tensor> copy;
-    for (const auto& p : params) copy.push_back(p.clone());
-    trace.params[t - 1][rank] = copy;
-    trace.n_bits[t - 1][rank] = bits;
-    const auto times = timer.take_step();
-    if (rank == 0) {
-      trace.step_time.push_back(comm.now() - begin);
-      for (std::size_t i = 0; i < times.size(); ++i) trace.phases[t - 1][timer.names()[i]] = times[i];
-    }
-  }
-}
+using testing::FakeModel;
+using testing::gradient;
+using testing::initial_params;
+using testing::make_scenario;
+using testing::Net;
+using testing::Trace;
 
 Trace run(const json& algorithm, const FakeModel& m, int ranks, int steps, const Net& net = {}) {
-  const auto s = make_scenario(algorithm, ranks, net);
-  sim::Engine engine;
-  auto network =
-      std::make_shared<net::Network>(engine, net::make_topology(s.topology, s.ranks, s.network.nominal), s.network);
-  comm::EmulatedWorld world(engine, network, s.compute);
-  Trace trace;
-  trace.params.assign(steps, std::vector<std::vector<at::Tensor>>(ranks));
-  trace.n_bits.assign(steps, std::vector<std::uint64_t>(ranks));
-  trace.phases.resize(steps);
-  trace.lr = s.algorithm.optimizer.lr;
-  for (int r = 0; r < ranks; ++r) trace.algorithms.push_back(algorithms::make_algorithm(s.algorithm, network->topology(), r));
-  for (int r = 0; r < ranks; ++r) engine.spawn(rank_loop(world.communicator(r), m, steps, trace), "rank");
-  engine.run();
-  return trace;
+  return testing::run_staged(algorithm, m, ranks, steps, net);
 }
 
 // Eight tensors over four stages, 177 elements.
 FakeModel small_model() {
-  return {{7, 40, 3, 12, 25, 1, 60, 29}, {{6, 7}, {4, 5}, {2, 3}, {0, 1}}, {1e3, 1e3, 1e3, 1e3}};
+  return {{{7}, {40}, {3}, {12}, {25}, {1}, {60}, {29}}, {{6, 7}, {4, 5}, {2, 3}, {0, 1}}, {1e3, 1e3, 1e3, 1e3}};
 }
 
 json with(json base, const json& extra) {
@@ -459,20 +346,7 @@ TEST(DistOpt, PartialFollowsTheRecurrence) {
 // Timing: the communication stream and the overlap with backward
 
 double lone_all_reduce_time(std::int64_t elements, int ranks, const Net& net) {
-  const auto s = make_scenario({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}}, ranks, net);
-  sim::Engine engine;
-  auto network =
-      std::make_shared<net::Network>(engine, net::make_topology(s.topology, s.ranks, s.network.nominal), s.network);
-  comm::EmulatedWorld world(engine, network, s.compute);
-  double done = 0.0;
-  auto rank = [&](comm::Communicator& c) -> sim::Task<void> {
-    at::Tensor x = at::ones({elements}, at::kFloat);
-    co_await c.all_reduce(x, comm::ReduceOp::Sum);
-    done = std::max(done, c.now());
-  };
-  for (int r = 0; r < ranks; ++r) engine.spawn(rank(world.communicator(r)), "rank");
-  engine.run();
-  return done;
+  return testing::lone_all_reduce_time(elements, ranks, net, comm::ReduceOp::Sum);
 }
 
 // Two collectives issued back to back on the stream of an otherwise idle network: the
@@ -531,7 +405,7 @@ TEST(DistOpt, AllReducesOverlapBackwardOnOneStream) {
   const double a = lone_all_reduce_time(n, 2, net);  // 10 us + 400 us
   for (double c : {500e-6, 200e-6}) {
     SCOPED_TRACE(c);
-    const FakeModel m{{n, n, n}, {{2}, {1}, {0}}, {c * 1e9, c * 1e9, c * 1e9}};
+    const FakeModel m{{{n}, {n}, {n}}, {{2}, {1}, {0}}, {c * 1e9, c * 1e9, c * 1e9}};
     const auto trace =
         run({{"name", "distopt"}, {"threshold", 1000}, {"buffer_size", 2000}, {"lr", 0.1}}, m, 2, 2, net);
     const double exposed = a <= c ? a : 3.0 * a - 2.0 * c;
