@@ -422,8 +422,11 @@ TEST(DistOpt, AllReducesOverlapBackwardOnOneStream) {
 // ---------------------------------------------------------------------------------------
 // Convergence: the Fashion-MNIST MLP (scenarios/singa_mlp_fashion_mnist_*.json: 4 ranks,
 // batch 32 per rank, 3 epochs = 1407 steps, lr 0.05, momentum 0.9, threshold 65,536 so
-// K = 2). Sync DistOpt reaches 85.91 % test accuracy (asserted >= 85 %); partial update,
-// averaging one of the two partitions per step, 84.58 % (asserted within 3 points of sync).
+// K = 2). Sync DistOpt reaches 84.35 to 85.91 % test accuracy, depending on the CPU's
+// OpenBLAS kernels (85.91 on an AVX2 EPYC, 85.10 on an AVX-512 one, 85.24 with
+// OPENBLAS_CORETYPE=Sandybridge, 84.35 with =Prescott): asserted >= 83 %. Partial update,
+// averaging one of the two partitions per step, 84.58 % on the first (asserted within 3
+// points of sync).
 // About 100 s of CPU for both; skipped without the dataset.
 
 TEST(DistOptConvergence, FashionMnistMlpSyncAndPartial) {
@@ -433,7 +436,7 @@ TEST(DistOptConvergence, FashionMnistMlpSyncAndPartial) {
     GTEST_SKIP() << "no Fashion-MNIST at " << sync_s.workload.data.data_dir;
   const auto sync = runner::run_emulated(sync_s);
   const auto partial = runner::run_emulated(runner::load_scenario(scenarios / "singa_mlp_fashion_mnist_partial.json"));
-  EXPECT_GE(sync.final_test_accuracy, 0.85);
+  EXPECT_GE(sync.final_test_accuracy, 0.83);
   EXPECT_GE(partial.final_test_accuracy, sync.final_test_accuracy - 0.03);
   ASSERT_EQ(sync.eval.size(), 3u);  // every epoch (469 steps); the last is the final evaluation
   EXPECT_EQ(sync.eval[1].step, 938);
