@@ -3,7 +3,8 @@
 # Idempotent: a second run installs nothing. Needs root (or sudo) when something is missing.
 # --with-python-torch also installs python3-torch (PyTorch 1.13 for Python), which only
 # scripts/export_model.py needs: the build and CI do without it (the tests that run the
-# script skip).
+# script skip). --with-simgrid also installs libsimgrid-dev (SimGrid 3.32), which only
+# bench/dtsim_simgrid_compare needs: CMake builds that tool when it finds SimGrid.
 set -euo pipefail
 
 packages=(
@@ -18,7 +19,8 @@ packages=(
 for arg in "$@"; do
   case "$arg" in
     --with-python-torch) packages+=(python3-torch) ;;
-    *) echo "install-deps: unknown option $arg (expected --with-python-torch)" >&2; exit 2 ;;
+    --with-simgrid) packages+=(libsimgrid-dev) ;;
+    *) echo "install-deps: unknown option $arg (expected --with-python-torch or --with-simgrid)" >&2; exit 2 ;;
   esac
 done
 

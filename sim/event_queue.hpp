@@ -101,8 +101,12 @@ class EventQueue {
         }
       }
       heap_push(e);
-      // Spreading costs O(size): only when the heap holds a good share of it.
-      if (const auto h = heap_.size(); h > kLargeHeap && h > size_ / 4) spread();
+      // Spreading costs O(size): only when the heap holds a good share of it. A small
+      // epoch's heap holds everything, so it is spread as soon as the queue is no longer
+      // small: a threshold of kLargeHeap there kept a queue that hovers about that size
+      // (the flow model's 1,024 ranks, one message each in flight) in one heap for good.
+      const std::size_t large = nbuckets_ == 0 ? kSmallEpochHeap : kLargeHeap;
+      if (const auto h = heap_.size(); h > large && h > size_ / 4) spread();
     }
     else if (x < static_cast<double>(nbuckets_)) bucket_push(static_cast<std::size_t>(x), e);
     else far_.push_back(e);
@@ -173,10 +177,12 @@ class EventQueue {
   static constexpr std::size_t kMaxBuckets = std::size_t{1} << 20;
   static constexpr std::size_t kPerBucket = 2;
   // Below kSmall events a plain heap beats any calendar: an epoch that starts that small
-  // takes everything into the heap, until the heap outgrows kLargeHeap (and a quarter of
-  // all events) and is spread over a calendar again.
+  // takes everything into the heap, until the heap outgrows kSmallEpochHeap and is
+  // spread over a calendar again. Within a calendar epoch, the heap of events pushed into
+  // the current bucket is spread when it outgrows kLargeHeap and a quarter of all events.
   static constexpr std::size_t kSmall = 64;
   static constexpr std::size_t kLargeHeap = 1024;
+  static constexpr std::size_t kSmallEpochHeap = 4 * kSmall;  // see push()
   // Epochs over that many pending events or fewer span kLongEpochRanges times their
   // range (see new_epoch); larger ones span one. Measured in bench/engine_bench.cpp.
   static constexpr std::size_t kLongEpochsUpTo = 4096;
