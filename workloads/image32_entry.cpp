@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "workloads/module_workload.hpp"
+
 namespace dtsim::workloads {
 
 // Only 32 x 32 images: the networks' strides and cost tables assume them. Fashion-MNIST is
@@ -48,12 +50,19 @@ std::shared_ptr<const WorkloadData> load_image32(const WorkloadSpec& spec, std::
   return data;
 }
 
-WorkloadFootprint image32_footprint(const WorkloadSpec& spec, int ranks, const std::vector<ShapeLayer>& layers,
-                                    double widest) {
+std::unique_ptr<Workload> make_image32_workload(const Image32Model& model, const WorkloadSpec& spec,
+                                                std::shared_ptr<const WorkloadData> data, std::uint64_t seed, int rank,
+                                                int ranks) {
+  return model.make_workload(data_for<Image32Data>(data, spec.type).dataset, spec.batch_size, spec.partition, seed,
+                             rank, ranks);
+}
+
+WorkloadFootprint image32_footprint(const Image32Model& model, const WorkloadSpec& spec, int ranks) {
   constexpr double kFloat = 4;
   const auto d = [](auto x) { return static_cast<double>(x); };
   const auto data = workload_data(spec);
   const auto shape = data_source_entry(data.source).shape(data);
+  const auto layers = model.layers(shape.sample.at(0), shape.classes);
   WorkloadFootprint w;
   // Activations per sample: a layer's bytes are its fp32 input and output, so bytes / 8
   // is about the elements it writes.
@@ -68,12 +77,24 @@ WorkloadFootprint image32_footprint(const WorkloadSpec& spec, int ranks, const s
   const double train = d(shape.train), test = d(shape.test);
   // fp32 images and int64 labels, the files' bytes while they are converted, and the
   // evaluation's chunk of 2,000 images (a few of the widest activations at a time).
-  w.data_bytes = (train + test) * (d(shape.sample_elements()) * kFloat + 8) + shape.file_bytes + 2000 * 4 * widest * kFloat;
+  w.data_bytes =
+      (train + test) * (d(shape.sample_elements()) * kFloat + 8) + shape.file_bytes + 2000 * 4 * model.widest * kFloat;
   const double shard = std::ceil(train / std::max(1, ranks)), batch = std::min(d(spec.batch_size), shard);
   // Shard indices; what autograd saves for a batch and its gradients (about twice the
   // activations); the module's own parameters and .grad besides the algorithm's.
   w.per_rank_bytes = 2 * shard * 8 + batch * activations * 2 * kFloat + 2 * w.elements * kFloat;
   return w;
+}
+
+WorkloadEntry image32_entry_fields(const Image32Model& model) {
+  const std::vector<std::string> sources{"cifar10", "fashion_mnist", "tensors"};
+  return {.name = model.name,
+          .description = model.description,
+          .fields = with_data_fields({"batch_size", "partition"}, sources),
+          .data_sources = sources,
+          .parse = parse_image32,
+          .to_json = image32_json,
+          .load_data = load_image32};
 }
 
 }  // namespace dtsim::workloads

@@ -135,38 +135,20 @@ std::unique_ptr<ModuleWorkload> make_resnet20_workload(std::shared_ptr<const Lab
                                           partition, seed, rank, ranks);
 }
 
-// --- the registry entry of "resnet20_real" (workload_registry.hpp) ----------------------
+// --- the registry entry of "resnet20_real" (workload_registry.hpp) ---------------------
 
 namespace {
 
-std::unique_ptr<Workload> make(const WorkloadSpec& spec, std::shared_ptr<const WorkloadData> data, std::uint64_t seed,
-                               int rank, int ranks) {
-  return make_resnet20_workload(data_for<Image32Data>(data, spec.type).dataset, spec.batch_size, spec.partition, seed,
-                                rank, ranks);
-}
-
-WorkloadFootprint footprint(const WorkloadSpec& spec, int ranks) {
-  const auto data = workload_data(spec);
-  const auto shape = data_source_entry(data.source).shape(data);
-  return image32_footprint(spec, ranks, resnet20_layers(shape.sample.at(0), shape.classes), 16.0 * 32 * 32);  // conv1's
-}
+constexpr Image32Model kResNet20Real{
+    .name = "resnet20_real",
+    .description = "ResNet-20 (He et al. 2016, option-A shortcuts, BatchNorm) on 32 x 32 images under autograd (real "
+                    "data, real accuracy)",
+    .make_workload = make_resnet20_workload,
+    .layers = resnet20_layers,
+    .widest = 16.0 * 32 * 32};  // conv1's output
 
 }  // namespace
 
-const WorkloadEntry& resnet20_real_entry() {
-  const std::vector<std::string> sources{"cifar10", "fashion_mnist", "tensors"};
-  static const WorkloadEntry entry{
-      .name = "resnet20_real",
-      .description = "ResNet-20 (He et al. 2016, option-A shortcuts, BatchNorm) on 32 x 32 images under autograd (real "
-                     "data, real accuracy)",
-      .fields = with_data_fields({"batch_size", "partition"}, sources),
-      .data_sources = sources,
-      .parse = parse_image32,
-      .to_json = image32_json,
-      .load_data = load_image32,
-      .make = make,
-      .footprint = footprint};
-  return entry;
-}
+const WorkloadEntry& resnet20_real_entry() { return image32_entry<kResNet20Real>(); }
 
 }  // namespace dtsim::workloads

@@ -114,38 +114,20 @@ std::unique_ptr<ModuleWorkload> make_vgg11_workload(std::shared_ptr<const Labell
                                           batch_size, partition, seed, rank, ranks);
 }
 
-// --- the registry entry of "vgg11_real" (workload_registry.hpp) -------------------------
+// --- the registry entry of "vgg11_real" (workload_registry.hpp) ------------------------
 
 namespace {
 
-std::unique_ptr<Workload> make(const WorkloadSpec& spec, std::shared_ptr<const WorkloadData> data, std::uint64_t seed,
-                               int rank, int ranks) {
-  return make_vgg11_workload(data_for<Image32Data>(data, spec.type).dataset, spec.batch_size, spec.partition, seed,
-                             rank, ranks);
-}
-
-WorkloadFootprint footprint(const WorkloadSpec& spec, int ranks) {
-  const auto data = workload_data(spec);
-  const auto shape = data_source_entry(data.source).shape(data);
-  return image32_footprint(spec, ranks, vgg11_layers(shape.sample.at(0), shape.classes), 64.0 * 32 * 32);  // conv1's
-}
+constexpr Image32Model kVgg11Real{
+    .name = "vgg11_real",
+    .description = "VGG-11 with BatchNorm (the CHOCO-SGD reference's vgg11_bn, 512-wide classifier) on 32 x 32 images "
+                    "under autograd (real data, real accuracy)",
+    .make_workload = make_vgg11_workload,
+    .layers = vgg11_layers,
+    .widest = 64.0 * 32 * 32};  // conv1's output
 
 }  // namespace
 
-const WorkloadEntry& vgg11_real_entry() {
-  const std::vector<std::string> sources{"cifar10", "fashion_mnist", "tensors"};
-  static const WorkloadEntry entry{
-      .name = "vgg11_real",
-      .description = "VGG-11 with BatchNorm (the CHOCO-SGD reference's vgg11_bn, 512-wide classifier) on 32 x 32 images "
-                     "under autograd (real data, real accuracy)",
-      .fields = with_data_fields({"batch_size", "partition"}, sources),
-      .data_sources = sources,
-      .parse = parse_image32,
-      .to_json = image32_json,
-      .load_data = load_image32,
-      .make = make,
-      .footprint = footprint};
-  return entry;
-}
+const WorkloadEntry& vgg11_real_entry() { return image32_entry<kVgg11Real>(); }
 
 }  // namespace dtsim::workloads
