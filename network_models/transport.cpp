@@ -155,7 +155,7 @@ void Transport::send_message(int id) {
       deliver_at(engine_.now() + delay, id);
       return;
     }
-    engine_.call_at(engine_.now() + delay, *this, static_cast<std::uint64_t>(id) << 1 | 1);
+    engine_.call_at(engine_.now() + delay, *this, static_cast<std::uint64_t>(id) << 2 | kStartTransfer);
   } catch (...) {  // e.g. no route: the message never leaves
     arrived_[id] = nullptr;
     m.sink = nullptr;
@@ -179,11 +179,20 @@ void Transport::deliver(int id) {
   else if (arrived) arrived();
 }
 
-void Transport::deliver_at(double t, int id) { engine_.call_at(t, *this, static_cast<std::uint64_t>(id) << 1); }
+void Transport::deliver_at(double t, int id) {
+  engine_.call_at(t, *this, static_cast<std::uint64_t>(id) << 2 | kDeliver);
+}
+
+void Transport::model_event_at(double t, std::uint64_t code) { engine_.call_at(t, *this, code << 2 | kModelEvent); }
 
 void Transport::on_event(std::uint64_t arg) {
-  const int id = static_cast<int>(arg >> 1);
-  if (!(arg & 1)) {
+  const auto kind = arg & 3;
+  if (kind == kModelEvent) {
+    on_model_event(arg >> 2);
+    return;
+  }
+  const int id = static_cast<int>(arg >> 2);
+  if (kind == kDeliver) {
     deliver(id);
     return;
   }
@@ -357,10 +366,17 @@ void FlowTransport::on_link_failure() {
 void FlowTransport::request_solve() {
   if (solve_pending_) return;
   solve_pending_ = true;
-  engine_.call_at(engine_.now(), [this] {
+  model_event_at(engine_.now(), kSolve);
+}
+
+void FlowTransport::on_model_event(std::uint64_t code) {
+  if (code == kSolve) {
     solve_pending_ = false;
     solve();
-  });
+  } else {  // kCompletion, scheduled at scheduled_at_ unless an earlier one replaced it
+    if (scheduled_at_ == engine_.now()) scheduled_at_ = -1.0;
+    complete_due();
+  }
 }
 
 // Max-min fairness by progressive filling: repeatedly take the link whose remaining
@@ -538,10 +554,7 @@ void FlowTransport::schedule_next_completion() {
   const double next = due_.top().time;
   if (scheduled_at_ >= 0 && scheduled_at_ <= next) return;  // an event at or before it is pending
   scheduled_at_ = next;
-  engine_.call_at(next, [this, next] {
-    if (scheduled_at_ == next) scheduled_at_ = -1.0;
-    complete_due();
-  });
+  model_event_at(next, kCompletion);
 }
 
 void FlowTransport::complete_due() {

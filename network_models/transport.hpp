@@ -124,6 +124,10 @@ class Transport : private sim::Engine::Handler {
   virtual void on_link_failure() {}      // routes have been recomputed
   // Messages were cancelled: drop the flows of those whose sink is discarded_sink().
   virtual void on_cancel() {}
+  // A model's own events (a solve, a completion), as cheap as a message's: no
+  // std::function to store. on_model_event(code) runs at absolute time `t`; code < 2^60.
+  void model_event_at(double t, std::uint64_t code);
+  virtual void on_model_event(std::uint64_t /*code*/) {}
   // The sink of a cancelled message: arrives nowhere.
   static Sink& discarded_sink();
   bool cancelled(int message) const { return in_flight_[message].sink == &discarded_sink(); }
@@ -186,8 +190,9 @@ class Transport : private sim::Engine::Handler {
   };
   int new_message(int src, int dst, double bytes);
   void send_message(int message);
-  // The engine's events for messages: arg = message id << 1 | 1 to start the transfer
-  // after the latency phase, << 1 | 0 to deliver.
+  // The engine's events: arg = payload << 2 | kind, the payload a message id (start its
+  // transfer after the latency phase, or deliver it) or a model event's code.
+  enum EventKind : std::uint64_t { kDeliver = 0, kStartTransfer = 1, kModelEvent = 2 };
   void on_event(std::uint64_t arg) override;
   std::vector<Message> in_flight_;
   std::vector<std::function<void()>> arrived_;
@@ -219,6 +224,7 @@ class FlowTransport final : public Transport {
   void before_link_failure() override;
   void on_link_failure() override;
   void on_cancel() override;
+  void on_model_event(std::uint64_t code) override;
 
  private:
   static constexpr int kInlineLinks = 4;
@@ -300,6 +306,7 @@ class FlowTransport final : public Transport {
     static constexpr std::size_t kArity = 4;
     std::vector<Front> heap_;
   };
+  enum ModelEvent : std::uint64_t { kSolve = 0, kCompletion = 1 };
   void mark_dirty(int link);
   void request_solve();
   // Max-min rates for the flows connected (through shared links) to the dirty links:
