@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "tests/test_util.hpp"
 #include "workloads/resnet20_model.hpp"
 #include "workloads/shape_models.hpp"
+#include "workloads/vgg11_model.hpp"
 
 namespace dtsim {
 namespace {
@@ -339,6 +341,24 @@ TEST(ResNet20Real, ScenarioRefusesImagesOtherThan32Pixels) {
   EXPECT_EQ(scenario_error(scenario({{"type", "resnet20_real"}, {"tensors_file", file}}, sgd)),
             "/workload/tensors_file: expected C x 32 x 32 images for resnet20_real, the data has samples of 3 x 28 x 28");
   std::filesystem::remove_all(dir);
+
+  // Data handed to the model directly (not through a scenario) is checked too.
+  auto small = std::make_shared<LabelledData>();
+  small->train_x = at::zeros({2, 1, 28, 28});
+  small->train_y = at::zeros({2}, at::kLong);
+  small->classes = 10;
+  const auto refusal = [&](auto make) {
+    try {
+      make();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(refusal([&] { workloads::make_resnet20_workload(small, 2, "iid", 1, 0, 1); }),
+            "resnet20_real: expected C x 32 x 32 images, got samples of 1 x 28 x 28");
+  EXPECT_EQ(refusal([&] { workloads::make_vgg11_workload(small, 2, "iid", 1, 0, 1); }),
+            "vgg11_real: expected C x 32 x 32 images, got samples of 1 x 28 x 28");
 }
 
 // Five training files of 8 records and a test file of 4, in CIFAR-10's binary format

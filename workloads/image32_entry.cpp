@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -48,6 +49,14 @@ std::shared_ptr<const WorkloadData> load_image32(const WorkloadSpec& spec, std::
   auto data = std::make_shared<Image32Data>();
   data->dataset = load_image_dataset(spec, seed);
   return data;
+}
+
+std::int64_t image32_channels(const LabelledData& data, const char* type) {
+  const auto sizes = data.train_x.sizes();
+  if (sizes.size() != 4 || sizes[2] != 32 || sizes[3] != 32)
+    throw std::invalid_argument(
+        fmt::format("{}: expected C x 32 x 32 images, got samples of {}", type, fmt::join(sizes.slice(1), " x ")));
+  return sizes[1];
 }
 
 std::unique_ptr<Workload> make_image32_workload(const Image32Model& model, const WorkloadSpec& spec,

@@ -44,6 +44,9 @@ std::shared_ptr<const LabelledData> load_image_dataset(const WorkloadSpec& spec,
 void parse_image32(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext& ctx);
 void image32_json(const WorkloadSpec& spec, nlohmann::json& out);
 std::shared_ptr<const WorkloadData> load_image32(const WorkloadSpec& spec, std::uint64_t seed);
+// The channels C of `data`'s C x 32 x 32 images; throws std::invalid_argument naming
+// `type` for samples of another shape.
+std::int64_t image32_channels(const LabelledData& data, const char* type);
 std::unique_ptr<Workload> make_image32_workload(const Image32Model& model, const WorkloadSpec& spec,
                                                 std::shared_ptr<const WorkloadData> data, std::uint64_t seed, int rank,
                                                 int ranks);

@@ -8,11 +8,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
-#include <stdexcept>
 #include <utility>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "workloads/image32_entry.hpp"
 #include "workloads/workload_registry.hpp"
@@ -127,12 +125,9 @@ ModuleModel make_resnet20_model(std::int64_t in_channels, std::int64_t classes, 
 std::unique_ptr<ModuleWorkload> make_resnet20_workload(std::shared_ptr<const LabelledData> data, std::int64_t batch_size,
                                                        const std::string& partition, std::uint64_t seed, int rank,
                                                        int ranks) {
-  const auto sizes = data->train_x.sizes();
-  if (sizes.size() != 4 || sizes[2] != 32 || sizes[3] != 32)
-    throw std::invalid_argument(
-        fmt::format("resnet20_real: expected C x 32 x 32 images, got samples of {}", fmt::join(sizes.slice(1), " x ")));
-  return std::make_unique<ModuleWorkload>(make_resnet20_model(sizes[1], data->classes, seed), std::move(data), batch_size,
-                                          partition, seed, rank, ranks);
+  const auto channels = image32_channels(*data, "resnet20_real");
+  return std::make_unique<ModuleWorkload>(make_resnet20_model(channels, data->classes, seed), std::move(data),
+                                          batch_size, partition, seed, rank, ranks);
 }
 
 // --- the registry entry of "resnet20_real" (workload_registry.hpp) ---------------------

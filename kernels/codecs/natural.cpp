@@ -19,6 +19,7 @@
 #include <algorithm>
 
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/decode_each.hpp"
 #include "kernels/cpu/common.hpp"
 #include "kernels/detail/hash.hpp"
 #include "kernels/detail/quantizers.hpp"
@@ -69,15 +70,8 @@ void decode_cpu(const CompressorSpec&, Workspace&, const Decode& call) {
   const auto* base = static_cast<const std::uint8_t*>(call.payload.bytes.data_ptr());
   const auto* words = reinterpret_cast<const std::uint32_t*>(base);
   const std::uint8_t* exponents = base + sign_words_bytes(n);
-  with_dtype(call.payload.dtype, call.what, [&](auto tag) {
-    using T = decltype(tag);
-    T* o = static_cast<T*>(call.dense.data_ptr());
-    at::parallel_for(0, n, 1 << 14, [&](std::int64_t i0, std::int64_t i1) {
-      for (std::int64_t i = i0; i < i1; ++i) {
-        const float v = detail::natural_value((words[i / 32] >> (i % 32)) & 1U, exponents[i]);
-        o[i] = call.accumulate ? static_cast<T>(cpu::to_float(o[i]) + call.weight * v) : static_cast<T>(v);
-      }
-    });
+  decode_each(call, [&](std::int64_t i) {
+    return detail::natural_value((words[i / 32] >> (i % 32)) & 1U, exponents[i]);
   });
 }
 

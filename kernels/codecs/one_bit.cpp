@@ -21,6 +21,7 @@
 #include <bit>
 
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/decode_each.hpp"
 #include "kernels/cpu/common.hpp"
 #include "kernels/cpu/sign.hpp"
 #include "kernels/detail/quantizers.hpp"
@@ -120,21 +121,11 @@ void compress_cpu(const CompressorSpec&, Workspace& ws, const at::Tensor& flat, 
 
 void decode_cpu(const CompressorSpec&, Workspace& ws, const Decode& call) {
   const auto L = ws.segment_count();
-  const std::int64_t* off = ws.offsets.data();
   const auto* base = static_cast<const std::uint8_t*>(call.payload.bytes.data_ptr());
   const auto* means = reinterpret_cast<const float*>(base);
   const auto* words = reinterpret_cast<const std::uint32_t*>(base + 8 * L);
-  with_dtype(call.payload.dtype, call.what, [&](auto tag) {
-    using T = decltype(tag);
-    T* o = static_cast<T*>(call.dense.data_ptr());
-    at::parallel_for(0, call.payload.numel, 1 << 14, [&](std::int64_t i0, std::int64_t i1) {
-      std::int64_t s = std::upper_bound(off, off + L + 1, i0) - off - 1;
-      for (std::int64_t i = i0; i < i1; ++i) {
-        while (off[s + 1] <= i) ++s;
-        const float v = (words[i / 32] >> (i % 32)) & 1U ? means[L + s] : means[s];
-        o[i] = call.accumulate ? static_cast<T>(cpu::to_float(o[i]) + call.weight * v) : static_cast<T>(v);
-      }
-    });
+  decode_each_in_segment(ws, call, [&](std::int64_t i, std::int64_t s) {
+    return (words[i / 32] >> (i % 32)) & 1U ? means[L + s] : means[s];
   });
 }
 

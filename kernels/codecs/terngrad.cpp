@@ -18,6 +18,7 @@
 #include <algorithm>
 
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/decode_each.hpp"
 #include "kernels/cpu/common.hpp"
 #include "kernels/detail/hash.hpp"
 #include "kernels/detail/quantizers.hpp"
@@ -98,22 +99,12 @@ void compress_cpu(const CompressorSpec& spec, Workspace& ws, const at::Tensor& f
 
 void decode_cpu(const CompressorSpec&, Workspace& ws, const Decode& call) {
   const auto L = ws.segment_count();
-  const std::int64_t* off = ws.offsets.data();
   const auto* base = static_cast<const std::uint8_t*>(call.payload.bytes.data_ptr());
   const auto* scales = reinterpret_cast<const float*>(base);
   const auto* words = reinterpret_cast<const std::uint32_t*>(base + 4 * L);
-  with_dtype(call.payload.dtype, call.what, [&](auto tag) {
-    using T = decltype(tag);
-    T* o = static_cast<T*>(call.dense.data_ptr());
-    at::parallel_for(0, call.payload.numel, 1 << 14, [&](std::int64_t i0, std::int64_t i1) {
-      std::int64_t s = std::upper_bound(off, off + L + 1, i0) - off - 1;
-      for (std::int64_t i = i0; i < i1; ++i) {
-        while (off[s + 1] <= i) ++s;
-        const std::uint32_t code = (words[i / kCodesPerWord] >> (2 * (i % kCodesPerWord))) & 3U;
-        const float v = detail::terngrad_value(code, scales[s]);
-        o[i] = call.accumulate ? static_cast<T>(cpu::to_float(o[i]) + call.weight * v) : static_cast<T>(v);
-      }
-    });
+  decode_each_in_segment(ws, call, [&](std::int64_t i, std::int64_t s) {
+    const std::uint32_t code = (words[i / kCodesPerWord] >> (2 * (i % kCodesPerWord))) & 3U;
+    return detail::terngrad_value(code, scales[s]);
   });
 }
 
