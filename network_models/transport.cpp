@@ -226,8 +226,12 @@ FlowTransport::FlowTransport(sim::Engine& engine, Topology topology, Perturbatio
 }
 
 void FlowTransport::LinkState::add(int id) {
-  if (count < kInline) first[count] = id;
-  else more.push_back(id);
+  if (count < kInline) {
+    first[count] = id;
+  } else {
+    if (!more) more = std::make_unique<std::vector<int>>();
+    more->push_back(id);
+  }
   ++count;
 }
 
@@ -238,9 +242,9 @@ void FlowTransport::LinkState::remove(int id) {
   for (; i + 1 < count; ++i) {
     const int next = at(i + 1);
     if (i < kInline) first[i] = next;
-    else more[static_cast<std::size_t>(i - kInline)] = next;
+    else (*more)[static_cast<std::size_t>(i - kInline)] = next;
   }
-  if (count > kInline) more.pop_back();
+  if (count > kInline) more->pop_back();
   --count;
 }
 
