@@ -497,6 +497,12 @@ void FlowTransport::fill(std::size_t first_link, double now) {
 
 void FlowTransport::DueQueue::seal() {
   if (open_.empty()) return;
+  if (open_.size() == 1) {  // most batches once ranks drift apart: no run to keep
+    heap_.push_back({open_.front(), kSingle});
+    open_.clear();
+    sift_up(heap_.size() - 1);
+    return;
+  }
   int id;
   if (free_runs_.empty()) {
     id = static_cast<int>(runs_.size());
@@ -511,7 +517,11 @@ void FlowTransport::DueQueue::seal() {
   run.pos = 0;
   if (!std::is_sorted(run.entries.begin(), run.entries.end())) std::sort(run.entries.begin(), run.entries.end());
   heap_.push_back({run.entries.front(), id});
-  for (std::size_t i = heap_.size() - 1; i > 0;) {
+  sift_up(heap_.size() - 1);
+}
+
+void FlowTransport::DueQueue::sift_up(std::size_t i) {
+  while (i > 0) {
     const std::size_t parent = (i - 1) / kArity;
     if (!(heap_[i].front < heap_[parent].front)) break;
     std::swap(heap_[parent], heap_[i]);
@@ -521,12 +531,12 @@ void FlowTransport::DueQueue::seal() {
 
 void FlowTransport::DueQueue::pop() {
   Front& top = heap_.front();
-  Run& run = runs_[top.run];
-  if (++run.pos == run.entries.size()) {
-    free_runs_.push_back(top.run);
+  if (top.run == kSingle || ++runs_[top.run].pos == runs_[top.run].entries.size()) {
+    if (top.run != kSingle) free_runs_.push_back(top.run);
     top = heap_.back();
     heap_.pop_back();
   } else {
+    const Run& run = runs_[top.run];
     top.front = run.entries[run.pos];
   }
   if (!heap_.empty()) sift_down(0);

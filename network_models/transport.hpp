@@ -299,8 +299,10 @@ class FlowTransport final : public Transport {
     };
     struct Front {
       Due front;  // runs_[run].entries[runs_[run].pos]
-      int run;
+      int run;    // or kSingle: a batch of one candidate, held here alone
     };
+    static constexpr int kSingle = -1;
+    void sift_up(std::size_t i);
     void sift_down(std::size_t i);
     std::vector<Due> open_;
     std::vector<Run> runs_;
