@@ -327,6 +327,7 @@ void FlowTransport::on_cancel() {
 
 void FlowTransport::DueQueue::clear() {
   open_.clear();
+  tail_ = kSingle;
   heap_.clear();
   free_runs_.clear();
   for (std::size_t i = 0; i < runs_.size(); ++i) free_runs_.push_back(static_cast<int>(i));
@@ -497,6 +498,21 @@ void FlowTransport::fill(std::size_t first_link, double now) {
 
 void FlowTransport::DueQueue::seal() {
   if (open_.empty()) return;
+  if (!std::is_sorted(open_.begin(), open_.end())) std::sort(open_.begin(), open_.end());
+  if (tail_ != kSingle) {
+    // Flows of one size and rate finish in the order they start: a batch that comes
+    // after the whole of the last run continues it, and the merge heap does not grow.
+    Run& tail = runs_[tail_];
+    if (!(open_.front() < tail.entries.back())) {
+      if (tail.pos >= kCompactFrom && 2 * tail.pos >= tail.entries.size()) {  // drop the consumed front
+        tail.entries.erase(tail.entries.begin(), tail.entries.begin() + static_cast<std::ptrdiff_t>(tail.pos));
+        tail.pos = 0;
+      }
+      tail.entries.insert(tail.entries.end(), open_.begin(), open_.end());
+      open_.clear();
+      return;
+    }
+  }
   if (open_.size() == 1) {  // most batches once ranks drift apart: no run to keep
     heap_.push_back({open_.front(), kSingle});
     open_.clear();
@@ -515,7 +531,7 @@ void FlowTransport::DueQueue::seal() {
   run.entries.swap(open_);  // the open batch becomes the run; the run's old buffer is reused
   open_.clear();
   run.pos = 0;
-  if (!std::is_sorted(run.entries.begin(), run.entries.end())) std::sort(run.entries.begin(), run.entries.end());
+  tail_ = id;
   heap_.push_back({run.entries.front(), id});
   sift_up(heap_.size() - 1);
 }
@@ -533,6 +549,7 @@ void FlowTransport::DueQueue::pop() {
   Front& top = heap_.front();
   if (top.run == kSingle || ++runs_[top.run].pos == runs_[top.run].entries.size()) {
     if (top.run != kSingle) free_runs_.push_back(top.run);
+    if (top.run == tail_) tail_ = kSingle;
     top = heap_.back();
     heap_.pop_back();
   } else {

@@ -278,9 +278,10 @@ class FlowTransport final : public Transport {
   };
   // The completion candidates in (time, start order) order. A solve's candidates arrive
   // together and mostly in order already (a batch of flows that started together):
-  // each batch is sorted once into a run, and the runs are merged through a small heap
-  // of their fronts, so taking the next candidate is O(1) plus a sift among the few
-  // live batches rather than a sift through one heap of every flow. The heap holds a
+  // each batch is sorted once into a run (or appended to the last run, when it comes
+  // after all of it: equal flows finish in start order), and the runs are merged
+  // through a small heap of their fronts, so taking the next candidate is O(1) plus a
+  // sift among the few live batches rather than a sift through one heap of every flow. The heap holds a
   // copy of each run's front, so a sift compares entries in one array instead of
   // following each run to its storage.
   class DueQueue {
@@ -302,6 +303,8 @@ class FlowTransport final : public Transport {
       int run;    // or kSingle: a batch of one candidate, held here alone
     };
     static constexpr int kSingle = -1;
+    static constexpr std::size_t kCompactFrom = 256;
+    int tail_ = kSingle;  // the run sealed last while it lives: later batches may extend it
     void sift_up(std::size_t i);
     void sift_down(std::size_t i);
     std::vector<Due> open_;
