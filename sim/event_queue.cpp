@@ -80,15 +80,12 @@ namespace {
 // the engine benchmark's hold model 1.25).
 constexpr double kBimodalRatio = 4.0;
 
-// About the time below which a quarter of `events` fall: that of a sample of at most
-// 256, taken at even strides (the order of far_ is the order of the pushes).
-double earliest_quarter_end(const std::vector<QueuedEvent>& events) {
-  constexpr std::size_t kSample = 256;
-  const std::size_t stride = std::max<std::size_t>(1, events.size() / kSample);
-  double times[kSample];
-  std::size_t n = 0;
-  for (std::size_t i = 0; i < events.size() && n < kSample; i += stride)
-    times[n++] = std::bit_cast<double>(events[i].time_bits);
+// The pending times new_epoch samples (at even strides of far_, whose order is the
+// order of the pushes) to estimate where a quarter of them fall.
+constexpr std::size_t kSample = 256;
+
+// The time below which a quarter of the `n` sampled `times` fall (reorders them).
+double earliest_quarter_end(double* times, std::size_t n) {
   std::nth_element(times, times + n / 4, times + n);
   return times[n / 4];
 }
@@ -100,11 +97,19 @@ void EventQueue::new_epoch() {
   double t_min = std::numeric_limits<double>::infinity();
   double t_max = 0.0;
   double sum = 0.0;
+  double sample[kSample];
+  std::size_t sampled = 0;
+  const std::size_t stride = std::max<std::size_t>(1, far_.size() / kSample);
+  std::size_t until_sample = 0;
   for (const auto& e : far_) {
     const double t = std::bit_cast<double>(e.time_bits);
     t_min = std::min(t_min, t);
     t_max = std::max(t_max, t);
     sum += t;
+    if (until_sample-- == 0) {
+      until_sample = stride - 1;
+      if (sampled < kSample) sample[sampled++] = t;
+    }
   }
   ahead_ = ahead_end_ = 0;
   if (far_.size() <= kSmall) {
@@ -138,7 +143,7 @@ void EventQueue::new_epoch() {
   // again each epoch, which an epoch pays for with the events it fires meanwhile.
   const std::size_t ranges = far_.size() <= kLongEpochsUpTo ? kLongEpochRanges : 1;
   const double mean_range = 2.0 * (sum / static_cast<double>(far_.size()) - t_min);
-  const double near_range = 4.0 * (earliest_quarter_end(far_) - t_min);
+  const double near_range = 4.0 * (earliest_quarter_end(sample, sampled) - t_min);
   const bool bimodal = near_range > 0.0 && near_range < mean_range / kBimodalRatio;
   const double span = static_cast<double>(ranges) * (bimodal ? near_range : mean_range);
   nbuckets_ = std::clamp<std::size_t>(far_.size() * ranges / kPerBucket, 1, kMaxBuckets);
