@@ -327,7 +327,7 @@ void FlowTransport::on_cancel() {
 
 void FlowTransport::DueQueue::clear() {
   open_.clear();
-  tail_ = kSingle;
+  tail_ = kNoRun;
   heap_.clear();
   free_runs_.clear();
   for (std::size_t i = 0; i < runs_.size(); ++i) free_runs_.push_back(static_cast<int>(i));
@@ -499,7 +499,7 @@ void FlowTransport::fill(std::size_t first_link, double now) {
 void FlowTransport::DueQueue::seal() {
   if (open_.empty()) return;
   if (!std::is_sorted(open_.begin(), open_.end())) std::sort(open_.begin(), open_.end());
-  if (tail_ != kSingle) {
+  if (tail_ != kNoRun) {
     // Flows of one size and rate finish in the order they start: a batch that comes
     // after the whole of the last run continues it, and the merge heap does not grow.
     Run& tail = runs_[tail_];
@@ -548,8 +548,10 @@ void FlowTransport::DueQueue::sift_up(std::size_t i) {
 void FlowTransport::DueQueue::pop() {
   Front& top = heap_.front();
   if (top.run == kSingle || ++runs_[top.run].pos == runs_[top.run].entries.size()) {
-    if (top.run != kSingle) free_runs_.push_back(top.run);
-    if (top.run == tail_) tail_ = kSingle;
+    if (top.run != kSingle) {
+      free_runs_.push_back(top.run);
+      if (top.run == tail_) tail_ = kNoRun;
+    }
     top = heap_.back();
     heap_.pop_back();
   } else {

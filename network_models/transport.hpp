@@ -281,9 +281,9 @@ class FlowTransport final : public Transport {
   // each batch is sorted once into a run (or appended to the last run, when it comes
   // after all of it: equal flows finish in start order), and the runs are merged
   // through a small heap of their fronts, so taking the next candidate is O(1) plus a
-  // sift among the few live batches rather than a sift through one heap of every flow. The heap holds a
-  // copy of each run's front, so a sift compares entries in one array instead of
-  // following each run to its storage.
+  // sift among the few live batches rather than a sift through one heap of every flow.
+  // The heap holds a copy of each run's front, so a sift compares entries in one array
+  // instead of following each run to its storage.
   class DueQueue {
    public:
     void push(const Due& d) { open_.push_back(d); }  // into the open batch
@@ -303,8 +303,9 @@ class FlowTransport final : public Transport {
       int run;    // or kSingle: a batch of one candidate, held here alone
     };
     static constexpr int kSingle = -1;
+    static constexpr int kNoRun = -1;
     static constexpr std::size_t kCompactFrom = 256;
-    int tail_ = kSingle;  // the run sealed last while it lives: later batches may extend it
+    int tail_ = kNoRun;  // the run sealed last while it lives: later batches may extend it
     void sift_up(std::size_t i);
     void sift_down(std::size_t i);
     std::vector<Due> open_;
