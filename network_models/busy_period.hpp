@@ -10,7 +10,7 @@
 //
 // Recorded: each member's shape, each rank's arrival and done times relative to the
 // head's first arrival, and when the period ended. Keyed by the head's key (shape,
-// perturbation epoch, binade, relative arrivals), like a single collective's record.
+// perturbation epoch, binade and last bit, relative arrivals), like a single collective's record.
 //
 // Replayed: at the head's last arrival, as a single record is. Its messages are
 // cancelled, its ranks finish at the recorded times; each later collective that starts
@@ -47,6 +47,8 @@ struct PeriodRecord {
 struct OpenPeriod {
   double first_arrival = 0.0;
   int binade = 0;
+  int last_bit = 0;
+  std::uint64_t ties_before = 0;  // the transport's rounding ties before the head's first arrival
   std::uint64_t perturbation_epoch = 0;
   std::uint64_t sends_before = 0;  // the transport's messages sent before the head's first arrival
   std::uint64_t member_sends = 0;  // messages the members sent since

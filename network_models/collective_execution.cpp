@@ -74,6 +74,8 @@ void ScheduledExecution::watch_first_arrival() {
                 (!transport_.messages_interact() || idle);
   w.first_arrival = now;
   w.binade = std::ilogb(now);
+  w.last_bit = last_mantissa_bit(now);
+  w.ties_before = transport_.rounding_ties();
   w.perturbation_epoch = transport_.perturbation_epoch();
   w.sends_before = transport_.messages_sent();
   const auto n = static_cast<std::size_t>(schedule_->size());
@@ -91,7 +93,7 @@ bool ScheduledExecution::isolated(bool but_now) const {
 }
 
 ReuseKey ScheduledExecution::reuse_key() const {
-  return {watch_.shape, watch_.perturbation_epoch, watch_.binade, watch_.arrival};
+  return {watch_.shape, watch_.perturbation_epoch, watch_.binade, watch_.last_bit, watch_.arrival};
 }
 
 // Every rank has arrived: the key is complete. With a record, replay; under the flow
@@ -192,6 +194,8 @@ void ScheduledExecution::enter_busy_period(bool network_idle) {
     open = std::make_shared<OpenPeriod>();
     open->first_arrival = now;
     open->binade = w.binade;
+    open->last_bit = w.last_bit;
+    open->ties_before = w.ties_before;
     open->perturbation_epoch = w.perturbation_epoch;
     open->sends_before = w.sends_before;
   } else if (!open || !open->recording || !reuse.allowed(w.shape) ||
@@ -258,7 +262,8 @@ void ScheduledExecution::finish_period(OpenPeriod& p) {
   }
   p.record.end = now - p.first_arrival;
   p.recording = false;
-  ReuseKey key{members[0].shape, p.perturbation_epoch, p.binade, members[0].arrival};
+  const int last_bit = transport_.rounding_ties() == p.ties_before ? kAnyLastBit : p.last_bit;
+  ReuseKey key{members[0].shape, p.perturbation_epoch, p.binade, last_bit, members[0].arrival};
   reuse.store_period(std::move(key), std::move(p.record));
   ++reuse.stats().recorded;
 }
@@ -322,7 +327,9 @@ void ScheduledExecution::maybe_record() {
   record.end = now - w.first_arrival;
   record.same_instant = std::all_of(w.done_at.begin(), w.done_at.end(), [&](double d) { return d == record.end; });
   if (!isolated(record.same_instant)) return;
-  w.reuse->store(reuse_key(), std::move(record));
+  ReuseKey key = reuse_key();
+  if (transport_.rounding_ties() == w.ties_before) key.last_bit = kAnyLastBit;
+  w.reuse->store(std::move(key), std::move(record));
   ++w.reuse->stats().recorded;
 }
 

@@ -99,6 +99,8 @@ class ScheduledExecution final : public Execution,
     bool recorded = false;
     double first_arrival = 0.0;
     int binade = 0;
+    int last_bit = 0;  // of the first arrival: collective_reuse.hpp
+    std::uint64_t ties_before = 0;  // the transport's rounding ties before the first arrival
     std::uint64_t perturbation_epoch = 0;
     std::uint64_t sends_before = 0;  // the transport's messages sent before the first arrival
     std::uint64_t own_sends = 0;

@@ -9,12 +9,18 @@
 // key skips its messages and finishes every rank at first arrival + the recorded offset.
 //
 // Why that is exact, bit for bit: inside one binade [2^e, 2^(e+1)) doubles lie on one
-// grid, so shifting every absolute time of a computation by a multiple of that grid
-// shifts every sum t + d and leaves every difference t - u unchanged, as long as all
-// of them stay in the binade; the transports only ever add durations to times and
-// subtract times. So a collective whose whole window (first arrival to last done) lies
-// in the binade of the recorded one computes exactly the recorded offsets, shifted. The
-// key holds the binade; windows that straddle a power of two are never reused.
+// grid, so shifting every absolute time of a computation by an even multiple of that
+// grid's step shifts every sum t + d and leaves every difference t - u unchanged, as
+// long as all of them stay in the binade; the transports only ever add durations to
+// times and subtract times. Even, because a sum that falls exactly halfway between two
+// grid points rounds to the one whose last mantissa bit is 0: an odd shift flips that
+// choice (it happens: a duration whose lowest set bit is half the step makes every sum
+// a tie). So a collective whose whole window (first arrival to last done) lies in the
+// binade of the recorded one, and whose first arrival has the same last mantissa bit,
+// computes exactly the recorded offsets, shifted. Whether a sum is a tie does not
+// change with the shift, so a record whose window had none (Transport::rounding_ties,
+// nearly always) is replayed whatever the bit; one with a tie is keyed by the bit too.
+// Windows that straddle a power of two are never reused.
 //
 // What else disables reuse for a collective: jitter (its draws are consumed per
 // message), a bandwidth change or link failure inside the window (the key holds how
@@ -28,6 +34,7 @@
 // busy period instead: busy_period.hpp.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -44,9 +51,16 @@ struct ReuseKey {
   std::string shape;                 // the collective: kind, sizes, algorithm, root, ranks
   std::uint64_t perturbation_epoch;  // bandwidth changes and failures fired before it
   int binade;                        // std::ilogb of the first arrival time
+  int last_bit;                      // the first arrival's lowest mantissa bit; kAnyLastBit: no tie
   std::vector<double> arrival;       // per rank: arrival - first arrival (exact in the binade)
   auto operator<=>(const ReuseKey&) const = default;
 };
+
+// The lowest bit of a positive normal time's mantissa: two times of one binade whose
+// last bits are equal differ by an even number of the binade's steps.
+inline int last_mantissa_bit(double t) { return static_cast<int>(std::bit_cast<std::uint64_t>(t) & 1u); }
+// A stored key's last bit when its window rounded no sum half to even.
+inline constexpr int kAnyLastBit = -1;
 
 struct ReuseRecord {
   std::vector<double> done;  // per rank: done time - first arrival
@@ -76,6 +90,8 @@ class CollectiveReuse {
   explicit CollectiveReuse(bool enabled = true) : enabled_(enabled) {}
   bool enabled() const { return enabled_; }
   bool allowed(const std::string& shape) const { return enabled_ && !forbidden_.count(shape); }
+  // The record for `key` (its last bit the first arrival's), or for the key with any
+  // last bit.
   const ReuseRecord* find(const ReuseKey& key) const;
   void store(ReuseKey key, ReuseRecord record);
   // Busy periods (busy_period.hpp), keyed by their head's key.

@@ -152,10 +152,10 @@ void Transport::send_message(int id) {
     if (perturbations_.jitter_s > 0)
       delay += std::uniform_real_distribution<double>(0.0, perturbations_.jitter_s)(jitter_rng_);
     if (src == dst) {
-      deliver_at(engine_.now() + delay, id);
+      deliver_at(later(engine_.now(), delay), id);
       return;
     }
-    engine_.call_at(engine_.now() + delay, *this, static_cast<std::uint64_t>(id) << 2 | kStartTransfer);
+    engine_.call_at(later(engine_.now(), delay), *this, static_cast<std::uint64_t>(id) << 2 | kStartTransfer);
   } catch (...) {  // e.g. no route: the message never leaves
     arrived_[id] = nullptr;
     m.sink = nullptr;
@@ -213,7 +213,7 @@ void UncontendedTransport::transmit(std::span<const int> links, double bytes, in
   double bottleneck = std::numeric_limits<double>::infinity();
   for (int l : links) bottleneck = std::min(bottleneck, link_bandwidth(l));
   const double duration = links.empty() ? 0.0 : bytes / bottleneck;
-  deliver_at(engine_.now() + duration, message);
+  deliver_at(later(engine_.now(), duration), message);
 }
 
 FlowTransport::FlowTransport(sim::Engine& engine, Topology topology, Perturbations perturbations)
@@ -446,14 +446,14 @@ void FlowTransport::solve_alone(int id, double now) {
   if (rate != f.rate) {  // otherwise its completion entry is still right
     f.rate = rate;
     ++f.version;
-    due_.push({now + f.remaining / f.rate, f.start_order, id, f.version});
+    due_.push({later(now, f.remaining / f.rate), f.start_order, id, f.version});
   }
 }
 
 // Progressive filling over component_flows_ and the links component_links_[first_link..].
 void FlowTransport::fill(std::size_t first_link, double now) {
   using Entry = std::pair<double, int>;  // (fair share, link), smallest first; ties by link id
-  const auto later = std::greater<Entry>();
+  const auto smallest_first = std::greater<Entry>();
   auto& heap = share_heap_;
   heap.clear();
   for (std::size_t i = first_link; i < component_links_.size(); ++i) {
@@ -462,7 +462,7 @@ void FlowTransport::fill(std::size_t first_link, double now) {
     unfrozen_[l] = links_[l].count;
     if (unfrozen_[l] > 0) {
       heap.push_back({capacity_[l] / unfrozen_[l], l});
-      std::push_heap(heap.begin(), heap.end(), later);
+      std::push_heap(heap.begin(), heap.end(), smallest_first);
     }
   }
   for (int id : component_flows_) {  // bring the bytes left up to date at the old rates
@@ -471,7 +471,7 @@ void FlowTransport::fill(std::size_t first_link, double now) {
     f.updated_at = now;
   }
   while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), later);
+    std::pop_heap(heap.begin(), heap.end(), smallest_first);
     const auto [share, l] = heap.back();
     heap.pop_back();
     if (unfrozen_[l] == 0 || share != capacity_[l] / unfrozen_[l]) continue;  // stale entry
@@ -484,7 +484,7 @@ void FlowTransport::fill(std::size_t first_link, double now) {
         capacity_[m] = std::max(0.0, capacity_[m] - share);
         if (--unfrozen_[m] > 0 && m != l) {
           heap.push_back({capacity_[m] / unfrozen_[m], m});
-          std::push_heap(heap.begin(), heap.end(), later);
+          std::push_heap(heap.begin(), heap.end(), smallest_first);
         }
       }
     });
@@ -492,7 +492,7 @@ void FlowTransport::fill(std::size_t first_link, double now) {
   for (int id : component_flows_) {
     Flow& f = flows_[id];
     ++f.version;
-    if (f.rate > 0) due_.push({now + f.remaining / f.rate, f.start_order, id, f.version});
+    if (f.rate > 0) due_.push({later(now, f.remaining / f.rate), f.start_order, id, f.version});
   }
 }
 

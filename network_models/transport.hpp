@@ -18,6 +18,9 @@
 // error naming the link).
 #pragma once
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -97,6 +100,10 @@ class Transport : private sim::Engine::Handler {
   bool jitters() const { return perturbations_.jitter_s > 0; }
   // Bandwidth changes and link failures fired so far.
   std::uint64_t perturbation_epoch() const { return perturbation_epoch_; }
+  // Times this transport computed that fell exactly halfway between two doubles and were
+  // rounded to the even one (later()): a window with none shifts exactly by any number
+  // of its binade's steps, one with any by an even number only.
+  std::uint64_t rounding_ties() const { return rounding_ties_; }
   // The time of the first bandwidth change or failure at or after `t` (infinity if none).
   double next_perturbation_at_or_after(double t) const;
   // Drops every message in flight that tells `sink`: it never arrives, and frees the
@@ -119,6 +126,15 @@ class Transport : private sim::Engine::Handler {
   void deliver(int message);
   // Schedules deliver(message) at absolute time `t`.
   void deliver_at(double t, int message);
+  // Time `t` plus duration `d` (both non-negative), as every time a transport computes:
+  // t + d, counting rounding_ties().
+  double later(double t, double d) {
+    const double sum = t + d;
+    // Fast2Sum (the larger operand first): the rounding error of the sum, exactly.
+    const double error = std::min(t, d) - (sum - std::max(t, d));
+    if (error != 0.0 && is_half_step(sum, error)) ++rounding_ties_;
+    return sum;
+  }
   virtual void on_bandwidth_change() {}
   virtual void before_link_failure() {}  // routes are still valid here
   virtual void on_link_failure() {}      // routes have been recomputed
@@ -144,6 +160,14 @@ class Transport : private sim::Engine::Handler {
   // one or two links, and a copy saves two dependent loads (the Route, its vector's
   // storage) per message when its bytes start to flow.
   static constexpr int kInlineLinks = 4;
+  // Whether |error| is half the spacing of doubles at `sum` (positive): the exact sum
+  // lay halfway between two of them. A sum rounded up onto a power of two came from the
+  // binade below, whose spacing is half.
+  static bool is_half_step(double sum, double error) {
+    const double binade_start = std::bit_cast<double>(std::bit_cast<std::uint64_t>(sum) & 0x7ff0000000000000u);
+    const double half_step = binade_start * 0x1p-53, e = std::abs(error);
+    return e == half_step || (e == half_step * 0.5 && sum == binade_start);
+  }
   Perturbations perturbations_;
   std::vector<double> bandwidth_;  // current bandwidth per directed link
   std::mt19937_64 jitter_rng_;
@@ -151,6 +175,7 @@ class Transport : private sim::Engine::Handler {
   std::uint64_t messages_ = 0;
   double bytes_ = 0.0;
   std::uint64_t perturbation_epoch_ = 0;
+  std::uint64_t rounding_ties_ = 0;
   double last_send_instant_ = -1.0;      // the time of the last send
   std::uint64_t sent_before_instant_ = 0;  // messages_ before that instant
   bool guard_ = false;  // a replayed collective holds the network (guard_replay)

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <memory>
@@ -366,6 +367,29 @@ TEST(BusyPeriods, ConflictsInAReplayedPeriodRestartTheRun) {
   EXPECT_EQ(with.done, without.done);
   EXPECT_EQ(with.extra, without.extra);
   EXPECT_EQ(with.stats.restarts, 1u);
+}
+
+// A sum that falls exactly halfway between two doubles rounds to the even one, so a
+// window shifted by an odd number of its binade's steps can round differently. Here
+// (times near 2^-11 s, 12,345 floats on two ranks) the first arrival's shift by one
+// step changes a done time: that collective is simulated and recorded by its last
+// mantissa bit, and each later one replays the record of its own bit.
+TEST(CollectiveReuse, RoundingTiesReplayOnlyAnEvenShift) {
+  const auto topology = Topology::ring(2, {5e-6, 1.25e9});
+  const double first = 0x1p-11, step = 0x1p-63;  // the spacing of doubles in [2^-11, 2^-10)
+  const double gap = 0x1p-15;                       // an even number of steps
+  std::vector<Job> jobs;
+  for (double start : {first, first + gap + step, first + 2 * gap, first + 3 * gap + step})
+    jobs.push_back({start, {0.0, 0.0}, 12345});
+  const auto with = run(topology, config("alpha_beta"), jobs, true);
+  const auto without = run(topology, config("alpha_beta"), jobs, false);
+  EXPECT_EQ(with.done, without.done);
+  ASSERT_NE(without.done[1][0] - jobs[1].start, without.done[0][0] - jobs[0].start)
+      << "the odd shift must round a tie the other way, or this test shows nothing";
+  EXPECT_EQ(without.done[2][0] - jobs[2].start, without.done[0][0] - jobs[0].start);
+  EXPECT_EQ(with.stats.recorded, 2u);  // the first two, one per last bit
+  EXPECT_EQ(with.stats.replayed, 2u);
+  for (const auto& d : with.done) EXPECT_EQ(std::ilogb(d[0]), -11);
 }
 
 }  // namespace
