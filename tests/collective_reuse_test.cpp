@@ -392,5 +392,25 @@ TEST(CollectiveReuse, RoundingTiesReplayOnlyAnEvenShift) {
   for (const auto& d : with.done) EXPECT_EQ(std::ilogb(d[0]), -11);
 }
 
+
+// Busy periods and ties: with links of 2^-20 + 2^-40 s, every message's start at
+// 8,192 to 16,384 s (doubles 2^-39 apart) is a sum exactly halfway between two doubles,
+// and the steps enter one, two or no steps of 2^-39 s late, so their heads' last
+// mantissa bits differ. A period replayed at the other bit would finish ranks off by a
+// step (it does when periods are keyed without the bit); keyed by it, four are recorded.
+TEST(BusyPeriods, RoundingTiesReplayOnlyAnEvenShift) {
+  const auto torus = Topology::torus({4, 4}, {0x1p-20 + 0x1p-40, 1.25e9});
+  Chain chain = three_partitions();
+  chain.start = 8192.0;
+  chain.gap = 0.0123;
+  chain.delay = [](int step, int k, int) { return k == 0 ? (step % 3) * 0x1p-39 : 0.0; };
+  const auto with = run_chain(torus, config("flow"), chain, true);
+  const auto without = run_chain(torus, config("flow"), chain, false);
+  EXPECT_EQ(with.done, without.done);
+  EXPECT_EQ(with.stats.recorded, 4u);
+  EXPECT_EQ(with.stats.replayed, 12u);
+  EXPECT_EQ(with.stats.restarts, 0u);
+}
+
 }  // namespace
 }  // namespace dtsim::net
