@@ -325,13 +325,6 @@ void FlowTransport::on_cancel() {
   }
 }
 
-void FlowTransport::DueQueue::clear() {
-  open_.clear();
-  tail_ = kNoRun;
-  heap_.clear();
-  free_runs_.clear();
-  for (std::size_t i = 0; i < runs_.size(); ++i) free_runs_.push_back(static_cast<int>(i));
-}
 
 void FlowTransport::on_bandwidth_change() {
   for (std::size_t l = 0; l < links_.size(); ++l) {
@@ -496,86 +489,9 @@ void FlowTransport::fill(std::size_t first_link, double now) {
   }
 }
 
-void FlowTransport::DueQueue::seal() {
-  if (open_.empty()) return;
-  if (!std::is_sorted(open_.begin(), open_.end())) std::sort(open_.begin(), open_.end());
-  if (tail_ != kNoRun) {
-    // Flows of one size and rate finish in the order they start: a batch that comes
-    // after the whole of the last run continues it, and the merge heap does not grow.
-    Run& tail = runs_[tail_];
-    if (!(open_.front() < tail.entries.back())) {
-      if (tail.pos >= kCompactFrom && 2 * tail.pos >= tail.entries.size()) {  // drop the consumed front
-        tail.entries.erase(tail.entries.begin(), tail.entries.begin() + static_cast<std::ptrdiff_t>(tail.pos));
-        tail.pos = 0;
-      }
-      tail.entries.insert(tail.entries.end(), open_.begin(), open_.end());
-      open_.clear();
-      return;
-    }
-  }
-  if (open_.size() == 1) {  // most batches once ranks drift apart: no run to keep
-    heap_.push_back({open_.front(), kSingle});
-    open_.clear();
-    sift_up(heap_.size() - 1);
-    return;
-  }
-  int id;
-  if (free_runs_.empty()) {
-    id = static_cast<int>(runs_.size());
-    runs_.emplace_back();
-  } else {
-    id = free_runs_.back();
-    free_runs_.pop_back();
-  }
-  Run& run = runs_[id];
-  run.entries.swap(open_);  // the open batch becomes the run; the run's old buffer is reused
-  open_.clear();
-  run.pos = 0;
-  tail_ = id;
-  heap_.push_back({run.entries.front(), id});
-  sift_up(heap_.size() - 1);
-}
 
-void FlowTransport::DueQueue::sift_up(std::size_t i) {
-  while (i > 0) {
-    const std::size_t parent = (i - 1) / kArity;
-    if (!(heap_[i].front < heap_[parent].front)) break;
-    std::swap(heap_[parent], heap_[i]);
-    i = parent;
-  }
-}
 
-void FlowTransport::DueQueue::pop() {
-  Front& top = heap_.front();
-  if (top.run == kSingle || ++runs_[top.run].pos == runs_[top.run].entries.size()) {
-    if (top.run != kSingle) {
-      free_runs_.push_back(top.run);
-      if (top.run == tail_) tail_ = kNoRun;
-    }
-    top = heap_.back();
-    heap_.pop_back();
-  } else {
-    const Run& run = runs_[top.run];
-    top.front = run.entries[run.pos];
-  }
-  if (!heap_.empty()) sift_down(0);
-}
 
-void FlowTransport::DueQueue::sift_down(std::size_t i) {
-  const Front moving = heap_[i];
-  const std::size_t n = heap_.size();
-  for (;;) {
-    const std::size_t first = kArity * i + 1;
-    if (first >= n) break;
-    std::size_t m = first;
-    for (std::size_t c = first + 1; c < std::min(first + kArity, n); ++c)
-      if (heap_[c].front < heap_[m].front) m = c;
-    if (!(heap_[m].front < moving.front)) break;
-    heap_[i] = heap_[m];
-    i = m;
-  }
-  heap_[i] = moving;
-}
 
 void FlowTransport::schedule_next_completion() {
   while (!due_.empty()) {

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "network_models/due_queue.hpp"
 #include "network_models/topology.hpp"
 #include "sim/engine.hpp"
 #include "sim/trace_writer.hpp"
@@ -294,54 +295,6 @@ class FlowTransport final : public Transport {
     }
   };
   static_assert(sizeof(LinkState) == 32);
-  struct Due {  // a completion candidate; stale when the flow's version moved on
-    double time;
-    std::uint64_t sequence;  // start order, so simultaneous completions keep it
-    int flow;
-    std::uint64_t version;
-    bool operator<(const Due& o) const { return time != o.time ? time < o.time : sequence < o.sequence; }
-  };
-  // The completion candidates in (time, start order) order. A solve's candidates arrive
-  // together and mostly in order already (a batch of flows that started together):
-  // each batch is sorted once into a run (or appended to the last run, when it comes
-  // after all of it: equal flows finish in start order), and the runs are merged
-  // through a small heap of their fronts, so taking the next candidate is O(1) plus a
-  // sift among the few live batches rather than a sift through one heap of every flow.
-  // The heap holds a copy of each run's front, so a sift compares entries in one array
-  // instead of following each run to its storage.
-  class DueQueue {
-   public:
-    void push(const Due& d) { open_.push_back(d); }  // into the open batch
-    void seal();  // closes the open batch: its candidates become visible
-    bool empty() const { return heap_.empty(); }
-    void clear();  // drops every candidate
-    const Due& top() const { return heap_.front().front; }
-    void pop();
-
-   private:
-    struct Run {
-      std::vector<Due> entries;
-      std::size_t pos = 0;
-    };
-    struct Front {
-      Due front;  // runs_[run].entries[runs_[run].pos]
-      int run;    // or kSingle: a batch of one candidate, held here alone
-    };
-    static constexpr int kSingle = -1;
-    static constexpr int kNoRun = -1;
-    static constexpr std::size_t kCompactFrom = 256;
-    int tail_ = kNoRun;  // the run sealed last while it lives: later batches may extend it
-    void sift_up(std::size_t i);
-    void sift_down(std::size_t i);
-    std::vector<Due> open_;
-    std::vector<Run> runs_;
-    std::vector<int> free_runs_;
-    // A 4-ary min-heap of the non-empty runs' fronts: when ranks drift apart (partitions
-    // overlapping on a torus) a run lives per instant with flows in flight, about one per
-    // flow, and a wider heap halves the levels a pop sifts through.
-    static constexpr std::size_t kArity = 4;
-    std::vector<Front> heap_;
-  };
   enum ModelEvent : std::uint64_t { kSolve = 0, kCompletion = 1 };
   void mark_dirty(int link);
   void request_solve();

@@ -173,6 +173,10 @@ class EventQueue {
   // Drops every pending event; the queue starts afresh (capacity is kept).
   void clear() noexcept;
 
+  // The current epoch's bucket width in seconds (infinite for a small epoch's single
+  // bucket, 0 for a burst at one time): for tests of how epochs are laid out.
+  double bucket_width() const noexcept { return 1.0 / inv_width_; }
+
  private:
   static constexpr std::size_t kMaxBuckets = std::size_t{1} << 20;
   static constexpr std::size_t kPerBucket = 2;

@@ -394,6 +394,46 @@ TEST(EngineQueue, TellsNearlyEqualTimesApart) {
   EXPECT_TRUE(queue.empty());
 }
 
+// Network messages microseconds apart beside compute phases milliseconds away: the
+// mean of the pending times is set by the far mode, so an epoch sized by it would put
+// the near events, the next to fire, in a few wide buckets. The epoch takes its range
+// from the earliest quarter instead (buckets of about a nanosecond here, not near a
+// microsecond), and the order stays exact through a hold model in both modes; a single
+// mode keeps buckets sized by its mean (a quarter of a microsecond here).
+TEST(EngineQueue, BimodalTimesGetBucketsSizedByTheNearMode) {
+  std::mt19937_64 rng(4242);
+  for (const bool bimodal : {true, false}) {
+    EventQueue queue;
+    using Item = std::pair<std::uint64_t, std::uint64_t>;  // (time bits, sequence)
+    std::priority_queue<Item, std::vector<Item>, std::greater<>> oracle;
+    std::uint64_t seq = 0;
+    auto push = [&](double t, bool near) {
+      queue.push(QueuedEvent{std::bit_cast<std::uint64_t>(t), seq, nullptr, near ? 1u : 0u});
+      oracle.push({std::bit_cast<std::uint64_t>(t), seq});
+      ++seq;
+    };
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    // The control: both halves spread alike over a millisecond.
+    auto near_delay = [&] { return bimodal ? 1e-6 * unit(rng) : 1e-3 * unit(rng); };
+    auto far_delay = [&] { return bimodal ? 1e-3 + 1e-3 * unit(rng) : 1e-3 * unit(rng); };
+    for (int i = 0; i < 2000; ++i) push(near_delay(), true);
+    for (int i = 0; i < 2000; ++i) push(far_delay(), false);
+    for (int step = 0; step < 40000; ++step) {
+      const QueuedEvent got = queue.pop();
+      ASSERT_EQ(got.time_bits, oracle.top().first) << bimodal << " step " << step;
+      ASSERT_EQ(got.seq, oracle.top().second) << bimodal << " step " << step;
+      oracle.pop();
+      if (step == 0) {
+        if (bimodal) EXPECT_LT(queue.bucket_width(), 1e-8);
+        else EXPECT_GT(queue.bucket_width(), 1e-7);
+      }
+      const double now = std::bit_cast<double>(got.time_bits);
+      const bool near = got.aux == 1u;
+      push(now + (near ? near_delay() : far_delay()), near);
+    }
+  }
+}
+
 // A small simulated job: ranks that compute for rank-dependent times and then wait on
 // a Completion that a "network" callback fires. `skew` perturbs one rank's compute time.
 std::uint64_t job_trace_hash(double skew, std::uint64_t* fired = nullptr) {
