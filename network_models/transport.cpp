@@ -54,6 +54,7 @@ int Transport::new_message(int src, int dst, double bytes) {
     id = static_cast<int>(in_flight_.size());
     in_flight_.emplace_back();
     arrived_.emplace_back();
+    next_start_.push_back(-1);
   } else {
     id = free_messages_.back();
     free_messages_.pop_back();
@@ -155,7 +156,7 @@ void Transport::send_message(int id) {
       deliver_at(later(engine_.now(), delay), id);
       return;
     }
-    engine_.call_at(later(engine_.now(), delay), *this, static_cast<std::uint64_t>(id) << 2 | kStartTransfer);
+    schedule_start(later(engine_.now(), delay), id);
   } catch (...) {  // e.g. no route: the message never leaves
     arrived_[id] = nullptr;
     m.sink = nullptr;
@@ -179,6 +180,18 @@ void Transport::deliver(int id) {
   else if (arrived) arrived();
 }
 
+void Transport::schedule_start(double t, int id) {
+  next_start_[id] = -1;
+  OpenStartBatch& open = open_starts_;
+  if (open.head >= 0 && t == open.time && engine_.events_scheduled() == open.scheduled) {
+    next_start_[open.tail] = id;
+    open.tail = id;
+    return;
+  }
+  engine_.call_at(t, *this, static_cast<std::uint64_t>(id) << 2 | kStartTransfer);
+  open = {id, id, t, engine_.events_scheduled()};
+}
+
 void Transport::deliver_at(double t, int id) {
   engine_.call_at(t, *this, static_cast<std::uint64_t>(id) << 2 | kDeliver);
 }
@@ -196,6 +209,14 @@ void Transport::on_event(std::uint64_t arg) {
     deliver(id);
     return;
   }
+  if (open_starts_.head == id) open_starts_.head = -1;  // this batch is closed now
+  for (int message = id, next; message >= 0; message = next) {
+    next = next_start_[message];  // first: starting `message` may free it for reuse
+    start_transfer(message);
+  }
+}
+
+void Transport::start_transfer(int id) {
   const Message& m = in_flight_[id];
   if (m.sink == &discarded_sink()) {  // cancelled in its latency phase: it never starts
     free_messages_.push_back(id);

@@ -221,6 +221,19 @@ class Transport : private sim::Engine::Handler {
   enum EventKind : std::uint64_t { kDeliver = 0, kStartTransfer = 1, kModelEvent = 2 };
   void on_event(std::uint64_t arg) override;
   std::vector<Message> in_flight_;
+  // Messages whose bytes start to flow at one time, sent one after another with nothing
+  // scheduled in between (a collective step's sends): their starts would be consecutive
+  // events, firing back to back, so one event starts them all in send order.
+  // next_start_[id] is the message started after `id` (-1: none); the open batch is the
+  // one sends may still join.
+  std::vector<int> next_start_;
+  struct OpenStartBatch {
+    int head = -1, tail = -1;  // -1: none open
+    double time = 0.0;
+    std::uint64_t scheduled = 0;  // engine_.events_scheduled() after its event
+  } open_starts_;
+  void schedule_start(double t, int message);
+  void start_transfer(int message);
   std::vector<std::function<void()>> arrived_;
   std::vector<int> free_messages_;
   std::vector<LastRoute> last_route_;  // per source node

@@ -69,6 +69,9 @@ class Engine {
 
   double now() const noexcept { return now_; }
   std::uint64_t events_fired() const noexcept { return fired_; }
+  // Events ever scheduled: unchanged between two calls when nothing was scheduled in
+  // between, so an event scheduled then would have followed the last one directly.
+  std::uint64_t events_scheduled() const noexcept { return next_seq_; }
   std::size_t events_pending() const noexcept { return queue_.size(); }
 
   // A running hash of every event fired so far: its time, its insertion sequence and

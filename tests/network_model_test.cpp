@@ -159,6 +159,35 @@ TEST(FlowModel, LatencyThenBandwidth) {
   EXPECT_LT(relative_error(t, 3 * kAlpha + 1e6 / kBeta), 1e-12);
 }
 
+// Sends whose bytes start to flow at one time, one after another, are started by one
+// engine event, in send order; an event scheduled between two of them (here a no-op at
+// that time) keeps its place: the later sends get an event of their own, after it. The
+// arrivals are the same either way, in send order, at latency + b / bw.
+TEST(FlowModel, SendsStartingTogetherShareOneEvent) {
+  for (const char* model : {"flow", "alpha_beta"}) {
+    auto run = [&](bool event_between) {
+      sim::Engine engine;
+      auto transport = make_transport(model, engine, Topology::ring(4, kLink), {});
+      std::vector<std::pair<int, double>> arrivals;
+      for (int r = 0; r < 3; ++r) {
+        if (event_between && r == 2) engine.call_at(kAlpha, [] {});
+        transport->send(r, r + 1, 1e6, [&, r] { arrivals.emplace_back(r, engine.now()); });
+      }
+      engine.run();
+      return std::pair{arrivals, engine.events_fired()};
+    };
+    const auto [together, events_together] = run(false);
+    const auto [split, events_split] = run(true);
+    ASSERT_EQ(together.size(), 3u) << model;
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_EQ(together[r].first, r) << model;
+      EXPECT_LT(relative_error(together[r].second, kAlpha + 1e6 / kBeta), 1e-12) << model;
+    }
+    EXPECT_EQ(split, together) << model;
+    EXPECT_EQ(events_split, events_together + 2) << model;  // the no-op and the third start
+  }
+}
+
 // Per-message overhead and a bandwidth change apply to every message of a collective.
 TEST(Perturbations, OverheadAndBandwidthTrace) {
   const int n = 4;
