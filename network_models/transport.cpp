@@ -346,7 +346,6 @@ void FlowTransport::on_cancel() {
   }
 }
 
-
 void FlowTransport::on_bandwidth_change() {
   for (std::size_t l = 0; l < links_.size(); ++l) {
     links_[l].bandwidth = link_bandwidth(static_cast<int>(l));
@@ -509,10 +508,6 @@ void FlowTransport::fill(std::size_t first_link, double now) {
     if (f.rate > 0) due_.push({later(now, f.remaining / f.rate), f.start_order, id, f.version});
   }
 }
-
-
-
-
 
 void FlowTransport::schedule_next_completion() {
   while (!due_.empty()) {

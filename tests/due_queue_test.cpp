@@ -36,7 +36,7 @@ TEST(DueQueue, PopsInTimeThenStartOrder) {
     std::vector<Due> batch;
     for (int i = 0; i < n; ++i) {
       double t;
-      if (kind == 1) t = latest + static_cast<double>(i) * 1e-3;  // after all pending, in order
+      if (kind == 1) t = std::max(latest, now) + static_cast<double>(i) * 1e-3;  // after all pending, in order
       else t = now + std::uniform_real_distribution<double>(0.0, 0.1)(rng);
       if (rng() % 8 == 0 && !batch.empty()) t = batch.back().time;  // equal times: start order decides
       batch.push_back({t, sequence++, i, 0});
