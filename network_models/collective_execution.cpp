@@ -14,6 +14,7 @@ ScheduledExecution::ScheduledExecution(Transport& transport, std::shared_ptr<con
     : transport_(transport), schedule_(std::move(schedule)), done_(std::move(done)) {
   watch_.reuse = reuse;
   watch_.shape = std::move(shape);
+  if (reuse) transport_.count_rounding_ties();  // its records are keyed by them
   if (schedule_->size() != transport_.topology().size())
     throw std::invalid_argument(fmt::format("{} schedule for {} ranks on a {}-rank topology", schedule_->name,
                                             schedule_->size(), transport_.topology().size()));

@@ -101,10 +101,13 @@ class Transport : private sim::Engine::Handler {
   bool jitters() const { return perturbations_.jitter_s > 0; }
   // Bandwidth changes and link failures fired so far.
   std::uint64_t perturbation_epoch() const { return perturbation_epoch_; }
-  // Times this transport computed that fell exactly halfway between two doubles and were
-  // rounded to the even one (later()): a window with none shifts exactly by any number
-  // of its binade's steps, one with any by an even number only.
+  // Times this transport computed since count_rounding_ties() that fell exactly halfway
+  // between two doubles and were rounded to the even one (later()): a window with none
+  // shifts exactly by any number of its binade's steps, one with any by an even number
+  // only. Counting costs an exact error term per computed time, so it is off until
+  // collective reuse asks for it, before the first collective it watches starts.
   std::uint64_t rounding_ties() const { return rounding_ties_; }
+  void count_rounding_ties() { count_ties_ = true; }
   // The time of the first bandwidth change or failure at or after `t` (infinity if none).
   double next_perturbation_at_or_after(double t) const;
   // Drops every message in flight that tells `sink`: it never arrives, and frees the
@@ -128,12 +131,14 @@ class Transport : private sim::Engine::Handler {
   // Schedules deliver(message) at absolute time `t`.
   void deliver_at(double t, int message);
   // Time `t` plus duration `d` (both non-negative), as every time a transport computes:
-  // t + d, counting rounding_ties().
+  // t + d, counting rounding_ties() when asked to.
   double later(double t, double d) {
     const double sum = t + d;
-    // Fast2Sum (the larger operand first): the rounding error of the sum, exactly.
-    const double error = std::min(t, d) - (sum - std::max(t, d));
-    if (error != 0.0 && is_half_step(sum, error)) ++rounding_ties_;
+    if (count_ties_) {
+      // Fast2Sum (the larger operand first): the rounding error of the sum, exactly.
+      const double error = std::min(t, d) - (sum - std::max(t, d));
+      if (error != 0.0 && is_half_step(sum, error)) ++rounding_ties_;
+    }
     return sum;
   }
   virtual void on_bandwidth_change() {}
@@ -177,6 +182,7 @@ class Transport : private sim::Engine::Handler {
   double bytes_ = 0.0;
   std::uint64_t perturbation_epoch_ = 0;
   std::uint64_t rounding_ties_ = 0;
+  bool count_ties_ = false;
   double last_send_instant_ = -1.0;      // the time of the last send
   std::uint64_t sent_before_instant_ = 0;  // messages_ before that instant
   bool guard_ = false;  // a replayed collective holds the network (guard_replay)
