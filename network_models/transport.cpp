@@ -198,6 +198,10 @@ void Transport::deliver_at(double t, int id) {
 
 void Transport::model_event_at(double t, std::uint64_t code) { engine_.call_at(t, *this, code << 2 | kModelEvent); }
 
+void Transport::model_event_now_reserved(std::uint64_t seq, std::uint64_t code) {
+  engine_.call_now_reserved(seq, *this, code << 2 | kModelEvent);
+}
+
 void Transport::on_event(std::uint64_t arg) {
   const auto kind = arg & 3;
   if (kind == kModelEvent) {
@@ -214,6 +218,7 @@ void Transport::on_event(std::uint64_t arg) {
     next = next_start_[message];  // first: starting `message` may free it for reuse
     start_transfer(message);
   }
+  after_starts();
 }
 
 void Transport::start_transfer(int id) {
@@ -320,7 +325,7 @@ void FlowTransport::transmit(std::span<const int> links, double bytes, int messa
   f.start_order = started_++;
   ++active_count_;
   attach(id);
-  request_solve();
+  defer_solve();  // settled once the start event's transfers have all started
 }
 
 void FlowTransport::on_cancel() {
@@ -385,6 +390,24 @@ void FlowTransport::request_solve() {
   if (solve_pending_) return;
   solve_pending_ = true;
   model_event_at(engine_.now(), kSolve);
+}
+
+void FlowTransport::defer_solve() {
+  if (solve_pending_) return;
+  solve_pending_ = true;
+  solve_deferred_ = true;
+  deferred_solve_seq_ = engine_.reserve_sequence();
+}
+
+void FlowTransport::settle_solve() {
+  if (!solve_deferred_) return;
+  solve_deferred_ = false;
+  if (engine_.events_pending_now()) {
+    model_event_now_reserved(deferred_solve_seq_, kSolve);
+    return;
+  }
+  solve_pending_ = false;
+  solve();
 }
 
 void FlowTransport::on_model_event(std::uint64_t code) {
@@ -546,8 +569,9 @@ void FlowTransport::complete_due() {
     deliver(message);
   }
   completed_.swap(done);
-  if (!dirty_links_.empty()) request_solve();
+  if (!dirty_links_.empty()) defer_solve();
   schedule_next_completion();
+  settle_solve();
 }
 
 std::unique_ptr<Transport> make_transport(const std::string& model, sim::Engine& engine, Topology topology,

@@ -149,7 +149,12 @@ class Transport : private sim::Engine::Handler {
   // A model's own events (a solve, a completion), as cheap as a message's: no
   // std::function to store. on_model_event(code) runs at absolute time `t`; code < 2^60.
   void model_event_at(double t, std::uint64_t code);
+  // The same at the current time, in the place of a sequence reserved earlier in this
+  // event (sim::Engine::reserve_sequence).
+  void model_event_now_reserved(std::uint64_t seq, std::uint64_t code);
   virtual void on_model_event(std::uint64_t /*code*/) {}
+  // The transfers of one start event have all started.
+  virtual void after_starts() {}
   // The sink of a cancelled message: arrives nowhere.
   static Sink& discarded_sink();
   bool cancelled(int message) const { return in_flight_[message].sink == &discarded_sink(); }
@@ -316,7 +321,15 @@ class FlowTransport final : public Transport {
   static_assert(sizeof(LinkState) == 32);
   enum ModelEvent : std::uint64_t { kSolve = 0, kCompletion = 1 };
   void mark_dirty(int link);
+  // A solve at this instant, in a solve event after those already due now.
   void request_solve();
+  // The same, decided at the end of this event (settle_solve): with nothing else due at
+  // this instant the solve event would fire next, so the solve runs then and there
+  // instead; otherwise the event is scheduled in the place reserved at the request.
+  // What fires, and in what order, is the same but for the event left out.
+  void defer_solve();
+  void settle_solve();
+  void after_starts() override { settle_solve(); }
   // Max-min rates for the flows connected (through shared links) to the dirty links:
   // rates elsewhere cannot change, so only that component is re-solved.
   void solve();
@@ -337,6 +350,8 @@ class FlowTransport final : public Transport {
   DueQueue due_;
   double scheduled_at_ = -1.0;  // time of the pending completion event, or -1
   bool solve_pending_ = false;
+  bool solve_deferred_ = false;           // solve_pending_ by defer_solve, not yet settled
+  std::uint64_t deferred_solve_seq_ = 0;  // the sequence its event would take
   std::uint64_t solves_ = 0;
   // Solver workspaces, reused across solves.
   std::vector<double> capacity_;

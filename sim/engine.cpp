@@ -50,6 +50,13 @@ void Engine::call_at(double t, Handler& handler, std::uint64_t arg) {
   schedule(t, EventKind::handler, &handler, arg);
 }
 
+void Engine::call_now_reserved(std::uint64_t seq, Handler& handler, std::uint64_t arg) {
+  if (arg >> 62) throw std::invalid_argument(fmt::format("Engine::call_now_reserved: handler argument {} needs over 62 bits", arg));
+  if (seq >= next_seq_) throw std::logic_error("Engine::call_now_reserved: sequence not reserved");
+  queue_.push_reserved(QueuedEvent{std::bit_cast<std::uint64_t>(now_ + 0.0), seq, &handler,
+                                   static_cast<std::uint64_t>(EventKind::handler) | arg << 2});
+}
+
 void Engine::fire(const QueuedEvent& e) {
   now_ = std::bit_cast<double>(e.time_bits);
   ++fired_;

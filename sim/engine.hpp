@@ -69,8 +69,9 @@ class Engine {
 
   double now() const noexcept { return now_; }
   std::uint64_t events_fired() const noexcept { return fired_; }
-  // Events ever scheduled: unchanged between two calls when nothing was scheduled in
-  // between, so an event scheduled then would have followed the last one directly.
+  // Events ever scheduled (and sequences reserved): unchanged between two calls when
+  // nothing was scheduled in between, so an event scheduled then would have followed the
+  // last one directly.
   std::uint64_t events_scheduled() const noexcept { return next_seq_; }
   std::size_t events_pending() const noexcept { return queue_.size(); }
 
@@ -87,6 +88,19 @@ class Engine {
   // Schedules handler.on_event(arg) at absolute time `t`; `arg` < 2^62. The handler must
   // outlive the event (a dropped event is simply not called).
   void call_at(double t, Handler& handler, std::uint64_t arg);
+
+  // An event at the current time whose place is taken now and which is scheduled later,
+  // or not at all: a model that may do at the end of this event what it would otherwise
+  // do in one of its own (a flow model's solve, when nothing else is due at this time)
+  // takes its sequence now, and schedules the event in that place only if it must.
+  // Either way, every other event keeps its place relative to the others.
+  std::uint64_t reserve_sequence() noexcept { return next_seq_++; }
+  // Schedules handler.on_event(arg) at the current time with the reserved `seq`: after
+  // the events scheduled before the reservation, before those scheduled since.
+  void call_now_reserved(std::uint64_t seq, Handler& handler, std::uint64_t arg);
+  // Whether an event is due at the current time, besides the one firing (true as well
+  // when the queue cannot tell cheaply).
+  bool events_pending_now() const noexcept { return queue_.pending_at_last_pop(); }
 
   // Starts `task` at the current time as a root program named `name` (e.g. "rank 3").
   void spawn(Task<void> task, std::string name);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 namespace dtsim::sim {
 
@@ -16,6 +17,15 @@ void EventQueue::heap_push(const QueuedEvent& e) {
     i = parent;
   }
   h[i] = e;
+}
+
+void EventQueue::push_reserved(const QueuedEvent& e) {
+  if (e.time_bits != now_bits_) throw std::logic_error("EventQueue::push_reserved: not at the time of the last pop");
+  // Those pushed since the reservation are at the end of now_: few, so a scan from there.
+  auto at = now_.end();
+  while (at != now_.begin() + static_cast<std::ptrdiff_t>(now_pos_) && (at - 1)->seq > e.seq) --at;
+  now_.insert(at, e);
+  ++size_;
 }
 
 void EventQueue::heap_pop() noexcept {

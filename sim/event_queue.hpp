@@ -113,6 +113,19 @@ class EventQueue {
     ++size_;
   }
 
+  // `e` is at the time of the last pop, with a sequence taken before those of some events
+  // pushed at that time since (Engine::reserve_sequence): it goes among them in order.
+  void push_reserved(const QueuedEvent& e);
+
+  // Whether an event is pending at the time of the last pop (true as well when the queue
+  // cannot tell cheaply: before the first pop).
+  bool pending_at_last_pop() const noexcept {
+    if (now_pos_ < now_.size()) return true;
+    if (size_ == 0) return false;
+    const QueuedEvent* next = peek_hint();
+    return next == nullptr || next->time_bits == now_bits_;
+  }
+
   // Removes and returns the earliest event. Requires !empty().
   QueuedEvent pop() {
     if (from_now()) {

@@ -56,6 +56,46 @@ TEST(Engine, CallsHandlersInOrder) {
                                 {1.0, (std::uint64_t{1} << 62) - 1}, {2.0, 7}, {2.0, 3}}));
 }
 
+// A sequence reserved during an event, and scheduled at that time only later: the event
+// fires after those scheduled before the reservation (pending from earlier times too)
+// and before those scheduled since; a sequence not reserved is rejected. Whether an
+// event is due at the current time is known at every step.
+TEST(Engine, ReservedSequenceKeepsItsPlace) {
+  struct Recorder : Engine::Handler {
+    std::vector<std::string>* fired = nullptr;
+    void on_event(std::uint64_t arg) override { fired->push_back("reserved " + std::to_string(arg)); }
+  };
+  Engine engine;
+  std::vector<std::string> fired;
+  Recorder recorder;
+  recorder.fired = &fired;
+  engine.call_at(1.0, [&] {
+    fired.push_back("first");
+    EXPECT_TRUE(engine.events_pending_now());  // "before"
+    const auto seq = engine.reserve_sequence();
+    engine.call_at(1.0, [&] { fired.push_back("after"); });
+    engine.call_at(2.0, [&] {
+      fired.push_back("later");
+      EXPECT_FALSE(engine.events_pending_now());
+      const auto unused = engine.reserve_sequence();  // never scheduled: nothing fires for it
+      EXPECT_THROW(engine.call_now_reserved(unused + 1, recorder, 0), std::logic_error);
+    });
+    engine.call_at(1.0, [&] { fired.push_back("after 2"); });
+    engine.call_now_reserved(seq, recorder, 7);
+  });
+  engine.call_at(1.0, [&] {
+    fired.push_back("before");
+    EXPECT_TRUE(engine.events_pending_now());  // the reserved one and those after it
+  });
+  engine.call_at(3.0, [&] {
+    fired.push_back("last");
+    EXPECT_FALSE(engine.events_pending_now());
+  });
+  engine.run();
+  EXPECT_EQ(fired, (std::vector<std::string>{"first", "before", "reserved 7", "after", "after 2", "later", "last"}));
+  EXPECT_EQ(engine.events_fired(), 7u);
+}
+
 TEST(Engine, RejectsEventsInThePast) {
   Engine engine;
   engine.call_at(1.0, [&] { EXPECT_THROW(engine.call_at(0.5, [] {}), std::logic_error); });

@@ -161,8 +161,10 @@ TEST(FlowModel, LatencyThenBandwidth) {
 
 // Sends whose bytes start to flow at one time, one after another, are started by one
 // engine event, in send order; an event scheduled between two of them (here a no-op at
-// that time) keeps its place: the later sends get an event of their own, after it. The
-// arrivals are the same either way, in send order, at latency + b / bw.
+// that time) keeps its place: the later sends get an event of their own, after it. Under
+// the flow model the solve of that instant then needs an event as well: alone at their
+// instant, the start event solves at its end (FlowTransport::settle_solve). The arrivals
+// are the same either way, in send order, at latency + b / bw.
 TEST(FlowModel, SendsStartingTogetherShareOneEvent) {
   for (const char* model : {"flow", "alpha_beta"}) {
     auto run = [&](bool event_between) {
@@ -184,8 +186,33 @@ TEST(FlowModel, SendsStartingTogetherShareOneEvent) {
       EXPECT_LT(relative_error(together[r].second, kAlpha + 1e6 / kBeta), 1e-12) << model;
     }
     EXPECT_EQ(split, together) << model;
-    EXPECT_EQ(events_split, events_together + 2) << model;  // the no-op and the third start
+    // The no-op and the third start, and the flow model's solve.
+    EXPECT_EQ(events_split, events_together + (std::string(model) == "flow" ? 3 : 2)) << model;
   }
+}
+
+// The rates at an instant are solved once every transfer starting then has started: in
+// an event of its own after the others due then, or, when nothing else is due then, at
+// the end of the event that started them (and of the completion that freed the links),
+// which fires the same events in the same order less the solve's. One message alone:
+// its start and its completion. With a no-op due at its start instant, after it: the
+// start, the no-op, the solve, the completion. It arrives at the same time either way.
+TEST(FlowModel, SolvesAtTheEndOfAnEventWithNothingElseDue) {
+  auto run = [&](bool noop_at_start) {
+    sim::Engine engine;
+    FlowTransport flows(engine, Topology::ring(4, kLink), {});
+    double arrived = -1;
+    flows.send(0, 1, 1e6, [&] { arrived = engine.now(); });
+    if (noop_at_start) engine.call_at(kAlpha, [] {});
+    engine.run();
+    return std::pair{arrived, engine.events_fired()};
+  };
+  const auto [alone, events_alone] = run(false);
+  const auto [beside, events_beside] = run(true);
+  EXPECT_LT(relative_error(alone, kAlpha + 1e6 / kBeta), 1e-12);
+  EXPECT_EQ(beside, alone);
+  EXPECT_EQ(events_alone, 2u);
+  EXPECT_EQ(events_beside, 4u);
 }
 
 // Per-message overhead and a bandwidth change apply to every message of a collective.
