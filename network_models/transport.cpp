@@ -570,6 +570,8 @@ void FlowTransport::complete_due() {
   }
   completed_.swap(done);
   if (!dirty_links_.empty()) defer_solve();
+  // Before the solve, as when the solve was an event of its own: the completion event
+  // this may schedule keeps its sequence (a solve run here checks the front again).
   schedule_next_completion();
   settle_solve();
 }
