@@ -24,7 +24,8 @@ void DueQueue::seal() {
         tail.entries.erase(tail.entries.begin(), tail.entries.begin() + static_cast<std::ptrdiff_t>(tail.pos));
         tail.pos = 0;
       }
-      tail.entries.insert(tail.entries.end(), open_.begin(), open_.end());
+      if (open_.size() == 1) tail.entries.push_back(open_.front());  // no call to memmove for one
+      else tail.entries.insert(tail.entries.end(), open_.begin(), open_.end());
       open_.clear();
       return;
     }

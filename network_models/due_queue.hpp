@@ -31,6 +31,7 @@ class DueQueue {
  public:
   void push(const Due& d) { open_.push_back(d); }  // into the open batch
   void seal();  // closes the open batch: its candidates become visible
+  bool batch_open() const { return !open_.empty(); }  // candidates pushed since the last seal
   bool empty() const { return heap_.empty(); }
   // Entries of the merge heap (live runs and single candidates): stays 1 while each
   // batch comes after the last one.

@@ -146,7 +146,9 @@ void Transport::send_message(int id) {
     // The route is taken when the bytes start to flow, so a failure during the latency
     // phase is already avoided: the one looked up at send unless routes changed since.
     m.hops = last.hops;
-    if (last.hops <= kInlineLinks) std::copy(last.links, last.links + last.hops, m.links);
+    // All kInlineLinks, whatever the hops: a fixed-size copy is two moves, a copy of
+    // `hops` a call to memmove.
+    if (last.hops <= kInlineLinks) std::copy_n(last.links, kInlineLinks, m.links);
     else m.route = last.route;
     m.routes_version = static_cast<std::uint32_t>(last.routes_version);
     double delay = perturbations_.overhead_s + last.latency_s;
@@ -281,17 +283,43 @@ void FlowTransport::attach(int id) {
   }
 }
 
+// A link left empty needs no solve: no flow on it to give a rate.
 void FlowTransport::detach(int id) {
   for (int l : flows_[id].links()) {
     links_[l].remove(id);
-    mark_dirty(l);
+    if (links_[l].count > 0) mark_dirty(l);
   }
+}
+
+bool FlowTransport::attach_if_alone(int id, double& bottleneck) {
+  bool alone = true;
+  bottleneck = std::numeric_limits<double>::infinity();
+  for (int l : flows_[id].links()) {
+    LinkState& link = links_[l];
+    link.add(id);
+    alone = alone && link.count == 1;
+    bottleneck = std::min(bottleneck, link.bandwidth);
+  }
+  if (!alone)
+    for (int l : flows_[id].links()) mark_dirty(l);
+  return alone;
 }
 
 // A link may be listed twice (a flow left it and another joined at the same instant):
 // the second visit finds its component solved already, or its flow alone and given the
 // same rate again, which changes nothing. Cheaper than a flag per link to clear.
 void FlowTransport::mark_dirty(int link) { dirty_links_.push_back(link); }
+
+// Element by element, unrolled: std::copy of at most kInlineLinks ints is a call to
+// memmove, a good share of a transfer's start.
+void FlowTransport::copy_short_route(std::span<const int> from, int* to) {
+  const std::size_t n = from.size();
+  if (n > 0) to[0] = from[0];
+  if (n > 1) to[1] = from[1];
+  if (n > 2) to[2] = from[2];
+  if (n > 3) to[3] = from[3];
+  static_assert(kInlineLinks == 4);
+}
 
 bool FlowTransport::alone(const Flow& f) const {
   for (int l : f.links())
@@ -314,7 +342,7 @@ void FlowTransport::transmit(std::span<const int> links, double bytes, int messa
   }
   Flow& f = flows_[id];
   f.hops = static_cast<std::uint16_t>(links.size());
-  if (links.size() <= kInlineLinks) std::copy(links.begin(), links.end(), f.inline_links);
+  if (links.size() <= kInlineLinks) copy_short_route(links, f.inline_links);
   else f.long_links = links.data();  // the topology's route: valid until a link fails
   f.remaining = bytes;
   f.rate = 0.0;
@@ -324,7 +352,11 @@ void FlowTransport::transmit(std::span<const int> links, double bytes, int messa
   ++f.version;
   f.start_order = started_++;
   ++active_count_;
-  attach(id);
+  // Alone on its links (a ring's step, mostly), the flow's rate is its bottleneck's now,
+  // whatever else starts at this instant: a flow that joins it later marks the links
+  // dirty, and the solve gives both their shares. Its completion candidate waits in the
+  // open batch for the solve, as the others' do.
+  if (double bottleneck; attach_if_alone(id, bottleneck)) start_alone(id, bottleneck);
   defer_solve();  // settled once the start event's transfers have all started
 }
 
@@ -377,7 +409,7 @@ void FlowTransport::on_link_failure() {
     if (!f.active) continue;
     const auto& route = topology_.route(message_src(f.message), message_dst(f.message));
     f.hops = static_cast<std::uint16_t>(route.size());
-    if (route.size() <= kInlineLinks) std::copy(route.begin(), route.end(), f.inline_links);
+    if (route.size() <= kInlineLinks) copy_short_route(route, f.inline_links);
     else f.long_links = route.data();
     attach(static_cast<int>(id));
   }
@@ -429,7 +461,7 @@ void FlowTransport::on_model_event(std::uint64_t code) {
 // and most components in a collective are one flow alone on its links, which needs no
 // filling at all.
 void FlowTransport::solve() {
-  if (dirty_links_.empty()) return;
+  if (dirty_links_.empty() && !due_.batch_open()) return;
   ++solves_;
   const double now = engine_.now();
   std::vector<int> dirty;  // the member's buffer, lent for this call
@@ -484,6 +516,15 @@ void FlowTransport::solve_alone(int id, double now) {
     ++f.version;
     due_.push({later(now, f.remaining / f.rate), f.start_order, id, f.version});
   }
+}
+
+// solve_alone for a flow that has just started: no bytes moved, no rate yet.
+void FlowTransport::start_alone(int id, double rate) {
+  Flow& f = flows_[id];
+  if (rate == f.rate) return;  // 0: a link without bandwidth, as solve_alone leaves it
+  f.rate = rate;
+  ++f.version;
+  due_.push({later(f.updated_at, f.remaining / rate), f.start_order, id, f.version});
 }
 
 // Progressive filling over component_flows_ and the links component_links_[first_link..].

@@ -334,11 +334,16 @@ class FlowTransport final : public Transport {
   // rates elsewhere cannot change, so only that component is re-solved.
   void solve();
   bool alone(const Flow& f) const;  // the only flow on each of its links
+  static void copy_short_route(std::span<const int> from, int* to);  // from.size() <= kInlineLinks
   void solve_alone(int id, double now);
   void fill(std::size_t first_link, double now);
   void schedule_next_completion();
   void complete_due();
   void attach(int id);
+  // attach(id), marking its links dirty only when it shares one: true when it is alone
+  // (and then `bottleneck` is its links' smallest bandwidth).
+  bool attach_if_alone(int id, double& bottleneck);
+  void start_alone(int id, double rate);  // solve_alone(id, now) for a flow starting now
   void detach(int id);
 
   std::vector<Flow> flows_;

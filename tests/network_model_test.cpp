@@ -109,15 +109,22 @@ TEST(Collectives, LateArrivalShiftsTheRing) {
 }
 
 // Max-min textbook case 1: two flows into one rank through a switch share its link.
+// Also when the second starts in an event of its own at the same instant (a no-op
+// between the two starts): the first, alone on its links when it starts, is given the
+// whole link at once (FlowTransport::start_alone), and the second's joining it must
+// still halve that before any byte moves.
 TEST(FlowModel, TwoFlowsOnOneLinkEachGetHalf) {
-  sim::Engine engine;
-  FlowTransport flows(engine, Topology::star(3, {0.0, 1.0}), {});
-  double t0 = -1, t1 = -1;
-  flows.send(0, 2, 1.0, [&] { t0 = engine.now(); });
-  flows.send(1, 2, 1.0, [&] { t1 = engine.now(); });
-  engine.run();
-  EXPECT_DOUBLE_EQ(t0, 2.0);
-  EXPECT_DOUBLE_EQ(t1, 2.0);
+  for (const bool noop_between : {false, true}) {
+    sim::Engine engine;
+    FlowTransport flows(engine, Topology::star(3, {0.0, 1.0}), {});
+    double t0 = -1, t1 = -1;
+    flows.send(0, 2, 1.0, [&] { t0 = engine.now(); });
+    if (noop_between) engine.call_at(0.0, [] {});
+    flows.send(1, 2, 1.0, [&] { t1 = engine.now(); });
+    engine.run();
+    EXPECT_DOUBLE_EQ(t0, 2.0) << noop_between;
+    EXPECT_DOUBLE_EQ(t1, 2.0) << noop_between;
+  }
 }
 
 // Max-min textbook case 2, the parking lot: A-B-C with unit links; f0 A->C (2 bytes),
