@@ -199,7 +199,11 @@ class EventQueue {
   // the current bucket is spread when it outgrows kLargeHeap and a quarter of all events.
   static constexpr std::size_t kSmall = 64;
   static constexpr std::size_t kLargeHeap = 1024;
-  static constexpr std::size_t kSmallEpochHeap = 4 * kSmall;  // see push()
+  // As soon as the queue is no longer small (see push()): at 4 x kSmall the flow model's
+  // 1,024-rank torus ring, about 90 events pending, stayed in one heap for good, its
+  // sift 13 % of the run; spread at kSmall it runs 7 % faster (2 x kSmall: 4 %), and the
+  // engine benchmark is unchanged.
+  static constexpr std::size_t kSmallEpochHeap = kSmall;
   // Epochs over that many pending events or fewer span kLongEpochRanges times their
   // range (see new_epoch); larger ones span one. Measured in bench/engine_bench.cpp.
   static constexpr std::size_t kLongEpochsUpTo = 4096;
