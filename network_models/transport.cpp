@@ -356,7 +356,7 @@ void FlowTransport::transmit(std::span<const int> links, double bytes, int messa
   // whatever else starts at this instant: a flow that joins it later marks the links
   // dirty, and the solve gives both their shares. Its completion candidate waits in the
   // open batch for the solve, as the others' do.
-  if (double bottleneck; attach_if_alone(id, bottleneck)) start_alone(id, bottleneck);
+  if (double bottleneck; attach_if_alone(id, bottleneck)) give_alone_rate(id, engine_.now(), bottleneck);
   defer_solve();  // settled once the start event's transfers have all started
 }
 
@@ -505,26 +505,21 @@ void FlowTransport::solve() {
 // A flow alone on its links gets the bottleneck bandwidth. Solving it twice at one
 // instant is harmless: nothing has moved since (rate * 0), and the rate is the same.
 void FlowTransport::solve_alone(int id, double now) {
+  double rate = std::numeric_limits<double>::infinity();
+  for (int l : flows_[id].links()) rate = std::min(rate, links_[l].bandwidth);
+  give_alone_rate(id, now, rate);
+}
+
+void FlowTransport::give_alone_rate(int id, double now, double rate) {
   Flow& f = flows_[id];
   f.seen = false;
   f.remaining = std::max(0.0, f.remaining - f.rate * (now - f.updated_at));
   f.updated_at = now;
-  double rate = std::numeric_limits<double>::infinity();
-  for (int l : f.links()) rate = std::min(rate, links_[l].bandwidth);
   if (rate != f.rate) {  // otherwise its completion entry is still right
     f.rate = rate;
     ++f.version;
     due_.push({later(now, f.remaining / f.rate), f.start_order, id, f.version});
   }
-}
-
-// solve_alone for a flow that has just started: no bytes moved, no rate yet.
-void FlowTransport::start_alone(int id, double rate) {
-  Flow& f = flows_[id];
-  if (rate == f.rate) return;  // 0: a link without bandwidth, as solve_alone leaves it
-  f.rate = rate;
-  ++f.version;
-  due_.push({later(f.updated_at, f.remaining / rate), f.start_order, id, f.version});
 }
 
 // Progressive filling over component_flows_ and the links component_links_[first_link..].

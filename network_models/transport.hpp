@@ -343,7 +343,8 @@ class FlowTransport final : public Transport {
   // attach(id), marking its links dirty only when it shares one: true when it is alone
   // (and then `bottleneck` is its links' smallest bandwidth).
   bool attach_if_alone(int id, double& bottleneck);
-  void start_alone(int id, double rate);  // solve_alone(id, now) for a flow starting now
+  // solve_alone's second half, the rate known: the flow's own links' bottleneck.
+  void give_alone_rate(int id, double now, double rate);
   void detach(int id);
 
   std::vector<Flow> flows_;

@@ -111,7 +111,7 @@ TEST(Collectives, LateArrivalShiftsTheRing) {
 // Max-min textbook case 1: two flows into one rank through a switch share its link.
 // Also when the second starts in an event of its own at the same instant (a no-op
 // between the two starts): the first, alone on its links when it starts, is given the
-// whole link at once (FlowTransport::start_alone), and the second's joining it must
+// whole link at once (FlowTransport::transmit), and the second's joining it must
 // still halve that before any byte moves.
 TEST(FlowModel, TwoFlowsOnOneLinkEachGetHalf) {
   for (const bool noop_between : {false, true}) {
@@ -200,10 +200,11 @@ TEST(FlowModel, SendsStartingTogetherShareOneEvent) {
 
 // The rates at an instant are solved once every transfer starting then has started: in
 // an event of its own after the others due then, or, when nothing else is due then, at
-// the end of the event that started them (and of the completion that freed the links),
-// which fires the same events in the same order less the solve's. One message alone:
-// its start and its completion. With a no-op due at its start instant, after it: the
-// start, the no-op, the solve, the completion. It arrives at the same time either way.
+// the end of the event that started them, which fires the same events in the same order
+// less the solve's (a completion that leaves its links empty needs no solve at all).
+// One message alone: its start and its completion. With a no-op due at its start
+// instant, after it: the start, the no-op, the solve, the completion. It arrives at the
+// same time either way.
 TEST(FlowModel, SolvesAtTheEndOfAnEventWithNothingElseDue) {
   auto run = [&](bool noop_at_start) {
     sim::Engine engine;
