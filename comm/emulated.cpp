@@ -74,9 +74,11 @@ class EmulatedCommunicator final : public Communicator {
     double seconds = world_.timing_.run(cost, work);
     const auto& slow = world_.timing_.slowdown;
     if (!slow.empty()) seconds *= slow.at(rank_);
-    count_compute(seconds);
+    // What the clock advances by: the seconds on the engine's time grid.
+    const double done_at = world_.engine_.after(seconds);
+    count_compute(done_at - now());
     auto done = std::make_shared<sim::Completion>(world_.engine_);
-    done->fire_at(now() + seconds);
+    done->fire_at(done_at);
     return Op(std::make_shared<EmulatedOp>(std::move(done)));
   }
 

@@ -10,7 +10,8 @@
 //
 // Recorded: each member's shape, each rank's arrival and done times relative to the
 // head's first arrival, and when the period ended. Keyed by the head's key (shape,
-// perturbation epoch, binade and last bit, relative arrivals), like a single collective's record.
+// perturbation epoch, shift domain and last bit, relative arrivals), like a single
+// collective's record.
 //
 // Replayed: at the head's last arrival, as a single record is. Its messages are
 // cancelled, its ranks finish at the recorded times; each later collective that starts
@@ -18,7 +19,7 @@
 // arrive at exactly the recorded time: then it sends nothing and finishes its ranks at
 // the recorded times too. Why that is exact: the network state at every instant of the
 // period is a function of the members' shapes and arrival times only (nothing else is on
-// it), and the binade argument of collective_reuse.hpp makes the shifted period compute
+// it), and the shift argument of collective_reuse.hpp makes the shifted period compute
 // the recorded offsets. Anything else (another shape, an arrival at another time, a
 // message of anyone else before the end, a member that never comes) is a ReuseConflict:
 // the head's shape is forbidden and the run starts again.
@@ -46,7 +47,7 @@ struct PeriodRecord {
 // that something else touched stops recording and is dropped when they are done.
 struct OpenPeriod {
   double first_arrival = 0.0;
-  int binade = 0;
+  int shift_domain = 0;
   int last_bit = 0;
   std::uint64_t ties_before = 0;  // the transport's rounding ties before the head's first arrival
   std::uint64_t perturbation_epoch = 0;

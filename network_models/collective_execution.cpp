@@ -36,6 +36,12 @@ void ScheduledExecution::arrive(int rank) {
   if (watch_.reuse) {
     if (watch_.arrived++ == 0) watch_first_arrival();
     if (watch_.replay) return arrive_replayed(rank);
+    // Shifts are exact for times on the grid (or in one binade): one that is not, which
+    // nothing in the simulation computes, is not recorded.
+    if (!transport_.engine().time_grid().on_grid(transport_.engine().now())) {
+      watch_.candidate = false;
+      if (watch_.period) watch_.period->recording = false;
+    }
     if (watch_.candidate) watch_.arrival[rank] = transport_.engine().now() - watch_.first_arrival;
     if (watch_.period) record_in_period(rank, true);
   }
@@ -68,13 +74,15 @@ void ScheduledExecution::watch_first_arrival() {
   auto& w = watch_;
   const double now = transport_.engine().now();
   ++w.reuse->stats().collectives;
-  // Times in one binade shift exactly (normal, positive); flows in flight would share
-  // the links (the flow model); jitter draws would be consumed differently.
+  // Times of one shift domain shift exactly (the time grid, or a binade: sim/time_grid.hpp);
+  // flows in flight would share the links (the flow model); jitter draws would be
+  // consumed differently.
+  const auto& grid = transport_.engine().time_grid();
   const bool idle = transport_.messages_in_flight() == transport_.messages_being_delivered();
-  w.candidate = w.reuse->allowed(w.shape) && std::isnormal(now) && now > 0 && !transport_.jitters() &&
+  w.candidate = w.reuse->allowed(w.shape) && grid.shifts_exactly(now) && grid.on_grid(now) && !transport_.jitters() &&
                 (!transport_.messages_interact() || idle);
   w.first_arrival = now;
-  w.binade = std::ilogb(now);
+  w.shift_domain = grid.shift_domain(now);
   w.last_bit = last_mantissa_bit(now);
   w.ties_before = transport_.rounding_ties();
   w.perturbation_epoch = transport_.perturbation_epoch();
@@ -94,7 +102,7 @@ bool ScheduledExecution::isolated(bool but_now) const {
 }
 
 ReuseKey ScheduledExecution::reuse_key() const {
-  return {watch_.shape, watch_.perturbation_epoch, watch_.binade, watch_.last_bit, watch_.arrival};
+  return {watch_.shape, watch_.perturbation_epoch, watch_.shift_domain, watch_.last_bit, watch_.arrival};
 }
 
 // Every rank has arrived: the key is complete. With a record, replay; under the flow
@@ -136,12 +144,14 @@ void ScheduledExecution::commit_replay(const ReuseRecord& record) {
 }
 
 // What both replays check and do first: the window up to `end` lies in the first
-// arrival's binade with no perturbation in it, and the ranks done before the last
+// arrival's shift domain with no perturbation in it, and the ranks done before the last
 // arrival were done at the recorded times; then the collective is the replay's (its
 // messages dropped). False: it is simulated.
 bool ScheduledExecution::take_over(double end, const std::vector<double>& done) {
   auto& w = watch_;
-  if (std::ilogb(end) != w.binade || transport_.next_perturbation_at_or_after(w.first_arrival) <= end) return false;
+  if (transport_.engine().time_grid().shift_domain(end) != w.shift_domain ||
+      transport_.next_perturbation_at_or_after(w.first_arrival) <= end)
+    return false;
   for (int r = 0; r < schedule_->size(); ++r)
     if (!std::isnan(w.done_at[r]) && w.done_at[r] != done[r]) return false;
   w.candidate = false;
@@ -194,7 +204,7 @@ void ScheduledExecution::enter_busy_period(bool network_idle) {
     if (!w.candidate) return;
     open = std::make_shared<OpenPeriod>();
     open->first_arrival = now;
-    open->binade = w.binade;
+    open->shift_domain = w.shift_domain;
     open->last_bit = w.last_bit;
     open->ties_before = w.ties_before;
     open->perturbation_epoch = w.perturbation_epoch;
@@ -243,7 +253,7 @@ void ScheduledExecution::maybe_close_member() {
 }
 
 // The last member is done: the network is idle again. Kept when nothing else touched
-// the network, it is all in one binade, and it has more than one member (one alone is a
+// the network, it is all in one shift domain, and it has more than one member (one alone is a
 // single collective's record).
 void ScheduledExecution::finish_period(OpenPeriod& p) {
   auto& reuse = *watch_.reuse;
@@ -251,7 +261,8 @@ void ScheduledExecution::finish_period(OpenPeriod& p) {
   auto& members = p.record.members;
   if (!p.recording || members.size() < 2) return;
   const double now = transport_.engine().now();
-  if (std::ilogb(now) != p.binade || transport_.perturbation_epoch() != p.perturbation_epoch ||
+  if (transport_.engine().time_grid().shift_domain(now) != p.shift_domain ||
+      transport_.perturbation_epoch() != p.perturbation_epoch ||
       transport_.messages_sent() - p.sends_before != p.member_sends)
     return;
   // A later member is finished by the replay once all its ranks have arrived: one with a
@@ -264,7 +275,7 @@ void ScheduledExecution::finish_period(OpenPeriod& p) {
   p.record.end = now - p.first_arrival;
   p.recording = false;
   const int last_bit = transport_.rounding_ties() == p.ties_before ? kAnyLastBit : p.last_bit;
-  ReuseKey key{members[0].shape, p.perturbation_epoch, p.binade, last_bit, members[0].arrival};
+  ReuseKey key{members[0].shape, p.perturbation_epoch, p.shift_domain, last_bit, members[0].arrival};
   reuse.store_period(std::move(key), std::move(p.record));
   ++reuse.stats().recorded;
 }
@@ -301,7 +312,9 @@ void ScheduledExecution::commit_period_replay(const PeriodRecord& record) {
 void ScheduledExecution::arrive_replayed(int rank) {
   auto& replay = *watch_.replay;
   const auto& m = replay.record->members[static_cast<std::size_t>(watch_.member)];
-  if (transport_.engine().now() - replay.first_arrival != m.arrival[rank]) period_conflict(replay);
+  const double now = transport_.engine().now();
+  if (!transport_.engine().time_grid().on_grid(now) || now - replay.first_arrival != m.arrival[rank])
+    period_conflict(replay);
   if (watch_.arrived < schedule_->size()) return;
   --replay.arriving;
   finish_at_recorded_times(m.done, m.order, replay.first_arrival, false);
@@ -321,7 +334,7 @@ void ScheduledExecution::maybe_record() {
   w.recorded = true;
   w.candidate = false;
   const double now = transport_.engine().now();
-  if (std::ilogb(now) != w.binade) return;
+  if (transport_.engine().time_grid().shift_domain(now) != w.shift_domain) return;
   ReuseRecord record;
   record.done = w.done_at;
   record.order = w.order;
@@ -415,7 +428,7 @@ ClosedFormExecution::ClosedFormExecution(sim::Engine& engine, int ranks, double 
 void ClosedFormExecution::arrive(int) {
   last_ = engine_.now();
   if (++arrived_ < ranks_) return;
-  const double finish = last_ + seconds_;
+  const double finish = engine_.time_grid().later(last_, seconds_);
   for (int r = 0; r < ranks_; ++r) engine_.call_at(finish, [done = done_, r] { done(r); });
 }
 

@@ -98,7 +98,7 @@ class ScheduledExecution final : public Execution,
     bool replayed = false;
     bool recorded = false;
     double first_arrival = 0.0;
-    int binade = 0;
+    int shift_domain = 0;  // of the first arrival (sim::TimeGrid)
     int last_bit = 0;  // of the first arrival: collective_reuse.hpp
     std::uint64_t ties_before = 0;  // the transport's rounding ties before the first arrival
     std::uint64_t perturbation_epoch = 0;

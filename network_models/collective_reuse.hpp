@@ -8,19 +8,28 @@
 // each rank's done time relative to the first arrival. A later collective with the same
 // key skips its messages and finishes every rank at first arrival + the recorded offset.
 //
-// Why that is exact, bit for bit: inside one binade [2^e, 2^(e+1)) doubles lie on one
-// grid, so shifting every absolute time of a computation by an even multiple of that
-// grid's step shifts every sum t + d and leaves every difference t - u unchanged, as
-// long as all of them stay in the binade; the transports only ever add durations to
-// times and subtract times. Even, because a sum that falls exactly halfway between two
-// grid points rounds to the one whose last mantissa bit is 0: an odd shift flips that
-// choice (it happens: a duration whose lowest set bit is half the step makes every sum
-// a tie). So a collective whose whole window (first arrival to last done) lies in the
-// binade of the recorded one, and whose first arrival has the same last mantissa bit,
-// computes exactly the recorded offsets, shifted. Whether a sum is a tie does not
-// change with the shift, so a record whose window had none (Transport::rounding_ties,
-// nearly always) is replayed whatever the bit; one with a tie is keyed by the bit too.
-// Windows that straddle a power of two are never reused.
+// Why that is exact, bit for bit: the transports only ever add durations to times
+// (Transport::later) and subtract times, so a window computes the same offsets from its
+// first arrival wherever it lies, as long as shifting every time of it is exact:
+// - On the engine's time grid (sim/time_grid.hpp, what scenario runs use), every time
+//   below the horizon (64 s at the default 2^-47 s tick) is a whole number of ticks
+//   and every sum exact: any shift by whole ticks is exact, so one shift domain covers
+//   all of [0, horizon), and a step recorded at 1.3 s replays at 26.7 s. Arrivals off
+//   the grid (none that the simulation computes) are not recorded.
+// - Without a grid, or beyond its horizon, doubles of one binade [2^e, 2^(e+1)) lie on
+//   one grid: shifting every time by an even multiple of its step shifts every sum and
+//   keeps every difference, as long as all of them stay in the binade; the shift domain
+//   is the binade. Even, because a sum that falls exactly halfway between two grid
+//   points rounds to the one whose last mantissa bit is 0: an odd shift flips that
+//   choice (it happens: a duration whose lowest set bit is half the step makes every
+//   sum a tie). So a collective whose whole window (first arrival to last done) lies in
+//   the binade of the recorded one, and whose first arrival has the same last mantissa
+//   bit, computes exactly the recorded offsets, shifted. Whether a sum is a tie does not
+//   change with the shift, so a record whose window had none (Transport::rounding_ties,
+//   nearly always, and always on the grid, where sums are exact) is replayed whatever
+//   the bit; one with a tie is keyed by the bit too.
+// Windows that straddle two shift domains (a power of two off the grid, the horizon on
+// it) are never reused.
 //
 // What else disables reuse for a collective: jitter (its draws are consumed per
 // message), a bandwidth change or link failure inside the window (the key holds how
@@ -50,9 +59,9 @@ namespace dtsim::net {
 struct ReuseKey {
   std::string shape;                 // the collective: kind, sizes, algorithm, root, ranks
   std::uint64_t perturbation_epoch;  // bandwidth changes and failures fired before it
-  int binade;                        // std::ilogb of the first arrival time
+  int shift_domain;                  // of the first arrival (sim::TimeGrid::shift_domain)
   int last_bit;                      // the first arrival's lowest mantissa bit; kAnyLastBit: no tie
-  std::vector<double> arrival;       // per rank: arrival - first arrival (exact in the binade)
+  std::vector<double> arrival;       // per rank: arrival - first arrival (exact in the domain)
   auto operator<=>(const ReuseKey&) const = default;
 };
 

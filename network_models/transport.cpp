@@ -16,6 +16,9 @@ Transport::Transport(sim::Engine& engine, Topology topology, Perturbations pertu
     : engine_(engine), topology_(std::move(topology)), perturbations_(std::move(perturbations)),
       jitter_rng_(perturbations_.jitter_seed), last_route_(static_cast<std::size_t>(topology_.nodes())) {
   for (const auto& link : topology_.links()) bandwidth_.push_back(link.params.bandwidth_bytes_per_s);
+  // On the engine's time grid, as every time the simulation computes.
+  for (auto& change : perturbations_.bandwidth_trace) change.time_s = engine_.time_grid().round(change.time_s);
+  for (auto& failure : perturbations_.failures) failure.time_s = engine_.time_grid().round(failure.time_s);
   for (const auto& change : perturbations_.bandwidth_trace) {
     if (!(change.bandwidth_bytes_per_s > 0))
       throw std::invalid_argument(fmt::format("bandwidth trace: link {}-{} needs bandwidth > 0", change.a, change.b));

@@ -131,8 +131,10 @@ class Transport : private sim::Engine::Handler {
   // Schedules deliver(message) at absolute time `t`.
   void deliver_at(double t, int message);
   // Time `t` plus duration `d` (both non-negative), as every time a transport computes:
-  // t + d, counting rounding_ties() when asked to.
+  // t + d on the engine's time grid (d in whole ticks below its horizon, so the sum is
+  // exact: sim/time_grid.hpp), counting rounding_ties() when asked to.
   double later(double t, double d) {
+    d = engine_.time_grid().duration_at(t, d);
     const double sum = t + d;
     if (count_ties_) {
       // Fast2Sum (the larger operand first): the rounding error of the sum, exactly.

@@ -386,7 +386,7 @@ std::vector<double> rank_mean(const std::vector<comm::ReplayRecord>& records,
 void replay_attempt(const Scenario& s, const net::Topology& topology, const std::vector<const comm::OpTrace*>& traces,
                     bool slow, const RunOptions& options, RunResult& result,
                     const std::shared_ptr<net::CollectiveReuse>& reuse) {
-  sim::Engine engine;
+  sim::Engine engine(s.time_grid());
   auto network = std::make_shared<net::Network>(engine, topology, s.network, reuse);
   comm::ComputeTiming replay_timing;
   replay_timing.model = comm::replay_compute_model();
@@ -532,7 +532,7 @@ double RunResult::mean_calls() const { return mean(calls); }
 double RunResult::mean_compute_time_s() const { return mean(compute_time_s); }
 
 static RunResult emulated_attempt(const Scenario& s, const RunOptions& options, const std::shared_ptr<net::CollectiveReuse>& reuse) {
-  sim::Engine engine;
+  sim::Engine engine(s.time_grid());
   auto network = std::make_shared<net::Network>(engine, net::make_topology(s.topology, s.ranks, s.network.nominal),
                                                 s.network, reuse);
   const auto& topology = network->topology();

@@ -53,6 +53,18 @@ void check_topology_and_links(const Scenario& s) {
   net::check_network_links(s.network, *topology);
 }
 
+// "time_resolution_s": the simulated clock's tick, rounded down to a power of two so
+// that whole ticks add exactly (sim/time_grid.hpp); 0 turns the grid off.
+double parse_time_resolution(ObjectReader& root) {
+  constexpr double kFinest = 1e-18, kCoarsest = 1e-3;
+  const double seconds = root.number("time_resolution_s", 1e-14, 0.0, kCoarsest);
+  if (seconds > 0 && seconds < kFinest)
+    throw ScenarioError("/time_resolution_s", ErrorKind::out_of_range,
+                        fmt::format("expected 0 (plain doubles) or a tick of {:g} to {:g} s, got {:g}", kFinest,
+                                    kCoarsest, seconds));
+  return sim::TimeGrid::from_resolution(seconds).tick();
+}
+
 }  // namespace
 
 Scenario parse_scenario(const json& doc) {
@@ -66,6 +78,7 @@ Scenario parse_scenario(const json& doc) {
   s.seed = static_cast<std::uint64_t>(root.integer("seed", 0, 0, kIntMax));
   s.eval_every = root.integer("eval_every", 0, 0, kIntMax);
   s.timing_only = root.boolean("timing_only", false);
+  s.time_resolution_s = parse_time_resolution(root);
   {
     auto w = root.object("workload", true);
     s.workload = workloads::parse_workload_section(w, {.ranks = s.ranks});
@@ -161,6 +174,7 @@ json Scenario::to_json() const {
           {"seed", seed},
           {"eval_every", eval_every},
           {"timing_only", timing_only},
+          {"time_resolution_s", time_resolution_s},
           {"workload", workloads::workload_section_json(workload)},
           {"algorithm", algorithms::algorithm_section_json(algorithm)},
           {"topology", net::topology_section_json(topology)},

@@ -23,6 +23,7 @@
 #include "network_models/network.hpp"
 #include "network_models/topology_spec.hpp"
 #include "config/scenario_error.hpp"
+#include "sim/time_grid.hpp"
 #include "workloads/workload_spec.hpp"
 
 namespace dtsim::runner {
@@ -46,6 +47,10 @@ struct Scenario {
   // on the simulated network: times, bits and traffic for thousands of ranks in the memory
   // of one; no loss or accuracy (runner/run.hpp).
   bool timing_only = false;
+  // The simulated clock's tick (sim/time_grid.hpp), a power of two: 2^-47 s (about
+  // 7.1 fs, the spacing of doubles at 32 to 64 s) unless the scenario says otherwise;
+  // 0: plain doubles.
+  double time_resolution_s = 0x1p-47;
   algorithms::AlgorithmSpec algorithm;
   net::TopologySpec topology;
   net::NetworkConfig network;  // model, nominal link (latency, bandwidth), perturbations, algorithms
@@ -53,6 +58,8 @@ struct Scenario {
 
   // The scenario with every default filled in, as echoed into results.
   nlohmann::json to_json() const;
+  // The engine's time grid for emulated runs of it.
+  sim::TimeGrid time_grid() const { return sim::TimeGrid::from_resolution(time_resolution_s); }
 };
 
 Scenario parse_scenario(const nlohmann::json& doc);

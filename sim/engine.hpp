@@ -1,4 +1,6 @@
-// sim::Engine: the discrete-event core. Simulated time is a double in seconds.
+// sim::Engine: the discrete-event core. Simulated time is a double in seconds, on the
+// engine's time grid when it has one (time_grid.hpp: durations added through after() or
+// time_grid().later() are whole ticks, so sums of times are exact).
 //
 // Events fire in order of (time, insertion sequence): ties go to the event scheduled
 // first, so a run is a deterministic function of its inputs. An event either resumes a
@@ -26,6 +28,7 @@
 
 #include "sim/event_queue.hpp"
 #include "sim/task.hpp"
+#include "sim/time_grid.hpp"
 
 namespace dtsim::sim {
 
@@ -62,12 +65,17 @@ class Engine {
   };
 
   Engine() = default;
+  explicit Engine(TimeGrid grid) : grid_(grid) {}
   ~Engine();
   // Scheduled coroutines, Completions and root programs point back at this engine.
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
   double now() const noexcept { return now_; }
+  const TimeGrid& time_grid() const noexcept { return grid_; }
+  // The time `d` seconds (>= 0) from now, as the simulation computes it: the duration
+  // rounded to the grid's ticks below its horizon (time_grid.hpp).
+  double after(double d) const noexcept { return grid_.later(now_, d); }
   std::uint64_t events_fired() const noexcept { return fired_; }
   // Events ever scheduled (and sequences reserved): unchanged between two calls when
   // nothing was scheduled in between, so an event scheduled then would have followed the
@@ -117,7 +125,7 @@ class Engine {
       Engine& engine;
       double dt;
       bool await_ready() const noexcept { return dt <= 0.0; }
-      void await_suspend(std::coroutine_handle<> h) { engine.resume_at(engine.now() + dt, h); }
+      void await_suspend(std::coroutine_handle<> h) { engine.resume_at(engine.after(dt), h); }
       void await_resume() const noexcept {}
     };
     return Awaiter{*this, dt};
@@ -135,6 +143,7 @@ class Engine {
   void rethrow_first_failure();
   void abandon() noexcept;
 
+  TimeGrid grid_;
   double now_ = 0.0;
   std::uint64_t next_seq_ = 0;  // events ever scheduled: the sequence of the next one
   std::uint64_t fired_ = 0;

@@ -49,17 +49,18 @@ void run_attempts(CollectiveReuse& reuse, const std::function<void()>& attempt, 
   out.stats = reuse.stats();
 }
 
-// Runs the jobs (and `extra` traffic) on a fresh engine; with `reuse`, through
-// run_with_reuse, so that a conflict restarts the run.
+// Runs the jobs (and `extra` traffic) on a fresh engine with time grid `grid` (none:
+// plain doubles); with `reuse`, through run_with_reuse, so that a conflict restarts the
+// run. `on_grid`: the arrivals rounded to the grid, as every time a run computes is.
 Outcome run(const Topology& topology, NetworkConfig cfg, const std::vector<Job>& jobs, bool reuse,
-            const Extra& extra = {}) {
+            const Extra& extra = {}, sim::TimeGrid grid = {}, bool on_grid = true) {
   cfg.reuse_collectives = reuse;
   auto shared = std::make_shared<CollectiveReuse>(reuse);
   Outcome out;
   auto attempt = [&] {
     out.done.assign(jobs.size(), std::vector<double>(static_cast<std::size_t>(topology.size()), -1.0));
     out.extra.clear();
-    sim::Engine engine;
+    sim::Engine engine(grid);
     Network network(engine, topology, cfg, shared);
     std::vector<std::shared_ptr<Execution>> executions;
     for (std::size_t k = 0; k < jobs.size(); ++k) {
@@ -70,8 +71,10 @@ Outcome run(const Topology& topology, NetworkConfig cfg, const std::vector<Job>&
       spec = network.resolve(spec);
       auto schedule = std::make_shared<const Schedule>(make_schedule(spec));
       auto exec = network.collective(spec, schedule, [&, k](int r) { out.done[k][r] = engine.now(); });
-      for (int r = 0; r < topology.size(); ++r)
-        engine.call_at(jobs[k].start + jobs[k].offsets[static_cast<std::size_t>(r)], [exec, r] { exec->arrive(r); });
+      for (int r = 0; r < topology.size(); ++r) {
+        const double at = jobs[k].start + jobs[k].offsets[static_cast<std::size_t>(r)];
+        engine.call_at(on_grid ? grid.round(at) : at, [exec, r] { exec->arrive(r); });
+      }
       executions.push_back(exec);
     }
     if (extra) extra(engine, network, out.extra);
@@ -151,6 +154,59 @@ TEST(CollectiveReuse, WindowsAcrossAPowerOfTwoAreSimulated) {
     EXPECT_LT(without.done[2][0] - 2.0, 2e-3) << "the third collective must straddle 2 s";
     EXPECT_GT(without.done[2][0], 2.0);
   }
+}
+
+// On the time grid (sim/time_grid.hpp: every duration whole ticks of 2^-40 s) sums are
+// exact wherever they lie below the horizon, so the same collectives as above replay
+// across 2 s: one record, four replays, the same times as the simulation.
+TEST(CollectiveReuse, OnTheGridWindowsAcrossAPowerOfTwoReplay) {
+  const auto topology = Topology::ring(8, {5e-6, 1.25e9});
+  const auto grid = sim::TimeGrid::power_of_two(-40);
+  std::vector<Job> jobs;
+  for (double start : {1.90, 1.95, 2.0 - 5e-4, 2.05, 2.10}) jobs.push_back({start, offsets(8, 0.0)});
+  for (const char* model : {"alpha_beta", "flow"}) {
+    const auto with = run(topology, config(model), jobs, true, {}, grid);
+    const auto without = run(topology, config(model), jobs, false, {}, grid);
+    EXPECT_EQ(with.done, without.done) << model;
+    EXPECT_EQ(with.stats.recorded, 1u) << model;
+    EXPECT_EQ(with.stats.replayed, 4u) << model;
+    EXPECT_GT(without.done[2][0], 2.0) << "the third collective must straddle 2 s";
+    for (const auto& d : with.done)
+      for (double t : d) EXPECT_TRUE(grid.on_grid(t)) << t;
+  }
+}
+
+// The grid's horizon (2^53 ticks: 8 s with ticks of 2^-50 s) bounds it: beyond it
+// durations add as plain doubles, so a window across it is simulated, and the binades
+// beyond it are shift domains of their own.
+TEST(CollectiveReuse, OnTheGridWindowsAcrossTheHorizonAreSimulated) {
+  const auto topology = Topology::ring(8, {5e-6, 1.25e9});
+  const auto grid = sim::TimeGrid::power_of_two(-50);
+  ASSERT_EQ(grid.horizon(), 8.0);
+  std::vector<Job> jobs;
+  for (double start : {7.90, 7.95, 8.0 - 5e-4, 8.05, 8.10}) jobs.push_back({start, offsets(8, 0.0)});
+  for (const char* model : {"alpha_beta", "flow"}) {
+    const auto with = run(topology, config(model), jobs, true, {}, grid);
+    const auto without = run(topology, config(model), jobs, false, {}, grid);
+    EXPECT_EQ(with.done, without.done) << model;
+    EXPECT_EQ(with.stats.recorded, 2u) << model;  // at 7.90 and 8.05
+    EXPECT_EQ(with.stats.replayed, 2u) << model;  // at 7.95 and 8.10
+    EXPECT_GT(without.done[2][0], 8.0);
+  }
+}
+
+// Arrivals off the grid (scheduled from outside, unrounded: nothing the simulation
+// computes is) are not recorded: shifting them is not exact.
+TEST(CollectiveReuse, ArrivalsOffTheGridAreNotRecorded) {
+  const auto topology = Topology::ring(8, {5e-6, 1.25e9});
+  const auto grid = sim::TimeGrid::power_of_two(-40);
+  const auto jobs = repeated(8, 4, 1.0, 0.05, 3e-5);  // 1.05, 1.10, ...: not whole ticks of 2^-40 s
+  ASSERT_FALSE(grid.on_grid(jobs[1].start));
+  const auto with = run(topology, config("flow"), jobs, true, {}, grid, false);
+  EXPECT_EQ(with.done, run(topology, config("flow"), jobs, false, {}, grid, false).done);
+  EXPECT_EQ(with.stats.collectives, 4u);
+  EXPECT_EQ(with.stats.recorded, 0u);
+  EXPECT_EQ(with.stats.replayed, 0u);
 }
 
 // Other relative arrival times are another key: nothing to replay.
@@ -245,7 +301,8 @@ struct Chain {
   }
 };
 
-Outcome run_chain(const Topology& topology, NetworkConfig cfg, const Chain& chain, bool reuse, const Extra& extra = {}) {
+Outcome run_chain(const Topology& topology, NetworkConfig cfg, const Chain& chain, bool reuse, const Extra& extra = {},
+                  sim::TimeGrid grid = {}) {
   cfg.reuse_collectives = reuse;
   auto shared = std::make_shared<CollectiveReuse>(reuse);
   const int n = topology.size();
@@ -255,7 +312,7 @@ Outcome run_chain(const Topology& topology, NetworkConfig cfg, const Chain& chai
   auto attempt = [&] {
     out.done.assign(first.back(), std::vector<double>(static_cast<std::size_t>(n), -1.0));
     out.extra.clear();
-    sim::Engine engine;
+    sim::Engine engine(grid);
     Network network(engine, topology, cfg, shared);
     std::vector<std::shared_ptr<Execution>> executions(out.done.size());
     std::function<void(int, int, int)> enter = [&](int step, int k, int rank) {
@@ -274,13 +331,13 @@ Outcome run_chain(const Topology& topology, NetworkConfig cfg, const Chain& chai
                                              const int next_step = last ? step + 1 : step, next_k = last ? 0 : k + 1;
                                              const double wait = (last ? chain.gap : 0.0) + chain.delay(next_step, next_k, r);
                                              if (wait == 0.0) enter(next_step, next_k, r);
-                                             else engine.call_at(engine.now() + wait, [&, next_step, next_k, r] { enter(next_step, next_k, r); });
+                                             else engine.call_at(engine.after(wait), [&, next_step, next_k, r] { enter(next_step, next_k, r); });
                                            });
       }
       executions[i]->arrive(rank);
     };
     for (int r = 0; r < n; ++r)
-      engine.call_at(chain.start + chain.delay(0, 0, r), [&, r] { enter(0, 0, r); });
+      engine.call_at(grid.round(chain.start + chain.delay(0, 0, r)), [&, r] { enter(0, 0, r); });
     if (extra) extra(engine, network, out.extra);
     engine.run();
   };
@@ -337,6 +394,24 @@ TEST(BusyPeriods, PeriodsAcrossAPowerOfTwoAreSimulated) {
   // replayed.
   EXPECT_EQ(with.stats.recorded, 3u);
   EXPECT_EQ(with.stats.replayed, 12u);
+}
+
+// On the time grid the same steps replay across 2 s: the first step (all ranks at once)
+// and the second (entered as every later one is) recorded, steps 3 to 8 replayed, where
+// plain doubles simulate four of the eight.
+TEST(BusyPeriods, OnTheGridPeriodsAcrossAPowerOfTwoReplay) {
+  const auto torus = Topology::torus({4, 4}, {5e-6, 1.25e9});
+  const auto grid = sim::TimeGrid::power_of_two(-40);
+  auto chain = three_partitions();
+  chain.start = 1.824;
+  const auto with = run_chain(torus, config("flow"), chain, true, {}, grid);
+  const auto without = run_chain(torus, config("flow"), chain, false, {}, grid);
+  EXPECT_EQ(with.done, without.done);
+  ASSERT_LT(*std::max_element(without.done[8].begin(), without.done[8].end()) + chain.gap, 2.0);
+  ASSERT_GT(*std::min_element(without.done[11].begin(), without.done[11].end()), 2.0);
+  EXPECT_EQ(with.stats.recorded, 2u);
+  EXPECT_EQ(with.stats.replayed, 18u);
+  EXPECT_EQ(with.stats.restarts, 0u);
 }
 
 // What the record cannot foresee, in a replayed period: a straggler entering a later
