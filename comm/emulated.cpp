@@ -25,6 +25,11 @@ class EmulatedOp final : public OpState {
   std::shared_ptr<sim::Completion> done_;
 };
 
+// What a rank puts on links for a planned collective, in whole bytes.
+std::uint64_t wire_bytes(const net::CollectivePlan& plan, int rank) {
+  return static_cast<std::uint64_t>(std::llround(plan.bytes_sent[static_cast<std::size_t>(rank)]));
+}
+
 void require_contiguous(const at::Tensor& t, const char* op) {
   if (!t.defined() || !t.is_contiguous())
     throw std::invalid_argument(fmt::format("{}: tensor must be defined and contiguous", op));
@@ -40,7 +45,7 @@ struct EmulatedWorld::PendingCollective {
   int finished = 0;
   net::CollectiveSpec spec;
   std::shared_ptr<net::Execution> execution;
-  std::vector<std::uint64_t> bytes_sent;  // per rank, from the schedule
+  std::shared_ptr<const net::CollectivePlan> plan;  // its schedule and per-rank bytes
   std::vector<at::Tensor> tensors;
   std::vector<std::vector<at::Tensor>*> gather_outputs;
   std::vector<std::shared_ptr<sim::Completion>> done;
@@ -231,7 +236,7 @@ void EmulatedWorld::arrive(int rank, std::uint64_t seq, CollectiveKind kind, con
       }
       start(p, seq);
       auto execution = p.execution;  // `p` is erased when the last rank is done
-      for (int r = 0; r < n; ++r) ranks_[r]->add_wire_bytes(p.bytes_sent[r]);
+      for (int r = 0; r < n; ++r) ranks_[r]->add_wire_bytes(wire_bytes(*p.plan, r));
       for (int r = 0; r < n; ++r) execution->arrive(r);
     }
     return;
@@ -243,17 +248,17 @@ void EmulatedWorld::arrive(int rank, std::uint64_t seq, CollectiveKind kind, con
     for (int r = 1; r < n; ++r) p.result.add_(p.tensors[r]);
     if (p.variant == static_cast<int>(ReduceOp::Average)) p.result.div_(n);
   }
-  ranks_[rank]->add_wire_bytes(p.bytes_sent[rank]);  // charged to the step that issued it
+  ranks_[rank]->add_wire_bytes(wire_bytes(*p.plan, rank));  // charged to the step that issued it
   auto execution = p.execution;  // `p` is erased when the last rank is done
   execution->arrive(rank);
 }
 
-// Builds the collective's schedule, charges every rank its wire bytes, and starts it.
+// Plans the collective (its schedule and per-rank bytes, built once per distinct spec)
+// and starts it.
 void EmulatedWorld::start(PendingCollective& p, std::uint64_t seq) {
   p.spec = network_->resolve(p.spec);
-  const auto schedule = std::make_shared<const net::Schedule>(net::make_schedule(p.spec));
-  for (int r = 0; r < size(); ++r) p.bytes_sent.push_back(static_cast<std::uint64_t>(std::llround(schedule->bytes_sent(r))));
-  p.execution = network_->collective(p.spec, schedule, [this, seq](int rank) { rank_done(seq, rank); });
+  p.plan = network_->plan(p.spec);
+  p.execution = network_->collective(*p.plan, [this, seq](int rank) { rank_done(seq, rank); });
 }
 
 void EmulatedWorld::rank_done(std::uint64_t seq, int rank) {

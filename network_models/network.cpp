@@ -42,6 +42,24 @@ std::shared_ptr<Execution> Network::collective(const CollectiveSpec& spec, std::
                                               reuse_shape(spec));
 }
 
+std::shared_ptr<const CollectivePlan> Network::plan(const CollectiveSpec& resolved) {
+  std::string shape = reuse_shape(resolved);
+  if (const auto it = plans_.find(shape); it != plans_.end()) return it->second;
+  if (plans_.size() >= kMaxPlans) plans_.clear();  // shapes that do not repeat (data-dependent blocks)
+  auto plan = std::make_shared<CollectivePlan>();
+  plan->spec = resolved;
+  plan->schedule = std::make_shared<const Schedule>(make_schedule(resolved));
+  plan->bytes_sent.reserve(static_cast<std::size_t>(plan->schedule->size()));
+  for (int r = 0; r < plan->schedule->size(); ++r) plan->bytes_sent.push_back(plan->schedule->bytes_sent(r));
+  plan->shape = shape;
+  return plans_.emplace(std::move(shape), std::move(plan)).first->second;
+}
+
+std::shared_ptr<Execution> Network::collective(const CollectivePlan& plan, Execution::RankDone done) {
+  if (model_->closed_form_collectives || !reuse_) return collective(plan.spec, plan.schedule, std::move(done));
+  return std::make_shared<ScheduledExecution>(*transport_, plan.schedule, std::move(done), reuse_.get(), plan.shape);
+}
+
 std::string reuse_shape(const CollectiveSpec& spec) {
   std::string s = fmt::format("{} {} of {} x {} B on {} ranks, root {}", to_string(spec.algorithm), to_string(spec.kind),
                               spec.elements, spec.element_size, spec.ranks, spec.root);
