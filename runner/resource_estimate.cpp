@@ -7,6 +7,7 @@
 #include <deque>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -314,7 +315,8 @@ Detail estimate(const Scenario& s, RunKind kind) {
   // Work: simulated events and set-up visits.
   if (!live) {
     // The analytical model fires one completion per rank, but the emulated world still
-    // builds every schedule and walks it for each rank's bytes sent: bookkeeping steps.
+    // builds the schedule of every distinct collective and walks it for each rank's bytes
+    // sent (net::Network::plan): bookkeeping steps, about one step's collectives' worth.
     const bool analytical = !collectives_routed;
     const double evaluations = s.eval_every > 0 ? std::floor((steps - 1) / d(s.eval_every)) : 0;
     const double calls = steps * f.collectives_per_step, closing = 5 + 2 * evaluations;
@@ -322,7 +324,8 @@ Detail estimate(const Scenario& s, RunKind kind) {
     const double gossip_messages = f.gossips ? calls * R * t.degree : 0.0;
     e.network_events = (analytical ? (calls + closing) * R : main_messages) + gossip_messages + steps * 12 * R;
     e.network_events *= network_model.relative_events_per_message;
-    if (analytical) e.bookkeeping_steps += main_messages;
+    if (analytical)
+      e.bookkeeping_steps += (f.gossips ? 0.0 : f.collectives_per_step * main_cost.messages) + reduce_cost.messages;
     const double bfs = t.nodes + 2 * t.cables;
     if (gossip_graph) e.bookkeeping_steps += 2 * R * bfs;
     if (f.gossips) e.bookkeeping_steps += R * R;  // mixing rows
@@ -550,22 +553,46 @@ void check_resources(const Scenario& s, RunKind kind) {
   }
 }
 
+namespace {
+
+// Measured on 2 cores: about 4e6 events a second (alpha_beta), and ten times as many
+// bookkeeping steps; so 1e9 is minutes and 1e10 an hour.
+const char* how_long(double work) { return work > 10 * kLongRun ? "hours" : work > kLongRun ? "many minutes" : "minutes"; }
+
+// The share of the steps whose collectives collective reuse may replay: on the time grid
+// a step whose ranks enter it as in a step before is replayed, which in training is
+// usually every step from the third (network_models/collective_reuse.hpp); none when
+// reuse is off, jitter consumes draws per message, or the model has closed forms.
+double replayable_share(const Scenario& s) {
+  if (!s.network.reuse_collectives || s.network.perturbations.jitter_s > 0 ||
+      net::network_model(s.network.model).closed_form_collectives || s.steps <= 2)
+    return 0.0;
+  return static_cast<double>(s.steps - 2) / static_cast<double>(s.steps);
+}
+
+}  // namespace
+
 std::optional<std::string> long_run_note(const Scenario& s) {
   const auto e = estimate_resources(s, RunKind::Emulated);
-  // Measured on 2 cores: about 4e6 events a second (alpha_beta), and ten times as many
-  // bookkeeping steps; so 1e9 is minutes and 1e10 an hour.
   const double work = e.network_events + e.bookkeeping_steps / kBookkeepingPerEvent;
   if (work <= kLongRun) return std::nullopt;
-  const char* how_long = work > 10 * kLongRun ? "hours" : "many minutes";
+  // With reuse the simulated steps may be two: say so where that changes the outlook.
+  const double replayed_events = e.network_events * replayable_share(s);
+  const double work_if_replayed = work - replayed_events;
+  if (std::string_view(how_long(work_if_replayed)) != how_long(work) &&
+      e.bookkeeping_steps / kBookkeepingPerEvent <= e.network_events)
+    return fmt::format("note: about {} simulated network events; this run may take {}, or {} if collective reuse "
+                       "replays every step after the second, as it does when steps repeat (network.reuse_collectives)",
+                       count(e.network_events), how_long(work), how_long(work_if_replayed));
   if (e.bookkeeping_steps / kBookkeepingPerEvent > e.network_events)
     return fmt::format("note: about {} steps of bookkeeping (routes, the gossip graph and collective schedules over {} "
                        "ranks on a {} topology); this run may take {}; fewer ranks or steps are faster",
-                       count(e.bookkeeping_steps), s.ranks, topology_shape(s.topology, s.ranks).label, how_long);
+                       count(e.bookkeeping_steps), s.ranks, topology_shape(s.topology, s.ranks).label, how_long(work));
   const auto& alternative = net::network_model(s.network.model).faster_alternative;
   const std::string faster = alternative.empty() ? "" : fmt::format("{}, ", alternative);
   return fmt::format("note: about {} simulated network events; this run may take {}; {}fewer steps or fewer ranks are "
                      "faster",
-                     count(e.network_events), how_long, faster);
+                     count(e.network_events), how_long(work), faster);
 }
 
 }  // namespace dtsim::runner

@@ -172,6 +172,25 @@ TEST(ResourceLimits, RefusesHugeTopologiesBeforeBuildingThem) {
   EXPECT_FALSE(runner::long_run_note(runner::parse_scenario(base(8, kResnet50, kCentralized))));
 }
 
+// SINGA's sync step over 4,096 ranks on a torus, 20 steps: 1.5e10 events if every step is
+// simulated (hours), a tenth if reuse replays every step after the second (it does: about
+// two minutes, bench/results/engine-and-flow.md). The note gives both; without reuse, one.
+TEST(ResourceLimits, LongRunNoteCountsOnReuseWhereItCan) {
+  auto s = runner::load_scenario(std::filesystem::path(DTSIM_SOURCE_DIR) / "scenarios" /
+                                 "singa_resnet50_sync_torus4096_flow_timing.json");
+  const auto note = runner::long_run_note(s);
+  ASSERT_TRUE(note);
+  EXPECT_NE(note->find("simulated network events; this run may take hours, or many minutes if collective reuse "
+                       "replays every step after the second"),
+            std::string::npos)
+      << *note;
+  s.network.reuse_collectives = false;
+  const auto without = runner::long_run_note(s);
+  ASSERT_TRUE(without);
+  EXPECT_NE(without->find("simulated network events; this run may take hours; the alpha_beta"), std::string::npos)
+      << *without;
+}
+
 // Gossip on a dense topology keeps a message per neighbour: the way out is the topology.
 TEST(ResourceLimits, NamesTheTopologyWhenNeighbourMessagesDominate) {
   ScopedEnv limit("DTSIM_MEMORY_LIMIT", "8G");
