@@ -139,12 +139,19 @@ TEST(CollectiveReuse, RepeatedCollectivesReplayExactly) {
   }
 }
 
+// Five collectives on 8 ranks around `boundary`: two before it, one across it (its first
+// arrival 0.5 ms before it), two after.
+std::vector<Job> around(double boundary) {
+  std::vector<Job> jobs;
+  for (double from : {-0.10, -0.05, -5e-4, 0.05, 0.10}) jobs.push_back({boundary + from, offsets(8, 0.0)});
+  return jobs;
+}
+
 // Times in another binade round on another grid: a window that straddles 2 s is
 // neither recorded nor replayed, and the first collective after it is recorded anew.
 TEST(CollectiveReuse, WindowsAcrossAPowerOfTwoAreSimulated) {
   const auto topology = Topology::ring(8, {5e-6, 1.25e9});
-  std::vector<Job> jobs;
-  for (double start : {1.90, 1.95, 2.0 - 5e-4, 2.05, 2.10}) jobs.push_back({start, offsets(8, 0.0)});
+  const auto jobs = around(2.0);
   for (const char* model : {"alpha_beta", "flow"}) {
     const auto with = run(topology, config(model), jobs, true);
     const auto without = run(topology, config(model), jobs, false);
@@ -159,40 +166,33 @@ TEST(CollectiveReuse, WindowsAcrossAPowerOfTwoAreSimulated) {
 // On the time grid (sim/time_grid.hpp: every duration whole ticks of 2^-40 s) sums are
 // exact wherever they lie below the horizon, so the same collectives as above replay
 // across 2 s: one record, four replays, the same times as the simulation.
-TEST(CollectiveReuse, OnTheGridWindowsAcrossAPowerOfTwoReplay) {
+// Records and replays of around(boundary) on the grid, each run compared with the
+// simulation, under both models.
+void expect_on_the_grid(double boundary, sim::TimeGrid grid, std::uint64_t recorded, std::uint64_t replayed) {
   const auto topology = Topology::ring(8, {5e-6, 1.25e9});
-  const auto grid = sim::TimeGrid::power_of_two(-40);
-  std::vector<Job> jobs;
-  for (double start : {1.90, 1.95, 2.0 - 5e-4, 2.05, 2.10}) jobs.push_back({start, offsets(8, 0.0)});
   for (const char* model : {"alpha_beta", "flow"}) {
-    const auto with = run(topology, config(model), jobs, true, {}, grid);
-    const auto without = run(topology, config(model), jobs, false, {}, grid);
+    const auto with = run(topology, config(model), around(boundary), true, {}, grid);
+    const auto without = run(topology, config(model), around(boundary), false, {}, grid);
     EXPECT_EQ(with.done, without.done) << model;
-    EXPECT_EQ(with.stats.recorded, 1u) << model;
-    EXPECT_EQ(with.stats.replayed, 4u) << model;
-    EXPECT_GT(without.done[2][0], 2.0) << "the third collective must straddle 2 s";
+    EXPECT_EQ(with.stats.recorded, recorded) << model;
+    EXPECT_EQ(with.stats.replayed, replayed) << model;
+    EXPECT_GT(without.done[2][0], boundary) << "the third collective must straddle " << boundary << " s";
     for (const auto& d : with.done)
       for (double t : d) EXPECT_TRUE(grid.on_grid(t)) << t;
   }
+}
+
+TEST(CollectiveReuse, OnTheGridWindowsAcrossAPowerOfTwoReplay) {
+  expect_on_the_grid(2.0, sim::TimeGrid::power_of_two(-40), 1, 4);
 }
 
 // The grid's horizon (2^53 ticks: 8 s with ticks of 2^-50 s) bounds it: beyond it
 // durations add as plain doubles, so a window across it is simulated, and the binades
 // beyond it are shift domains of their own.
 TEST(CollectiveReuse, OnTheGridWindowsAcrossTheHorizonAreSimulated) {
-  const auto topology = Topology::ring(8, {5e-6, 1.25e9});
   const auto grid = sim::TimeGrid::power_of_two(-50);
   ASSERT_EQ(grid.horizon(), 8.0);
-  std::vector<Job> jobs;
-  for (double start : {7.90, 7.95, 8.0 - 5e-4, 8.05, 8.10}) jobs.push_back({start, offsets(8, 0.0)});
-  for (const char* model : {"alpha_beta", "flow"}) {
-    const auto with = run(topology, config(model), jobs, true, {}, grid);
-    const auto without = run(topology, config(model), jobs, false, {}, grid);
-    EXPECT_EQ(with.done, without.done) << model;
-    EXPECT_EQ(with.stats.recorded, 2u) << model;  // at 7.90 and 8.05
-    EXPECT_EQ(with.stats.replayed, 2u) << model;  // at 7.95 and 8.10
-    EXPECT_GT(without.done[2][0], 8.0);
-  }
+  expect_on_the_grid(8.0, grid, 2, 2);  // recorded at 7.90 and 8.05, replayed at 7.95 and 8.10
 }
 
 // Arrivals off the grid (scheduled from outside, unrounded: nothing the simulation
