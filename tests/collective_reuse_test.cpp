@@ -84,6 +84,25 @@ Outcome run(const Topology& topology, NetworkConfig cfg, const std::vector<Job>&
   return out;
 }
 
+// A spec's plan is built once and shared; its bytes are the schedule's, rank by rank.
+TEST(NetworkPlans, OnePlanPerDistinctSpec) {
+  sim::Engine engine;
+  Network network(engine, Topology::ring(8, {5e-6, 1.25e9}), config("flow"));
+  CollectiveSpec spec;
+  spec.kind = CollectiveKind::AllReduce;
+  spec.elements = 1000;  // not a multiple of 8: chunks of 125 and 126 elements
+  spec = network.resolve(spec);
+  const auto plan = network.plan(spec);
+  EXPECT_EQ(network.plan(spec), plan);
+  ASSERT_EQ(plan->bytes_sent.size(), 8u);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(plan->bytes_sent[static_cast<std::size_t>(r)], plan->schedule->bytes_sent(r));
+  EXPECT_EQ(plan->shape, reuse_shape(spec));
+  auto other = spec;
+  other.elements = 1001;
+  EXPECT_NE(network.plan(other), plan);
+  EXPECT_NE(network.plan(other)->bytes_sent, plan->bytes_sent);
+}
+
 // One 1 MiB point-to-point message from `src` to `dst` sent at `at`; its arrival time is
 // recorded.
 Extra message_at(double at, int src, int dst) {
