@@ -6,7 +6,10 @@
 // collectives runs alone, and none can be reused by itself (collective_reuse.hpp). The
 // unit of reuse is then the busy period: from a collective that starts on an idle
 // network (its head) until the network is idle again, every collective that started in
-// between (its members) and nothing else on the network.
+// between (its members) and nothing else on the network. Idle counts from the instant in
+// which the last messages in flight are delivered: a collective that starts then (a
+// rank done with the last member enters the next partition at once) heads a period of
+// its own, and the one before ends there.
 //
 // Recorded: each member's shape, each rank's arrival and done times relative to the
 // head's first arrival, and when the period ended. Keyed by the head's key (shape,

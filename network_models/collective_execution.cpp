@@ -197,9 +197,11 @@ void ScheduledExecution::enter_busy_period(bool network_idle) {
   }
   auto& open = reuse.open_period();
   if (network_idle) {
-    // An open period whose members are not all done yet when the network is idle (a
-    // member waits for a late rank): not a busy period from idle to idle, dropped.
-    if (open) open->recording = false;
+    // The open period, if any, leaves the slot to this one. Its members may be ending at
+    // this instant (their last messages are the ones being delivered: a rank done with
+    // one partition enters the next at once), and then it is kept, ending now; if
+    // instead a member goes on (a late rank), this collective's messages reach the
+    // network before the period ends, and finish_period drops it.
     open.reset();
     if (!w.candidate) return;
     open = std::make_shared<OpenPeriod>();
@@ -253,8 +255,9 @@ void ScheduledExecution::maybe_close_member() {
 }
 
 // The last member is done: the network is idle again. Kept when nothing else touched
-// the network, it is all in one shift domain, and it has more than one member (one alone is a
-// single collective's record).
+// the network before this instant (a message sent now meets none of the members', which
+// hold no link any more), it is all in one shift domain, and it has more than one member
+// (one alone is a single collective's record).
 void ScheduledExecution::finish_period(OpenPeriod& p) {
   auto& reuse = *watch_.reuse;
   if (reuse.open_period().get() == &p) reuse.open_period().reset();
@@ -263,7 +266,7 @@ void ScheduledExecution::finish_period(OpenPeriod& p) {
   const double now = transport_.engine().now();
   if (transport_.engine().time_grid().shift_domain(now) != p.shift_domain ||
       transport_.perturbation_epoch() != p.perturbation_epoch ||
-      transport_.messages_sent() - p.sends_before != p.member_sends)
+      transport_.messages_sent_before_now() - p.sends_before != p.member_sends)
     return;
   // A later member is finished by the replay once all its ranks have arrived: one with a
   // rank done before its last arrival is not replayed that way.

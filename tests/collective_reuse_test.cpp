@@ -397,6 +397,29 @@ TEST(BusyPeriods, OverlappingCollectivesReplayAsOne) {
   }
 }
 
+// On a ring, a partition whose chunks differ by an element lets the ranks with the
+// shorter ones finish and enter the next partition while the others' last messages still
+// flow (a busy period of two), and that next partition, of equal chunks, ends at one
+// instant: its last messages are delivered in the instant in which the first of its
+// ranks enters the third partition. The period ends there and is kept, so every step
+// after the first is replayed, the period and the third partition (kept alone: 7 replays
+// when the period was dropped as the third partition started).
+TEST(BusyPeriods, APeriodEndingAsTheNextCollectiveStartsIsKept) {
+  const auto ring = Topology::ring(8, {5e-6, 1.25e9});
+  Chain chain;
+  chain.partitions = {(1 << 18) + 3, 1 << 17, 1 << 16};
+  const auto with = run_chain(ring, config("flow"), chain, true);
+  const auto without = run_chain(ring, config("flow"), chain, false);
+  EXPECT_EQ(with.done, without.done);
+  // The first partition's ranks finish apart, the second's at one instant.
+  const auto& first = without.done[0];
+  const auto& second = without.done[1];
+  ASSERT_LT(*std::min_element(first.begin(), first.end()), *std::max_element(first.begin(), first.end()));
+  ASSERT_EQ(*std::min_element(second.begin(), second.end()), *std::max_element(second.begin(), second.end()));
+  EXPECT_EQ(with.stats.replayed, 21u);  // steps 2 to 8 (entered as the first: all ranks at once), three partitions each
+  EXPECT_EQ(with.stats.restarts, 0u);
+}
+
 // A period that straddles a power of two is neither recorded nor replayed.
 TEST(BusyPeriods, PeriodsAcrossAPowerOfTwoAreSimulated) {
   const auto torus = Topology::torus({4, 4}, {5e-6, 1.25e9});
