@@ -75,9 +75,9 @@ class Network {
                                         Execution::RankDone done);
   // The plan of a resolved spec, built the first time the spec is asked for (kept for
   // up to kMaxPlans distinct specs, then the cache starts afresh): training issues the
-  // same collectives every step,
-  // and counting a ring's bytes per rank walks every step of every rank (33.5 M steps
-  // at 4,096 ranks), as much work as simulating it and all of it when it is replayed.
+  // same collectives every step, and counting a ring's bytes per rank walks every step
+  // of every rank (33.5 M steps at 4,096 ranks), as much work as simulating it, and all
+  // of it again when it is replayed.
   std::shared_ptr<const CollectivePlan> plan(const CollectiveSpec& resolved);
   // Starts a planned collective.
   std::shared_ptr<Execution> collective(const CollectivePlan& plan, Execution::RankDone done);
