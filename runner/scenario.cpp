@@ -54,9 +54,11 @@ void check_topology_and_links(const Scenario& s) {
 }
 
 // "time_resolution_s": the simulated clock's tick, rounded down to a power of two so
-// that whole ticks add exactly (sim/time_grid.hpp); 0 turns the grid off.
+// that whole ticks add exactly (sim/time_grid.hpp); 0 turns the grid off. At most a
+// nanosecond: every duration rounds to whole ticks, so a coarser clock would turn
+// microsecond latencies and nanosecond transfers into zero or a tick without a word.
 double parse_time_resolution(ObjectReader& root) {
-  constexpr double kFinest = 1e-18, kCoarsest = 1e-3;
+  constexpr double kFinest = 1e-18, kCoarsest = 1e-9;
   const double seconds = root.number("time_resolution_s", 1e-14, 0.0, kCoarsest);
   if (seconds > 0 && seconds < kFinest)
     throw ScenarioError("/time_resolution_s", ErrorKind::out_of_range,

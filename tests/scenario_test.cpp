@@ -116,9 +116,11 @@ const std::vector<BadCase>& bad_cases() {
       {"fewer samples than ranks", [](json& d) { d["workload"]["samples"] = 2; },
        "/workload/samples: expected at least one sample per rank (4), got 2"},
       {"negative time resolution", [](json& d) { d["time_resolution_s"] = -1e-12; },
-       "/time_resolution_s: expected a number in [0, 0.001], got -1e-12"},
+       "/time_resolution_s: expected a number in [0, 1e-09], got -1e-12"},
+      {"time resolution that rounds latencies away", [](json& d) { d["time_resolution_s"] = 1e-6; },
+       "/time_resolution_s: expected a number in [0, 1e-09], got 1e-06"},
       {"time resolution below doubles' reach", [](json& d) { d["time_resolution_s"] = 1e-20; },
-       "/time_resolution_s: expected 0 (plain doubles) or a tick of 1e-18 to 0.001 s, got 1e-20"},
+       "/time_resolution_s: expected 0 (plain doubles) or a tick of 1e-18 to 1e-09 s, got 1e-20"},
   };
   return cases;
 }
