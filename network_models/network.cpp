@@ -33,13 +33,18 @@ CollectiveSpec Network::resolve(CollectiveSpec spec) const { return resolve_coll
 
 std::shared_ptr<Execution> Network::collective(const CollectiveSpec& spec, std::shared_ptr<const Schedule> schedule,
                                                Execution::RankDone done) {
+  return start(spec, std::move(schedule), std::move(done), reuse_ ? reuse_shape(spec) : std::string());
+}
+
+std::shared_ptr<Execution> Network::start(const CollectiveSpec& spec, std::shared_ptr<const Schedule> schedule,
+                                          Execution::RankDone done, std::string shape) {
   if (model_->closed_form_collectives)
     return std::make_shared<ClosedFormExecution>(
         engine(), size(), closed_form_seconds(spec, config_.nominal.latency_s, config_.nominal.bandwidth_bytes_per_s),
         std::move(done));
   if (!reuse_) return std::make_shared<ScheduledExecution>(*transport_, std::move(schedule), std::move(done));
   return std::make_shared<ScheduledExecution>(*transport_, std::move(schedule), std::move(done), reuse_.get(),
-                                              reuse_shape(spec));
+                                              std::move(shape));
 }
 
 std::shared_ptr<const CollectivePlan> Network::plan(const CollectiveSpec& resolved) {
@@ -56,8 +61,7 @@ std::shared_ptr<const CollectivePlan> Network::plan(const CollectiveSpec& resolv
 }
 
 std::shared_ptr<Execution> Network::collective(const CollectivePlan& plan, Execution::RankDone done) {
-  if (model_->closed_form_collectives || !reuse_) return collective(plan.spec, plan.schedule, std::move(done));
-  return std::make_shared<ScheduledExecution>(*transport_, plan.schedule, std::move(done), reuse_.get(), plan.shape);
+  return start(plan.spec, plan.schedule, std::move(done), plan.shape);
 }
 
 std::string reuse_shape(const CollectiveSpec& spec) {

@@ -84,6 +84,10 @@ class Network {
   void send(int src, int dst, double bytes, std::function<void()> arrived);
 
  private:
+  // Both collective()s: a closed form, or a scheduled execution (recorded under `shape`
+  // when reuse is on).
+  std::shared_ptr<Execution> start(const CollectiveSpec& spec, std::shared_ptr<const Schedule> schedule,
+                                   Execution::RankDone done, std::string shape);
   static constexpr std::size_t kMaxPlans = 256;
   std::map<std::string, std::shared_ptr<const CollectivePlan>> plans_;  // by shape
   NetworkConfig config_;
