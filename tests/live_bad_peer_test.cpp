@@ -328,10 +328,11 @@ constexpr int kLongSteps = 2500;
 // if nothing happened, and while a request cut short is held open the store answers
 // other clients after Timing::stray (5 s at any timeout of 20 s or more), not never.
 // Rank 0 waits the timeout for the others, who start after the first stray is dropped,
-// up to 10.5 s into its wait: at 20 s, ranks started that late on a machine loaded by
-// other tests (each process loads LibTorch first) sometimes missed it, rank 0 gave up
-// and took the store along ("Connection reset by peer" in this test, after 21.6 s, under
-// `ctest -j 2`), so it waits 60 s, which changes no other timing of the test.
+// up to 10.5 s into its wait. With 20 s this test once failed under `ctest -j 2` with
+// "Connection reset by peer" after 21.6 s: most likely ranks started that late on a
+// loaded machine (each process loads LibTorch first) missed the wait, and rank 0 gave up
+// and took the store along (not reproduced; the run's stderr was not kept). It waits
+// 60 s, which changes no other timing of the test (the stray timeout stays 5 s).
 TEST(LiveBadPeer, GarbageAtTheStorePortIsDroppedAndTheJobRunsOn) {
   Fixture f("garbage");
   const int timeout_s = 60;
