@@ -6,31 +6,50 @@ namespace dtsim::net {
 
 void DueQueue::clear() {
   open_.clear();
-  tail_ = kNoRun;
+  lanes_.clear();
   heap_.clear();
   free_runs_.clear();
   for (std::size_t i = 0; i < runs_.size(); ++i) free_runs_.push_back(static_cast<int>(i));
 }
 
+int DueQueue::fitting_lane(const Due& first) const {
+  int best = -1;
+  for (std::size_t i = 0; i < lanes_.size(); ++i)
+    if (!(first < lanes_[i].last) && (best < 0 || lanes_[static_cast<std::size_t>(best)].last < lanes_[i].last))
+      best = static_cast<int>(i);
+  return best;
+}
+
+void DueQueue::extend(Lane& lane) {
+  Run& run = runs_[lane.run];
+  if (run.pos >= kCompactFrom && 2 * run.pos >= run.entries.size()) {  // drop the consumed front
+    run.entries.erase(run.entries.begin(), run.entries.begin() + static_cast<std::ptrdiff_t>(run.pos));
+    run.pos = 0;
+  }
+  if (open_.size() == 1) run.entries.push_back(open_.front());  // no call to memmove for one
+  else run.entries.insert(run.entries.end(), open_.begin(), open_.end());
+  lane.last = open_.back();
+  open_.clear();
+}
+
+void DueQueue::open_lane(int run) {
+  const Lane lane{runs_[run].entries.back(), run};
+  if (lanes_.size() < kLanes) {
+    lanes_.push_back(lane);
+    return;
+  }
+  auto latest = std::max_element(lanes_.begin(), lanes_.end(), [](const Lane& a, const Lane& b) { return a.last < b.last; });
+  if (lane.last < latest->last) *latest = lane;
+}
+
 void DueQueue::seal() {
   if (open_.empty()) return;
   if (!std::is_sorted(open_.begin(), open_.end())) std::sort(open_.begin(), open_.end());
-  if (tail_ != kNoRun) {
-    // Flows of one size and rate finish in the order they start: a batch that comes
-    // after the whole of the last run continues it, and the merge heap does not grow.
-    Run& tail = runs_[tail_];
-    if (!(open_.front() < tail.entries.back())) {
-      if (tail.pos >= kCompactFrom && 2 * tail.pos >= tail.entries.size()) {  // drop the consumed front
-        tail.entries.erase(tail.entries.begin(), tail.entries.begin() + static_cast<std::ptrdiff_t>(tail.pos));
-        tail.pos = 0;
-      }
-      if (open_.size() == 1) tail.entries.push_back(open_.front());  // no call to memmove for one
-      else tail.entries.insert(tail.entries.end(), open_.begin(), open_.end());
-      open_.clear();
-      return;
-    }
+  if (const int lane = fitting_lane(open_.front()); lane >= 0) {
+    extend(lanes_[static_cast<std::size_t>(lane)]);
+    return;
   }
-  if (open_.size() == 1) {  // most batches once ranks drift apart: no run to keep
+  if (open_.size() == 1 && lanes_.size() == kLanes) {  // no lane to open: no run to keep
     heap_.push_back({open_.front(), kSingle});
     open_.clear();
     sift_up(heap_.size() - 1);
@@ -48,7 +67,7 @@ void DueQueue::seal() {
   run.entries.swap(open_);  // the open batch becomes the run; the run's old buffer is reused
   open_.clear();
   run.pos = 0;
-  tail_ = id;
+  open_lane(id);
   heap_.push_back({run.entries.front(), id});
   sift_up(heap_.size() - 1);
 }

@@ -90,5 +90,43 @@ TEST(DueQueue, BatchesAfterTheLastRunExtendIt) {
   EXPECT_EQ(times[2], 1.06);
 }
 
+// Ranks that drift apart start their flows one at a time, and flows of a few kinds (a
+// chunk an element longer, a shared link) finish a few fixed durations after they
+// start: the candidates come as interleaved rising sequences. Each keeps a lane, so the
+// merge heap holds one front per sequence, not one per candidate, up to kLanes (8)
+// sequences; beyond that the extra ones fall back to fronts of their own, and the order
+// stays exact either way.
+TEST(DueQueue, InterleavedRisingSequencesKeepALaneEach) {
+  for (const int kinds : {3, 8, 11}) {
+    DueQueue queue;
+    std::set<Key> oracle;
+    std::uint64_t sequence = 0;
+    std::size_t most_fronts = 0;
+    for (int i = 0; i < 3000; ++i) {
+      const double started = 1.0 + 1e-3 * i;
+      // The flow's kind, its duration: each shorter than the last by more than the time
+      // between starts, so every round of kinds comes in falling order and needs them all.
+      const double duration = 0.5 - 0.01 * (i % kinds);
+      const Due d{started + duration, sequence++, i, 0};
+      queue.push(d);
+      oracle.insert(key(d));
+      queue.seal();
+      most_fronts = std::max(most_fronts, queue.fronts());
+      while (!queue.empty() && queue.top().time <= started) {
+        ASSERT_EQ(key(queue.top()), *oracle.begin()) << "kinds " << kinds << ", flow " << i;
+        oracle.erase(oracle.begin());
+        queue.pop();
+      }
+    }
+    for (; !queue.empty(); queue.pop()) {
+      ASSERT_EQ(key(queue.top()), *oracle.begin()) << "kinds " << kinds;
+      oracle.erase(oracle.begin());
+    }
+    EXPECT_TRUE(oracle.empty());
+    if (kinds <= 8) EXPECT_EQ(most_fronts, static_cast<std::size_t>(kinds));
+    else EXPECT_GT(most_fronts, 8u);  // more sequences than lanes: some candidates are fronts alone
+  }
+}
+
 }  // namespace
 }  // namespace dtsim::net
