@@ -1,8 +1,10 @@
 #include "comm/trace_replay.hpp"
 #include "config/scenario_error.hpp"
 
+#include <deque>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -15,6 +17,50 @@ namespace {
 at::Tensor size_only(std::int64_t numel, at::ScalarType dtype) {
   return at::empty({numel}, at::TensorOptions().device(at::kMeta).dtype(dtype));
 }
+
+// The operations issued and not yet awaited, by number. A rank awaits them about in the
+// order it issued them, so they live in a window from the oldest one not awaited to
+// the newest: issuing appends, awaiting takes one out and drops the awaited ones at the
+// front. A hash map cost a node allocation and two lookups per operation, a good share
+// of replaying thousands of ranks' steps. One never awaited would hold the window open
+// for the rest of the trace, so the window's oldest move to a map once it is long.
+class OpsInFlight {
+ public:
+  std::uint64_t next_id() const { return first_ + window_.size(); }
+  std::uint64_t issue(Op op) {
+    window_.emplace_back(std::move(op));
+    if (window_.size() > kMaxWindow) {
+      stragglers_.emplace(first_, std::move(*window_.front()));  // the front is never an awaited one
+      drop_front();
+      while (!window_.empty() && !window_.front()) drop_front();
+    }
+    return next_id() - 1;
+  }
+  // Operation `id`, taken out; none if it was not issued, or awaited already.
+  std::optional<Op> take(std::uint64_t id) {
+    if (id < first_) {
+      auto it = stragglers_.find(id);
+      if (it == stragglers_.end()) return std::nullopt;
+      std::optional<Op> op = std::move(it->second);
+      stragglers_.erase(it);
+      return op;
+    }
+    if (id - first_ >= window_.size()) return std::nullopt;
+    std::optional<Op> op = std::exchange(window_[id - first_], std::nullopt);
+    while (!window_.empty() && !window_.front()) drop_front();
+    return op;
+  }
+
+ private:
+  static constexpr std::size_t kMaxWindow = 1024;
+  void drop_front() {
+    window_.pop_front();
+    ++first_;
+  }
+  std::deque<std::optional<Op>> window_;  // operation first_ + i at i; empty once awaited
+  std::uint64_t first_ = 0;
+  std::unordered_map<std::uint64_t, Op> stragglers_;  // issued before first_, not awaited yet
+};
 
 }  // namespace
 
@@ -40,8 +86,7 @@ sim::Task<ReplayRecord> replay_trace(Communicator& comm, const OpTrace& trace, s
   };
 
   ReplayRecord record;
-  std::uint64_t next_op = 0;
-  std::unordered_map<std::uint64_t, Op> in_flight;
+  OpsInFlight in_flight;
   // Output lists of gathers and exchanges in flight: the backend writes them on completion.
   std::unordered_map<std::uint64_t, std::vector<at::Tensor>> outputs;
   std::vector<std::unique_ptr<PhaseTimer::Scope>> open_phases;
@@ -52,48 +97,48 @@ sim::Task<ReplayRecord> replay_trace(Communicator& comm, const OpTrace& trace, s
     using Kind = TracedOp::Kind;
     switch (t.kind) {
       case Kind::Compute:
-        in_flight.emplace(next_op++, comm.compute(replay_cost(t.seconds), [] {}));
+        in_flight.issue(comm.compute(replay_cost(t.seconds), [] {}));
         break;
       case Kind::AllReduce: {
         at::Tensor tensor = size_only(t.numel, t.dtype);
         const auto op = static_cast<ReduceOp>(t.variant);
-        in_flight.emplace(next_op++, t.stream ? comm.stream_all_reduce(tensor, op) : comm.all_reduce(tensor, op));
+        in_flight.issue(t.stream ? comm.stream_all_reduce(tensor, op) : comm.all_reduce(tensor, op));
         break;
       }
       case Kind::AllGather: {
-        const std::uint64_t id = next_op++;
-        auto& out = outputs[id];
+        // Numbered before it is issued: the backend writes the list on completion.
+        auto& out = outputs[in_flight.next_id()];
         const at::Tensor block = size_only(t.numel, t.dtype);
-        in_flight.emplace(id, t.stream ? comm.stream_all_gather(block, out) : comm.all_gather(block, out));
+        in_flight.issue(t.stream ? comm.stream_all_gather(block, out) : comm.all_gather(block, out));
         break;
       }
       case Kind::Broadcast: {
         at::Tensor tensor = size_only(t.numel, t.dtype);
-        in_flight.emplace(next_op++, comm.broadcast(tensor, t.variant));
+        in_flight.issue(comm.broadcast(tensor, t.variant));
         break;
       }
       case Kind::Exchange: {
-        const std::uint64_t id = next_op++;
         std::vector<int> peers;
         for (int slot : t.peer_slots) peers.push_back(peer(slot));
-        in_flight.emplace(id, comm.exchange(size_only(t.numel, t.dtype), peers, outputs[id]));
+        auto& out = outputs[in_flight.next_id()];
+        in_flight.issue(comm.exchange(size_only(t.numel, t.dtype), peers, out));
         break;
       }
       case Kind::Send:
-        in_flight.emplace(next_op++, comm.send(size_only(t.numel, t.dtype), peer(t.variant)));
+        in_flight.issue(comm.send(size_only(t.numel, t.dtype), peer(t.variant)));
         break;
       case Kind::Recv: {
         at::Tensor tensor = size_only(t.numel, t.dtype);
-        in_flight.emplace(next_op++, comm.recv(tensor, peer(t.variant)));
+        in_flight.issue(comm.recv(tensor, peer(t.variant)));
         break;
       }
       case Kind::Wait: {
-        auto it = in_flight.find(t.op);
-        if (it == in_flight.end())
-          throw config::InputError(fmt::format("replay: operation #{} awaited before it was issued", t.op));
-        co_await it->second;
-        in_flight.erase(it);
-        outputs.erase(t.op);
+        std::optional<Op> op = in_flight.take(t.op);
+        if (!op)
+          throw config::InputError(fmt::format(
+              "replay: operation #{} awaited, but it is not in flight (not issued yet, or awaited already)", t.op));
+        co_await *op;
+        if (!outputs.empty()) outputs.erase(t.op);
         break;
       }
       case Kind::PhaseBegin:

@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+
+#include <fmt/format.h>
+
 
 #include "comm/emulated.hpp"
 #include "comm/representative.hpp"
@@ -155,23 +159,9 @@ TEST(RepresentativeCommunicator, MirrorsEveryRankAndRecordsTheTrace) {
   EXPECT_TRUE(buf.equal(at::full({2}, 4.0)));
 }
 
-// A replayed trace on a ring: compute 2 ms, then a 1 MB ring all-reduce: the step takes
-// 2 ms plus the closed form of the ring all-reduce.
-TEST(TraceReplay, ComputeThenAllReduceTakesTheClosedForm) {
-  const int n = 8;
-  comm::OpTrace trace;
-  trace.ranks = n;
-  auto push = [&](comm::TracedOp op) { trace.ops.push_back(std::move(op)); };
-  comm::TracedOp mark{.kind = comm::TracedOp::Kind::Mark, .variant = static_cast<int>(comm::TraceMark::StepBegin)};
-  push(mark);
-  push({.kind = comm::TracedOp::Kind::Compute, .seconds = 2e-3});
-  push({.kind = comm::TracedOp::Kind::Wait, .op = 0});
-  push({.kind = comm::TracedOp::Kind::AllReduce, .numel = 1 << 18});  // 1 MiB of fp32
-  push({.kind = comm::TracedOp::Kind::Wait, .op = 1});
-  mark.variant = static_cast<int>(comm::TraceMark::StepEnd);
-  push(mark);
-  trace.operations = 2;
-
+// Replays `trace` on every rank of an n-rank ring (alpha_beta, 5 us, 1 GB/s, ring
+// all-reduces): each rank's record.
+std::vector<comm::ReplayRecord> replay_on_ring(const comm::OpTrace& trace, int n) {
   sim::Engine engine;
   net::NetworkConfig config;
   config.model = "alpha_beta";
@@ -193,6 +183,27 @@ TEST(TraceReplay, ComputeThenAllReduceTakesTheClosedForm) {
                  "rank " + std::to_string(r));
   }
   engine.run();
+  return records;
+}
+
+comm::TracedOp mark(comm::TraceMark m) { return {.kind = comm::TracedOp::Kind::Mark, .variant = static_cast<int>(m)}; }
+
+// A replayed trace on a ring: compute 2 ms, then a 1 MB ring all-reduce: the step takes
+// 2 ms plus the closed form of the ring all-reduce.
+TEST(TraceReplay, ComputeThenAllReduceTakesTheClosedForm) {
+  const int n = 8;
+  comm::OpTrace trace;
+  trace.ranks = n;
+  auto push = [&](comm::TracedOp op) { trace.ops.push_back(std::move(op)); };
+  push(mark(comm::TraceMark::StepBegin));
+  push({.kind = comm::TracedOp::Kind::Compute, .seconds = 2e-3});
+  push({.kind = comm::TracedOp::Kind::Wait, .op = 0});
+  push({.kind = comm::TracedOp::Kind::AllReduce, .numel = 1 << 18});  // 1 MiB of fp32
+  push({.kind = comm::TracedOp::Kind::Wait, .op = 1});
+  push(mark(comm::TraceMark::StepEnd));
+  trace.operations = 2;
+
+  const auto records = replay_on_ring(trace, n);
   const double ring = net::closed_form_seconds(
       {.kind = net::CollectiveKind::AllReduce, .algorithm = net::Algorithm::Ring, .ranks = n, .elements = 1 << 18},
       5e-6, 1e9);
@@ -202,6 +213,47 @@ TEST(TraceReplay, ComputeThenAllReduceTakesTheClosedForm) {
     EXPECT_DOUBLE_EQ(rec.compute_time_s[0], 2e-3);
     EXPECT_EQ(rec.calls[0], 1.0);
     EXPECT_EQ(rec.wire_bytes[0], 2.0 * (n - 1) / n * 4.0 * (1 << 18));
+  }
+}
+
+// Operations are found by number however long after their issue they are awaited: a
+// compute of 2 ms, awaited after 3,000 others (past the replay's window of recent
+// operations), 1 us each, issued and awaited two at a time (1.5 ms), still ends the
+// step at 2 ms; awaiting it twice, or one never issued, is an error naming the operation.
+TEST(TraceReplay, AnOperationAwaitedLongAfterItsIssueIsFound) {
+  comm::OpTrace trace;
+  trace.ranks = 2;
+  auto push = [&](comm::TracedOp op) { trace.ops.push_back(std::move(op)); };
+  push(mark(comm::TraceMark::StepBegin));
+  push({.kind = comm::TracedOp::Kind::Compute, .seconds = 2e-3});  // #0, awaited last
+  const std::uint64_t others = 3000;
+  for (std::uint64_t op = 1; op <= others; ++op) {
+    push({.kind = comm::TracedOp::Kind::Compute, .seconds = 1e-6});
+    if (op % 2 == 0) {  // in pairs, the later first
+      push({.kind = comm::TracedOp::Kind::Wait, .op = op});
+      push({.kind = comm::TracedOp::Kind::Wait, .op = op - 1});
+    }
+  }
+  push({.kind = comm::TracedOp::Kind::Wait, .op = 0});
+  push(mark(comm::TraceMark::StepEnd));
+  trace.operations = others + 1;
+
+  for (const auto& rec : replay_on_ring(trace, 2)) {
+    ASSERT_EQ(rec.step_time_s.size(), 1u);
+    EXPECT_NEAR(rec.step_time_s[0], 2e-3, 1e-12);
+  }
+
+  for (const std::uint64_t bad : {std::uint64_t{0}, others + 1}) {
+    comm::OpTrace wrong = trace;
+    wrong.ops.insert(wrong.ops.end() - 1, {.kind = comm::TracedOp::Kind::Wait, .op = bad});
+    try {
+      replay_on_ring(wrong, 2);
+      FAIL() << "expected an error awaiting #" << bad;
+    } catch (const std::exception& e) {  // the engine names the rank
+      EXPECT_EQ(std::string(e.what()), fmt::format("rank 0: replay: operation #{} awaited, but it is not in flight "
+                                                   "(not issued yet, or awaited already)",
+                                                   bad));
+    }
   }
 }
 
