@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "network_models/ring_recurrence.hpp"
+
 namespace dtsim::net {
 
 ScheduledExecution::ScheduledExecution(Transport& transport, std::shared_ptr<const Schedule> schedule, RankDone done,
@@ -33,6 +35,7 @@ ScheduledExecution::ScheduledExecution(Transport& transport, std::shared_ptr<con
 }
 
 void ScheduledExecution::arrive(int rank) {
+  if (arrivals_++ == 0) decide_evaluation();
   if (watch_.reuse) {
     if (watch_.arrived++ == 0) watch_first_arrival();
     if (watch_.replay) return arrive_replayed(rank);
@@ -45,6 +48,7 @@ void ScheduledExecution::arrive(int rank) {
     if (watch_.candidate) watch_.arrival[rank] = transport_.engine().now() - watch_.first_arrival;
     if (watch_.period) record_in_period(rank, true);
   }
+  if (evaluated_) return arrive_evaluated(rank);
   if (lanes_left_.at(rank) == 0) {
     finish(rank);
   } else {
@@ -54,6 +58,35 @@ void ScheduledExecution::arrive(int rank) {
     }
   }
   if (watch_.candidate && watch_.arrived == schedule_->size()) try_replay();
+}
+
+// ---- The ring's recurrence (ring_recurrence.hpp) ----
+
+// Decided at the first arrival, for the whole collective: no message is sent until the
+// last rank arrives, which is right only if none would have met anything meanwhile.
+void ScheduledExecution::decide_evaluation() {
+  evaluated_ = transport_.evaluates_rings() && !transport_.messages_interact() && !transport_.jitters() &&
+               !transport_.records_messages() && ring_waits_for_every_rank(*schedule_) &&
+               transport_.next_perturbation_at_or_after(transport_.engine().now()) ==
+                   std::numeric_limits<double>::infinity();
+  if (evaluated_) arrived_at_.assign(static_cast<std::size_t>(schedule_->size()), 0.0);
+}
+
+// Every rank waits for every other (ring_waits_for_every_rank), so none is done before
+// the last arrives: the recurrence runs then, and each rank is done at its time, in
+// the order of the times (ties by rank). A record found by collective reuse first
+// replays instead; otherwise the times are recorded as the rank finish.
+void ScheduledExecution::arrive_evaluated(int rank) {
+  arrived_at_[static_cast<std::size_t>(rank)] = transport_.engine().now();
+  if (arrivals_ < schedule_->size()) return;
+  if (watch_.candidate) try_replay();
+  if (watch_.replayed) return;
+  const std::vector<double> done = ring_done_times(*schedule_, arrived_at_, transport_);
+  std::vector<int> order(done.size());
+  for (std::size_t r = 0; r < order.size(); ++r) order[r] = static_cast<int>(r);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return done[a] < done[b]; });
+  auto self = shared_from_this();
+  for (int r : order) transport_.engine().call_at(done[static_cast<std::size_t>(r)], [self, r] { self->finish(r); });
 }
 
 void ScheduledExecution::finish(int rank) {

@@ -89,6 +89,15 @@ class ScheduledExecution final : public Execution,
   void deliver(int to, int lane, int from);
   void finish(int rank);  // the rank is done
 
+  // A ring on a transport whose messages never interact is computed from its recurrence
+  // (ring_recurrence.hpp) once every rank has arrived, instead of simulated message by
+  // message: the same times bit for bit.
+  void decide_evaluation();
+  void arrive_evaluated(int rank);
+  int arrivals_ = 0;
+  bool evaluated_ = false;
+  std::vector<double> arrived_at_;  // per rank, while evaluated_
+
   // Collective reuse: the window from the first arrival, while it may still be recorded
   // or replayed (`candidate`), every time relative to the first arrival.
   struct ReuseWatch {

@@ -16,6 +16,7 @@ Network::Network(sim::Engine& engine, Topology topology, NetworkConfig config, s
   if (!(config_.nominal.latency_s >= 0))
     throw std::invalid_argument(fmt::format("network: latency must be >= 0, got {}", config_.nominal.latency_s));
   transport_ = model_->make_transport(engine, std::move(topology), config_.perturbations);
+  transport_->evaluate_rings(config_.evaluate_rings);
 }
 
 CollectiveSpec resolve_collective(CollectiveSpec spec, int ranks, const NetworkConfig& config) {

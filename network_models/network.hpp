@@ -34,6 +34,10 @@ struct NetworkConfig {
   // Replay collectives simulated before instead of simulating them again, where that is
   // exact (collective_reuse.hpp); the figures are the same either way.
   bool reuse_collectives = true;
+  // Compute ring collectives on the uncontended model from their recurrence
+  // (ring_recurrence.hpp) instead of simulating their messages; the figures are the
+  // same either way.
+  bool evaluate_rings = true;
 };
 
 // `spec` over `ranks` ranks with its algorithm resolved: an explicit algorithm stays,

@@ -23,18 +23,21 @@ const std::vector<NetworkModel>& network_model_table() {
        .make_transport = make<UncontendedTransport>,
        .closed_form_collectives = true,
        .relative_events_per_message = 1.0,
+       .rings_as_recurrence = false,  // no ring schedules
        .faster_alternative = ""},
       {.name = "alpha_beta",
        .description = "point-to-point schedules without contention",
        .make_transport = make<UncontendedTransport>,
        .closed_form_collectives = false,
        .relative_events_per_message = 1.0,
+       .rings_as_recurrence = true,
        .faster_alternative = "the analytical network model (closed-form collectives)"},
       {.name = "flow",
        .description = "schedules as flows sharing links by max-min fairness",
        .make_transport = make<FlowTransport>,
        .closed_form_collectives = false,
        .relative_events_per_message = 2.0,  // a flow's start after its latency, then its completion
+       .rings_as_recurrence = false,
        .faster_alternative = "the alpha_beta or analytical network model"},
   };
   return table;

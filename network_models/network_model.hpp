@@ -32,6 +32,9 @@ struct NetworkModel {
   // Engine events per point-to-point message, relative to the uncontended transport's
   // one (a flow also has its completion): scales runner::estimate_resources' event count.
   double relative_events_per_message;
+  // Whether its messages never interact, so that ring collectives are computed from
+  // their recurrence (ring_recurrence.hpp) instead of simulated message by message.
+  bool rings_as_recurrence;
   // A cheaper model to suggest when a run would be long ("" where none is cheaper).
   std::string_view faster_alternative;
 };

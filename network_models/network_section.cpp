@@ -65,6 +65,7 @@ NetworkConfig parse_network_section(ObjectReader& n, int nodes, std::uint64_t se
   net.perturbations.jitter_s = n.number("jitter_us", 0.0, 0.0, kInf) * 1e-6;
   net.perturbations.jitter_seed = seed;
   net.reuse_collectives = n.boolean("reuse_collectives", true);
+  net.evaluate_rings = n.boolean("evaluate_rings", true);
   auto algorithms = n.object("algorithms", false);
   parse_collective_algorithms(algorithms, net);
   net.perturbations.bandwidth_trace = parse_array<BandwidthChange>(n, "bandwidth_trace", [&](ObjectReader& c) {
@@ -94,6 +95,7 @@ json network_section_json(const NetworkConfig& network) {
               {"jitter_us", network.perturbations.jitter_s * 1e6},
               {"algorithms", algorithms}};
   if (!network.reuse_collectives) net["reuse_collectives"] = false;  // echoed when off: results keep their ids
+  if (!network.evaluate_rings) net["evaluate_rings"] = false;
   if (!network.perturbations.bandwidth_trace.empty()) {
     net["bandwidth_trace"] = json::array();
     for (const auto& c : network.perturbations.bandwidth_trace)

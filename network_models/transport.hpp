@@ -120,6 +120,29 @@ class Transport : private sim::Engine::Handler {
   void end_replay_guard(const void* owner) {
     if (guard_owner_ == owner) guard_ = false;
   }
+  // Whether a message (and so a trace span) must exist for every transfer: a trace is
+  // being recorded.
+  bool records_messages() const { return trace_ != nullptr; }
+
+  // What a message sent alone costs, for a ring's recurrence (ring_recurrence.hpp),
+  // which computes a collective's times without sending its messages on a transport
+  // whose messages never interact. The route's fixed part is looked up once per sender;
+  // alone_arrival() then makes the very additions send() and the uncontended transmit()
+  // make, so its time is the delivery's to the last bit.
+  struct AlonePath {
+    double delay = 0.0;       // overhead + the route's latency
+    double bottleneck = 0.0;  // the route's smallest bandwidth now
+    bool to_self = false;     // delivered after the delay, no transfer
+  };
+  AlonePath alone_path(int src, int dst) const;
+  double alone_arrival(const AlonePath& path, double t, double bytes) {
+    const double start = later(t, path.delay);
+    return path.to_self ? start : later(start, bytes / path.bottleneck);
+  }
+  // Whether ScheduledExecution may compute ring collectives from their recurrence
+  // (NetworkConfig::evaluate_rings; on by default), where the transport allows it.
+  void evaluate_rings(bool on) { evaluate_rings_ = on; }
+  bool evaluates_rings() const { return evaluate_rings_; }
 
  protected:
   // Message `message` has paid its overhead and latency; its bytes start flowing now
@@ -192,6 +215,7 @@ class Transport : private sim::Engine::Handler {
   bool count_ties_ = false;
   double last_send_instant_ = -1.0;      // the time of the last send
   std::uint64_t sent_before_instant_ = 0;  // messages_ before that instant
+  bool evaluate_rings_ = true;
   bool guard_ = false;  // a replayed collective holds the network (guard_replay)
   const void* guard_owner_ = nullptr;
   double guard_until_ = 0.0;

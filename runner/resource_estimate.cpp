@@ -31,6 +31,7 @@ constexpr double kTracedOp = 32.0;
 constexpr double kResultJsonPerStep = 6 * 40.0;   // the result's six per-step series, as JSON
 constexpr double kLongRun = 1e9;                  // simulated events worth a note
 constexpr double kBookkeepingPerEvent = 10.0;     // bookkeeping steps as fast as one event
+constexpr double kRecurrencePerBookkeeping = 8.0;  // a ring recurrence's messages as fast as one bookkeeping step
 
 double d(std::int64_t x) { return static_cast<double>(x); }
 double log2_at_least_1(double n) { return n > 2.0 ? std::log2(n) : 1.0; }
@@ -320,7 +321,17 @@ Detail estimate(const Scenario& s, RunKind kind) {
     const bool analytical = !collectives_routed;
     const double evaluations = s.eval_every > 0 ? std::floor((steps - 1) / d(s.eval_every)) : 0;
     const double calls = steps * f.collectives_per_step, closing = 5 + 2 * evaluations;
-    const double main_messages = calls * (f.gossips ? 0.0 : main_cost.messages) + closing * reduce_cost.messages;
+    // Rings on a model whose messages never interact are computed from their recurrence
+    // (net::ring_done_times): a fraction of a bookkeeping step a message, no events.
+    const auto& p = s.network.perturbations;
+    const bool recurrence = network_model.rings_as_recurrence && s.network.evaluate_rings && p.jitter_s == 0 &&
+                            p.bandwidth_trace.empty() && p.failures.empty();
+    const double main_share = recurrence && main_alg == net::Algorithm::Ring ? 0.0 : 1.0;
+    const double reduce_share = recurrence && all_reduce == net::Algorithm::Ring ? 0.0 : 1.0;
+    const double main_per_call = f.gossips ? 0.0 : main_cost.messages;
+    const double main_messages = calls * main_per_call * main_share + closing * reduce_cost.messages * reduce_share;
+    e.bookkeeping_steps += (calls * main_per_call * (1 - main_share) + closing * reduce_cost.messages * (1 - reduce_share)) /
+                           kRecurrencePerBookkeeping;
     const double gossip_messages = f.gossips ? calls * R * t.degree : 0.0;
     e.network_events = (analytical ? (calls + closing) * R : main_messages) + gossip_messages + steps * 12 * R;
     e.network_events *= network_model.relative_events_per_message;

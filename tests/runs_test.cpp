@@ -206,11 +206,8 @@ TEST(Runs, TableNamesEveryPhase) {
 }
 
 
-// Collective reuse changes no figure: every regression scenario of bench/baselines, and
-// runs that replay most of their collectives (an all-reduce per step on the uncontended
-// model; SINGA DistOpt's fused partitions on the flow model, full and timing-only), give
-// the same step times, bits, bytes, calls, losses and evaluations with and without it.
-void expect_same_figures(const RunResult& with, const RunResult& without, const std::string& name) {
+// The same step times, bits, bytes, calls, losses and evaluations, bit for bit.
+void expect_equal_figures(const RunResult& with, const RunResult& without, const std::string& name) {
   SCOPED_TRACE(name);
   EXPECT_EQ(with.step_time_s, without.step_time_s);
   EXPECT_EQ(with.compute_time_s, without.compute_time_s);
@@ -226,6 +223,14 @@ void expect_same_figures(const RunResult& with, const RunResult& without, const 
     EXPECT_EQ(with.eval[i].time_s, without.eval[i].time_s);
     EXPECT_TRUE(same_or_both_nan(with.eval[i].train_loss, without.eval[i].train_loss));
   }
+}
+
+// Collective reuse changes no figure: every regression scenario of bench/baselines, and
+// runs that replay most of their collectives (an all-reduce per step on the uncontended
+// model; SINGA DistOpt's fused partitions on the flow model, full and timing-only), give
+// the same figures with and without it.
+void expect_same_figures(const RunResult& with, const RunResult& without, const std::string& name) {
+  expect_equal_figures(with, without, name);
   EXPECT_TRUE(with.reuse.enabled);
   EXPECT_FALSE(without.reuse.enabled);
   EXPECT_EQ(without.reuse.stats.replayed, 0u);
@@ -278,6 +283,32 @@ TEST(CollectiveReuseRuns, ReplayedRunsKeepTheirFigures) {
   expect_same_figures(torus, without_reuse(sync), "singa_resnet50_sync, 4 x 4 torus, flow, timing only");
   EXPECT_GE(torus.reuse.stats.replayed, 11u);
   EXPECT_EQ(torus.reuse.stats.restarts, 0u);
+}
+
+// The ring recurrence (network_models/ring_recurrence.hpp) changes no figure either:
+// every regression scenario, and a timing-only point whose eleven fused partitions a
+// step are rings of 64 ranks on an 8 x 8 torus under alpha_beta (SINGA's sync DistOpt on
+// ResNet-50's shapes), give the same figures with it and with every message simulated.
+RunResult without_ring_recurrence(Scenario s) {
+  s.network.evaluate_rings = false;
+  return run_emulated(s);
+}
+
+TEST(RingRecurrenceRuns, EveryRegressionScenarioAndATimingPointBothWays) {
+  const auto dir = std::filesystem::path(DTSIM_SOURCE_DIR) / "bench" / "baselines";
+  const auto baseline = json::parse(testing::read_file(dir / "simulated.json"));
+  ASSERT_GE(baseline["scenarios"].size(), 5u);
+  for (const auto& entry : baseline["scenarios"]) {
+    const auto s = load_scenario(dir / entry["file"].get<std::string>());
+    expect_equal_figures(run_emulated(s), without_ring_recurrence(s), s.name);
+  }
+  auto sync = load_scenario(std::filesystem::path(DTSIM_SOURCE_DIR) / "scenarios" / "singa_resnet50_sync.json");
+  ASSERT_EQ(sync.network.model, "alpha_beta");
+  sync.ranks = 64;
+  sync.topology = net::parse_topology("torus:8x8");
+  sync.steps = 3;
+  sync.timing_only = true;
+  expect_equal_figures(run_emulated(sync), without_ring_recurrence(sync), "singa_resnet50_sync, 8 x 8 torus, timing only");
 }
 
 }  // namespace
