@@ -596,8 +596,9 @@ std::optional<std::string> long_run_note(const Scenario& s) {
                        "replays every step after the second, as it does when steps repeat (network.reuse_collectives)",
                        count(e.network_events), how_long(work), how_long(work_if_replayed));
   if (e.bookkeeping_steps / kBookkeepingPerEvent > e.network_events)
-    return fmt::format("note: about {} steps of bookkeeping (routes, the gossip graph and collective schedules over {} "
-                       "ranks on a {} topology); this run may take {}; fewer ranks or steps are faster",
+    return fmt::format("note: about {} steps of bookkeeping (routes, the gossip graph, collective schedules and ring "
+                       "recurrences over {} ranks on a {} topology); this run may take {}; fewer ranks or steps are "
+                       "faster",
                        count(e.bookkeeping_steps), s.ranks, topology_shape(s.topology, s.ranks).label, how_long(work));
   const auto& alternative = net::network_model(s.network.model).faster_alternative;
   const std::string faster = alternative.empty() ? "" : fmt::format("{}, ", alternative);
