@@ -100,22 +100,29 @@ std::vector<int> open_descriptors() {
 // to the sockets accept() returns). A client that stops in the middle of a request, or
 // stops reading the replies, then makes the store's daemon thread fail that connection's
 // recv or send after `limit`, and it drops that client alone and goes on serving.
+// Two passes: the daemon accepts while the first runs, and a connection accepted after
+// the descriptors were listed but before the listening socket had its options would
+// keep none (a client already waiting at the port when rank 0 starts, as a stray does:
+// LiveBadPeer's garbage test once saw the store never answer again). Every connection
+// accepted after the first pass inherits the options; the second lists the rest.
 // Returns whether the listening socket was found.
 bool guard_store_sockets(std::uint16_t port, std::chrono::milliseconds limit) {
   timeval tv{};
   tv.tv_sec = static_cast<time_t>(limit.count() / 1000);
   tv.tv_usec = static_cast<suseconds_t>(limit.count() % 1000 * 1000);
   bool listening = false;
-  for (int fd : open_descriptors()) {
-    if (local_port(fd) != port) continue;
-    int type = 0, accepting = 0;
-    socklen_t len = sizeof type;
-    if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) continue;
-    if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
-        ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
-      continue;
-    len = sizeof accepting;
-    if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) == 0 && accepting) listening = true;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int fd : open_descriptors()) {
+      if (local_port(fd) != port) continue;
+      int type = 0, accepting = 0;
+      socklen_t len = sizeof type;
+      if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) continue;
+      if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+          ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
+        continue;
+      len = sizeof accepting;
+      if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) == 0 && accepting) listening = true;
+    }
   }
   return listening;
 }
