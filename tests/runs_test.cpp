@@ -241,12 +241,19 @@ RunResult without_reuse(Scenario s) {
   return run_emulated(s);
 }
 
-TEST(CollectiveReuseRuns, EveryRegressionScenarioBothWays) {
+// The scenarios of bench/baselines/simulated.json (the regression gate's).
+std::vector<Scenario> regression_scenarios() {
   const auto dir = std::filesystem::path(DTSIM_SOURCE_DIR) / "bench" / "baselines";
   const auto baseline = json::parse(testing::read_file(dir / "simulated.json"));
-  ASSERT_GE(baseline["scenarios"].size(), 5u);
-  for (const auto& entry : baseline["scenarios"]) {
-    const auto s = load_scenario(dir / entry["file"].get<std::string>());
+  std::vector<Scenario> scenarios;
+  for (const auto& entry : baseline["scenarios"]) scenarios.push_back(load_scenario(dir / entry["file"].get<std::string>()));
+  return scenarios;
+}
+
+TEST(CollectiveReuseRuns, EveryRegressionScenarioBothWays) {
+  const auto scenarios = regression_scenarios();
+  ASSERT_GE(scenarios.size(), 5u);
+  for (const auto& s : scenarios) {
     const auto with = run_emulated(s);
     expect_same_figures(with, without_reuse(s), s.name);
     EXPECT_EQ(with.reuse.stats.restarts, 0u) << s.name;
@@ -295,13 +302,9 @@ RunResult without_ring_recurrence(Scenario s) {
 }
 
 TEST(RingRecurrenceRuns, EveryRegressionScenarioAndATimingPointBothWays) {
-  const auto dir = std::filesystem::path(DTSIM_SOURCE_DIR) / "bench" / "baselines";
-  const auto baseline = json::parse(testing::read_file(dir / "simulated.json"));
-  ASSERT_GE(baseline["scenarios"].size(), 5u);
-  for (const auto& entry : baseline["scenarios"]) {
-    const auto s = load_scenario(dir / entry["file"].get<std::string>());
-    expect_equal_figures(run_emulated(s), without_ring_recurrence(s), s.name);
-  }
+  const auto scenarios = regression_scenarios();
+  ASSERT_GE(scenarios.size(), 5u);
+  for (const auto& s : scenarios) expect_equal_figures(run_emulated(s), without_ring_recurrence(s), s.name);
   auto sync = load_scenario(std::filesystem::path(DTSIM_SOURCE_DIR) / "scenarios" / "singa_resnet50_sync.json");
   ASSERT_EQ(sync.network.model, "alpha_beta");
   sync.ranks = 64;
