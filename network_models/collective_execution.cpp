@@ -69,7 +69,7 @@ void ScheduledExecution::decide_evaluation() {
                !transport_.records_messages() && ring_waits_for_every_rank(*schedule_) &&
                transport_.next_perturbation_at_or_after(transport_.engine().now()) ==
                    std::numeric_limits<double>::infinity();
-  if (evaluated_) arrived_at_.assign(static_cast<std::size_t>(schedule_->size()), 0.0);
+  if (evaluated_) arrived_at_.assign(static_cast<std::size_t>(schedule_->size()), std::numeric_limits<double>::quiet_NaN());
 }
 
 // Every rank waits for every other (ring_waits_for_every_rank), so none is done before
@@ -77,7 +77,10 @@ void ScheduledExecution::decide_evaluation() {
 // the order of the times (ties by rank). A record found by collective reuse first
 // replays instead; otherwise the times are recorded as the rank finish.
 void ScheduledExecution::arrive_evaluated(int rank) {
-  arrived_at_[static_cast<std::size_t>(rank)] = transport_.engine().now();
+  double& arrived = arrived_at_.at(static_cast<std::size_t>(rank));
+  if (!std::isnan(arrived))
+    throw std::logic_error(fmt::format("{}: rank {} arrived twice in one collective", schedule_->name, rank));
+  arrived = transport_.engine().now();
   if (arrivals_ < schedule_->size()) return;
   if (watch_.candidate) try_replay();
   if (watch_.replayed) return;

@@ -81,9 +81,10 @@ double Transport::next_perturbation_at_or_after(double t) const {
 
 Transport::AlonePath Transport::alone_path(int src, int dst) const {
   const Topology::Route& route = topology_.route_info(src, dst);  // throws, naming both, without one
-  AlonePath path{.delay = perturbations_.overhead_s + route.latency_s, .bottleneck = 0.0, .to_self = src == dst};
   // No links: transmit() takes no time, as bytes / infinity does.
-  path.bottleneck = std::numeric_limits<double>::infinity();
+  AlonePath path{.delay = perturbations_.overhead_s + route.latency_s,
+                 .bottleneck = std::numeric_limits<double>::infinity(),
+                 .to_self = src == dst};
   for (int l : route.links) path.bottleneck = std::min(path.bottleneck, bandwidth_[l]);
   return path;
 }

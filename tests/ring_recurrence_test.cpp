@@ -142,5 +142,21 @@ TEST(RingRecurrence, OnlyRingsThatWaitForEveryRank) {
       {.kind = CollectiveKind::AllReduce, .algorithm = Algorithm::HalvingDoubling, .ranks = 8, .elements = 100})));
 }
 
+// A rank that arrives twice is a caller's bug; the recurrence would take the second
+// arrival for a missing one's, so it says so instead.
+TEST(RingRecurrence, ARankArrivingTwiceIsAnError) {
+  sim::Engine engine(sim::TimeGrid::from_resolution(1e-14));
+  auto transport = make_transport("alpha_beta", engine, Topology::ring(4, {.latency_s = 1e-6, .bandwidth_bytes_per_s = 1e9}), {});
+  auto exec = std::make_shared<ScheduledExecution>(
+      *transport, std::make_shared<const Schedule>(ring_schedule(CollectiveKind::AllReduce, 4, 1000)), [](int) {});
+  for (int r : {0, 1, 1}) engine.call_at(0.0, [exec, r] { exec->arrive(r); });
+  try {
+    engine.run();
+    FAIL() << "expected an error";
+  } catch (const std::logic_error& e) {
+    EXPECT_STREQ(e.what(), "ring: rank 1 arrived twice in one collective");
+  }
+}
+
 }  // namespace
 }  // namespace dtsim::net
