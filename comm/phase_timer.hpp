@@ -50,6 +50,9 @@ class PhaseTimer {
 
   // Times the enclosing scope under `name` (accumulated if the name repeats in a step).
   Scope phase(std::string_view name);
+  // The index of phase `name` (a new one if it is new), for Scope(timer, index): a
+  // replay that opens the same phases millions of times looks each up once.
+  std::size_t index_of(std::string_view name);
 
   // Also record every phase as a span on `track` of `trace` (a timeline for Perfetto).
   void record_to(sim::TraceWriter* trace, sim::TraceWriter::TrackId track) {

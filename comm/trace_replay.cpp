@@ -27,6 +27,11 @@ at::Tensor size_only(std::int64_t numel, at::ScalarType dtype) {
 class OpsInFlight {
  public:
   std::uint64_t next_id() const { return first_ + window_.size(); }
+  // Numbers an operation the replay awaits at once, without keeping it.
+  void issue_awaited() {
+    if (window_.empty()) ++first_;
+    else window_.emplace_back(std::nullopt);
+  }
   std::uint64_t issue(Op op) {
     window_.emplace_back(std::move(op));
     if (window_.size() > kMaxWindow) {
@@ -89,16 +94,30 @@ sim::Task<ReplayRecord> replay_trace(Communicator& comm, const OpTrace& trace, s
   OpsInFlight in_flight;
   // Output lists of gathers and exchanges in flight: the backend writes them on completion.
   std::unordered_map<std::uint64_t, std::vector<at::Tensor>> outputs;
-  std::vector<std::unique_ptr<PhaseTimer::Scope>> open_phases;
+  std::deque<PhaseTimer::Scope> open_phases;  // constructed in place, never moved
+  constexpr std::size_t kUnresolved = std::numeric_limits<std::size_t>::max();
+  std::vector<std::size_t> phase_index(trace.phase_names.size(), kUnresolved);  // the timer's, by the trace's
   double step_start = 0.0, compute_before = 0.0, eval_start = 0.0, evaluating = 0.0;
   Traffic traffic_before;
 
-  for (const TracedOp& t : trace.ops) {
+  for (std::size_t i = 0; i < trace.ops.size(); ++i) {
+    const TracedOp& t = trace.ops[i];
     using Kind = TracedOp::Kind;
     switch (t.kind) {
-      case Kind::Compute:
-        in_flight.issue(comm.compute(replay_cost(t.seconds), [] {}));
+      case Kind::Compute: {
+        Op op = comm.compute(replay_cost(t.seconds), [] {});
+        // Nearly every compute is awaited at once: then it is awaited here, the wait
+        // skipped, and the window of operations in flight never holds it.
+        const TracedOp* next = i + 1 < trace.ops.size() ? &trace.ops[i + 1] : nullptr;
+        if (next && next->kind == Kind::Wait && next->op == in_flight.next_id()) {
+          in_flight.issue_awaited();
+          ++i;
+          co_await op;
+        } else {
+          in_flight.issue(std::move(op));
+        }
         break;
+      }
       case Kind::AllReduce: {
         at::Tensor tensor = size_only(t.numel, t.dtype);
         const auto op = static_cast<ReduceOp>(t.variant);
@@ -141,10 +160,13 @@ sim::Task<ReplayRecord> replay_trace(Communicator& comm, const OpTrace& trace, s
         if (!outputs.empty()) outputs.erase(t.op);
         break;
       }
-      case Kind::PhaseBegin:
-        // new from the prvalue: Scope is neither copyable nor movable.
-        open_phases.emplace_back(new PhaseTimer::Scope(timer.phase(trace.phase_names.at(static_cast<std::size_t>(t.variant)))));
+      case Kind::PhaseBegin: {
+        const auto name = static_cast<std::size_t>(t.variant);
+        std::size_t& index = phase_index.at(name);
+        if (index == kUnresolved) index = timer.index_of(trace.phase_names[name]);
+        open_phases.emplace_back(timer, index);
         break;
+      }
       case Kind::PhaseEnd:
         if (open_phases.empty()) throw config::InputError("replay: a phase ends that never began");
         open_phases.pop_back();
