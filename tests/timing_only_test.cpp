@@ -217,33 +217,38 @@ TEST(TraceReplay, ComputeThenAllReduceTakesTheClosedForm) {
 }
 
 // Operations are found by number however long after their issue they are awaited: a
-// compute of 2 ms, awaited after 3,000 others (past the replay's window of recent
-// operations), 1 us each, issued and awaited two at a time (1.5 ms), still ends the
-// step at 2 ms; awaiting it twice, or one never issued, is an error naming the operation.
+// compute of 2 ms, awaited after 3,010 others of 1 us (ten awaited as soon as issued,
+// 10 us, then 3,000 issued and awaited two at a time, 1.5 ms: past the replay's window
+// of recent operations), still ends the step at 2 ms; awaiting one twice (#0, or #3 of
+// those awaited at once), or one never issued, is an error naming the operation.
 TEST(TraceReplay, AnOperationAwaitedLongAfterItsIssueIsFound) {
   comm::OpTrace trace;
   trace.ranks = 2;
   auto push = [&](comm::TracedOp op) { trace.ops.push_back(std::move(op)); };
   push(mark(comm::TraceMark::StepBegin));
   push({.kind = comm::TracedOp::Kind::Compute, .seconds = 2e-3});  // #0, awaited last
-  const std::uint64_t others = 3000;
-  for (std::uint64_t op = 1; op <= others; ++op) {
+  const std::uint64_t at_once = 10, others = 3000;
+  for (std::uint64_t op = 1; op <= at_once; ++op) {  // awaited as soon as issued, #0 still in flight
     push({.kind = comm::TracedOp::Kind::Compute, .seconds = 1e-6});
-    if (op % 2 == 0) {  // in pairs, the later first
+    push({.kind = comm::TracedOp::Kind::Wait, .op = op});
+  }
+  for (std::uint64_t op = at_once + 1; op <= at_once + others; ++op) {
+    push({.kind = comm::TracedOp::Kind::Compute, .seconds = 1e-6});
+    if ((op - at_once) % 2 == 0) {  // in pairs, the later first
       push({.kind = comm::TracedOp::Kind::Wait, .op = op});
       push({.kind = comm::TracedOp::Kind::Wait, .op = op - 1});
     }
   }
   push({.kind = comm::TracedOp::Kind::Wait, .op = 0});
   push(mark(comm::TraceMark::StepEnd));
-  trace.operations = others + 1;
+  trace.operations = at_once + others + 1;
 
   for (const auto& rec : replay_on_ring(trace, 2)) {
     ASSERT_EQ(rec.step_time_s.size(), 1u);
     EXPECT_NEAR(rec.step_time_s[0], 2e-3, 1e-12);
   }
 
-  for (const std::uint64_t bad : {std::uint64_t{0}, others + 1}) {
+  for (const std::uint64_t bad : {std::uint64_t{0}, std::uint64_t{3}, at_once + others + 1}) {
     comm::OpTrace wrong = trace;
     wrong.ops.insert(wrong.ops.end() - 1, {.kind = comm::TracedOp::Kind::Wait, .op = bad});
     try {
