@@ -79,14 +79,15 @@ double Transport::next_perturbation_at_or_after(double t) const {
   return next;
 }
 
+double Transport::bottleneck(std::span<const int> links) const {
+  double smallest = std::numeric_limits<double>::infinity();
+  for (int l : links) smallest = std::min(smallest, bandwidth_[l]);
+  return smallest;
+}
+
 Transport::AlonePath Transport::alone_path(int src, int dst) const {
   const Topology::Route& route = topology_.route_info(src, dst);  // throws, naming both, without one
-  // No links: transmit() takes no time, as bytes / infinity does.
-  AlonePath path{.delay = perturbations_.overhead_s + route.latency_s,
-                 .bottleneck = std::numeric_limits<double>::infinity(),
-                 .to_self = src == dst};
-  for (int l : route.links) path.bottleneck = std::min(path.bottleneck, bandwidth_[l]);
-  return path;
+  return {.delay = fixed_delay(route.latency_s), .bottleneck = bottleneck(route.links), .to_self = src == dst};
 }
 
 namespace {
@@ -164,7 +165,7 @@ void Transport::send_message(int id) {
     if (last.hops <= kInlineLinks) std::copy_n(last.links, kInlineLinks, m.links);
     else m.route = last.route;
     m.routes_version = static_cast<std::uint32_t>(last.routes_version);
-    double delay = perturbations_.overhead_s + last.latency_s;
+    double delay = fixed_delay(last.latency_s);
     if (perturbations_.jitter_s > 0)
       delay += std::uniform_real_distribution<double>(0.0, perturbations_.jitter_s)(jitter_rng_);
     if (src == dst) {
@@ -250,11 +251,9 @@ void Transport::start_transfer(int id) {
   else transmit(m.route->links, m.bytes, id);
 }
 
+// bytes / infinity is 0: no links, no transfer time.
 void UncontendedTransport::transmit(std::span<const int> links, double bytes, int message) {
-  double bottleneck = std::numeric_limits<double>::infinity();
-  for (int l : links) bottleneck = std::min(bottleneck, link_bandwidth(l));
-  const double duration = links.empty() ? 0.0 : bytes / bottleneck;
-  deliver_at(later(engine_.now(), duration), message);
+  deliver_at(later(engine_.now(), bytes / bottleneck(links)), message);
 }
 
 FlowTransport::FlowTransport(sim::Engine& engine, Topology topology, Perturbations perturbations)

@@ -128,13 +128,18 @@ class Transport : private sim::Engine::Handler {
   // which computes a collective's times without sending its messages on a transport
   // whose messages never interact. The route's fixed part is looked up once per sender;
   // alone_arrival() then makes the very additions send() and the uncontended transmit()
-  // make, so its time is the delivery's to the last bit.
+  // make, from the same fixed_delay() and bottleneck(), so its time is the delivery's to
+  // the last bit.
   struct AlonePath {
     double delay = 0.0;       // overhead + the route's latency
     double bottleneck = 0.0;  // the route's smallest bandwidth now
     bool to_self = false;     // delivered after the delay, no transfer
   };
   AlonePath alone_path(int src, int dst) const;
+  // A message's delay before its bytes flow, on a route of latency `route_latency_s`
+  // (jitter aside), and the smallest bandwidth now of `links` (infinity for none).
+  double fixed_delay(double route_latency_s) const { return perturbations_.overhead_s + route_latency_s; }
+  double bottleneck(std::span<const int> links) const;
   double alone_arrival(const AlonePath& path, double t, double bytes) {
     const double start = later(t, path.delay);
     return path.to_self ? start : later(start, bytes / path.bottleneck);
