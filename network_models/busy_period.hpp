@@ -54,8 +54,8 @@ struct OpenPeriod {
   int last_bit = 0;
   std::uint64_t ties_before = 0;  // the transport's rounding ties before the head's first arrival
   std::uint64_t perturbation_epoch = 0;
-  std::uint64_t sends_before = 0;  // the transport's messages sent before the head's first arrival
-  std::uint64_t member_sends = 0;  // messages the members sent since
+  std::uint64_t sends_before = 0;  // the transport's traffic() before the head's first arrival
+  std::uint64_t member_sends = 0;  // the members' traffic since (their messages, their link claims)
   int open_members = 0;            // members not yet done or with messages in flight
   bool recording = true;
   PeriodRecord record;

@@ -35,7 +35,7 @@ ScheduledExecution::ScheduledExecution(Transport& transport, std::shared_ptr<con
 }
 
 void ScheduledExecution::arrive(int rank) {
-  if (arrivals_++ == 0) decide_evaluation();
+  const bool first = arrivals_++ == 0;
   if (watch_.reuse) {
     if (watch_.arrived++ == 0) watch_first_arrival();
     if (watch_.replay) return arrive_replayed(rank);
@@ -48,7 +48,8 @@ void ScheduledExecution::arrive(int rank) {
     if (watch_.candidate) watch_.arrival[rank] = transport_.engine().now() - watch_.first_arrival;
     if (watch_.period) record_in_period(rank, true);
   }
-  if (evaluated_) return arrive_evaluated(rank);
+  if (first) decide_evaluation();
+  if (evaluated_) return wavefront_ ? arrive_in_wavefront(rank) : arrive_evaluated(rank);
   if (lanes_left_.at(rank) == 0) {
     finish(rank);
   } else {
@@ -62,14 +63,78 @@ void ScheduledExecution::arrive(int rank) {
 
 // ---- The ring's recurrence (ring_recurrence.hpp) ----
 
-// Decided at the first arrival, for the whole collective: no message is sent until the
-// last rank arrives, which is right only if none would have met anything meanwhile.
+// Decided at the first arrival (after collective reuse's look at it: a later member of a
+// replayed busy period is never computed), for the whole collective: no message is sent
+// until the last rank arrives, or (flow model) only the coupled senders', which is right
+// only if nothing else meets the others meanwhile.
 void ScheduledExecution::decide_evaluation() {
-  evaluated_ = transport_.evaluates_rings() && !transport_.messages_interact() && !transport_.jitters() &&
-               !transport_.records_messages() && ring_waits_for_every_rank(*schedule_) &&
-               transport_.next_perturbation_at_or_after(transport_.engine().now()) ==
-                   std::numeric_limits<double>::infinity();
-  if (evaluated_) arrived_at_.assign(static_cast<std::size_t>(schedule_->size()), std::numeric_limits<double>::quiet_NaN());
+  const bool ring = transport_.evaluates_rings() && !transport_.jitters() && !transport_.records_messages() &&
+                    ring_waits_for_every_rank(*schedule_) &&
+                    transport_.next_perturbation_at_or_after(transport_.engine().now()) ==
+                        std::numeric_limits<double>::infinity();
+  if (!ring) return;
+  if (transport_.messages_interact()) {
+    evaluated_ = start_wavefront();
+    return;
+  }
+  evaluated_ = true;
+  arrived_at_.assign(static_cast<std::size_t>(schedule_->size()), std::numeric_limits<double>::quiet_NaN());
+}
+
+// The flow model: computed when a conflict can restart the run (collective reuse's
+// attempts) or none can happen (alone on its engine), no replay holds the network, every
+// alone sender's transfers start a positive delay after its sends, and its links carry
+// nothing and are claimed by no other ring.
+bool ScheduledExecution::start_wavefront() {
+  CollectiveReuse* restarts = watch_.reuse;
+  if (!alone_on_engine_ && !(restarts && restarts->evaluation_allowed(watch_.shape))) return false;
+  if (transport_.replay_guarded()) return false;
+  auto wavefront = std::make_unique<RingWavefront>(*schedule_, transport_, static_cast<RingWavefront::Hooks&>(*this));
+  if (!wavefront->alone_delays_positive()) return false;
+  std::vector<int> links;
+  for (int r = 0; r < schedule_->size(); ++r)
+    if (!wavefront->coupled(r)) links.insert(links.end(), wavefront->route(r).begin(), wavefront->route(r).end());
+  holder_ = transport_.new_holder(watch_.shape.empty() ? schedule_->name : watch_.shape, restarts);
+  if (!transport_.claim_links(holder_, links)) return false;
+  ++watch_.own_sends;  // the claim is this collective's traffic, as its messages are
+  if (watch_.period) ++watch_.period->member_sends;
+  wavefront_ = std::move(wavefront);
+  return true;
+}
+
+void ScheduledExecution::arrive_in_wavefront(int rank) {
+  const double now = transport_.engine().now();
+  if (!wavefront_->coupled(rank))
+    transport_.take_links(holder_, wavefront_->route(rank), wavefront_->first_transfer_start(rank, now));
+  wavefront_->arrive(rank, now);
+  if (arrivals_ == schedule_->size() && watch_.candidate) try_replay();
+}
+
+void ScheduledExecution::send_at(int rank, int step, double at) {
+  if (at == transport_.engine().now()) return send_in_wavefront(rank, step);
+  transport_.engine().call_at(at, [self = shared_from_this(), rank, step] {
+    if (!self->watch_.replayed) self->send_in_wavefront(rank, step);
+  });
+}
+
+void ScheduledExecution::send_in_wavefront(int rank, int step) {
+  const Transfer t = schedule_->ring_send(rank, static_cast<std::size_t>(step));
+  send(rank, 0, t.peer, t.bytes);
+}
+
+void ScheduledExecution::done_at(int rank, double at) {
+  transport_.engine().call_at(at, [self = shared_from_this(), rank] {
+    if (!self->watch_.replayed) self->finish(rank);
+  });
+}
+
+void ScheduledExecution::links_free_after(int rank, double at) {
+  transport_.free_links_after(holder_, wavefront_->route(rank), at);
+}
+
+void ScheduledExecution::release_links() {
+  for (int r = 0; r < schedule_->size(); ++r)
+    if (!wavefront_->coupled(r)) transport_.release_links(holder_, wavefront_->route(r));
 }
 
 // Every rank waits for every other (ring_waits_for_every_rank), so none is done before
@@ -114,7 +179,8 @@ void ScheduledExecution::watch_first_arrival() {
   // flows in flight would share the links (the flow model); jitter draws would be
   // consumed differently.
   const auto& grid = transport_.engine().time_grid();
-  const bool idle = transport_.messages_in_flight() == transport_.messages_being_delivered();
+  // A ring computed on the flow model holds links while it runs (ring_wavefront.hpp).
+  const bool idle = transport_.messages_in_flight() == transport_.messages_being_delivered() && !transport_.holds_live();
   w.candidate = w.reuse->allowed(w.shape) && grid.shifts_exactly(now) && grid.on_grid(now) && !transport_.jitters() &&
                 (!transport_.messages_interact() || idle);
   w.first_arrival = now;
@@ -122,7 +188,7 @@ void ScheduledExecution::watch_first_arrival() {
   w.last_bit = last_mantissa_bit(now);
   w.ties_before = transport_.rounding_ties();
   w.perturbation_epoch = transport_.perturbation_epoch();
-  w.sends_before = transport_.messages_sent();
+  w.sends_before = transport_.traffic();
   const auto n = static_cast<std::size_t>(schedule_->size());
   w.arrival.assign(n, std::numeric_limits<double>::quiet_NaN());
   w.done_at.assign(n, std::numeric_limits<double>::quiet_NaN());
@@ -132,9 +198,9 @@ void ScheduledExecution::watch_first_arrival() {
 bool ScheduledExecution::isolated(bool but_now) const {
   if (transport_.perturbation_epoch() != watch_.perturbation_epoch) return false;
   if (!transport_.messages_interact()) return true;
-  if (!but_now) return transport_.messages_sent() - watch_.sends_before == watch_.own_sends;
+  if (!but_now) return transport_.traffic() - watch_.sends_before == watch_.own_sends;
   return watch_.last_own_send < transport_.engine().now() &&
-         transport_.messages_sent_before_now() - watch_.sends_before == watch_.own_sends;
+         transport_.traffic_before_now() - watch_.sends_before == watch_.own_sends;
 }
 
 ReuseKey ScheduledExecution::reuse_key() const {
@@ -194,6 +260,7 @@ bool ScheduledExecution::take_over(double end, const std::vector<double>& done) 
   w.replayed = true;
   ++w.reuse->stats().replayed;
   leave_busy_period();
+  if (wavefront_) release_links();
   transport_.cancel(*this);
   in_flight_ = 0;
   self_while_in_flight_.reset();
@@ -249,7 +316,7 @@ void ScheduledExecution::enter_busy_period(bool network_idle) {
     open->sends_before = w.sends_before;
   } else if (!open || !open->recording || !reuse.allowed(w.shape) ||
              transport_.perturbation_epoch() != open->perturbation_epoch ||
-             transport_.messages_sent() - open->sends_before != open->member_sends) {
+             transport_.traffic() - open->sends_before != open->member_sends) {
     if (open) open->recording = false;  // something else was on the network
     return;
   }
@@ -302,7 +369,7 @@ void ScheduledExecution::finish_period(OpenPeriod& p) {
   const double now = transport_.engine().now();
   if (transport_.engine().time_grid().shift_domain(now) != p.shift_domain ||
       transport_.perturbation_epoch() != p.perturbation_epoch ||
-      transport_.messages_sent_before_now() - p.sends_before != p.member_sends)
+      transport_.traffic_before_now() - p.sends_before != p.member_sends)
     return;
   // A later member is finished by the replay once all its ranks have arrived: one with a
   // rank done before its last arrival is not replayed that way.
@@ -434,6 +501,12 @@ void ScheduledExecution::message_arrived(std::uint64_t tag) {
   // be the last reference).
   std::shared_ptr<ScheduledExecution> keep;
   if (--in_flight_ == 0) keep = std::move(self_while_in_flight_);
+  if (wavefront_) {
+    wavefront_->coupled_arrived(rank, transport_.engine().now());
+    if (watch_.candidate && in_flight_ == 0) maybe_record();
+    if (watch_.period && in_flight_ == 0) maybe_close_member();
+    return;
+  }
   deliver(peer, lane, rank);
   --state(rank, lane).pending_sends;
   maybe_advance(rank, lane);
@@ -481,6 +554,7 @@ std::vector<double> simulate(const NetworkModel& model, const Topology& topology
   std::vector<double> finish(schedule.size(), -1.0);
   auto exec = std::make_shared<ScheduledExecution>(*transport, std::make_shared<const Schedule>(schedule),
                                                    [&](int r) { finish[r] = engine.now(); });
+  exec->alone_on_its_engine();
   for (int r = 0; r < schedule.size(); ++r) engine.call_at(arrival.at(r), [exec, r] { exec->arrive(r); });
   engine.run();
   for (int r = 0; r < schedule.size(); ++r)

@@ -17,6 +17,7 @@
 
 #include "network_models/collective_reuse.hpp"
 #include "network_models/network_model.hpp"
+#include "network_models/ring_wavefront.hpp"
 #include "network_models/schedule.hpp"
 #include "network_models/transport.hpp"
 
@@ -32,6 +33,7 @@ class Execution {
 
 class ScheduledExecution final : public Execution,
                                  public Transport::Sink,
+                                 private RingWavefront::Hooks,
                                  public std::enable_shared_from_this<ScheduledExecution> {
  public:
   // With `reuse`, the execution is recorded or replayed (collective_reuse.hpp) when it
@@ -42,6 +44,10 @@ class ScheduledExecution final : public Execution,
   const Schedule& schedule() const { return *schedule_; }
   // A message of this execution has arrived: `tag` packs sender, lane and receiver.
   void message_arrived(std::uint64_t tag) override;
+  // Nothing else runs on this engine (simulate()): on the flow model a ring may be
+  // computed from its recurrence without collective reuse to restart the run, since no
+  // other traffic can meet it.
+  void alone_on_its_engine() { alone_on_engine_ = true; }
 
  private:
   // Per-peer counters: a step talks to few peers, so the first two are kept inline (no
@@ -89,14 +95,26 @@ class ScheduledExecution final : public Execution,
   void deliver(int to, int lane, int from);
   void finish(int rank);  // the rank is done
 
-  // A ring on a transport whose messages never interact is computed from its recurrence
-  // (ring_recurrence.hpp) once every rank has arrived, instead of simulated message by
-  // message: the same times bit for bit.
+  // A ring is computed from its recurrence instead of simulated message by message, the
+  // same times bit for bit: on a transport whose messages never interact, all of it once
+  // every rank has arrived (ring_recurrence.hpp); on the flow model, its alone senders as
+  // their inputs become known, its coupled senders' messages sent, the alone senders'
+  // links held for it (ring_wavefront.hpp).
   void decide_evaluation();
+  bool start_wavefront();  // flow model: whether it can be computed so
   void arrive_evaluated(int rank);
+  void arrive_in_wavefront(int rank);
+  void send_at(int rank, int step, double at) override;
+  void done_at(int rank, double at) override;
+  void links_free_after(int rank, double at) override;
+  void send_in_wavefront(int rank, int step);
+  void release_links();  // replayed instead
   int arrivals_ = 0;
   bool evaluated_ = false;
-  std::vector<double> arrived_at_;  // per rank, while evaluated_
+  bool alone_on_engine_ = false;
+  std::vector<double> arrived_at_;  // per rank, while evaluated_ without a wavefront
+  std::unique_ptr<RingWavefront> wavefront_;
+  int holder_ = -1;  // of the alone senders' links (Transport's link holds)
 
   // Collective reuse: the window from the first arrival, while it may still be recorded
   // or replayed (`candidate`), every time relative to the first arrival.
@@ -111,7 +129,7 @@ class ScheduledExecution final : public Execution,
     int last_bit = 0;  // of the first arrival: collective_reuse.hpp
     std::uint64_t ties_before = 0;  // the transport's rounding ties before the first arrival
     std::uint64_t perturbation_epoch = 0;
-    std::uint64_t sends_before = 0;  // the transport's messages sent before the first arrival
+    std::uint64_t sends_before = 0;  // the transport's traffic() before the first arrival
     std::uint64_t own_sends = 0;
     double last_own_send = -1.0;
     int arrived = 0, done = 0;

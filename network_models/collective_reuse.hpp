@@ -111,6 +111,10 @@ class CollectiveReuse {
   std::shared_ptr<OpenPeriod>& open_period() { return open_period_; }
   std::shared_ptr<PeriodReplay>& period_replay() { return period_replay_; }
   void forbid(const std::string& shape) { forbidden_.insert(shape); }
+  // Rings computed from their recurrence on the flow model (ring_wavefront.hpp) that met
+  // other traffic: simulated from the next attempt on.
+  void forbid_evaluation(const std::string& shape) { unevaluated_.insert(shape); }
+  bool evaluation_allowed(const std::string& shape) const { return enabled_ && !unevaluated_.count(shape); }
   // A new attempt of the run after a conflict: counts from zero but `restarts`, records
   // and forbidden shapes kept; no period open or replayed.
   void restart();
@@ -124,6 +128,7 @@ class CollectiveReuse {
   std::map<ReuseKey, ReuseRecord> records_;
   std::map<ReuseKey, PeriodRecord> period_records_;
   std::set<std::string> forbidden_;
+  std::set<std::string> unevaluated_;
   std::shared_ptr<OpenPeriod> open_period_;
   std::shared_ptr<PeriodReplay> period_replay_;
   ReuseStats stats_;

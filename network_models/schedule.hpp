@@ -95,6 +95,8 @@ struct Schedule {
   // rank its one receive comes from.
   bool compact_ring() const { return lanes.empty(); }
   Transfer ring_send(int rank, std::size_t k) const;
+  // The index into ring.chunk of what `rank` sends in step k.
+  int ring_chunk(int rank, std::size_t k) const;
   int ring_receive_from(int rank) const { return rank == 0 ? ring.ranks - 1 : rank - 1; }
 
   double bytes_sent(int rank) const;

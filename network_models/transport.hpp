@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <random>
 #include <span>
@@ -35,6 +36,8 @@
 #include "sim/trace_writer.hpp"
 
 namespace dtsim::net {
+
+class CollectiveReuse;
 
 struct BandwidthChange {
   double time_s;
@@ -90,10 +93,11 @@ class Transport : private sim::Engine::Handler {
   // Messages in flight whose bytes have all arrived and whose receivers are being told
   // now (the flow model's batch of completions at this instant): they hold no link.
   virtual std::size_t messages_being_delivered() const { return 0; }
-  // Messages sent before the current simulated instant.
-  std::uint64_t messages_sent_before_now() const {
-    return last_send_instant_ == engine_.now() ? sent_before_instant_ : messages_;
-  }
+  // What collective reuse counts as other traffic in a window: messages sent, and rings
+  // computed on the flow model that claimed links (link holds): in all, and before the
+  // current simulated instant.
+  std::uint64_t traffic() const { return traffic_; }
+  std::uint64_t traffic_before_now() const { return last_traffic_instant_ == engine_.now() ? traffic_before_instant_ : traffic_; }
 
   // What collective reuse (collective_reuse.hpp) asks of a transport.
   // Whether messages in flight together change each other's times (the flow model).
@@ -149,6 +153,34 @@ class Transport : private sim::Engine::Handler {
   void evaluate_rings(bool on) { evaluate_rings_ = on; }
   bool evaluates_rings() const { return evaluate_rings_; }
 
+  // Link holds, for rings computed on the flow model (ring_wavefront.hpp): an alone
+  // sender's messages are computed, not sent, so the links they would use are held for
+  // its ring, and a transfer that starts on a held link is a conflict. The holders'
+  // evaluation is then forbidden (CollectiveReuse::forbid_evaluation) and ReuseConflict
+  // starts the run again, which simulates those rings' messages.
+  // A new holder for one ring, of shape `shape`; without `restarts` a conflict is a
+  // logic error (a ring alone on its engine meets nothing).
+  int new_holder(const std::string& shape, CollectiveReuse* restarts);
+  // At the ring's first arrival: claims `links` for `holder` if none carries a flow or is
+  // claimed by another ring already (false, and nothing claimed, otherwise). Transfers on
+  // claimed links conflict.
+  bool claim_links(int holder, std::span<const int> links);
+  // At a sender's arrival: its claimed links held until further notice, its first
+  // transfer starting at `first_use`; an earlier ring's hold that lasts until then is a
+  // conflict.
+  void take_links(int holder, std::span<const int> links, double first_use);
+  // The sender's last message arrives at `t`: its hold ends then.
+  void free_links_after(int holder, std::span<const int> links, double t);
+  // The ring is replayed instead: it holds and claims nothing.
+  void release_links(int holder, std::span<const int> links);
+  // Whether a link is held or claimed now (an evaluated ring is running), so that the
+  // network is not idle.
+  bool holds_live() const { return holds_open_ > 0 || engine_.now() < holds_until_; }
+  // Whether a replayed collective holds the network now (guard_replay).
+  bool replay_guarded() const {
+    return guard_ && (engine_.now() < guard_until_ || (guard_inclusive_ && engine_.now() == guard_until_));
+  }
+
  protected:
   // Message `message` has paid its overhead and latency; its bytes start flowing now
   // over `links` (its route's link ids, valid until the next link failure). The
@@ -176,6 +208,12 @@ class Transport : private sim::Engine::Handler {
   virtual void on_link_failure() {}      // routes have been recomputed
   // Messages were cancelled: drop the flows of those whose sink is discarded_sink().
   virtual void on_cancel() {}
+  // Whether a flow is on `link` now.
+  virtual bool carries_flow(int /*link*/) const { return false; }
+  // A transfer starts on `links` now: a conflict if one is held (link holds).
+  void check_holds(std::span<const int> links) {
+    if (holds_open_ > 0 || engine_.now() <= holds_until_) check_held(links);
+  }
   // A model's own events (a solve, a completion), as cheap as a message's: no
   // std::function to store. on_model_event(code) runs at absolute time `t`; code < 2^60.
   void model_event_at(double t, std::uint64_t code);
@@ -218,8 +256,16 @@ class Transport : private sim::Engine::Handler {
   std::uint64_t perturbation_epoch_ = 0;
   std::uint64_t rounding_ties_ = 0;
   bool count_ties_ = false;
-  double last_send_instant_ = -1.0;      // the time of the last send
-  std::uint64_t sent_before_instant_ = 0;  // messages_ before that instant
+  std::uint64_t traffic_ = 0;                 // messages sent and links claimed
+  double last_traffic_instant_ = -1.0;       // the time of the last of them
+  std::uint64_t traffic_before_instant_ = 0;  // traffic_ before that instant
+  void count_traffic() {
+    if (engine_.now() != last_traffic_instant_) {
+      last_traffic_instant_ = engine_.now();
+      traffic_before_instant_ = traffic_;
+    }
+    ++traffic_;
+  }
   bool evaluate_rings_ = true;
   bool guard_ = false;  // a replayed collective holds the network (guard_replay)
   const void* guard_owner_ = nullptr;
@@ -228,6 +274,25 @@ class Transport : private sim::Engine::Handler {
   class CollectiveReuse* guard_reuse_ = nullptr;
   std::string guard_shape_;
   void check_replay_guard();
+  struct LinkHold {
+    double until = -std::numeric_limits<double>::infinity();  // +infinity: not known yet
+    int holder = -1;      // the ring holding it, -1 none
+    int claimed_by = -1;  // a ring that holds it once its sender arrives, -1 none
+    bool open() const { return claimed_by >= 0 || (holder >= 0 && until == std::numeric_limits<double>::infinity()); }
+  };
+  struct Holder {
+    int shape;  // index into hold_shapes_
+    class CollectiveReuse* restarts;
+  };
+  std::vector<LinkHold> holds_;  // per directed link, sized at the first claim
+  std::vector<Holder> holders_;
+  std::vector<std::string> hold_shapes_;
+  int holds_open_ = 0;  // links claimed, or held until a time not known yet
+  double holds_until_ = -std::numeric_limits<double>::infinity();  // the latest known end of a hold
+  template <typename Change>
+  void change_hold(int link, Change&& change);
+  void check_held(std::span<const int> links);
+  [[noreturn]] void hold_conflict(int holder, int other);
   // Messages in flight, by id, recycled through a free list: the engine's events and the
   // flows refer to them by id, so a message costs no allocation once the pool has grown.
   // One cache line each; a function to call on arrival, rare in bulk traffic, lives
@@ -306,6 +371,7 @@ class FlowTransport final : public Transport {
   void on_link_failure() override;
   void on_cancel() override;
   void on_model_event(std::uint64_t code) override;
+  bool carries_flow(int link) const override { return links_[static_cast<std::size_t>(link)].count > 0; }
 
  private:
   static constexpr int kInlineLinks = 4;

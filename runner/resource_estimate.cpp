@@ -321,11 +321,14 @@ Detail estimate(const Scenario& s, RunKind kind) {
     const bool analytical = !collectives_routed;
     const double evaluations = s.eval_every > 0 ? std::floor((steps - 1) / d(s.eval_every)) : 0;
     const double calls = steps * f.collectives_per_step, closing = 5 + 2 * evaluations;
-    // Rings on a model whose messages never interact are computed from their recurrence
-    // (net::ring_done_times): a fraction of a bookkeeping step a message, no events.
+    // Rings are computed from their recurrence (net::ring_done_times on a model whose
+    // messages never interact; net::RingWavefront on the flow model, whose few coupled
+    // senders' messages are left out of the count): a fraction of a bookkeeping step a
+    // message, no events.
     const auto& p = s.network.perturbations;
     const bool recurrence = network_model.rings_as_recurrence && s.network.evaluate_rings && p.jitter_s == 0 &&
-                            p.bandwidth_trace.empty() && p.failures.empty();
+                            p.bandwidth_trace.empty() && p.failures.empty() &&
+                            (!network_model.recurrence_needs_reuse || s.network.reuse_collectives);
     const double main_share = recurrence && main_alg == net::Algorithm::Ring ? 0.0 : 1.0;
     const double reduce_share = recurrence && all_reduce == net::Algorithm::Ring ? 0.0 : 1.0;
     const double main_per_call = f.gossips ? 0.0 : main_cost.messages;
