@@ -545,12 +545,14 @@ void ClosedFormExecution::arrive(int) {
 }
 
 std::vector<double> simulate(const NetworkModel& model, const Topology& topology, const Schedule& schedule,
-                             const std::vector<double>& arrival, const Perturbations& perturbations) {
+                             const std::vector<double>& arrival, const Perturbations& perturbations,
+                             bool evaluate_rings) {
   if (model.closed_form_collectives)
     throw std::invalid_argument(fmt::format("simulate: the {} model's collectives are closed forms, not schedules",
                                             model.name));
   sim::Engine engine;
   auto transport = model.make_transport(engine, topology, perturbations);
+  transport->evaluate_rings(evaluate_rings);
   std::vector<double> finish(schedule.size(), -1.0);
   auto exec = std::make_shared<ScheduledExecution>(*transport, std::make_shared<const Schedule>(schedule),
                                                    [&](int r) { finish[r] = engine.now(); });
@@ -563,8 +565,9 @@ std::vector<double> simulate(const NetworkModel& model, const Topology& topology
 }
 
 std::vector<double> simulate(const std::string& model, const Topology& topology, const Schedule& schedule,
-                             const std::vector<double>& arrival, const Perturbations& perturbations) {
-  return simulate(network_model(model), topology, schedule, arrival, perturbations);
+                             const std::vector<double>& arrival, const Perturbations& perturbations,
+                             bool evaluate_rings) {
+  return simulate(network_model(model), topology, schedule, arrival, perturbations, evaluate_rings);
 }
 
 }  // namespace dtsim::net

@@ -201,11 +201,15 @@ class ClosedFormExecution final : public Execution {
 
 // Runs one schedule alone on a fresh engine and `model`'s transport: every rank arrives
 // at `arrival[r]`; returns the time each rank is done. For tests and `dtsim collective`.
-// Throws std::invalid_argument for a model whose collectives are closed forms (they have
-// no schedule to run: see closed_form_seconds) or, by name, an unknown model.
+// A ring is computed from its recurrence where it can be (`evaluate_rings`; the same
+// times), else every message simulated. Throws std::invalid_argument for a model whose
+// collectives are closed forms (they have no schedule to run: see closed_form_seconds)
+// or, by name, an unknown model.
 std::vector<double> simulate(const NetworkModel& model, const Topology& topology, const Schedule& schedule,
-                             const std::vector<double>& arrival, const Perturbations& perturbations = {});
+                             const std::vector<double>& arrival, const Perturbations& perturbations = {},
+                             bool evaluate_rings = true);
 std::vector<double> simulate(const std::string& model, const Topology& topology, const Schedule& schedule,
-                             const std::vector<double>& arrival, const Perturbations& perturbations = {});
+                             const std::vector<double>& arrival, const Perturbations& perturbations = {},
+                             bool evaluate_rings = true);
 
 }  // namespace dtsim::net

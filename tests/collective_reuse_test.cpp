@@ -264,6 +264,31 @@ TEST(CollectiveReuse, CrossTrafficBeforeTheLastArrivalIsSimulated) {
   EXPECT_EQ(computed.stats.replayed, 0u);  // every job has the shape that met the message
 }
 
+// Rings computed on the flow model (ring_wavefront.hpp) hold their alone senders' links:
+// a message that starts on one while the ring runs, or a second ring issued at once on
+// the same links, restarts the run with the ring simulated, to the simulation's figures.
+// A message on a link no sender of the ring uses meets nothing and changes nothing.
+TEST(CollectiveReuse, TrafficOnAComputedRingsLinksRestartsTheRun) {
+  const auto torus = Topology::torus({4, 4}, {5e-6, 1.25e9});
+  const std::vector<Job> one{{1.0, offsets(16, 1e-5)}};
+  const auto on_its_link = message_at(1.0 + 3e-4, 0, 1);  // rank 0's route to rank 1
+  const auto with = run(torus, config("flow"), one, true, on_its_link);
+  const auto without = run(torus, config("flow"), one, false, on_its_link);
+  EXPECT_EQ(with.done, without.done);
+  EXPECT_EQ(with.extra, without.extra);
+  EXPECT_EQ(with.stats.restarts, 1u);
+
+  const auto elsewhere = message_at(1.0 + 3e-4, 1, 0);  // the other direction: no sender's
+  const auto beside = run(torus, config("flow"), one, true, elsewhere);
+  EXPECT_EQ(beside.done, run(torus, config("flow"), one, false, elsewhere).done);
+  EXPECT_EQ(beside.stats.restarts, 0u);
+
+  std::vector<Job> two_at_once{{1.0, offsets(16, 1e-5)}, {1.0, offsets(16, 1e-5), 1 << 16}};
+  const auto both = run(torus, config("flow"), two_at_once, true);
+  EXPECT_EQ(both.done, run(torus, config("flow"), two_at_once, false).done);
+  EXPECT_GE(both.stats.restarts, 1u);
+}
+
 // Cross traffic inside a replayed window cannot be foreseen at the commit: under the
 // flow model the run starts again with that collective's shape forbidden, and ends with
 // the simulation's figures. Under the uncontended model messages never interact, so

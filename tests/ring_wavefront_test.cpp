@@ -106,5 +106,60 @@ TEST(RingWavefront, EqualsTheSimulationBitForBit) {
             }
 }
 
+// On an 8 x 8 torus two senders of 64 are coupled (ranks 7 and 63, whose routes share a
+// wrap-around link): theirs are the only messages sent, one per step each.
+TEST(RingWavefront, OnlyTheCoupledSendersMessagesAreSent) {
+  const LinkParams link{.latency_s = 5e-6, .bandwidth_bytes_per_s = 1.25e9};
+  const auto torus = Topology::torus({8, 8}, link);
+  const auto grid = sim::TimeGrid::from_resolution(1e-14);
+  const Schedule schedule = ring_schedule(CollectiveKind::AllReduce, 64, 1 << 20);
+  sim::Engine engine(grid);
+  auto transport = make_transport("flow", engine, torus, {});
+  struct NoHooks final : RingWavefront::Hooks {
+    void send_at(int, int, double) override {}
+    void done_at(int, double) override {}
+    void links_free_after(int, double) override {}
+  } hooks;
+  const RingWavefront wavefront(schedule, *transport, hooks);
+  EXPECT_EQ(wavefront.coupled_count(), 2);
+  EXPECT_TRUE(wavefront.coupled(7));
+  EXPECT_TRUE(wavefront.coupled(63));
+  const auto arrival = arrivals(64, 0.2, 40e-6, grid, 11);
+  const Done evaluated = run(torus, schedule, arrival, true, grid);
+  EXPECT_EQ(evaluated.messages, 2u * static_cast<std::uint64_t>(schedule.ring.steps));
+  EXPECT_EQ(evaluated.at, run(torus, schedule, arrival, false, grid).at);
+}
+
+// A sender whose transfer starts the instant its send is made (no latency, no overhead)
+// could touch its own previous message on a link: every message is simulated.
+TEST(RingWavefront, NotUsedWithoutADelay) {
+  const auto ring = Topology::ring(8, {.latency_s = 0.0, .bandwidth_bytes_per_s = 1.25e9});
+  const auto grid = sim::TimeGrid::from_resolution(1e-14);
+  const Schedule schedule = ring_schedule(CollectiveKind::AllReduce, 8, 1 << 16);
+  const auto arrival = arrivals(8, 0.2, 40e-6, grid, 5);
+  const Done evaluated = run(ring, schedule, arrival, true, grid);
+  const Done simulated = run(ring, schedule, arrival, false, grid);
+  EXPECT_EQ(evaluated.at, simulated.at);
+  EXPECT_EQ(evaluated.messages, simulated.messages);
+  const Done with_overhead = run(ring, schedule, arrival, true, grid, {.overhead_s = 1e-6});
+  EXPECT_EQ(with_overhead.messages, 0u);  // the control: a delay, every sender alone
+}
+
+// As on the uncontended model, a rank arriving twice is named.
+TEST(RingWavefront, ARankArrivingTwiceIsAnError) {
+  sim::Engine engine(sim::TimeGrid::from_resolution(1e-14));
+  auto transport = make_transport("flow", engine, Topology::ring(4, {.latency_s = 1e-6, .bandwidth_bytes_per_s = 1e9}), {});
+  auto exec = std::make_shared<ScheduledExecution>(
+      *transport, std::make_shared<const Schedule>(ring_schedule(CollectiveKind::AllReduce, 4, 1000)), [](int) {});
+  exec->alone_on_its_engine();
+  for (int r : {0, 1, 1}) engine.call_at(0.0, [exec, r] { exec->arrive(r); });
+  try {
+    engine.run();
+    FAIL() << "expected an error";
+  } catch (const std::logic_error& e) {
+    EXPECT_STREQ(e.what(), "ring: rank 1 arrived twice in one collective");
+  }
+}
+
 }  // namespace
 }  // namespace dtsim::net

@@ -312,6 +312,12 @@ TEST(RingRecurrenceRuns, EveryRegressionScenarioAndATimingPointBothWays) {
   sync.steps = 3;
   sync.timing_only = true;
   expect_equal_figures(run_emulated(sync), without_ring_recurrence(sync), "singa_resnet50_sync, 8 x 8 torus, timing only");
+  // The flow model (ring_wavefront.hpp): the partitions overlap as busy periods, two
+  // senders per ring coupled on the torus, none on the ring.
+  sync.network.model = "flow";
+  expect_equal_figures(run_emulated(sync), without_ring_recurrence(sync), "singa_resnet50_sync, 8 x 8 torus, flow");
+  sync.topology = net::parse_topology("ring");
+  expect_equal_figures(run_emulated(sync), without_ring_recurrence(sync), "singa_resnet50_sync, ring of 64, flow");
 }
 
 }  // namespace
