@@ -41,7 +41,8 @@ bool ring_waits_for_every_rank(const Schedule& schedule) {
          static_cast<int>(schedule.ring.chunk.size()) == schedule.ring.ranks;
 }
 
-std::vector<double> ring_done_times(const Schedule& schedule, std::span<const double> arrival, Transport& transport) {
+std::vector<double> ring_done_times(const Schedule& schedule, std::span<const double> arrival, Transport& transport,
+                                    std::vector<double>* last_arrival) {
   if (!ring_waits_for_every_rank(schedule))
     throw std::logic_error("ring_done_times: not a ring whose ranks wait for every rank");
   const Schedule::Ring& ring = schedule.ring;
@@ -71,7 +72,10 @@ std::vector<double> ring_done_times(const Schedule& schedule, std::span<const do
       });
       receive_step(a, t);
     }
-    if (*std::max_element(t.begin(), t.end()) < grid.horizon()) return t;
+    if (*std::max_element(t.begin(), t.end()) < grid.horizon()) {
+      if (last_arrival) *last_arrival = a;
+      return t;
+    }
     t.assign(arrival.begin(), arrival.end());  // past the horizon: message by message
   }
   for (int k = 0; k < ring.steps; ++k) {
@@ -80,6 +84,7 @@ std::vector<double> ring_done_times(const Schedule& schedule, std::span<const do
     });
     receive_step(a, t);
   }
+  if (last_arrival) *last_arrival = a;
   return t;
 }
 

@@ -33,9 +33,10 @@ namespace dtsim::net {
 bool ring_waits_for_every_rank(const Schedule& schedule);
 
 // The time each rank is done, the ranks having arrived at `arrival` (absolute times),
-// the messages sent alone on `transport`'s current network. Requires
-// ring_waits_for_every_rank(schedule). Throws as sending would: no route between two
-// neighbours names both.
-std::vector<double> ring_done_times(const Schedule& schedule, std::span<const double> arrival, Transport& transport);
+// the messages sent alone on `transport`'s current network; with `last_arrival`, each
+// rank's last message's arrival too. Requires ring_waits_for_every_rank(schedule).
+// Throws as sending would: no route between two neighbours names both.
+std::vector<double> ring_done_times(const Schedule& schedule, std::span<const double> arrival, Transport& transport,
+                                    std::vector<double>* last_arrival = nullptr);
 
 }  // namespace dtsim::net

@@ -84,6 +84,11 @@ void RingWavefront::arrive(int rank, double now) {
     throw std::logic_error(fmt::format("{}: rank {} arrived twice in one collective", schedule_.name, rank));
   if (!transport_.engine().time_grid().on_grid(now)) quantized_ = false;
   step_[r] = 0;
+  if (coupled_count_ == 0) {
+    own_[r] = now;  // its arrival, until the sweep
+    if (++arrived_ == ranks_) sweep();
+    return;
+  }
   if (coupled_[r]) {
     hooks_.send_at(rank, 0, now);
   } else {
@@ -127,6 +132,16 @@ bool RingWavefront::advance(int rank) {
     out_[r].push(own_[r]);
   }
   return moved;
+}
+
+void RingWavefront::sweep() {
+  std::vector<double> last;
+  const std::vector<double> done = ring_done_times(schedule_, own_, transport_, &last);
+  std::vector<int> order(done.size());
+  for (std::size_t r = 0; r < order.size(); ++r) order[r] = static_cast<int>(r);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return done[a] < done[b]; });
+  for (int r = 0; r < ranks_; ++r) hooks_.links_free_after(r, last[static_cast<std::size_t>(r)]);
+  for (int r : order) hooks_.done_at(r, done[static_cast<std::size_t>(r)]);
 }
 
 // A rank's new output is its successor's new input; a successor that advances has new

@@ -15,7 +15,9 @@
 // row-wrapping routes share a link. They send real messages, which the transport
 // simulates with every interaction.
 //
-// So the ring runs as events only at its coupled senders. Each rank's arrivals queue
+// So the ring runs as events only at its coupled senders (with none, as on a ring or a
+// star, nothing happens before the last arrival, and then ring_done_times sweeps it step
+// by step). Each rank's arrivals queue
 // for its successor, and a rank advances as soon as its inputs are known: its own
 // message's arrival (computed when alone, delivered when coupled) and its predecessor's
 // of the same step. Every time computed is at or after the instant it becomes known (a
@@ -96,6 +98,11 @@ class RingWavefront {
   bool advance(int r);
   // Rank r has a new output: it and its successors advance while they can.
   void propagate(int r);
+  // No coupled sender: nothing happens before the last arrival, and then the whole ring
+  // is ring_done_times' step-by-step sweep (a few nanoseconds a message, where advancing
+  // rank by rank around the ring costs more).
+  void sweep();
+  int arrived_ = 0;
 
   const Schedule& schedule_;
   Transport& transport_;
