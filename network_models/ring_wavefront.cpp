@@ -50,9 +50,9 @@ RingWavefront::RingWavefront(const Schedule& schedule, Transport& transport, Hoo
     quantized_ = false;
   }
 
-  step_.assign(n, -1);
-  own_.assign(n, std::numeric_limits<double>::quiet_NaN());
-  out_.resize(n);
+  rank_ = std::vector<RankState>(n);
+  for (std::size_t r = 0; r < n; ++r) rank_[r].coupled = coupled_[r] != 0;
+  if (coupled_count_ == 0) arrival_.assign(n, 0.0);
 }
 
 double RingWavefront::first_transfer_start(int rank, double t) const {
@@ -69,7 +69,7 @@ bool RingWavefront::alone_delays_positive() const {
 // transfer with both rounded beforehand is alone_arrival's sum; the times are all on the
 // grid (arrivals checked, the rest sums of them), so no sum rounds and there is no tie to
 // count. Elsewhere, alone_arrival itself.
-double RingWavefront::alone_arrival(int r, int step, double t) {
+inline double RingWavefront::alone_arrival(int r, int step, double t) {
   const int chunk = schedule_.ring_chunk(r, static_cast<std::size_t>(step));
   if (quantized_ && t < horizon_) {
     const double start = t + delay_q_[static_cast<std::size_t>(r)];
@@ -79,64 +79,62 @@ double RingWavefront::alone_arrival(int r, int step, double t) {
 }
 
 void RingWavefront::arrive(int rank, double now) {
-  const auto r = static_cast<std::size_t>(rank);
-  if (step_.at(r) >= 0)
-    throw std::logic_error(fmt::format("{}: rank {} arrived twice in one collective", schedule_.name, rank));
+  RankState& st = rank_.at(static_cast<std::size_t>(rank));
+  if (st.step >= 0) throw std::logic_error(fmt::format("{}: rank {} arrived twice in one collective", schedule_.name, rank));
   if (!transport_.engine().time_grid().on_grid(now)) quantized_ = false;
-  step_[r] = 0;
+  st.step = 0;
   if (coupled_count_ == 0) {
-    own_[r] = now;  // its arrival, until the sweep
+    arrival_[static_cast<std::size_t>(rank)] = now;
     if (++arrived_ == ranks_) sweep();
     return;
   }
-  if (coupled_[r]) {
+  if (st.coupled) {
     hooks_.send_at(rank, 0, now);
   } else {
-    own_[r] = alone_arrival(rank, 0, now);
-    out_[r].push(own_[r]);
+    st.own = alone_arrival(rank, 0, now);
+    st.push(st.own);
   }
   propagate(rank);
 }
 
 void RingWavefront::coupled_arrived(int rank, double now) {
-  const auto r = static_cast<std::size_t>(rank);
-  own_[r] = now;
-  out_[r].push(now);
+  RankState& st = rank_[static_cast<std::size_t>(rank)];
+  st.own = now;
+  st.push(now);
   propagate(rank);
 }
 
 // T[k + 1][r] = max(a[k][r], a[k][r - 1]): its own message's arrival and the front of its
 // predecessor's queue (the predecessor's step-k arrival: it pushes one per step).
 bool RingWavefront::advance(int rank) {
-  const auto r = static_cast<std::size_t>(rank);
-  int& step = step_[r];
-  if (step < 0) return false;
-  Queue& from = out_[static_cast<std::size_t>(prev(rank))];
+  RankState& st = rank_[static_cast<std::size_t>(rank)];
+  if (st.step < 0) return false;
+  RankState& from = rank_[static_cast<std::size_t>(prev(rank))];
   bool moved = false;
-  while (step < steps_ && !std::isnan(own_[r]) && !from.empty()) {
-    const double t = std::max(own_[r], from.pop());
-    ++step;
+  while (st.step < steps_ && !std::isnan(st.own) && !from.empty()) {
+    const double t = std::max(st.own, from.pop());
+    ++st.step;
     moved = true;
-    if (step == steps_) {
-      if (!coupled_[r]) hooks_.links_free_after(rank, own_[r]);
-      own_[r] = std::numeric_limits<double>::quiet_NaN();
+    if (st.step == steps_) {
+      if (!st.coupled) hooks_.links_free_after(rank, st.own);
+      st.own = std::numeric_limits<double>::quiet_NaN();
       hooks_.done_at(rank, t);
       break;
     }
-    if (coupled_[r]) {
-      own_[r] = std::numeric_limits<double>::quiet_NaN();
-      hooks_.send_at(rank, step, t);
+    if (st.coupled) {
+      st.own = std::numeric_limits<double>::quiet_NaN();
+      hooks_.send_at(rank, st.step, t);
       break;
     }
-    own_[r] = alone_arrival(rank, step, t);
-    out_[r].push(own_[r]);
+    st.own = alone_arrival(rank, st.step, t);
+    st.push(st.own);
   }
   return moved;
 }
 
 void RingWavefront::sweep() {
   std::vector<double> last;
-  const std::vector<double> done = ring_done_times(schedule_, own_, transport_, &last);
+  const std::vector<double> done = ring_done_times(schedule_, arrival_, transport_, &last);
   std::vector<int> order(done.size());
   for (std::size_t r = 0; r < order.size(); ++r) order[r] = static_cast<int>(r);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return done[a] < done[b]; });

@@ -30,6 +30,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -75,25 +79,44 @@ class RingWavefront {
   void coupled_arrived(int rank, double now);
 
  private:
-  // A rank's arrivals its successor has not consumed yet: short in a collective's steady
-  // state (a rank rarely runs ahead of its successor), up to a lap behind a late rank.
-  struct Queue {
-    std::vector<double> items;
-    std::size_t head = 0;
-    bool empty() const { return head == items.size(); }
+  // One cache line per rank: all that advancing it reads and writes, but its
+  // predecessor's line (hot: just advanced). Its queue holds the arrivals its successor
+  // has not consumed yet: the first kInline in place (a rank rarely runs more than a
+  // step or two ahead of its successor), the rest, behind a late rank, in `more`.
+  struct alignas(64) RankState {
+    static constexpr int kInline = 4;  // a power of two
+    int step = -1;  // its current step; -1 before it arrives
+    std::uint8_t head = 0, count = 0;
+    bool coupled = false;
+    double own = std::numeric_limits<double>::quiet_NaN();  // its current message's arrival (NaN: in flight)
+    double items[kInline] = {};
+    std::unique_ptr<std::deque<double>> more;
+    bool empty() const { return count == 0; }
     void push(double t) {
-      if (empty()) {
-        items.clear();
-        head = 0;
+      if (count < kInline && !(more && !more->empty())) {
+        items[(head + count) & (kInline - 1)] = t;
+        ++count;
+        return;
       }
-      items.push_back(t);
+      if (!more) more = std::make_unique<std::deque<double>>();
+      more->push_back(t);
     }
-    double pop() { return items[head++]; }
+    double pop() {
+      const double t = items[head];
+      head = (head + 1) & (kInline - 1);
+      --count;
+      if (more && !more->empty()) {  // refill in order: `more` only fills while the ring is full
+        items[(head + count) & (kInline - 1)] = more->front();
+        more->pop_front();
+        ++count;
+      }
+      return t;
+    }
   };
   int next(int r) const { return r + 1 == ranks_ ? 0 : r + 1; }
   int prev(int r) const { return r == 0 ? ranks_ - 1 : r - 1; }
   // Rank r sends at `t` in step `step`, alone: when its message arrives.
-  double alone_arrival(int r, int step, double t);
+  inline double alone_arrival(int r, int step, double t);
   // Advances rank r as far as its inputs allow; true if it took a step.
   bool advance(int r);
   // Rank r has a new output: it and its successors advance while they can.
@@ -117,9 +140,8 @@ class RingWavefront {
   bool quantized_ = false;
   double horizon_ = 0.0;
   std::vector<double> delay_q_, transfer_q_;
-  std::vector<int> step_;   // per rank: its current step; -1 before it arrives
-  std::vector<double> own_; // per rank: the arrival of its current step's message (NaN: in flight)
-  std::vector<Queue> out_;  // per rank: its arrivals, for its successor
+  std::vector<RankState> rank_;
+  std::vector<double> arrival_;  // per rank, for the sweep (no coupled sender)
 };
 
 }  // namespace dtsim::net

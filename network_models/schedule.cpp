@@ -314,17 +314,6 @@ const Step& Schedule::step(int rank, int lane, std::size_t k, Step& scratch) con
   return scratch;
 }
 
-// Per message of a ring: wraps by adding or subtracting n, not by a division
-// (rank - k and rank + 1 - (k - shift_from) lie in (-n, n] in the schedules built here).
-int Schedule::ring_chunk(int rank, std::size_t k) const {
-  const int n = ring.ranks, kk = static_cast<int>(k);
-  int index = kk < ring.shift_from ? rank - kk : rank + 1 - (kk - ring.shift_from);
-  if (index < 0) index += n;
-  else if (index >= n) index -= n;
-  if (index < 0 || index >= n) index = mod(index, n);  // a hand-made Ring with more steps
-  return index;
-}
-
 Transfer Schedule::ring_send(int rank, std::size_t k) const {
   return {rank + 1 == ring.ranks ? 0 : rank + 1, ring.chunk[static_cast<std::size_t>(ring_chunk(rank, k))]};
 }

@@ -95,8 +95,16 @@ struct Schedule {
   // rank its one receive comes from.
   bool compact_ring() const { return lanes.empty(); }
   Transfer ring_send(int rank, std::size_t k) const;
-  // The index into ring.chunk of what `rank` sends in step k.
-  int ring_chunk(int rank, std::size_t k) const;
+  // The index into ring.chunk of what `rank` sends in step k (inline: once per message).
+  // rank - k and rank + 1 - (k - shift_from) lie in (-n, n] in the schedules built here,
+  // so one addition or subtraction wraps them; the loops serve hand-made Rings.
+  int ring_chunk(int rank, std::size_t k) const {
+    const int n = ring.ranks, kk = static_cast<int>(k);
+    int index = kk < ring.shift_from ? rank - kk : rank + 1 - (kk - ring.shift_from);
+    while (index < 0) index += n;
+    while (index >= n) index -= n;
+    return index;
+  }
   int ring_receive_from(int rank) const { return rank == 0 ? ring.ranks - 1 : rank - 1; }
 
   double bytes_sent(int rank) const;
