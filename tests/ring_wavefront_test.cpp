@@ -145,21 +145,5 @@ TEST(RingWavefront, NotUsedWithoutADelay) {
   EXPECT_EQ(with_overhead.messages, 0u);  // the control: a delay, every sender alone
 }
 
-// As on the uncontended model, a rank arriving twice is named.
-TEST(RingWavefront, ARankArrivingTwiceIsAnError) {
-  sim::Engine engine(sim::TimeGrid::from_resolution(1e-14));
-  auto transport = make_transport("flow", engine, Topology::ring(4, {.latency_s = 1e-6, .bandwidth_bytes_per_s = 1e9}), {});
-  auto exec = std::make_shared<ScheduledExecution>(
-      *transport, std::make_shared<const Schedule>(ring_schedule(CollectiveKind::AllReduce, 4, 1000)), [](int) {});
-  exec->alone_on_its_engine();
-  for (int r : {0, 1, 1}) engine.call_at(0.0, [exec, r] { exec->arrive(r); });
-  try {
-    engine.run();
-    FAIL() << "expected an error";
-  } catch (const std::logic_error& e) {
-    EXPECT_STREQ(e.what(), "ring: rank 1 arrived twice in one collective");
-  }
-}
-
 }  // namespace
 }  // namespace dtsim::net
