@@ -18,45 +18,20 @@
 #include "network_models/transport.hpp"
 #include "sim/engine.hpp"
 #include "sim/time_grid.hpp"
+#include "tests/ring_test_support.hpp"
 
 namespace dtsim::net {
 namespace {
 
-struct Done {
-  std::vector<double> at;      // per rank
-  std::uint64_t messages = 0;  // the transport sent
-};
+using testing::ring_schedule;
 
-// Every rank arrives at arrival[r] in `schedule` on a fresh engine with `grid` and
-// `model`'s transport, the ring recurrence on or off.
+using Done = testing::RingRun;
+
+// `model`'s transport, the ring recurrence on or off (the flow model's only with
+// collective reuse: none here, so it simulates).
 Done run(const std::string& model, const Topology& topology, const Schedule& schedule,
          const std::vector<double>& arrival, bool evaluate, sim::TimeGrid grid, const Perturbations& perturbations = {}) {
-  sim::Engine engine(grid);
-  auto transport = make_transport(model, engine, topology, perturbations);
-  transport->evaluate_rings(evaluate);
-  Done done;
-  done.at.assign(static_cast<std::size_t>(schedule.size()), -1.0);
-  auto exec = std::make_shared<ScheduledExecution>(*transport, std::make_shared<const Schedule>(schedule),
-                                                   [&](int r) { done.at[static_cast<std::size_t>(r)] = engine.now(); });
-  for (int r = 0; r < schedule.size(); ++r) engine.call_at(arrival[static_cast<std::size_t>(r)], [exec, r] { exec->arrive(r); });
-  engine.run();
-  done.messages = transport->messages_sent();
-  return done;
-}
-
-// Arrivals spread over 40 us after `base`, on the grid when it has one.
-std::vector<double> arrivals(int n, double base, const sim::TimeGrid& grid, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<double> a;
-  for (int r = 0; r < n; ++r) a.push_back(grid.round(base + std::uniform_real_distribution<double>(0.0, 40e-6)(rng)));
-  return a;
-}
-
-Schedule ring_schedule(CollectiveKind kind, int n, std::int64_t elements) {
-  CollectiveSpec spec{.kind = kind, .algorithm = Algorithm::Ring, .ranks = n, .elements = elements};
-  if (kind == CollectiveKind::AllGather)
-    for (int r = 0; r < n; ++r) spec.block_elements.push_back(1000 + 37 * r);  // every block its own size
-  return make_schedule(spec);
+  return testing::run_ring(model, topology, schedule, arrival, evaluate, grid, perturbations, false);
 }
 
 TEST(RingRecurrence, EqualsTheSimulationBitForBit) {
@@ -80,7 +55,7 @@ TEST(RingRecurrence, EqualsTheSimulationBitForBit) {
           for (const double overhead : {0.0, 1.5e-6}) {
             const int n = net.topology.size();
             const Schedule schedule = ring_schedule(kind, n, 1000003);  // chunks an element apart
-            const auto arrival = arrivals(n, base, grid, seed++);
+            const auto arrival = testing::spread_arrivals(n, base, 40e-6, grid, seed++);
             const Perturbations perturbations{.overhead_s = overhead};
             const Done simulated = run("alpha_beta", net.topology, schedule, arrival, false, grid, perturbations);
             const Done evaluated = run("alpha_beta", net.topology, schedule, arrival, true, grid, perturbations);
@@ -100,7 +75,7 @@ TEST(RingRecurrence, EqualsTheSimulationWithASlowerLink) {
   const Perturbations slower{.bandwidth_trace = {{.time_s = 0.0, .a = 5, .b = 6, .bandwidth_bytes_per_s = 2e9}}};
   const Schedule schedule = ring_schedule(CollectiveKind::AllReduce, 16, 5000011);
   for (const auto& grid : {sim::TimeGrid::from_resolution(1e-14), sim::TimeGrid{}}) {
-    const auto arrival = arrivals(16, 0.5, grid, 7);
+    const auto arrival = testing::spread_arrivals(16, 0.5, 40e-6, grid, 7);
     const Done simulated = run("alpha_beta", topology, schedule, arrival, false, grid, slower);
     const Done evaluated = run("alpha_beta", topology, schedule, arrival, true, grid, slower);
     EXPECT_EQ(evaluated.at, simulated.at);
@@ -115,7 +90,7 @@ TEST(RingRecurrence, NotUsedWhereMessagesMatter) {
   const LinkParams link{.latency_s = 5e-6, .bandwidth_bytes_per_s = 1.25e9};
   const auto topology = Topology::torus({4, 4}, link);
   const auto grid = sim::TimeGrid::from_resolution(1e-14);
-  const auto arrival = arrivals(16, 0.1, grid, 3);
+  const auto arrival = testing::spread_arrivals(16, 0.1, 40e-6, grid, 3);
   const Schedule ring = ring_schedule(CollectiveKind::AllReduce, 16, 1 << 16);
   EXPECT_EQ(run("alpha_beta", topology, ring, arrival, true, grid).messages, 0u);  // the control
   const Perturbations jitter{.jitter_s = 1e-6, .jitter_seed = 5};

@@ -20,49 +20,19 @@
 #include "network_models/transport.hpp"
 #include "sim/engine.hpp"
 #include "sim/time_grid.hpp"
+#include "tests/ring_test_support.hpp"
 
 namespace dtsim::net {
 namespace {
 
-struct Done {
-  std::vector<double> at;      // per rank
-  std::uint64_t messages = 0;  // the transport sent
-};
+using testing::ring_schedule;
 
-// Every rank arrives at arrival[r] in `schedule` alone on a fresh engine with `grid` and
-// the flow model, computed where it can be (`evaluate`) or simulated.
+using Done = testing::RingRun;
+
+// Alone on its engine on the flow model: computed where it can be (`evaluate`), or simulated.
 Done run(const Topology& topology, const Schedule& schedule, const std::vector<double>& arrival, bool evaluate,
          sim::TimeGrid grid, const Perturbations& perturbations = {}) {
-  sim::Engine engine(grid);
-  auto transport = make_transport("flow", engine, topology, perturbations);
-  transport->evaluate_rings(evaluate);
-  Done done;
-  done.at.assign(static_cast<std::size_t>(schedule.size()), -1.0);
-  auto exec = std::make_shared<ScheduledExecution>(*transport, std::make_shared<const Schedule>(schedule),
-                                                   [&](int r) { done.at[static_cast<std::size_t>(r)] = engine.now(); });
-  exec->alone_on_its_engine();
-  for (int r = 0; r < schedule.size(); ++r) engine.call_at(arrival[static_cast<std::size_t>(r)], [exec, r] { exec->arrive(r); });
-  engine.run();
-  done.messages = transport->messages_sent();
-  return done;
-}
-
-// Arrivals spread over `spread` seconds after `base`, on the grid when it has one; with
-// `late`, rank n / 2 comes that much later still (its predecessors run a lap ahead).
-std::vector<double> arrivals(int n, double base, double spread, const sim::TimeGrid& grid, std::uint64_t seed,
-                             double late = 0.0) {
-  std::mt19937_64 rng(seed);
-  std::vector<double> a;
-  for (int r = 0; r < n; ++r) a.push_back(grid.round(base + std::uniform_real_distribution<double>(0.0, spread)(rng)));
-  a[static_cast<std::size_t>(n / 2)] = grid.round(a[static_cast<std::size_t>(n / 2)] + late);
-  return a;
-}
-
-Schedule ring_schedule(CollectiveKind kind, int n, std::int64_t elements) {
-  CollectiveSpec spec{.kind = kind, .algorithm = Algorithm::Ring, .ranks = n, .elements = elements};
-  if (kind == CollectiveKind::AllGather)
-    for (int r = 0; r < n; ++r) spec.block_elements.push_back(1000 + 37 * r);  // every block its own size
-  return make_schedule(spec);
+  return testing::run_ring("flow", topology, schedule, arrival, evaluate, grid, perturbations, true);
 }
 
 struct Net {
@@ -95,7 +65,7 @@ TEST(RingWavefront, EqualsTheSimulationBitForBit) {
             for (const double overhead : {0.0, 1.5e-6}) {
               const int n = net.topology.size();
               const Schedule schedule = ring_schedule(kind, n, 1000003);
-              const auto arrival = arrivals(n, base, spread.spread, grid, seed++, spread.late);
+              const auto arrival = testing::spread_arrivals(n, base, spread.spread, grid, seed++, spread.late);
               const Perturbations perturbations{.overhead_s = overhead};
               const Done simulated = run(net.topology, schedule, arrival, false, grid, perturbations);
               const Done evaluated = run(net.topology, schedule, arrival, true, grid, perturbations);
@@ -124,7 +94,7 @@ TEST(RingWavefront, OnlyTheCoupledSendersMessagesAreSent) {
   EXPECT_EQ(wavefront.coupled_count(), 2);
   EXPECT_TRUE(wavefront.coupled(7));
   EXPECT_TRUE(wavefront.coupled(63));
-  const auto arrival = arrivals(64, 0.2, 40e-6, grid, 11);
+  const auto arrival = testing::spread_arrivals(64, 0.2, 40e-6, grid, 11);
   const Done evaluated = run(torus, schedule, arrival, true, grid);
   EXPECT_EQ(evaluated.messages, 2u * static_cast<std::uint64_t>(schedule.ring.steps));
   EXPECT_EQ(evaluated.at, run(torus, schedule, arrival, false, grid).at);
@@ -136,7 +106,7 @@ TEST(RingWavefront, NotUsedWithoutADelay) {
   const auto ring = Topology::ring(8, {.latency_s = 0.0, .bandwidth_bytes_per_s = 1.25e9});
   const auto grid = sim::TimeGrid::from_resolution(1e-14);
   const Schedule schedule = ring_schedule(CollectiveKind::AllReduce, 8, 1 << 16);
-  const auto arrival = arrivals(8, 0.2, 40e-6, grid, 5);
+  const auto arrival = testing::spread_arrivals(8, 0.2, 40e-6, grid, 5);
   const Done evaluated = run(ring, schedule, arrival, true, grid);
   const Done simulated = run(ring, schedule, arrival, false, grid);
   EXPECT_EQ(evaluated.at, simulated.at);
