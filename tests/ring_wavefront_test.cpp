@@ -1,8 +1,8 @@
 // net::RingWavefront (network_models/ring_wavefront.hpp) through ScheduledExecution: on
 // the flow model a ring computed from its recurrence where its senders are alone, and
 // simulated where their routes share links, is done at the times the message-by-message
-// simulation gives, to the last bit; and a transfer that would meet a computed ring's
-// messages restarts the run, which then simulates that ring.
+// simulation gives, to the last bit. (Traffic that would meet a computed ring restarts the
+// run: collective_reuse_test.cpp, which has the runs and their restarts.)
 #include <gtest/gtest.h>
 
 #include <cstdint>
