@@ -124,88 +124,10 @@ void Transport::check_replay_guard() {
   }
 }
 
-// ---- Link holds ----
-
-int Transport::new_holder(const std::string& shape, CollectiveReuse* restarts) {
-  auto it = std::find(hold_shapes_.begin(), hold_shapes_.end(), shape);
-  if (it == hold_shapes_.end()) it = hold_shapes_.insert(hold_shapes_.end(), shape);
-  holders_.push_back({static_cast<int>(it - hold_shapes_.begin()), restarts});
-  return static_cast<int>(holders_.size() - 1);
-}
-
-// Applies `change` to the link's hold, keeping the count of open ones.
-template <typename Change>
-void Transport::change_hold(int link, Change&& change) {
-  LinkHold& h = holds_[static_cast<std::size_t>(link)];
-  holds_open_ -= h.open();
-  change(h);
-  holds_open_ += h.open();
-}
-
 bool Transport::claim_links(int holder, std::span<const int> links) {
-  if (holds_.empty()) holds_.resize(topology_.links().size());
-  for (int l : links)
-    if (holds_[static_cast<std::size_t>(l)].claimed_by >= 0 || carries_flow(l)) return false;
-  for (int l : links) change_hold(l, [&](LinkHold& h) { h.claimed_by = holder; });
+  if (!holds_.claim(holder, links, topology_.links().size(), [this](int l) { return carries_flow(l); })) return false;
   count_traffic();
   return true;
-}
-
-void Transport::take_links(int holder, std::span<const int> links, double first_use) {
-  for (int l : links) {
-    const LinkHold& h = holds_[static_cast<std::size_t>(l)];
-    if (h.holder >= 0 && h.holder != holder && h.until >= first_use) hold_conflict(h.holder, holder);
-  }
-  for (int l : links)
-    change_hold(l, [&](LinkHold& h) {
-      h.holder = holder;
-      h.until = std::numeric_limits<double>::infinity();
-      if (h.claimed_by == holder) h.claimed_by = -1;
-    });
-}
-
-void Transport::free_links_after(int holder, std::span<const int> links, double t) {
-  for (int l : links)
-    change_hold(l, [&](LinkHold& h) {
-      if (h.holder == holder) h.until = t;
-    });
-  holds_until_ = std::max(holds_until_, t);
-}
-
-void Transport::release_links(int holder, std::span<const int> links) {
-  if (holds_.empty()) return;
-  for (int l : links)
-    change_hold(l, [&](LinkHold& h) {
-      if (h.holder == holder) {
-        h.holder = -1;
-        h.until = -std::numeric_limits<double>::infinity();
-      }
-      if (h.claimed_by == holder) h.claimed_by = -1;
-    });
-}
-
-void Transport::check_held(std::span<const int> links) {
-  if (holds_.empty()) return;
-  const double now = engine_.now();
-  for (int l : links) {
-    const LinkHold& h = holds_[static_cast<std::size_t>(l)];
-    if (h.claimed_by >= 0 || (h.holder >= 0 && now <= h.until)) hold_conflict(h.holder, h.claimed_by);
-  }
-}
-
-// Both rings are simulated from the next attempt on.
-void Transport::hold_conflict(int holder, int other) {
-  std::string shape;
-  for (int id : {holder, other}) {
-    if (id < 0) continue;
-    const Holder& h = holders_[static_cast<std::size_t>(id)];
-    shape = hold_shapes_[static_cast<std::size_t>(h.shape)];
-    if (!h.restarts)
-      throw std::logic_error(fmt::format("a ring computed without messages ({}) met other traffic, with no run to restart", shape));
-    h.restarts->forbid_evaluation(shape);
-    h.restarts->forbid(shape);  // replayed, it would meet that traffic too
-  }
-  throw ReuseConflict(shape);
 }
 
 void Transport::send(int src, int dst, double bytes, std::function<void()> arrived) {

@@ -23,7 +23,6 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <random>
 #include <span>
@@ -31,13 +30,12 @@
 #include <vector>
 
 #include "network_models/due_queue.hpp"
+#include "network_models/link_holds.hpp"
 #include "network_models/topology.hpp"
 #include "sim/engine.hpp"
 #include "sim/trace_writer.hpp"
 
 namespace dtsim::net {
-
-class CollectiveReuse;
 
 struct BandwidthChange {
   double time_s;
@@ -153,29 +151,17 @@ class Transport : private sim::Engine::Handler {
   void evaluate_rings(bool on) { evaluate_rings_ = on; }
   bool evaluates_rings() const { return evaluate_rings_; }
 
-  // Link holds, for rings computed on the flow model (ring_wavefront.hpp): an alone
-  // sender's messages are computed, not sent, so the links they would use are held for
-  // its ring, and a transfer that starts on a held link is a conflict. The holders'
-  // evaluation is then forbidden (CollectiveReuse::forbid_evaluation) and ReuseConflict
-  // starts the run again, which simulates those rings' messages.
-  // A new holder for one ring, of shape `shape`; without `restarts` a conflict is a
-  // logic error (a ring alone on its engine meets nothing).
-  int new_holder(const std::string& shape, CollectiveReuse* restarts);
-  // At the ring's first arrival: claims `links` for `holder` if none carries a flow or is
-  // claimed by another ring already (false, and nothing claimed, otherwise). Transfers on
-  // claimed links conflict.
+  // Link holds (link_holds.hpp) for rings computed on the flow model
+  // (ring_wavefront.hpp): claimed at a ring's first arrival, if none of the links carries
+  // a flow or is claimed by another ring (a claim counts as traffic: traffic()).
+  int new_holder(const std::string& shape, CollectiveReuse* restarts) { return holds_.new_holder(shape, restarts); }
   bool claim_links(int holder, std::span<const int> links);
-  // At a sender's arrival: its claimed links held until further notice, its first
-  // transfer starting at `first_use`; an earlier ring's hold that lasts until then is a
-  // conflict.
-  void take_links(int holder, std::span<const int> links, double first_use);
-  // The sender's last message arrives at `t`: its hold ends then.
-  void free_links_after(int holder, std::span<const int> links, double t);
-  // The ring is replayed instead: it holds and claims nothing.
-  void release_links(int holder, std::span<const int> links);
+  void take_links(int holder, std::span<const int> links, double first_use) { holds_.take(holder, links, first_use); }
+  void free_links_after(int holder, std::span<const int> links, double t) { holds_.free_after(holder, links, t); }
+  void release_links(int holder, std::span<const int> links) { holds_.release(holder, links); }
   // Whether a link is held or claimed now (an evaluated ring is running), so that the
   // network is not idle.
-  bool holds_live() const { return holds_open_ > 0 || engine_.now() < holds_until_; }
+  bool holds_live() const { return holds_.live(engine_.now()); }
   // Whether a replayed collective holds the network now (guard_replay).
   bool replay_guarded() const {
     return guard_ && (engine_.now() < guard_until_ || (guard_inclusive_ && engine_.now() == guard_until_));
@@ -211,9 +197,7 @@ class Transport : private sim::Engine::Handler {
   // Whether a flow is on `link` now.
   virtual bool carries_flow(int /*link*/) const { return false; }
   // A transfer starts on `links` now: a conflict if one is held (link holds).
-  void check_holds(std::span<const int> links) {
-    if (holds_open_ > 0 || engine_.now() <= holds_until_) check_held(links);
-  }
+  void check_holds(std::span<const int> links) { holds_.check(links, engine_.now()); }
   // A model's own events (a solve, a completion), as cheap as a message's: no
   // std::function to store. on_model_event(code) runs at absolute time `t`; code < 2^60.
   void model_event_at(double t, std::uint64_t code);
@@ -274,25 +258,7 @@ class Transport : private sim::Engine::Handler {
   class CollectiveReuse* guard_reuse_ = nullptr;
   std::string guard_shape_;
   void check_replay_guard();
-  struct LinkHold {
-    double until = -std::numeric_limits<double>::infinity();  // +infinity: not known yet
-    int holder = -1;      // the ring holding it, -1 none
-    int claimed_by = -1;  // a ring that holds it once its sender arrives, -1 none
-    bool open() const { return claimed_by >= 0 || (holder >= 0 && until == std::numeric_limits<double>::infinity()); }
-  };
-  struct Holder {
-    int shape;  // index into hold_shapes_
-    class CollectiveReuse* restarts;
-  };
-  std::vector<LinkHold> holds_;  // per directed link, sized at the first claim
-  std::vector<Holder> holders_;
-  std::vector<std::string> hold_shapes_;
-  int holds_open_ = 0;  // links claimed, or held until a time not known yet
-  double holds_until_ = -std::numeric_limits<double>::infinity();  // the latest known end of a hold
-  template <typename Change>
-  void change_hold(int link, Change&& change);
-  void check_held(std::span<const int> links);
-  [[noreturn]] void hold_conflict(int holder, int other);
+  LinkHolds holds_;
   // Messages in flight, by id, recycled through a free list: the engine's events and the
   // flows refer to them by id, so a message costs no allocation once the pool has grown.
   // One cache line each; a function to call on arrival, rare in bulk traffic, lives
