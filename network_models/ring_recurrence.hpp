@@ -24,8 +24,45 @@
 
 #include "network_models/schedule.hpp"
 #include "network_models/transport.hpp"
+#include "sim/time_grid.hpp"
 
 namespace dtsim::net {
+
+// What a ring's senders' messages cost sent alone: Transport::alone_arrival's additions,
+// each sender's path looked up once. On the engine's time grid, below its horizon,
+// later(t, d) is t + quantize(d), so where every sender counted has one bottleneck the
+// roundings are made once per sender's delay and per chunk and a message costs two
+// additions (exact for times on the grid: no sum rounds, no tie to count); at or past
+// the horizon, or once a time off the grid came in, alone_arrival itself. Shared by
+// ring_done_times and RingWavefront (ring_wavefront.hpp).
+class AloneArrivals {
+ public:
+  // `skip[r]` (if given): sender r's messages are not computed, so its bottleneck does
+  // not matter.
+  AloneArrivals(const Schedule& schedule, Transport& transport, std::span<const char> skip = {});
+  const Transport::AlonePath& path(int r) const { return path_[static_cast<std::size_t>(r)]; }
+  // A time that did not come from these sums (an arrival): off the grid, no shortcut.
+  void note_time(double t) {
+    if (quantized_ && !grid_.on_grid(t)) quantized_ = false;
+  }
+  // When the message rank r sends at `t`, of ring.chunk[chunk], arrives.
+  double operator()(int r, int chunk, double t) {
+    if (quantized_ && t < horizon_) {
+      const double start = t + delay_[static_cast<std::size_t>(r)];
+      if (start < horizon_) return start + transfer_[static_cast<std::size_t>(chunk)];
+    }
+    return transport_.alone_arrival(path_[static_cast<std::size_t>(r)], t, chunk_bytes_[static_cast<std::size_t>(chunk)]);
+  }
+
+ private:
+  Transport& transport_;
+  const sim::TimeGrid& grid_;
+  const std::vector<double>& chunk_bytes_;
+  std::vector<Transport::AlonePath> path_;  // per sender, to its successor
+  bool quantized_ = false;
+  double horizon_ = 0.0;
+  std::vector<double> delay_, transfer_;  // quantized: per sender, per chunk
+};
 
 // Whether `schedule` is a ring whose every rank is done only after every rank arrived
 // (a compact ring over two or more ranks with at least ranks - 1 steps: all-reduce,

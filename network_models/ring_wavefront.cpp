@@ -11,77 +11,63 @@
 
 namespace dtsim::net {
 
-RingWavefront::RingWavefront(const Schedule& schedule, Transport& transport, Hooks& hooks)
-    : schedule_(schedule), transport_(transport), hooks_(hooks), ranks_(schedule.ring.ranks), steps_(schedule.ring.steps) {
+namespace {
+
+// Each sender's route to its successor.
+std::vector<const std::vector<int>*> ring_routes(const Schedule& schedule, const Topology& topology) {
   if (!ring_waits_for_every_rank(schedule))
     throw std::logic_error("RingWavefront: not a ring whose ranks wait for every rank");
+  const int n = schedule.ring.ranks;
+  std::vector<const std::vector<int>*> routes;
+  for (int r = 0; r < n; ++r) routes.push_back(&topology.route(r, r + 1 == n ? 0 : r + 1));
+  return routes;
+}
+
+// A sender is coupled when a link of its route carries another sender's route too.
+std::vector<char> coupled_senders(const std::vector<const std::vector<int>*>& routes, std::size_t links) {
+  std::vector<int> senders_on(links, 0);
+  for (const auto* route : routes)
+    for (int l : *route) ++senders_on[static_cast<std::size_t>(l)];
+  std::vector<char> coupled(routes.size(), 0);
+  for (std::size_t r = 0; r < routes.size(); ++r)
+    for (int l : *routes[r])
+      if (senders_on[static_cast<std::size_t>(l)] > 1) coupled[r] = 1;
+  return coupled;
+}
+
+}  // namespace
+
+RingWavefront::RingWavefront(const Schedule& schedule, Transport& transport, Hooks& hooks)
+    : schedule_(schedule),
+      transport_(transport),
+      hooks_(hooks),
+      ranks_(schedule.ring.ranks),
+      steps_(schedule.ring.steps),
+      routes_(ring_routes(schedule, transport.topology())),
+      coupled_(coupled_senders(routes_, transport.topology().links().size())),
+      coupled_count_(static_cast<int>(std::count(coupled_.begin(), coupled_.end(), 1))),
+      alone_(schedule, transport, coupled_) {
   const auto n = static_cast<std::size_t>(ranks_);
-  const Topology& topology = transport_.topology();
-  // A sender is coupled when a link of its route carries another sender's route too.
-  std::vector<int> senders_on(topology.links().size(), 0);
-  routes_.resize(n);
-  for (int r = 0; r < ranks_; ++r) {
-    routes_[static_cast<std::size_t>(r)] = &topology.route(r, next(r));
-    for (int l : *routes_[static_cast<std::size_t>(r)]) ++senders_on[static_cast<std::size_t>(l)];
-  }
-  coupled_.assign(n, 0);
-  for (std::size_t r = 0; r < n; ++r) {
-    for (int l : *routes_[r])
-      if (senders_on[static_cast<std::size_t>(l)] > 1) coupled_[r] = 1;
-    coupled_count_ += coupled_[r];
-  }
-  path_.reserve(n);
-  for (int r = 0; r < ranks_; ++r) path_.push_back(transport_.alone_path(r, next(r)));
-
-  const sim::TimeGrid& grid = transport_.engine().time_grid();
-  double bottleneck = -1.0;
-  quantized_ = grid.on();
-  for (std::size_t r = 0; r < n && quantized_; ++r) {
-    if (coupled_[r]) continue;
-    if (path_[r].to_self || (bottleneck >= 0.0 && path_[r].bottleneck != bottleneck)) quantized_ = false;
-    bottleneck = path_[r].bottleneck;
-  }
-  if (quantized_ && bottleneck > 0.0) {
-    horizon_ = grid.horizon();
-    delay_q_.resize(n);
-    for (std::size_t r = 0; r < n; ++r) delay_q_[r] = grid.quantize(path_[r].delay);
-    for (double bytes : schedule_.ring.chunk) transfer_q_.push_back(grid.quantize(bytes / bottleneck));
-  } else {
-    quantized_ = false;
-  }
-
   rank_ = std::vector<RankState>(n);
   for (std::size_t r = 0; r < n; ++r) rank_[r].coupled = coupled_[r] != 0;
   if (coupled_count_ == 0) arrival_.assign(n, 0.0);
 }
 
 double RingWavefront::first_transfer_start(int rank, double t) const {
-  return transport_.engine().time_grid().later(t, path_[static_cast<std::size_t>(rank)].delay);
+  return transport_.engine().time_grid().later(t, alone_.path(rank).delay);
 }
 
+// Positive as the transport adds it: on the grid, at least a tick.
 bool RingWavefront::alone_delays_positive() const {
-  for (std::size_t r = 0; r < path_.size(); ++r)
-    if (!coupled_[r] && !(path_[r].delay > 0.0)) return false;
+  for (int r = 0; r < ranks_; ++r)
+    if (!coupled(r) && !(first_transfer_start(r, 0.0) > 0.0)) return false;
   return true;
-}
-
-// On the grid below its horizon later(t, d) is t + quantize(d), so (t + delay) +
-// transfer with both rounded beforehand is alone_arrival's sum; the times are all on the
-// grid (arrivals checked, the rest sums of them), so no sum rounds and there is no tie to
-// count. Elsewhere, alone_arrival itself.
-inline double RingWavefront::alone_arrival(int r, int step, double t) {
-  const int chunk = schedule_.ring_chunk(r, static_cast<std::size_t>(step));
-  if (quantized_ && t < horizon_) {
-    const double start = t + delay_q_[static_cast<std::size_t>(r)];
-    if (start < horizon_) return start + transfer_q_[static_cast<std::size_t>(chunk)];
-  }
-  return transport_.alone_arrival(path_[static_cast<std::size_t>(r)], t, schedule_.ring.chunk[static_cast<std::size_t>(chunk)]);
 }
 
 void RingWavefront::arrive(int rank, double now) {
   RankState& st = rank_.at(static_cast<std::size_t>(rank));
   if (st.step >= 0) throw std::logic_error(fmt::format("{}: rank {} arrived twice in one collective", schedule_.name, rank));
-  if (!transport_.engine().time_grid().on_grid(now)) quantized_ = false;
+  alone_.note_time(now);
   st.step = 0;
   if (coupled_count_ == 0) {
     arrival_[static_cast<std::size_t>(rank)] = now;

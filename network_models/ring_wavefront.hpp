@@ -37,6 +37,7 @@
 #include <span>
 #include <vector>
 
+#include "network_models/ring_recurrence.hpp"
 #include "network_models/schedule.hpp"
 #include "network_models/transport.hpp"
 
@@ -116,7 +117,9 @@ class RingWavefront {
   int next(int r) const { return r + 1 == ranks_ ? 0 : r + 1; }
   int prev(int r) const { return r == 0 ? ranks_ - 1 : r - 1; }
   // Rank r sends at `t` in step `step`, alone: when its message arrives.
-  inline double alone_arrival(int r, int step, double t);
+  double alone_arrival(int r, int step, double t) {
+    return alone_(r, schedule_.ring_chunk(r, static_cast<std::size_t>(step)), t);
+  }
   // Advances rank r as far as its inputs allow; true if it took a step.
   bool advance(int r);
   // Rank r has a new output: it and its successors advance while they can.
@@ -131,15 +134,10 @@ class RingWavefront {
   Transport& transport_;
   Hooks& hooks_;
   int ranks_, steps_;
+  std::vector<const std::vector<int>*> routes_;  // per sender, to its successor
   std::vector<char> coupled_;
   int coupled_count_ = 0;
-  std::vector<const std::vector<int>*> routes_;  // per sender, to its successor
-  std::vector<Transport::AlonePath> path_;       // per sender
-  // The grid's shortcut (ring_recurrence.hpp): delay and per-chunk transfer rounded once,
-  // when every alone sender has one bottleneck; used while times stay below the horizon.
-  bool quantized_ = false;
-  double horizon_ = 0.0;
-  std::vector<double> delay_q_, transfer_q_;
+  AloneArrivals alone_;  // the alone senders' messages
   std::vector<RankState> rank_;
   std::vector<double> arrival_;  // per rank, for the sweep (no coupled sender)
 };
