@@ -5,7 +5,7 @@
 namespace dtsim::net {
 
 ReuseConflict::ReuseConflict(const std::string& shape)
-    : sim::RunRestart(fmt::format("a replayed collective ({}) met traffic its record did not have: run again without reusing it", shape)) {}
+    : sim::RunRestart(fmt::format("a replayed or computed collective ({}) met traffic it did not allow for: run again simulating it", shape)) {}
 
 namespace {
 

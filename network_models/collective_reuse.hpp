@@ -86,7 +86,8 @@ struct ReuseStats {
   double hit_rate() const { return collectives ? static_cast<double>(replayed) / static_cast<double>(collectives) : 0.0; }
 };
 
-// Cross traffic met a replayed collective; the shape is forbidden already.
+// Cross traffic met a replayed collective, or a ring computed on the flow model
+// (link_holds.hpp); the shape is forbidden already.
 class ReuseConflict : public sim::RunRestart {
  public:
   explicit ReuseConflict(const std::string& shape);
