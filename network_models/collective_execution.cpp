@@ -14,9 +14,10 @@ namespace dtsim::net {
 ScheduledExecution::ScheduledExecution(Transport& transport, std::shared_ptr<const Schedule> schedule, RankDone done,
                                        CollectiveReuse* reuse, std::string shape)
     : transport_(transport), schedule_(std::move(schedule)), done_(std::move(done)) {
-  watch_.reuse = reuse;
+  restarts_ = reuse;
+  watch_.reuse = reuse && reuse->enabled() ? reuse : nullptr;
   watch_.shape = std::move(shape);
-  if (reuse) transport_.count_rounding_ties();  // its records are keyed by them
+  if (watch_.reuse) transport_.count_rounding_ties();  // its records are keyed by them
   if (schedule_->size() != transport_.topology().size())
     throw std::invalid_argument(fmt::format("{} schedule for {} ranks on a {}-rank topology", schedule_->name,
                                             schedule_->size(), transport_.topology().size()));
@@ -81,20 +82,19 @@ void ScheduledExecution::decide_evaluation() {
   arrived_at_.assign(static_cast<std::size_t>(schedule_->size()), std::numeric_limits<double>::quiet_NaN());
 }
 
-// The flow model: computed when a conflict can restart the run (collective reuse's
-// attempts) or none can happen (alone on its engine), no replay holds the network, every
-// alone sender's transfers start a positive delay after its sends, and its links carry
-// nothing and are claimed by no other ring.
+// The flow model: computed when a conflict can restart the run (the run's attempts,
+// through `restarts_`, with reuse on or off) or none can happen (alone on its engine),
+// no replay holds the network, every alone sender's transfers start a positive delay
+// after its sends, and its links carry nothing and are claimed by no other ring.
 bool ScheduledExecution::start_wavefront() {
-  CollectiveReuse* restarts = watch_.reuse;
-  if (!alone_on_engine_ && !(restarts && restarts->evaluation_allowed(watch_.shape))) return false;
+  if (!alone_on_engine_ && !(restarts_ && restarts_->evaluation_allowed(watch_.shape))) return false;
   if (transport_.replay_guarded()) return false;
   auto wavefront = std::make_unique<RingWavefront>(*schedule_, transport_, static_cast<RingWavefront::Hooks&>(*this));
   if (!wavefront->alone_delays_positive()) return false;
   std::vector<int> links;
   for (int r = 0; r < schedule_->size(); ++r)
     if (!wavefront->coupled(r)) links.insert(links.end(), wavefront->route(r).begin(), wavefront->route(r).end());
-  holder_ = transport_.new_holder(watch_.shape.empty() ? schedule_->name : watch_.shape, restarts);
+  holder_ = transport_.new_holder(watch_.shape.empty() ? schedule_->name : watch_.shape, restarts_);
   if (!transport_.claim_links(holder_, links)) return false;
   ++watch_.own_sends;  // the claim is this collective's traffic, as its messages are
   if (watch_.period) ++watch_.period->member_sends;

@@ -36,8 +36,10 @@ class ScheduledExecution final : public Execution,
                                  private RingWavefront::Hooks,
                                  public std::enable_shared_from_this<ScheduledExecution> {
  public:
-  // With `reuse`, the execution is recorded or replayed (collective_reuse.hpp) when it
-  // can be; `shape` names the collective (its kind, sizes, algorithm, root, ranks).
+  // With `reuse` enabled, the execution is recorded or replayed (collective_reuse.hpp)
+  // when it can be; enabled or not, `reuse` restarts the run if its ring, computed on
+  // the flow model, meets other traffic. `shape` names the collective (its kind, sizes,
+  // algorithm, root, ranks).
   ScheduledExecution(Transport& transport, std::shared_ptr<const Schedule> schedule, RankDone done,
                      CollectiveReuse* reuse = nullptr, std::string shape = {});
   void arrive(int rank) override;
@@ -45,8 +47,8 @@ class ScheduledExecution final : public Execution,
   // A message of this execution has arrived: `tag` packs sender, lane and receiver.
   void message_arrived(std::uint64_t tag) override;
   // Nothing else runs on this engine (simulate()): on the flow model a ring may be
-  // computed from its recurrence without collective reuse to restart the run, since no
-  // other traffic can meet it.
+  // computed from its recurrence with nothing to restart the run, since no other
+  // traffic can meet it.
   void alone_on_its_engine() { alone_on_engine_ = true; }
 
  private:
@@ -115,6 +117,7 @@ class ScheduledExecution final : public Execution,
   std::vector<double> arrived_at_;  // per rank, while evaluated_ without a wavefront
   std::unique_ptr<RingWavefront> wavefront_;
   int holder_ = -1;  // of the alone senders' links (Transport's link holds)
+  CollectiveReuse* restarts_ = nullptr;  // what a conflict on those links restarts the run through
 
   // Collective reuse: the window from the first arrival, while it may still be recorded
   // or replayed (`candidate`), every time relative to the first arrival.

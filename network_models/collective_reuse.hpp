@@ -95,9 +95,14 @@ class ReuseConflict : public sim::RunRestart {
 
 // Shared by the attempts of one run (a conflict's restart keeps the records and the
 // forbidden shapes; the counts of the failed attempt are dropped).
+//
+// It is also what restarts a run whose computed ring met other traffic, so a network
+// keeps one when replay is off (`enabled` false: no record, no replay, no counts) for
+// the rings it computes on the flow model.
 class CollectiveReuse {
  public:
   explicit CollectiveReuse(bool enabled = true) : enabled_(enabled) {}
+  // Whether collectives are recorded and replayed.
   bool enabled() const { return enabled_; }
   bool allowed(const std::string& shape) const { return enabled_ && !forbidden_.count(shape); }
   // The record for `key` (its last bit the first arrival's), or for the key with any
@@ -115,17 +120,22 @@ class CollectiveReuse {
   // Rings computed from their recurrence on the flow model (ring_wavefront.hpp) that met
   // other traffic: simulated from the next attempt on.
   void forbid_evaluation(const std::string& shape) { unevaluated_.insert(shape); }
-  bool evaluation_allowed(const std::string& shape) const { return enabled_ && !unevaluated_.count(shape); }
+  bool evaluation_allowed(const std::string& shape) const { return evaluate_ && !unevaluated_.count(shape); }
   // A new attempt of the run after a conflict: counts from zero but `restarts`, records
   // and forbidden shapes kept; no period open or replayed.
   void restart();
-  void disable() { enabled_ = false; }
+  // No more replay (a network configured without reuse).
+  void disable_replay() { enabled_ = false; }
+  // No more replay, and no ring computed on the flow model either: the attempt after
+  // too many restarts simulates everything, so it cannot conflict.
+  void disable() { enabled_ = evaluate_ = false; }
 
   ReuseStats& stats() { return stats_; }
   const ReuseStats& stats() const { return stats_; }
 
  private:
   bool enabled_;
+  bool evaluate_ = true;
   std::map<ReuseKey, ReuseRecord> records_;
   std::map<ReuseKey, PeriodRecord> period_records_;
   std::set<std::string> forbidden_;

@@ -9,8 +9,10 @@ namespace dtsim::net {
 
 Network::Network(sim::Engine& engine, Topology topology, NetworkConfig config, std::shared_ptr<CollectiveReuse> reuse)
     : config_(std::move(config)), model_(&network_model(config_.model)), reuse_(std::move(reuse)) {
-  if (!config_.reuse_collectives) reuse_.reset();
-  else if (!reuse_) reuse_ = std::make_shared<CollectiveReuse>();
+  // Kept with reuse off too: it restarts the run when a ring computed on the flow model
+  // meets other traffic (ring_wavefront.hpp).
+  if (!reuse_) reuse_ = std::make_shared<CollectiveReuse>(config_.reuse_collectives);
+  else if (!config_.reuse_collectives) reuse_->disable_replay();
   if (!(config_.nominal.bandwidth_bytes_per_s > 0))
     throw std::invalid_argument(fmt::format("network: bandwidth must be > 0, got {}", config_.nominal.bandwidth_bytes_per_s));
   if (!(config_.nominal.latency_s >= 0))
@@ -34,7 +36,7 @@ CollectiveSpec Network::resolve(CollectiveSpec spec) const { return resolve_coll
 
 std::shared_ptr<Execution> Network::collective(const CollectiveSpec& spec, std::shared_ptr<const Schedule> schedule,
                                                Execution::RankDone done) {
-  return start(spec, std::move(schedule), std::move(done), reuse_ ? reuse_shape(spec) : std::string());
+  return start(spec, std::move(schedule), std::move(done), reuse_shape(spec));
 }
 
 std::shared_ptr<Execution> Network::start(const CollectiveSpec& spec, std::shared_ptr<const Schedule> schedule,
@@ -43,7 +45,6 @@ std::shared_ptr<Execution> Network::start(const CollectiveSpec& spec, std::share
     return std::make_shared<ClosedFormExecution>(
         engine(), size(), closed_form_seconds(spec, config_.nominal.latency_s, config_.nominal.bandwidth_bytes_per_s),
         std::move(done));
-  if (!reuse_) return std::make_shared<ScheduledExecution>(*transport_, std::move(schedule), std::move(done));
   return std::make_shared<ScheduledExecution>(*transport_, std::move(schedule), std::move(done), reuse_.get(),
                                               std::move(shape));
 }

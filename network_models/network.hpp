@@ -68,7 +68,8 @@ class Network {
   int size() const { return topology().size(); }
   sim::Engine& engine() { return transport_->engine(); }
   Transport& transport() { return *transport_; }
-  // Null when reuse is off.
+  // Its enabled() is false when reuse is off (it still restarts the run for a computed
+  // ring's conflict).
   const CollectiveReuse* reuse() const { return reuse_.get(); }
 
   // `spec` with its algorithm resolved from the config (and Auto resolved by cost).
@@ -89,7 +90,7 @@ class Network {
 
  private:
   // Both collective()s: a closed form, or a scheduled execution (recorded under `shape`
-  // when reuse is on).
+  // when reuse is on, and its ring computed unless a conflict forbade the shape).
   std::shared_ptr<Execution> start(const CollectiveSpec& spec, std::shared_ptr<const Schedule> schedule,
                                    Execution::RankDone done, std::string shape);
   static constexpr std::size_t kMaxPlans = 256;

@@ -38,7 +38,6 @@ const std::vector<NetworkModel>& network_model_table() {
        .closed_form_collectives = false,
        .relative_events_per_message = 2.0,  // a flow's start after its latency, then its completion
        .rings_as_recurrence = true,
-       .recurrence_needs_reuse = true,
        .faster_alternative = "the alpha_beta or analytical network model"},
   };
   return table;

@@ -35,10 +35,9 @@ struct NetworkModel {
   // Whether ring collectives are computed from their recurrence instead of simulated
   // message by message: all of a ring where messages never interact (ring_recurrence.hpp);
   // on the flow model, its senders whose routes share no link with another's (all but a
-  // few on rings, tori, stars and fat trees: ring_wavefront.hpp), when collective reuse
-  // is on (a conflict restarts the run through it).
+  // few on rings, tori, stars and fat trees: ring_wavefront.hpp; a conflict restarts
+  // the run).
   bool rings_as_recurrence;
-  bool recurrence_needs_reuse = false;
   // A cheaper model to suggest when a run would be long ("" where none is cheaper).
   std::string_view faster_alternative;
 };

@@ -327,8 +327,7 @@ Detail estimate(const Scenario& s, RunKind kind) {
     // message, no events.
     const auto& p = s.network.perturbations;
     const bool recurrence = network_model.rings_as_recurrence && s.network.evaluate_rings && p.jitter_s == 0 &&
-                            p.bandwidth_trace.empty() && p.failures.empty() &&
-                            (!network_model.recurrence_needs_reuse || s.network.reuse_collectives);
+                            p.bandwidth_trace.empty() && p.failures.empty();
     const double main_share = recurrence && main_alg == net::Algorithm::Ring ? 0.0 : 1.0;
     const double reduce_share = recurrence && all_reduce == net::Algorithm::Ring ? 0.0 : 1.0;
     const double main_per_call = f.gossips ? 0.0 : main_cost.messages;

@@ -29,6 +29,7 @@ struct Outcome {
   std::vector<std::vector<double>> done;  // per job, per rank
   std::vector<double> extra;              // arrival times of the extra messages
   ReuseStats stats;
+  std::uint64_t traffic = 0;  // the last attempt's messages sent and rings' link claims (Transport::traffic)
 };
 
 using Extra = std::function<void(sim::Engine&, Network&, std::vector<double>& arrivals)>;
@@ -50,12 +51,11 @@ void run_attempts(CollectiveReuse& reuse, const std::function<void()>& attempt, 
 }
 
 // Runs the jobs (and `extra` traffic) on a fresh engine with time grid `grid` (none:
-// plain doubles); with `reuse`, through run_with_reuse, so that a conflict restarts the
+// plain doubles), as `cfg` says, through run_with_reuse, so that a conflict restarts the
 // run. `on_grid`: the arrivals rounded to the grid, as every time a run computes is.
-Outcome run(const Topology& topology, NetworkConfig cfg, const std::vector<Job>& jobs, bool reuse,
-            const Extra& extra = {}, sim::TimeGrid grid = {}, bool on_grid = true) {
-  cfg.reuse_collectives = reuse;
-  auto shared = std::make_shared<CollectiveReuse>(reuse);
+Outcome run_as(const Topology& topology, const NetworkConfig& cfg, const std::vector<Job>& jobs,
+               const Extra& extra = {}, sim::TimeGrid grid = {}, bool on_grid = true) {
+  auto shared = std::make_shared<CollectiveReuse>(cfg.reuse_collectives);
   Outcome out;
   auto attempt = [&] {
     out.done.assign(jobs.size(), std::vector<double>(static_cast<std::size_t>(topology.size()), -1.0));
@@ -79,9 +79,23 @@ Outcome run(const Topology& topology, NetworkConfig cfg, const std::vector<Job>&
     }
     if (extra) extra(engine, network, out.extra);
     engine.run();
+    out.traffic = network.transport().traffic();
   };
   run_attempts(*shared, attempt, out);
   return out;
+}
+
+// With `reuse`: replayed where exact. Without: the reference, every message simulated
+// (no ring computed from its recurrence either).
+NetworkConfig with_reuse(NetworkConfig cfg, bool reuse) {
+  cfg.reuse_collectives = reuse;
+  if (!reuse) cfg.evaluate_rings = false;
+  return cfg;
+}
+
+Outcome run(const Topology& topology, const NetworkConfig& cfg, const std::vector<Job>& jobs, bool reuse,
+            const Extra& extra = {}, sim::TimeGrid grid = {}, bool on_grid = true) {
+  return run_as(topology, with_reuse(cfg, reuse), jobs, extra, grid, on_grid);
 }
 
 // A spec's plan is built once and shared; its bytes are the schedule's, rank by rank.
@@ -289,6 +303,33 @@ TEST(CollectiveReuse, TrafficOnAComputedRingsLinksRestartsTheRun) {
   EXPECT_GE(both.stats.restarts, 1u);
 }
 
+// With replay off, a ring on the flow model is still computed from its recurrence (only
+// its coupled senders' messages sent), and a conflict on its links still restarts the
+// run, to the simulation's figures; nothing is recorded or replayed.
+TEST(CollectiveReuse, RingsAreComputedWithReplayOff) {
+  const auto torus = Topology::torus({4, 4}, {5e-6, 1.25e9});
+  const std::vector<Job> one{{1.0, offsets(16, 1e-5)}};
+  auto replay_off = config("flow");
+  replay_off.reuse_collectives = false;
+  ASSERT_TRUE(replay_off.evaluate_rings);
+
+  const auto computed = run_as(torus, replay_off, one);
+  const auto simulated = run(torus, config("flow"), one, false);
+  EXPECT_EQ(computed.done, simulated.done);
+  EXPECT_EQ(simulated.traffic, 16u * 2 * 15);  // every rank's 2 (n - 1) messages
+  EXPECT_EQ(computed.traffic, 2u * 2 * 15 + 1);  // the 2 coupled senders', and the claim
+  EXPECT_EQ(computed.stats.restarts, 0u);
+
+  const auto on_its_link = message_at(1.0 + 3e-4, 0, 1);  // rank 0's route to rank 1
+  const auto met = run_as(torus, replay_off, one, on_its_link);
+  const auto met_simulated = run(torus, config("flow"), one, false, on_its_link);
+  EXPECT_EQ(met.done, met_simulated.done);
+  EXPECT_EQ(met.extra, met_simulated.extra);
+  EXPECT_EQ(met.stats.restarts, 1u);
+  EXPECT_EQ(met.traffic, met_simulated.traffic);  // the restart simulated the ring
+  EXPECT_EQ(met.stats.collectives + met.stats.recorded + met.stats.replayed, 0u);
+}
+
 // Cross traffic inside a replayed window cannot be foreseen at the commit: under the
 // flow model the run starts again with that collective's shape forbidden, and ends with
 // the simulation's figures. Under the uncontended model messages never interact, so
@@ -355,9 +396,9 @@ struct Chain {
   }
 };
 
-Outcome run_chain(const Topology& topology, NetworkConfig cfg, const Chain& chain, bool reuse, const Extra& extra = {},
-                  sim::TimeGrid grid = {}) {
-  cfg.reuse_collectives = reuse;
+Outcome run_chain(const Topology& topology, const NetworkConfig& reuse_on, const Chain& chain, bool reuse,
+                  const Extra& extra = {}, sim::TimeGrid grid = {}) {
+  const NetworkConfig cfg = with_reuse(reuse_on, reuse);
   auto shared = std::make_shared<CollectiveReuse>(reuse);
   const int n = topology.size();
   std::vector<std::size_t> first{0};  // out.done's index of each step's first partition

@@ -185,11 +185,15 @@ TEST(ResourceLimits, RefusesHugeTopologiesBeforeBuildingThem) {
 // message: 1.5e10 events if every step is simulated (hours), a tenth if reuse replays
 // every step after the second (it does: about two minutes, bench/results/engine-and-flow.md).
 // The note gives both; without reuse, one. With the rings computed (the default: all but
-// two senders per ring are alone on a torus) it is no long run, and gets no note (23 s).
+// two senders per ring are alone on a torus) it is no long run, and gets no note (23 s),
+// with reuse on or off.
 TEST(ResourceLimits, LongRunNoteCountsOnReuseWhereItCan) {
   auto s = runner::load_scenario(std::filesystem::path(DTSIM_SOURCE_DIR) / "scenarios" /
                                  "singa_resnet50_sync_torus4096_flow_timing.json");
   EXPECT_FALSE(runner::long_run_note(s));
+  auto computed_without_reuse = s;
+  computed_without_reuse.network.reuse_collectives = false;
+  EXPECT_FALSE(runner::long_run_note(computed_without_reuse));
   s.network.evaluate_rings = false;
   const auto note = runner::long_run_note(s);
   ASSERT_TRUE(note);

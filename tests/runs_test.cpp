@@ -318,6 +318,11 @@ TEST(RingRecurrenceRuns, EveryRegressionScenarioAndATimingPointBothWays) {
   expect_equal_figures(run_emulated(sync), without_ring_recurrence(sync), "singa_resnet50_sync, 8 x 8 torus, flow");
   sync.topology = net::parse_topology("ring");
   expect_equal_figures(run_emulated(sync), without_ring_recurrence(sync), "singa_resnet50_sync, ring of 64, flow");
+  // With collective reuse off, the flow model's rings are computed all the same.
+  sync.network.reuse_collectives = false;
+  expect_equal_figures(run_emulated(sync), without_ring_recurrence(sync), "singa_resnet50_sync, ring of 64, flow, no reuse");
+  sync.topology = net::parse_topology("torus:8x8");
+  expect_equal_figures(run_emulated(sync), without_ring_recurrence(sync), "singa_resnet50_sync, 8 x 8 torus, flow, no reuse");
 }
 
 }  // namespace
