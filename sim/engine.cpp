@@ -57,7 +57,9 @@ void Engine::call_now_reserved(std::uint64_t seq, Handler& handler, std::uint64_
                                    static_cast<std::uint64_t>(EventKind::handler) | arg << 2});
 }
 
-void Engine::fire(const QueuedEvent& e) {
+// Inlined into run(), its only caller: a call per event cost about 2 % of the engine
+// benchmark at 1,024 pending.
+[[gnu::always_inline]] inline void Engine::fire(const QueuedEvent& e) {
   now_ = std::bit_cast<double>(e.time_bits);
   ++fired_;
   // Order-sensitive: each step is a bijection of the previous hash, so two traces that
@@ -120,11 +122,12 @@ void detail::root_finished(RootState& root, std::exception_ptr error) noexcept {
 
 void Engine::run() {
   while (!queue_.empty()) {
+    // pop() has started loading the coroutine frames (or Completions) of the next
+    // events where it knows them (the rest of the bucket's run, a bucket it makes
+    // current), so that the misses overlap this event's work instead of stalling the
+    // next resume. Asking the queue here for the next event as well cost 4 % of the
+    // engine benchmark at 1,024 pending, to load what was mostly on its way already.
     const QueuedEvent next = queue_.pop();
-    // What fires after this is most likely known already: start loading its coroutine
-    // frame (or Completion) now, so the miss overlaps this event's work instead of
-    // stalling the next resume.
-    if (const QueuedEvent* after = queue_.peek_hint()) prefetch_target(after->target);
     try {
       fire(next);
     } catch (...) {

@@ -106,8 +106,9 @@ class Engine {
   // Schedules handler.on_event(arg) at the current time with the reserved `seq`: after
   // the events scheduled before the reservation, before those scheduled since.
   void call_now_reserved(std::uint64_t seq, Handler& handler, std::uint64_t arg);
-  // Whether an event is due at the current time, besides the one firing (true as well
-  // when the queue cannot tell cheaply).
+  // Whether an event is due at the current time, besides the one firing: exact, so that
+  // a model's choice by it (schedule an event or not) is the same whatever the queue's
+  // layout.
   bool events_pending_now() const noexcept { return queue_.pending_at_last_pop(); }
 
   // Starts `task` at the current time as a root program named `name` (e.g. "rank 3").

@@ -68,19 +68,44 @@ void EventQueue::advance() {
     std::uint32_t n = heads_[cur_];
     if (first == end && n == kNil) continue;
     active_limit_ = static_cast<double>(cur_ + 1);
-    run_.assign(laid_out_.begin() + first, laid_out_.begin() + end);
     heads_[cur_] = kNil;
-    while (n != kNil) {
-      run_.push_back(nodes_[n].event);
-      const std::uint32_t next = nodes_[n].next;
-      nodes_[n].next = free_node_;
-      free_node_ = n;
-      n = next;
+    // The next bucket's first listed event is read when this run is done: start loading
+    // it (pushed a while ago, it has left the first-level cache).
+    if (cur_ + 1 < nbuckets_) {
+      if (const auto next = heads_[cur_ + 1]; next != kNil) __builtin_prefetch(&nodes_[next]);
     }
-    start_run();
+    gather_run(first, end, n);
     return;
   }
   new_epoch();
+}
+
+void EventQueue::gather_run(std::uint32_t first, std::uint32_t end, std::uint32_t node) {
+  // A bucket's handful of events (laid out, then listed) each go straight to their place
+  // in the run as they are gathered: one pass, where copying them all and then sorting
+  // took two. Past kInsertionSortUpTo (a burst into one bucket) the rest are appended and
+  // the whole run sorted (start_run), since inserting each would be quadratic.
+  run_.clear();
+  run_pos_ = 0;
+  const auto take = [this](const QueuedEvent& e) {
+    const std::size_t size = run_.size();
+    run_.push_back(e);
+    if (size >= kInsertionSortUpTo) return;
+    QueuedEvent* r = run_.data();
+    const Key k = key(e);
+    std::size_t j = size;
+    for (; j > 0 && k < key(r[j - 1]); --j) r[j] = r[j - 1];
+    r[j] = e;
+  };
+  for (auto i = first; i < end; ++i) take(laid_out_[i]);
+  while (node != kNil) {
+    take(nodes_[node].event);
+    const std::uint32_t next = nodes_[node].next;
+    nodes_[node].next = free_node_;
+    free_node_ = node;
+    node = next;
+  }
+  if (run_.size() > kInsertionSortUpTo) start_run();
 }
 
 namespace {
@@ -230,9 +255,10 @@ void EventQueue::spread() {
 
 void EventQueue::start_run() {
   run_pos_ = 0;
-  // Most runs are a bucket's handful of events: an insertion sort, with no call into
-  // std::sort. On a sorted run (a burst at one time, appended in sequence order) it is
-  // one comparison per event, like is_sorted.
+  // A run built whole (a new epoch's first bucket, a burst gathered into one): a handful
+  // of events get an insertion sort, with no call into std::sort. On a sorted run (a
+  // burst at one time, appended in sequence order) it is one comparison per event, like
+  // is_sorted.
   QueuedEvent* r = run_.data();
   const std::size_t n = run_.size();
   if (n <= kInsertionSortUpTo) {

@@ -415,6 +415,37 @@ TEST(EngineQueue, ZeroDelaysFollowEventsPendingAtTheSameTime) {
   EXPECT_EQ(order, (std::vector<std::uint64_t>{1, 3, 6, 4, 5, 2}));
 }
 
+// Whether an event is pending at the last pop's time is known exactly, wherever the
+// pending events are: in the active run, in later buckets, beyond the epoch, or pushed
+// at that time since. (The flow model schedules a solve event or not by it, so a
+// conservative "maybe" made the event sequence depend on the bucket layout.)
+TEST(EngineQueue, KnowsExactlyWhetherAnEventIsPendingAtTheLastPop) {
+  EventQueue queue;
+  std::uint64_t seq = 0;
+  auto push = [&](double t) { queue.push(QueuedEvent{std::bit_cast<std::uint64_t>(t), seq++, nullptr, 0}); };
+  for (int i = 1; i <= 200; ++i) push(i);  // a calendar epoch over [1, 200]
+  EXPECT_TRUE(queue.pending_at_last_pop());  // before the first pop: cannot tell
+  queue.pop();
+  EXPECT_FALSE(queue.pending_at_last_pop());  // the next is at 2
+  push(1.0);
+  EXPECT_TRUE(queue.pending_at_last_pop());
+  queue.pop();
+  while (queue.size() > 1) queue.pop();
+  const double last = std::bit_cast<double>(queue.pop().time_bits);
+  ASSERT_EQ(last, 200.0);
+  // Empty now, its run and heap too: a push far beyond the epoch waits in far_, one
+  // inside it in a later bucket; neither is at the last pop's time.
+  push(10'000.0);
+  EXPECT_FALSE(queue.pending_at_last_pop());
+  push(200.5);
+  EXPECT_FALSE(queue.pending_at_last_pop());
+  push(200.0);
+  EXPECT_TRUE(queue.pending_at_last_pop());
+  std::vector<double> rest;
+  while (!queue.empty()) rest.push_back(std::bit_cast<double>(queue.pop().time_bits));
+  EXPECT_EQ(rest, (std::vector<double>{200.0, 200.5, 10'000.0}));
+}
+
 // Times whose mean rounds to the smallest of them (256 values near 2^52, whose sum is
 // near 2^60 where doubles are 256 apart): the queue must not take them for a burst at
 // one time, or an event pushed between them would come out late.
