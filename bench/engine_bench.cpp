@@ -7,6 +7,12 @@
 // (engine events/s over baseline events/s, > 1 when the engine is faster), timing one
 // baseline run right after each engine run so that both see the same machine load.
 //
+// BM_EventQueueHold is the queue alone, without coroutines: the same hold model (pop the
+// earliest, push it again a random interval later) on sim::EventQueue and on a
+// std::priority_queue of the same 32-byte entries ordered the same way, timed in the
+// same iteration (`vs_baseline`). The difference between its ratio and BM_Engine's is
+// what resuming the programs costs, their frames' cache misses first.
+//
 // Steady state, like with like: for both, creating the programs (one coroutine frame
 // each) and the first event of each, and destroying them afterwards, happen outside the
 // timed region; what is timed is firing every event until the queue is empty. Every
@@ -15,6 +21,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <bit>
 #include <coroutine>
 #include <cstdint>
 #include <ctime>
@@ -23,6 +30,7 @@
 #include <vector>
 
 #include "sim/engine.hpp"
+#include "sim/event_queue.hpp"
 #include "sim/task.hpp"
 
 namespace {
@@ -157,5 +165,62 @@ void BM_BaselineHeap(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * pending * (wakeups + 1));
 }
 BENCHMARK(BM_BaselineHeap)->Arg(16)->Arg(1024)->Arg(65536)->Unit(benchmark::kMillisecond);
+
+using dtsim::sim::EventQueue;
+using dtsim::sim::QueuedEvent;
+
+QueuedEvent held_event(double t, std::uint64_t seq) {
+  return QueuedEvent{std::bit_cast<std::uint64_t>(t), seq, nullptr, 0};
+}
+
+// Processor seconds of kEventsPerIteration pops and pushes on a queue of `pending`
+// events (filled first, untimed); `Queue` has push(QueuedEvent) and pop() -> QueuedEvent.
+// Called with the benchmark's timing paused, like run_engine.
+template <typename Queue>
+double run_hold(benchmark::State* timed, std::int64_t pending) {
+  Queue queue;
+  std::uint64_t state = 0x9E3779B97F4A7C15ULL, seq = 0;
+  for (std::int64_t p = 0; p < pending; ++p) queue.push(held_event(next_interval(state), seq++));
+  double t0, t1;
+  {
+    TimedPart part(timed);
+    t0 = cpu_seconds();
+    for (std::int64_t k = 0; k < kEventsPerIteration; ++k) {
+      const QueuedEvent e = queue.pop();
+      queue.push(held_event(std::bit_cast<double>(e.time_bits) + next_interval(state), seq++));
+    }
+    t1 = cpu_seconds();
+  }
+  benchmark::DoNotOptimize(seq);
+  return t1 - t0;
+}
+
+// The same entries and order (time, then sequence) on std::priority_queue.
+struct HeapOfEvents {
+  struct Later {
+    bool operator()(const QueuedEvent& a, const QueuedEvent& b) const { return EventQueue::key(b) < EventQueue::key(a); }
+  };
+  std::priority_queue<QueuedEvent, std::vector<QueuedEvent>, Later> heap;
+  void push(const QueuedEvent& e) { heap.push(e); }
+  QueuedEvent pop() {
+    const QueuedEvent e = heap.top();
+    heap.pop();
+    return e;
+  }
+};
+
+void BM_EventQueueHold(benchmark::State& state) {
+  const auto pending = state.range(0);
+  double queue_s = 0.0, heap_s = 0.0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    queue_s += run_hold<EventQueue>(&state, pending);
+    heap_s += run_hold<HeapOfEvents>(nullptr, pending);  // the ratio's denominator, timed by hand
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * kEventsPerIteration);
+  if (queue_s > 0.0) state.counters["vs_baseline"] = heap_s / queue_s;
+}
+BENCHMARK(BM_EventQueueHold)->Arg(1024)->Arg(65536)->Unit(benchmark::kMillisecond);
 
 }  // namespace
