@@ -38,6 +38,7 @@ const std::vector<NetworkModel>& network_model_table() {
        .closed_form_collectives = false,
        .relative_events_per_message = 2.0,  // a flow's start after its latency, then its completion
        .rings_as_recurrence = true,
+       .rings_simulate_coupled_senders = true,
        .faster_alternative = "the alpha_beta or analytical network model"},
   };
   return table;

@@ -38,6 +38,9 @@ struct NetworkModel {
   // few on rings, tori, stars and fat trees: ring_wavefront.hpp; a conflict restarts
   // the run).
   bool rings_as_recurrence;
+  // Whether a ring's senders whose routes share a link (coupled) are still simulated
+  // message by message (the flow model: their messages share bandwidth).
+  bool rings_simulate_coupled_senders = false;
   // A cheaper model to suggest when a run would be long ("" where none is cheaper).
   std::string_view faster_alternative;
 };

@@ -43,6 +43,13 @@ struct TopologyShape {
   double degree = 0;          // gossip neighbours of a rank (the largest)
   double hops = 1;            // mean route length between two ranks
   double neighbour_hops = 1;  // route length to a gossip neighbour (and to rank r + 1 on direct topologies)
+  // The share of a ring's senders (r -> r + 1) whose route shares a link with another
+  // sender's: the flow model simulates their messages (net::RingWavefront). Counted
+  // from the routes dtsim builds: none on rings, stars, fat trees, hierarchical nodes,
+  // complete and exponential graphs; 2 per 2-D torus ring, about 2 per d0 x d1 slice of
+  // a larger one; 3 in 8 on hypercubes of 8 to 4,096 ranks. A custom graph's routes are
+  // unknown here: all counted.
+  double coupled_ring_share = 0;
   bool dedup = false;         // the builder de-duplicates cables through a std::set
   std::string label;
 };
@@ -104,6 +111,7 @@ TopologyShape topology_shape(const net::TopologySpec& t, int ranks) {
       s.hops += dim / 4.0;
     }
     s.hops = std::max(1.0, s.hops);
+    if (t.dims.size() >= 2) s.coupled_ring_share = std::min(1.0, 2.0 / (d(t.dims[0]) * d(t.dims[1])));
     s.label = fmt::format("torus {}", fmt::join(t.dims, "x"));
     s.dedup = true;
   } else if (kind == "hypercube") {
@@ -112,6 +120,7 @@ TopologyShape topology_shape(const net::TopologySpec& t, int ranks) {
     s.degree = bits;
     s.hops = std::max(1.0, bits / 2);
     s.neighbour_hops = 2;  // r -> r + 1 flips about two bits
+    s.coupled_ring_share = 0.375;
     s.dedup = true;
   } else if (kind == "exponential") {
     double steps = 0;
@@ -147,6 +156,7 @@ TopologyShape topology_shape(const net::TopologySpec& t, int ranks) {
   } else if (kind == "edges") {
     s.nodes = std::max<double>(n, t.nodes);
     s.cables = d(static_cast<std::int64_t>(t.edges.size()));
+    s.coupled_ring_share = 1.0;
     measure_edges(t, s);
   }
   return s;
@@ -322,14 +332,14 @@ Detail estimate(const Scenario& s, RunKind kind) {
     const double evaluations = s.eval_every > 0 ? std::floor((steps - 1) / d(s.eval_every)) : 0;
     const double calls = steps * f.collectives_per_step, closing = 5 + 2 * evaluations;
     // Rings are computed from their recurrence (net::ring_done_times on a model whose
-    // messages never interact; net::RingWavefront on the flow model, whose few coupled
-    // senders' messages are left out of the count): a fraction of a bookkeeping step a
-    // message, no events.
+    // messages never interact; net::RingWavefront on the flow model, but for its coupled
+    // senders' messages): a fraction of a bookkeeping step a message, no events.
     const auto& p = s.network.perturbations;
     const bool recurrence = network_model.rings_as_recurrence && s.network.evaluate_rings && p.jitter_s == 0 &&
                             p.bandwidth_trace.empty() && p.failures.empty();
-    const double main_share = recurrence && main_alg == net::Algorithm::Ring ? 0.0 : 1.0;
-    const double reduce_share = recurrence && all_reduce == net::Algorithm::Ring ? 0.0 : 1.0;
+    const double ring_simulated = network_model.rings_simulate_coupled_senders ? t.coupled_ring_share : 0.0;
+    const double main_share = recurrence && main_alg == net::Algorithm::Ring ? ring_simulated : 1.0;
+    const double reduce_share = recurrence && all_reduce == net::Algorithm::Ring ? ring_simulated : 1.0;
     const double main_per_call = f.gossips ? 0.0 : main_cost.messages;
     const double main_messages = calls * main_per_call * main_share + closing * reduce_cost.messages * reduce_share;
     e.bookkeeping_steps += (calls * main_per_call * (1 - main_share) + closing * reduce_cost.messages * (1 - reduce_share)) /

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "network_models/topology_spec.hpp"
 #include "runner/progress.hpp"
 #include "runner/resource_estimate.hpp"
 #include "runner/run.hpp"
@@ -206,6 +207,30 @@ TEST(ResourceLimits, LongRunNoteCountsOnReuseWhereItCan) {
   ASSERT_TRUE(without);
   EXPECT_NE(without->find("simulated network events; this run may take hours; the alpha_beta"), std::string::npos)
       << *without;
+}
+
+// On the flow model a ring's coupled senders (whose routes share a link) are still
+// simulated: the estimate counts their share of the ring's messages as events, 3 in 8 on
+// a hypercube (tests/ring_wavefront_test.cpp counts them on a small one), 2 of 4,096 on
+// a 64 x 64 torus, none on a ring; the rest as bookkeeping.
+TEST(ResourceLimits, CountsTheCoupledRingSendersMessagesAsEvents) {
+  auto s = runner::load_scenario(std::filesystem::path(DTSIM_SOURCE_DIR) / "scenarios" /
+                                 "singa_resnet50_sync_torus4096_flow_timing.json");
+  const auto events = [&](const std::string& topology, bool evaluate) {
+    auto t = s;
+    t.topology = net::parse_topology(topology);
+    t.network.evaluate_rings = evaluate;
+    return runner::estimate_resources(t).network_events;
+  };
+  const double none = events("ring", true);  // no ring message simulated: the other events
+  const double all = events("hypercube", false);
+  ASSERT_GT(all, 10 * none);
+  EXPECT_DOUBLE_EQ(events("ring", false), all);  // every message, whatever the topology
+  EXPECT_NEAR((events("hypercube", true) - none) / (all - none), 0.375, 1e-12);
+  EXPECT_NEAR((events("torus:64x64", true) - none) / (all - none), 2.0 / 4096, 1e-12);
+  auto hypercube = s;
+  hypercube.topology = net::parse_topology("hypercube");
+  EXPECT_TRUE(runner::long_run_note(hypercube));  // 4,096 ranks: a long run, unlike the torus
 }
 
 // Gossip on a dense topology keeps a message per neighbour: the way out is the topology.
