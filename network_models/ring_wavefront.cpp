@@ -13,14 +13,17 @@ namespace dtsim::net {
 
 namespace {
 
-// Each sender's route to its successor.
+// Each of `ranks` senders' route to its successor.
+std::vector<const std::vector<int>*> routes_to_successors(const Topology& topology, int ranks) {
+  std::vector<const std::vector<int>*> routes;
+  for (int r = 0; r < ranks; ++r) routes.push_back(&topology.route(r, r + 1 == ranks ? 0 : r + 1));
+  return routes;
+}
+
 std::vector<const std::vector<int>*> ring_routes(const Schedule& schedule, const Topology& topology) {
   if (!ring_waits_for_every_rank(schedule))
     throw std::logic_error("RingWavefront: not a ring whose ranks wait for every rank");
-  const int n = schedule.ring.ranks;
-  std::vector<const std::vector<int>*> routes;
-  for (int r = 0; r < n; ++r) routes.push_back(&topology.route(r, r + 1 == n ? 0 : r + 1));
-  return routes;
+  return routes_to_successors(topology, schedule.ring.ranks);
 }
 
 // A sender is coupled when a link of its route carries another sender's route too.
@@ -36,6 +39,10 @@ std::vector<char> coupled_senders(const std::vector<const std::vector<int>*>& ro
 }
 
 }  // namespace
+
+std::vector<char> coupled_ring_senders(const Topology& topology) {
+  return coupled_senders(routes_to_successors(topology, topology.size()), topology.links().size());
+}
 
 RingWavefront::RingWavefront(const Schedule& schedule, Transport& transport, Hooks& hooks)
     : schedule_(schedule),

@@ -43,6 +43,10 @@
 
 namespace dtsim::net {
 
+// Per sender of a ring over all of `topology`'s ranks (rank r sends to r + 1): whether
+// its route shares a link with another sender's (coupled: simulated on the flow model).
+std::vector<char> coupled_ring_senders(const Topology& topology);
+
 class RingWavefront {
  public:
   // What the collective does with the times as they become known.

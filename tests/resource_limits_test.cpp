@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -19,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "network_models/ring_wavefront.hpp"
+#include "network_models/topology.hpp"
 #include "network_models/topology_spec.hpp"
 #include "runner/progress.hpp"
 #include "runner/resource_estimate.hpp"
@@ -210,12 +213,14 @@ TEST(ResourceLimits, LongRunNoteCountsOnReuseWhereItCan) {
 }
 
 // On the flow model a ring's coupled senders (whose routes share a link) are still
-// simulated: the estimate counts their share of the ring's messages as events, 3 in 8 on
-// a hypercube (tests/ring_wavefront_test.cpp counts them on a small one), 2 of 4,096 on
-// a 64 x 64 torus, none on a ring; the rest as bookkeeping.
+// simulated: the estimate counts their share of the ring's messages as events, the rest
+// as bookkeeping. Its shares per topology kind must be those of the routes dtsim builds
+// (net::coupled_ring_senders): 3 in 8 on a hypercube, 2 per 2-D torus, none on a ring;
+// on a 3-D torus it may count more (2 per 4 x 4 slice, 7 of 64 coupled), not fewer.
 TEST(ResourceLimits, CountsTheCoupledRingSendersMessagesAsEvents) {
   auto s = runner::load_scenario(std::filesystem::path(DTSIM_SOURCE_DIR) / "scenarios" /
                                  "singa_resnet50_sync_torus4096_flow_timing.json");
+  s.ranks = 64;
   const auto events = [&](const std::string& topology, bool evaluate) {
     auto t = s;
     t.topology = net::parse_topology(topology);
@@ -226,11 +231,24 @@ TEST(ResourceLimits, CountsTheCoupledRingSendersMessagesAsEvents) {
   const double all = events("hypercube", false);
   ASSERT_GT(all, 10 * none);
   EXPECT_DOUBLE_EQ(events("ring", false), all);  // every message, whatever the topology
-  EXPECT_NEAR((events("hypercube", true) - none) / (all - none), 0.375, 1e-12);
-  EXPECT_NEAR((events("torus:64x64", true) - none) / (all - none), 2.0 / 4096, 1e-12);
-  auto hypercube = s;
-  hypercube.topology = net::parse_topology("hypercube");
-  EXPECT_TRUE(runner::long_run_note(hypercube));  // 4,096 ranks: a long run, unlike the torus
+  const auto estimated_share = [&](const std::string& topology) { return (events(topology, true) - none) / (all - none); };
+  const auto routed_share = [](const net::Topology& topology) {
+    const auto coupled = net::coupled_ring_senders(topology);
+    return static_cast<double>(std::count(coupled.begin(), coupled.end(), 1)) / static_cast<double>(coupled.size());
+  };
+  EXPECT_DOUBLE_EQ(routed_share(net::Topology::hypercube(64)), 0.375);
+  EXPECT_NEAR(estimated_share("hypercube"), routed_share(net::Topology::hypercube(64)), 1e-12);
+  EXPECT_NEAR(estimated_share("torus:8x8"), routed_share(net::Topology::torus({8, 8})), 1e-12);
+  EXPECT_NEAR(estimated_share("torus:16x4"), routed_share(net::Topology::torus({16, 4})), 1e-12);
+  EXPECT_EQ(routed_share(net::Topology::ring(64)), 0.0);
+  EXPECT_GE(estimated_share("torus:4x4x4"), routed_share(net::Topology::torus({4, 4, 4})));
+  EXPECT_LT(estimated_share("torus:4x4x4"), 0.15);
+
+  // At 4,096 ranks the hypercube's simulated share makes a long run, unlike the torus's.
+  s.ranks = 4096;
+  EXPECT_FALSE(runner::long_run_note(s));
+  s.topology = net::parse_topology("hypercube");
+  EXPECT_TRUE(runner::long_run_note(s));
 }
 
 // Gossip on a dense topology keeps a message per neighbour: the way out is the topology.
