@@ -64,24 +64,25 @@ void EventQueue::sift_down(std::size_t i, QueuedEvent e) noexcept {
 
 void EventQueue::advance() {
   while (++cur_ < nbuckets_) {
-    const auto first = offsets_[cur_], end = offsets_[cur_ + 1];
+    const std::size_t count = slot_count(cur_);
     std::uint32_t n = heads_[cur_];
-    if (first == end && n == kNil) continue;
+    if (count == 0 && n == kNil) continue;
     active_limit_ = static_cast<double>(cur_ + 1);
     heads_[cur_] = kNil;
+    if (ahead_ <= cur_) ahead_ = cur_ + 1;  // the lookahead never lags the current bucket
     // The next bucket's first listed event is read when this run is done: start loading
     // it (pushed a while ago, it has left the first-level cache).
     if (cur_ + 1 < nbuckets_) {
       if (const auto next = heads_[cur_ + 1]; next != kNil) __builtin_prefetch(&nodes_[next]);
     }
-    gather_run(first, end, n);
+    gather_run(count == 0 ? nullptr : &slots_[cur_ * kSlots], count, n);
     return;
   }
   new_epoch();
 }
 
-void EventQueue::gather_run(std::uint32_t first, std::uint32_t end, std::uint32_t node) {
-  // A bucket's handful of events (laid out, then listed) each go straight to their place
+void EventQueue::gather_run(const QueuedEvent* slots, std::size_t count, std::uint32_t node) {
+  // A bucket's handful of events (inline, then listed) each go straight to their place
   // in the run as they are gathered: one pass, where copying them all and then sorting
   // took two. Past kInsertionSortUpTo (a burst into one bucket) the rest are appended and
   // the whole run sorted (start_run), since inserting each would be quadratic.
@@ -97,7 +98,7 @@ void EventQueue::gather_run(std::uint32_t first, std::uint32_t end, std::uint32_
     for (; j > 0 && k < key(r[j - 1]); --j) r[j] = r[j - 1];
     r[j] = e;
   };
-  for (auto i = first; i < end; ++i) take(laid_out_[i]);
+  for (std::size_t i = 0; i < count; ++i) take(slots[i]);
   while (node != kNil) {
     take(nodes_[node].event);
     const std::uint32_t next = nodes_[node].next;
@@ -147,6 +148,7 @@ void EventQueue::new_epoch() {
     }
   }
   ahead_ = ahead_end_ = 0;
+  slot_capacity_ = 0;
   if (far_.size() <= kSmall) {
     // Small: one bucket without end. Everything is sorted into the run, and every later
     // push goes to the heap: its position is 0 (not, say, an overflow to infinity from
@@ -163,11 +165,13 @@ void EventQueue::new_epoch() {
   }
   // Twice the mean distance to the earliest event estimates the range of the pending
   // events (all of a uniform spread, and robust to a few far-future outliers). The epoch
-  // spans kRanges such ranges, with about two events per bucket as laid out (more once
-  // pushes fill the later buckets). Each event pushed beyond the epoch is laid out again
-  // at the next one, so a longer epoch saves that pass for most of them; but the pushes
-  // inside it go to the buckets' node lists, whose nodes are scattered: once those
-  // outgrow the cache, walking them costs more than the streaming pass over far_ does.
+  // spans `ranges` such ranges, with about kPerBucket events per bucket as laid out (more
+  // once pushes fill the later buckets). Each event pushed beyond the epoch is laid out
+  // again at the next one, so a longer epoch saves that pass for most of them. Small
+  // epochs span kLongEpochRanges: their pushes go to node lists that stay in cache.
+  // Large ones span one range: more buckets would mean more slots (memory in proportion
+  // to the span, not to the events), and at 65,536 pending two ranges measured no
+  // faster than one.
   //
   // Where the pending times are bimodal (a network's microsecond messages beside
   // millisecond compute phases), the mean is set by the far mode and the near events,
@@ -176,12 +180,13 @@ void EventQueue::new_epoch() {
   // sets the range when it is much the smaller (a single mode gives about the same
   // range either way: a uniform spread exactly); the far mode waits in far_, laid out
   // again each epoch, which an epoch pays for with the events it fires meanwhile.
-  const std::size_t ranges = far_.size() <= kLongEpochsUpTo ? kLongEpochRanges : 1;
+  const bool large = far_.size() > kLongEpochsUpTo;
+  const std::size_t ranges = large ? 1 : kLongEpochRanges;
   const double mean_range = 2.0 * (sum / static_cast<double>(far_.size()) - t_min);
   const double near_range = 4.0 * (earliest_quarter_end(sample, sampled) - t_min);
   const bool bimodal = near_range > 0.0 && near_range < mean_range / kBimodalRatio;
   const double span = static_cast<double>(ranges) * (bimodal ? near_range : mean_range);
-  nbuckets_ = std::clamp<std::size_t>(far_.size() * ranges / kPerBucket, 1, kMaxBuckets);
+  nbuckets_ = std::clamp<std::size_t>(far_.size() * ranges / (large ? kPerLargeBucket : kPerBucket), 1, kMaxBuckets);
   inv_width_ = static_cast<double>(nbuckets_) / span;
   start_ = t_min;
   cur_ = 0;
@@ -201,30 +206,28 @@ void EventQueue::new_epoch() {
     }
   }
   heads_.assign(nbuckets_, kNil);
+  if (large) {
+    slot_capacity_ = kSlots;
+    counts_.assign(nbuckets_, 0);
+    if (slots_.size() < nbuckets_ * kSlots) slots_.resize(nbuckets_ * kSlots);
+  }
 
-  // Counting sort by bucket: count, then place. The earliest event always lands in the
-  // run (position 0).
+  // One pass: the earliest event always lands in the run (position 0), the rest in their
+  // buckets or back in far_.
   run_.clear();
-  offsets_.assign(nbuckets_ + 1, 0);
-  for (const auto& e : far_)
-    if (const double x = position(e); x >= active_limit_ && x < static_cast<double>(nbuckets_))
-      ++offsets_[static_cast<std::size_t>(x) + 1];
-  for (std::size_t j = 0; j < nbuckets_; ++j) offsets_[j + 1] += offsets_[j];
-  laid_out_.resize(offsets_[nbuckets_]);
-  fill_.assign(offsets_.begin(), offsets_.end() - 1);
   std::size_t kept = 0;
   for (std::size_t k = 0; k < far_.size(); ++k) {
     const QueuedEvent e = far_[k];
     const double x = position(e);
     if (x < active_limit_) run_.push_back(e);
-    else if (x < static_cast<double>(nbuckets_)) laid_out_[fill_[static_cast<std::size_t>(x)]++] = e;
+    else if (x < static_cast<double>(nbuckets_)) bucket_push(static_cast<std::size_t>(x), e);
     else far_[kept++] = e;
   }
   far_.resize(kept);
   // With few events pending, their targets stay in cache: prefetching ahead would only
   // cost instructions.
-  ahead_ = 0;
-  ahead_end_ = laid_out_.size() >= kLookaheadFrom ? laid_out_.size() : 0;
+  ahead_ = 1;
+  ahead_end_ = large && size_ >= kLookaheadFrom ? nbuckets_ : 0;
   start_run();
 }
 
@@ -238,7 +241,7 @@ void EventQueue::spread() {
   for (std::size_t i = 0; i < heap_.size(); ++i) far_.push_back(heap_[i]);
   heap_.clear();
   for (std::size_t j = cur_ + 1; j < nbuckets_; ++j) {
-    far_.insert(far_.end(), laid_out_.begin() + offsets_[j], laid_out_.begin() + offsets_[j + 1]);
+    for (std::size_t k = 0; k < slot_count(j); ++k) far_.push_back(slots_[j * kSlots + k]);
     for (auto n = heads_[j]; n != kNil;) {
       far_.push_back(nodes_[n].event);
       const std::uint32_t next = nodes_[n].next;
@@ -282,8 +285,9 @@ void EventQueue::clear() noexcept {
   run_.clear();
   run_pos_ = 0;
   heap_.clear();
-  laid_out_.clear();
-  offsets_.clear();
+  slots_.clear();
+  counts_.clear();
+  slot_capacity_ = 0;
   nodes_.clear();
   free_node_ = kNil;
   heads_.clear();

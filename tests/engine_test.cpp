@@ -376,6 +376,59 @@ TEST(EngineQueue, HoldModelKeepsExactOrderAcrossEpochLengths) {
   }
 }
 
+// Large epochs keep events inline in their buckets (8 slots each), and list the rest.
+// Exercised here: bursts into one future bucket overflow its slots; bursts into the
+// current bucket grow the heap until it is spread over a new epoch, slots and lists
+// alike; events several epochs ahead wait in far_; the queue shrinks to a tenth and
+// grows past twice its size. Order stays exact throughout, and for_each sees exactly the
+// pending events midway.
+TEST(EngineQueue, LargeEpochsKeepExactOrderThroughSlotOverflowAndSpreads) {
+  std::mt19937_64 rng(2026);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  EventQueue queue;
+  using Item = std::pair<std::uint64_t, std::uint64_t>;  // (time bits, sequence)
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> oracle;
+  std::uint64_t seq = 0;
+  auto push = [&](double t) {
+    const auto bits = std::bit_cast<std::uint64_t>(t);
+    queue.push(QueuedEvent{bits, seq, nullptr, 0});
+    oracle.push({bits, seq});
+    ++seq;
+  };
+  for (int i = 0; i < 20000; ++i) push(unit(rng));
+  for (int step = 0; step < 120000; ++step) {
+    const QueuedEvent got = queue.pop();
+    ASSERT_EQ(got.time_bits, oracle.top().first) << "step " << step;
+    ASSERT_EQ(got.seq, oracle.top().second) << "step " << step;
+    oracle.pop();
+    const double now = std::bit_cast<double>(got.time_bits);
+    if (step % 5000 == 1000) {
+      for (int k = 0; k < 100; ++k) push(now + 0.5);  // one future bucket, past its slots
+    } else if (step % 20000 == 3000) {
+      for (int k = 1; k <= 8000; ++k) push(now + 1e-12 * k);  // the current bucket: a heap to spread
+    } else if (step == 60000) {
+      std::vector<Item> seen, expected;
+      queue.for_each([&](const QueuedEvent& e) { seen.push_back({e.time_bits, e.seq}); });
+      auto copy = oracle;
+      for (; !copy.empty(); copy.pop()) expected.push_back(copy.top());
+      std::sort(seen.begin(), seen.end());
+      ASSERT_EQ(seen, expected);
+    }
+    // Phases of 20,000 pops: steady, shrinking to 2,000, growing to 50,000.
+    const int phase = (step / 20000) % 3;
+    const int pushes = phase == 0 ? 1 : phase == 1 ? (oracle.size() > 2000 ? 0 : 1) : (oracle.size() < 50000 ? 2 : 1);
+    for (int k = 0; k < pushes; ++k) push(now + (rng() % 100 == 0 ? 3.0 + unit(rng) : unit(rng)));
+  }
+  EXPECT_EQ(queue.size(), oracle.size());
+  while (!oracle.empty()) {
+    const QueuedEvent got = queue.pop();
+    ASSERT_EQ(got.time_bits, oracle.top().first);
+    ASSERT_EQ(got.seq, oracle.top().second);
+    oracle.pop();
+  }
+  EXPECT_TRUE(queue.empty());
+}
+
 // A burst at one time makes an epoch whose buckets are infinitely narrow; when the
 // queue then shrinks to a plain heap, a push between the pending times must still go
 // before them.
