@@ -50,8 +50,9 @@ struct QueuedEvent {
 // Starts loading the cache line at address `a`. The empty volatile asm that takes the
 // address is an effect the compiler must keep: GCC 12 deleted, as having no effect, a loop
 // whose body only prefetched (the lookahead over a bucket's events, see prefetch_bucket),
-// and also the call of a function that only read memory and prefetched. Both cost the
-// engine benchmark about 10 % at 65,536 pending, with no trace in the source.
+// and also the call of a function that only read memory and prefetched. Either cost the
+// engine benchmark about 10 % at 65,536 pending, while the source still showed the
+// prefetches (only the disassembly did not).
 inline void prefetch_line(std::uintptr_t a) noexcept {
   __builtin_prefetch(reinterpret_cast<const void*>(a));
   asm volatile("" : : "r"(a));
@@ -232,9 +233,9 @@ class EventQueue {
   // engine benchmark is unchanged.
   static constexpr std::size_t kSmallEpochHeap = kSmall;
   // Epochs over that many pending events or fewer (small ones) span kLongEpochRanges
-  // times their range (see new_epoch); larger ones span one, with inline slots. Measured in bench/engine_bench.cpp:
-  // with runs gathered in place (gather_run), 32 ranges beat 8 by 4 to 5 % at 1,024
-  // pending (bench/results/engine-and-flow.md).
+  // times their range (see new_epoch); larger ones span one, with inline slots. Measured
+  // in bench/engine_bench.cpp: with runs gathered in place (gather_run), 32 ranges beat 8
+  // by 4 to 5 % at 1,024 pending (bench/results/engine-and-flow.md).
   static constexpr std::size_t kLongEpochsUpTo = 4096;
   static constexpr std::size_t kLongEpochRanges = 32;
   static constexpr std::size_t kInsertionSortUpTo = 16;
