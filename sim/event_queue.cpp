@@ -64,21 +64,68 @@ void EventQueue::sift_down(std::size_t i, QueuedEvent e) noexcept {
 
 void EventQueue::advance() {
   while (++cur_ < nbuckets_) {
-    const std::size_t count = slot_count(cur_);
-    std::uint32_t n = heads_[cur_];
+    if (cur_ + kOpenAhead >= open_limit_ && open_limit_ < nbuckets_) open_block();
+    const std::size_t r = cur_ & ring_mask_;
+    const std::size_t count = slot_count(r);
+    std::uint32_t n = heads_[r];
     if (count == 0 && n == kNil) continue;
     active_limit_ = static_cast<double>(cur_ + 1);
-    heads_[cur_] = kNil;
+    heads_[r] = kNil;
     if (ahead_ <= cur_) ahead_ = cur_ + 1;  // the lookahead never lags the current bucket
     // The next bucket's first listed event is read when this run is done: start loading
     // it (pushed a while ago, it has left the first-level cache).
-    if (cur_ + 1 < nbuckets_) {
-      if (const auto next = heads_[cur_ + 1]; next != kNil) __builtin_prefetch(&nodes_[next]);
+    if (cur_ + 1 < open_limit_) {
+      if (const auto next = heads_[(cur_ + 1) & ring_mask_]; next != kNil) __builtin_prefetch(&nodes_[next]);
     }
-    gather_run(count == 0 ? nullptr : &slots_[cur_ * kSlots], count, n);
+    gather_run(count == 0 ? nullptr : &slots_[r * kSlots], count, n);
     return;
   }
   new_epoch();
+}
+
+std::uint32_t EventQueue::take_chunk() {
+  if (const std::uint32_t c = free_chunk_; c != kNil) {
+    free_chunk_ = chunk_next_[c];
+    chunk_next_[c] = kNil;
+    return c;
+  }
+  if (chunk_next_.size() >= kNil) throw std::length_error("EventQueue: too many pending events");
+  const auto c = static_cast<std::uint32_t>(chunk_next_.size());
+  chunk_next_.push_back(kNil);
+  chunk_events_.resize(chunk_events_.size() + kChunkEvents);
+  return c;
+}
+
+void EventQueue::free_chunks(Block& block) noexcept {
+  if (block.head != kNil) {
+    chunk_next_[block.tail] = free_chunk_;
+    free_chunk_ = block.head;
+  }
+  block = Block{};
+}
+
+void EventQueue::open_block() {
+  // The ring's buckets for the block are those two blocks back, all consumed (the
+  // current bucket is past them): emptied, they take the block's events.
+  const std::size_t first = open_limit_;
+  const std::size_t last = std::min(first + kBlockBuckets, nbuckets_);
+  for (std::size_t j = first; j < last; ++j) {
+    counts_[j & ring_mask_] = 0;
+    heads_[j & ring_mask_] = kNil;
+  }
+  open_limit_ = last;
+  Block& block = blocks_[first / kBlockBuckets];
+  for (std::uint32_t c = block.head; c != kNil; c = chunk_next_[c]) {
+    // Written a while ago, the chunks have left the cache: start loading the next one.
+    if (const std::uint32_t next = chunk_next_[c]; next != kNil) {
+      const QueuedEvent* ahead = &chunk_events_[std::size_t{next} * kChunkEvents];
+      for (std::size_t i = 0; i < kChunkEvents; i += 2) prefetch_line(ahead + i);
+    }
+    const std::size_t n = c == block.tail ? block.tail_count : kChunkEvents;
+    const QueuedEvent* events = &chunk_events_[std::size_t{c} * kChunkEvents];
+    for (std::size_t i = 0; i < n; ++i) bucket_push(static_cast<std::size_t>(position(events[i])) & ring_mask_, events[i]);
+  }
+  free_chunks(block);
 }
 
 void EventQueue::gather_run(const QueuedEvent* slots, std::size_t count, std::uint32_t node) {
@@ -86,8 +133,18 @@ void EventQueue::gather_run(const QueuedEvent* slots, std::size_t count, std::ui
   // in the run as they are gathered: one pass, where copying them all and then sorting
   // took two. Past kInsertionSortUpTo (a burst into one bucket) the rest are appended and
   // the whole run sorted (start_run), since inserting each would be quadratic.
-  run_.clear();
   run_pos_ = 0;
+  // The inline events go straight to their ranks among themselves, counted without a
+  // branch: an insertion sort of a handful of events in random order mispredicted its
+  // way through about one branch per event.
+  run_.resize(count);
+  QueuedEvent* ranked = run_.data();
+  for (std::size_t i = 0; i < count; ++i) {
+    const Key k = key(slots[i]);
+    std::size_t rank = 0;
+    for (std::size_t j = 0; j < count; ++j) rank += key(slots[j]) < k;
+    ranked[rank] = slots[i];
+  }
   const auto take = [this](const QueuedEvent& e) {
     const std::size_t size = run_.size();
     run_.push_back(e);
@@ -98,7 +155,6 @@ void EventQueue::gather_run(const QueuedEvent* slots, std::size_t count, std::ui
     for (; j > 0 && k < key(r[j - 1]); --j) r[j] = r[j - 1];
     r[j] = e;
   };
-  for (std::size_t i = 0; i < count; ++i) take(slots[i]);
   while (node != kNil) {
     take(nodes_[node].event);
     const std::uint32_t next = nodes_[node].next;
@@ -149,6 +205,9 @@ void EventQueue::new_epoch() {
   }
   ahead_ = ahead_end_ = 0;
   slot_capacity_ = 0;
+  blocks_.clear();  // all opened (or drained by spread): their chunks are free
+  open_limit_ = 0;
+  ring_mask_ = ~std::size_t{0};
   if (far_.size() <= kSmall) {
     // Small: one bucket without end. Everything is sorted into the run, and every later
     // push goes to the heap: its position is 0 (not, say, an overflow to infinity from
@@ -181,7 +240,7 @@ void EventQueue::new_epoch() {
   // range either way: a uniform spread exactly); the far mode waits in far_, laid out
   // again each epoch, which an epoch pays for with the events it fires meanwhile.
   const bool large = far_.size() > kLongEpochsUpTo;
-  const std::size_t ranges = large ? 1 : kLongEpochRanges;
+  const std::size_t ranges = large ? kLargeEpochRanges : kLongEpochRanges;
   const double mean_range = 2.0 * (sum / static_cast<double>(far_.size()) - t_min);
   const double near_range = 4.0 * (earliest_quarter_end(sample, sampled) - t_min);
   const bool bimodal = near_range > 0.0 && near_range < mean_range / kBimodalRatio;
@@ -205,11 +264,17 @@ void EventQueue::new_epoch() {
       return;
     }
   }
-  heads_.assign(nbuckets_, kNil);
   if (large) {
     slot_capacity_ = kSlots;
-    counts_.assign(nbuckets_, 0);
-    if (slots_.size() < nbuckets_ * kSlots) slots_.resize(nbuckets_ * kSlots);
+    ring_mask_ = kRingBuckets - 1;
+    open_limit_ = std::min(nbuckets_, kRingBuckets);
+    heads_.assign(kRingBuckets, kNil);
+    counts_.assign(kRingBuckets, 0);
+    slots_.resize(kRingBuckets * kSlots);
+    blocks_.resize((nbuckets_ + kBlockBuckets - 1) / kBlockBuckets);
+  } else {
+    open_limit_ = nbuckets_;
+    heads_.assign(nbuckets_, kNil);
   }
 
   // One pass: the earliest event always lands in the run (position 0), the rest in their
@@ -220,7 +285,7 @@ void EventQueue::new_epoch() {
     const QueuedEvent e = far_[k];
     const double x = position(e);
     if (x < active_limit_) run_.push_back(e);
-    else if (x < static_cast<double>(nbuckets_)) bucket_push(static_cast<std::size_t>(x), e);
+    else if (x < static_cast<double>(nbuckets_)) place(static_cast<std::size_t>(x), e);
     else far_[kept++] = e;
   }
   far_.resize(kept);
@@ -240,18 +305,24 @@ void EventQueue::spread() {
   run_pos_ = 0;
   for (std::size_t i = 0; i < heap_.size(); ++i) far_.push_back(heap_[i]);
   heap_.clear();
-  for (std::size_t j = cur_ + 1; j < nbuckets_; ++j) {
-    for (std::size_t k = 0; k < slot_count(j); ++k) far_.push_back(slots_[j * kSlots + k]);
-    for (auto n = heads_[j]; n != kNil;) {
+  for (std::size_t j = cur_ + 1; j < open_limit_; ++j) {
+    const std::size_t r = j & ring_mask_;
+    for (std::size_t k = 0; k < slot_count(r); ++k) far_.push_back(slots_[r * kSlots + k]);
+    for (auto n = heads_[r]; n != kNil;) {
       far_.push_back(nodes_[n].event);
       const std::uint32_t next = nodes_[n].next;
       nodes_[n].next = free_node_;
       free_node_ = n;
       n = next;
     }
-    heads_[j] = kNil;
+    heads_[r] = kNil;
+  }
+  for (auto& block : blocks_) {
+    for_each_in_block(block, [&](const QueuedEvent& e) { far_.push_back(e); });
+    free_chunks(block);
   }
   nbuckets_ = 0;
+  open_limit_ = 0;
   cur_ = 0;
   new_epoch();
 }
@@ -292,6 +363,12 @@ void EventQueue::clear() noexcept {
   free_node_ = kNil;
   heads_.clear();
   far_.clear();
+  blocks_.clear();
+  chunk_events_.clear();
+  chunk_next_.clear();
+  free_chunk_ = kNil;
+  open_limit_ = 0;
+  ring_mask_ = ~std::size_t{0};
   size_ = 0;
   ahead_ = ahead_end_ = 0;
   start_ = 0.0;

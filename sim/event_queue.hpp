@@ -120,7 +120,7 @@ class EventQueue {
       const std::size_t large = nbuckets_ == 0 ? kSmallEpochHeap : kLargeHeap;
       if (const auto h = heap_.size(); h > large && h > size_ / 4) spread();
     }
-    else if (x < static_cast<double>(nbuckets_)) bucket_push(static_cast<std::size_t>(x), e);
+    else if (x < static_cast<double>(nbuckets_)) place(static_cast<std::size_t>(x), e);
     else far_.push_back(e);
     ++size_;
   }
@@ -198,10 +198,13 @@ class EventQueue {
     for (std::size_t i = now_pos_; i < now_.size(); ++i) f(now_[i]);
     for (std::size_t i = run_pos_; i < run_.size(); ++i) f(run_[i]);
     for (std::size_t i = 0; i < heap_.size(); ++i) f(heap_[i]);
-    for (std::size_t j = cur_ + 1; j < nbuckets_; ++j) {
-      for (std::size_t k = 0; k < slot_count(j); ++k) f(slots_[j * kSlots + k]);
-      for (auto n = heads_[j]; n != kNil; n = nodes_[n].next) f(nodes_[n].event);
+    for (std::size_t j = cur_ + 1; j < open_limit_; ++j) {
+      const std::size_t r = j & ring_mask_;
+      for (std::size_t k = 0; k < slot_count(r); ++k) f(slots_[r * kSlots + k]);
+      for (auto n = heads_[r]; n != kNil; n = nodes_[n].next) f(nodes_[n].event);
     }
+    for (std::size_t b = open_limit_ / kBlockBuckets; b < blocks_.size(); ++b)
+      for_each_in_block(blocks_[b], f);
     for (const auto& e : far_) f(e);
   }
 
@@ -238,6 +241,7 @@ class EventQueue {
   // by 4 to 5 % at 1,024 pending (bench/results/engine-and-flow.md).
   static constexpr std::size_t kLongEpochsUpTo = 4096;
   static constexpr std::size_t kLongEpochRanges = 32;
+  static constexpr std::size_t kLargeEpochRanges = 4;
   static constexpr std::size_t kInsertionSortUpTo = 16;
 
   // Where `e` falls in the current epoch, in buckets (fractional). Monotone in time.
@@ -287,6 +291,59 @@ class EventQueue {
     }
     heads_[bucket] = n;
   }
+  // A large epoch's buckets come in blocks of kBlockBuckets, and only two blocks' worth
+  // of them (kRingBuckets, a ring indexed by bucket & ring_mask_) have slots and lists at
+  // a time: those of the current bucket's block and the next, "open" (every bucket below
+  // open_limit_). An event for a later block is appended to that block's list of chunks,
+  // and laid out into the ring's slots when the block opens, kOpenAhead buckets before
+  // the current one reaches it (open_block).
+  //  - Why: with slots for every bucket of the epoch, a push stored into a random one of
+  //    them, megabytes apart; once these outgrew the second-level cache, each push was a
+  //    store miss, and the store buffer filled. A block's chunk list is written at its
+  //    end, and a chunk taken from the free list is the one last emptied (LIFO): recently
+  //    read, still cached. The ring's slots (64 KiB) stay in cache too. What is left to
+  //    miss is reading a block's chunks when it opens, in order, which prefetches well.
+  //  - Memory is in proportion to the events, not to the epoch's span (a partial chunk
+  //    a block), so large epochs can span several ranges: fewer events go to far_ to be
+  //    laid out again.
+  // A small epoch has no blocks: its ring is all its buckets (ring_mask_ all ones,
+  // open_limit_ = nbuckets_).
+  static constexpr std::size_t kBlockBuckets = 128;
+  static constexpr std::size_t kRingBuckets = 2 * kBlockBuckets;
+  static constexpr std::size_t kOpenAhead = kBlockBuckets / 2;
+  static constexpr std::size_t kChunkEvents = 32;
+  struct Block {
+    std::uint32_t head = kNil;  // first chunk
+    std::uint32_t tail = kNil;  // last chunk, in which tail_count events are used
+    std::uint32_t tail_count = kChunkEvents;  // full: the first append takes a chunk
+  };
+  // Bucket j (cur_ < j < nbuckets_) of the epoch gets `e`.
+  void place(std::size_t j, const QueuedEvent& e) {
+    if (j < open_limit_) bucket_push(j & ring_mask_, e);
+    else block_append(j / kBlockBuckets, e);
+  }
+  void block_append(std::size_t b, const QueuedEvent& e) {
+    Block& block = blocks_[b];
+    if (block.tail_count == kChunkEvents) {
+      const std::uint32_t c = take_chunk();
+      (block.tail == kNil ? block.head : chunk_next_[block.tail]) = c;
+      block.tail = c;
+      block.tail_count = 0;
+    }
+    chunk_events_[std::size_t{block.tail} * kChunkEvents + block.tail_count++] = e;
+  }
+  // Calls f(event) for each event of the block, in chunk order.
+  template <typename F>
+  void for_each_in_block(const Block& block, F&& f) const {
+    for (std::uint32_t c = block.head; c != kNil; c = chunk_next_[c]) {
+      const std::size_t n = c == block.tail ? block.tail_count : kChunkEvents;
+      const QueuedEvent* events = &chunk_events_[std::size_t{c} * kChunkEvents];
+      for (std::size_t i = 0; i < n; ++i) f(events[i]);
+    }
+  }
+  std::uint32_t take_chunk();
+  void free_chunks(Block& block) noexcept;
+  void open_block();
   bool run_empty() const noexcept { return run_pos_ == run_.size(); }
   // Whether the next event is the first of now_: it has the time of the last pop, so
   // only events pending at that time from before (with smaller sequences) precede it,
@@ -306,13 +363,9 @@ class EventQueue {
   // Starts loading the targets of bucket b's inline events, and the slots of the bucket
   // kSlotLead further on (read when the lookahead gets there).
   void prefetch_bucket(std::size_t b) noexcept {
-    if (b + kSlotLead < ahead_end_) {
-      const QueuedEvent* later = &slots_[(b + kSlotLead) * kSlots];
-      prefetch_line(later);
-      prefetch_line(later + 2);
-    }
-    const QueuedEvent* s = &slots_[b * kSlots];
-    for (std::size_t i = 0, c = counts_[b]; i < c; ++i) prefetch_target(s[i].target);
+    const std::size_t r = b & ring_mask_;
+    const QueuedEvent* s = &slots_[r * kSlots];
+    for (std::size_t i = 0, c = counts_[r]; i < c; ++i) prefetch_target(s[i].target);
   }
   void heap_push(const QueuedEvent& e);
   void heap_pop() noexcept;
@@ -336,6 +389,13 @@ class EventQueue {
   std::uint32_t free_node_ = kNil;
   std::vector<std::uint32_t> heads_;  // first node of each bucket of the epoch
   std::vector<QueuedEvent> far_;
+  // A large epoch's blocks (see place()): their chunk lists, and the chunk pool.
+  std::vector<Block> blocks_;
+  std::vector<QueuedEvent> chunk_events_;   // chunk c: kChunkEvents from c * kChunkEvents
+  std::vector<std::uint32_t> chunk_next_;   // the next chunk of its list, or of the free list
+  std::uint32_t free_chunk_ = kNil;
+  std::size_t open_limit_ = 0;              // buckets below it are in the ring
+  std::size_t ring_mask_ = ~std::size_t{0};
   // No epoch yet: everything goes to far_, and the first pop starts one.
   double start_ = 0.0;
   double inv_width_ = 0.0;
