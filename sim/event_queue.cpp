@@ -116,14 +116,17 @@ void EventQueue::open_block() {
   open_limit_ = last;
   Block& block = blocks_[first / kBlockBuckets];
   for (std::uint32_t c = block.head; c != kNil; c = chunk_next_[c]) {
-    // Written a while ago, the chunks have left the cache: start loading the next one.
-    if (const std::uint32_t next = chunk_next_[c]; next != kNil) {
-      const QueuedEvent* ahead = &chunk_events_[std::size_t{next} * kChunkEvents];
-      for (std::size_t i = 0; i < kChunkEvents; i += 2) prefetch_line(ahead + i);
-    }
+    // Written a while ago, the chunks have left the cache: load the next one a chunk
+    // ahead, a line for every two events laid out (all at once, its 16 lines held up
+    // the loads in flight).
+    const std::uint32_t next = chunk_next_[c];
+    const QueuedEvent* ahead = &chunk_events_[std::size_t{next == kNil ? c : next} * kChunkEvents];
     const std::size_t n = c == block.tail ? block.tail_count : kChunkEvents;
     const QueuedEvent* events = &chunk_events_[std::size_t{c} * kChunkEvents];
-    for (std::size_t i = 0; i < n; ++i) bucket_push(static_cast<std::size_t>(position(events[i])) & ring_mask_, events[i]);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i % 2 == 0) prefetch_line(ahead + i);
+      bucket_push(static_cast<std::size_t>(position(events[i])) & ring_mask_, events[i]);
+    }
   }
   free_chunks(block);
 }
@@ -137,14 +140,18 @@ void EventQueue::gather_run(const QueuedEvent* slots, std::size_t count, std::ui
   // The inline events go straight to their ranks among themselves, counted without a
   // branch: an insertion sort of a handful of events in random order mispredicted its
   // way through about one branch per event.
-  run_.resize(count);
-  QueuedEvent* ranked = run_.data();
+  // (Appended in rank order, not stored at their ranks: resizing the run first would
+  // value-initialize it, and copying that first zeroed entry to the others was itself a
+  // 16-byte load of two narrower stores, which the store buffer cannot forward.)
+  std::uint8_t in_order[kSlots];
   for (std::size_t i = 0; i < count; ++i) {
     const Key k = key(slots[i]);
     std::size_t rank = 0;
     for (std::size_t j = 0; j < count; ++j) rank += key(slots[j]) < k;
-    ranked[rank] = slots[i];
+    in_order[rank] = static_cast<std::uint8_t>(i);
   }
+  run_.clear();
+  for (std::size_t r = 0; r < count; ++r) run_.push_back(slots[in_order[r]]);
   const auto take = [this](const QueuedEvent& e) {
     const std::size_t size = run_.size();
     run_.push_back(e);
@@ -228,9 +235,8 @@ void EventQueue::new_epoch() {
   // once pushes fill the later buckets). Each event pushed beyond the epoch is laid out
   // again at the next one, so a longer epoch saves that pass for most of them. Small
   // epochs span kLongEpochRanges: their pushes go to node lists that stay in cache.
-  // Large ones span one range: more buckets would mean more slots (memory in proportion
-  // to the span, not to the events), and at 65,536 pending two ranges measured no
-  // faster than one.
+  // Large ones span kLargeEpochRanges: their buckets are laid out a block at a time
+  // (open_block), so memory is in proportion to the events, not to the span.
   //
   // Where the pending times are bimodal (a network's microsecond messages beside
   // millisecond compute phases), the mean is set by the far mode and the near events,

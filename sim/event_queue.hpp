@@ -15,7 +15,9 @@
 //    after it became current: zero-delay events and the like. (While the queue is
 //    small, the heap is all there is: see kSmall.)
 //  - bucket j for cur_ < j < nbuckets_: unsorted events whose time falls in bucket j
-//    of the current epoch (start_ + j * width, width = 1 / inv_width_).
+//    of the current epoch (start_ + j * width, width = 1 / inv_width_). In a large
+//    epoch only the buckets of the next block or two are laid out (in slots); a later
+//    block's events wait in a list of chunks until it opens (see place()).
 //  - far_: unsorted events beyond the epoch's last bucket.
 // The bucket of a time is floor((t - start_) * inv_width_), a non-decreasing function
 // of t, so every active event (run or heap) precedes every bucketed one, which precede
@@ -59,13 +61,18 @@ inline void prefetch_line(std::uintptr_t a) noexcept {
 }
 inline void prefetch_line(const void* p) noexcept { prefetch_line(reinterpret_cast<std::uintptr_t>(p)); }
 
-// Starts loading the first two cache lines of what an event resumes or fires: a
-// coroutine frame's resume pointer and its suspend point usually straddle them.
-// Integer arithmetic, since the target may be null (a call event).
+// Starts loading the first 128 bytes of what an event resumes or fires: a coroutine
+// frame's resume pointer, its suspend point and its first locals. Three lines, since
+// frames are only 16-byte aligned: the engine benchmark's 120-byte frames sit at every
+// 16-byte offset from a line, and three in four of them straddle three lines. Loading
+// the third one too made the benchmark 8 % faster at 65,536 pending
+// (bench/results/engine-and-flow.md). Integer arithmetic, since the target may be null
+// (a call event).
 inline void prefetch_target(const void* target) noexcept {
   const auto a = reinterpret_cast<std::uintptr_t>(target);
   prefetch_line(a);
   prefetch_line(a + 64);
+  prefetch_line(a + 127);
 }
 
 class EventQueue {
@@ -218,9 +225,9 @@ class EventQueue {
  private:
   static constexpr std::size_t kMaxBuckets = std::size_t{1} << 20;
   // Events a bucket is sized for, as an epoch is laid out: about kPerBucket in a small
-  // epoch; kPerLargeBucket in a large one, whose buckets have kSlots inline slots (about
-  // 5 events reach a bucket in the engine benchmark's hold model once pushes during the
-  // epoch are counted, and few of them overflow 8 slots).
+  // epoch; kPerLargeBucket in a large one, whose open buckets have kSlots inline slots
+  // (about 5 events reach a bucket in the engine benchmark's hold model once pushes
+  // during the epoch are counted, and few of them overflow 8 slots).
   static constexpr std::size_t kPerBucket = 2;
   static constexpr std::size_t kPerLargeBucket = 4;
   static constexpr std::size_t kSlots = 8;
@@ -236,9 +243,11 @@ class EventQueue {
   // engine benchmark is unchanged.
   static constexpr std::size_t kSmallEpochHeap = kSmall;
   // Epochs over that many pending events or fewer (small ones) span kLongEpochRanges
-  // times their range (see new_epoch); larger ones span one, with inline slots. Measured
-  // in bench/engine_bench.cpp: with runs gathered in place (gather_run), 32 ranges beat 8
-  // by 4 to 5 % at 1,024 pending (bench/results/engine-and-flow.md).
+  // times their range (see new_epoch); larger ones span kLargeEpochRanges, in blocks
+  // (see place()). Measured in bench/engine_bench.cpp: with runs gathered in place
+  // (gather_run), 32 ranges beat 8 by 4 to 5 % at 1,024 pending; at 65,536, 4 ranges
+  // beat 1 by about 5 % once blocks made memory independent of the span, and 2, 8 and 16
+  // measured within noise of 4 (bench/results/engine-and-flow.md).
   static constexpr std::size_t kLongEpochsUpTo = 4096;
   static constexpr std::size_t kLongEpochRanges = 32;
   static constexpr std::size_t kLargeEpochRanges = 4;
@@ -248,16 +257,15 @@ class EventQueue {
   double position(const QueuedEvent& e) const noexcept {
     return (std::bit_cast<double>(e.time_bits) - start_) * inv_width_;
   }
-  // A bucket of a large epoch holds up to kSlots events inline, in its own stretch of
-  // slots_ (counts_[j] of them), and the rest in a list of nodes; a small epoch's buckets
-  // have no slots (slot_capacity_ 0), only lists.
-  //  - Slots make a large epoch's buckets one array in time order: going from bucket to
-  //    bucket streams through memory (and its targets can be prefetched a few buckets
-  //    ahead), and a push, whether laid out by new_epoch or made during the epoch, is one
-  //    store. Nodes of a list are scattered through the pool once it outgrows the cache,
-  //    and walking one misses at every node: at 65,536 pending events the slots made the
-  //    engine benchmark about 10 % faster than a counting sort of the epoch's events
-  //    with lists for the later pushes (bench/results/engine-and-flow.md).
+  // An open bucket of a large epoch (see place()) holds up to kSlots events inline, in its
+  // own stretch of slots_ (counts_[r] of them, r its place in the ring), and the rest in
+  // a list of nodes; a small epoch's buckets have no slots (slot_capacity_ 0), only lists.
+  //  - Slots make the open buckets one array in time order: going from bucket to bucket
+  //    streams through memory (and their targets can be prefetched a few buckets ahead),
+  //    and a push is one store. Nodes of a list are scattered through the pool once it
+  //    outgrows the cache, and walking one misses at every node: at 65,536 pending events
+  //    slots made the engine benchmark about 10 % faster than a counting sort of the
+  //    epoch's events with lists for the later pushes (bench/results/engine-and-flow.md).
   //  - A small epoch spans kLongEpochRanges ranges at about kPerBucket events a bucket, so
   //    slots for every bucket would take many times the memory of its events, while its
   //    few nodes, recycled through a LIFO free list, stay in cache.
@@ -360,8 +368,9 @@ class EventQueue {
   }
   void start_run();
   void gather_run(const QueuedEvent* slots, std::size_t count, std::uint32_t node);
-  // Starts loading the targets of bucket b's inline events, and the slots of the bucket
-  // kSlotLead further on (read when the lookahead gets there).
+  // Starts loading the targets of open bucket b's inline events. (Loading the slots of a
+  // bucket further on as well, as when every bucket had slots, measured no faster: the
+  // ring's slots stay in the second-level cache.)
   void prefetch_bucket(std::size_t b) noexcept {
     const std::size_t r = b & ring_mask_;
     const QueuedEvent* s = &slots_[r * kSlots];
@@ -407,7 +416,6 @@ class EventQueue {
   // is nbuckets_ in a large epoch of at least kLookaheadFrom events, else 0: fewer
   // targets stay in cache, and prefetching them would only cost instructions.
   static constexpr std::size_t kLookahead = 4;
-  static constexpr std::size_t kSlotLead = 8;
   static constexpr std::size_t kLookaheadFrom = 16384;  // events pending
   std::size_t ahead_ = 0, ahead_end_ = 0;
   std::size_t size_ = 0;

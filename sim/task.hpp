@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "sim/frame_arena.hpp"
+
 namespace dtsim::sim {
 
 template <typename T = void>
@@ -26,6 +28,10 @@ struct RootState;
 void root_finished(RootState& root, std::exception_ptr error) noexcept;
 
 struct PromiseBase {
+  // Frames come from the frame arena (frame_arena.hpp): line-aligned, on huge pages.
+  static void* operator new(std::size_t bytes) { return frame_arena::allocate(bytes); }
+  static void operator delete(void* frame, std::size_t bytes) noexcept { frame_arena::release(frame, bytes); }
+
   std::coroutine_handle<> continuation = std::noop_coroutine();
   std::exception_ptr error;
   RootState* root = nullptr;
