@@ -61,18 +61,17 @@ inline void prefetch_line(std::uintptr_t a) noexcept {
 }
 inline void prefetch_line(const void* p) noexcept { prefetch_line(reinterpret_cast<std::uintptr_t>(p)); }
 
-// Starts loading the first 128 bytes of what an event resumes or fires: a coroutine
-// frame's resume pointer, its suspend point and its first locals. Three lines, since
-// frames are only 16-byte aligned: the engine benchmark's 120-byte frames sit at every
-// 16-byte offset from a line, and three in four of them straddle three lines. Loading
-// the third one too made the benchmark 8 % faster at 65,536 pending
-// (bench/results/engine-and-flow.md). Integer arithmetic, since the target may be null
-// (a call event).
+// Starts loading the first two cache lines of what an event resumes or fires: a
+// coroutine frame's resume pointer, its suspend point and its first locals. The frame
+// arena (frame_arena.hpp) aligns frames to lines, so these are its first 128 bytes. (At
+// malloc's 16-byte alignment, three in four of the engine benchmark's 120-byte frames
+// straddled three lines, and loading the third as well made it 8 % faster; on the
+// arena's frames the third load measured no faster.) Integer arithmetic, since the
+// target may be null (a call event).
 inline void prefetch_target(const void* target) noexcept {
   const auto a = reinterpret_cast<std::uintptr_t>(target);
   prefetch_line(a);
   prefetch_line(a + 64);
-  prefetch_line(a + 127);
 }
 
 class EventQueue {
