@@ -68,7 +68,7 @@ clean:
 # CI performance gate (bench/README.md): a few benchmarks, each as a ratio to a reference
 # measured in the same run, and the simulated figures of reference scenarios, against
 # bench/baselines/. `make baselines` refreshes both (commit the result deliberately).
-REGRESS_BENCH := ^BM_(Engine|BaselineHeap)/1024$$|^BM_EmulatedAllReduce/8/4096$$
+REGRESS_BENCH := ^BM_(Engine|BaselineHeap)/1024$$|^BM_Engine/65536$$|^BM_EmulatedAllReduce/8/4096$$
 REGRESS_KERNELS := ^BM_(TopK|Sign|Qsgd|Fp16|Average4)/262144/1/
 REGRESS_OUT := build/release/regress
 .PHONY: regress baselines regress-run
