@@ -204,10 +204,15 @@ TEST(Registry, SchemaListsExactlyTheNetworkModelsTopologiesAndCollectiveAlgorith
   }
 }
 
+// The scenario inputs: not the schema, nor what `dtsim run` wrote beside one
+// (<scenario>.result.json, ignored by git), which is no scenario.
 std::vector<std::filesystem::path> scenario_files() {
   std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(DTSIM_SOURCE_DIR) / "scenarios"))
-    if (entry.path().extension() == ".json" && entry.path().filename() != "scenario.schema.json") files.push_back(entry.path());
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(DTSIM_SOURCE_DIR) / "scenarios")) {
+    const std::string name = entry.path().filename().string();
+    if (entry.path().extension() == ".json" && name != "scenario.schema.json" && !name.ends_with(".result.json"))
+      files.push_back(entry.path());
+  }
   std::sort(files.begin(), files.end());
   return files;
 }

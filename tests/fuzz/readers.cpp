@@ -642,9 +642,12 @@ std::vector<std::string> seeds(Reader reader) {
   std::vector<std::string> out;
   auto files = [&](const fs::path& dir, const std::string& extension) {
     std::vector<fs::path> found;
-    for (const auto& entry : fs::directory_iterator(dir))
-      if (entry.path().extension() == extension && entry.path().filename() != "scenario.schema.json")
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      // Not the schema, nor a result `dtsim run` wrote beside a scenario (ignored by git).
+      const std::string name = entry.path().filename().string();
+      if (entry.path().extension() == extension && name != "scenario.schema.json" && !name.ends_with(".result.json"))
         found.push_back(entry.path());
+    }
     std::sort(found.begin(), found.end());  // directory order is not deterministic
     for (const auto& f : found) out.push_back(read_bytes(f));
   };
