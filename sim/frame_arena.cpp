@@ -23,9 +23,6 @@ struct SharedPool {
   FreeFrame* free[kClasses] = {};
   std::atomic<bool> any_free{false};  // set once frames were handed back: then look
   std::vector<void*> slabs;
-  // Where threads whose lists are gone carve frames (under the mutex).
-  char* slab_next = nullptr;
-  std::size_t slab_left = 0;
 };
 
 SharedPool& shared() {
@@ -95,25 +92,15 @@ void* allocate_slow(std::size_t c) {
   auto& frames = thread_frames;
   if (frames.state == ThreadState::unguarded) guard_this_thread();
   auto& pool = shared();
-  if (pool.any_free.load(std::memory_order_relaxed) || frames.state == ThreadState::gone) {
+  if (pool.any_free.load(std::memory_order_relaxed)) {
     const std::lock_guard lock(pool.mutex);
     if (FreeFrame* f = pool.free[c]) {
       pool.free[c] = f->next;
       return f;
     }
-    if (frames.state == ThreadState::gone) {
-      // Thread exit: carve from the pool's own slab (new_slab takes the mutex itself).
-      if (pool.slab_left >= c * kLine) return carve(pool.slab_next, pool.slab_left, c);
-    }
   }
-  if (frames.state == ThreadState::gone) {
-    // The pool's slab was too short: a new one, then carve under the mutex.
-    char* slab = new_slab();
-    const std::lock_guard lock(pool.mutex);
-    pool.slab_next = slab;
-    pool.slab_left = kSlabBytes;
-    return carve(pool.slab_next, pool.slab_left, c);
-  }
+  // The thread's own slab, even when its lists are gone (thread exit): slabs are never
+  // released, and only frees need to know where the lists went.
   return carve(frames.slab_next, frames.slab_left, c);
 }
 

@@ -79,6 +79,35 @@ TEST(FrameArena, FramesOutliveTheirThreadAndExitedThreadsHandTheirsBack) {
   EXPECT_EQ(reused, released);
 }
 
+// A frame released during thread exit, after the thread's lists were handed back (by a
+// thread-local made before the arena's guard, so destroyed after it), goes to the pool
+// too, and the next thread gets it.
+struct ReleasesAtThreadExit {
+  void* frame = nullptr;
+  std::size_t bytes = 0;
+  ~ReleasesAtThreadExit() {
+    if (frame) arena::release(frame, bytes);
+  }
+};
+
+TEST(FrameArena, FramesReleasedAfterTheirThreadHandedBackReachThePool) {
+  if (!arena::enabled) GTEST_SKIP() << "frames come from operator new in this build (AddressSanitizer)";
+  constexpr std::size_t kBytes = 2500;  // a class no other test uses
+  void* released = nullptr;
+  std::thread([&] {
+    static thread_local ReleasesAtThreadExit holder;  // made first: destroyed last
+    holder.bytes = kBytes;
+    holder.frame = arena::allocate(kBytes);  // the thread's first frame: its guard is made now
+    released = holder.frame;
+  }).join();
+  void* reused = nullptr;
+  std::thread([&] {
+    reused = arena::allocate(kBytes);
+    arena::release(reused, kBytes);
+  }).join();
+  EXPECT_EQ(reused, released);
+}
+
 Task<int> add_after(Engine& engine, int a, int b) {
   co_await engine.sleep_for(1.0);
   co_return a + b;
