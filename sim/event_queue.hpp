@@ -390,12 +390,12 @@ class EventQueue {
   std::vector<QueuedEvent> run_;  // the active bucket, sorted; run_[run_pos_] is next
   std::size_t run_pos_ = 0;
   std::vector<QueuedEvent> heap_;  // 4-ary: the children of i are 4i+1..4i+4
-  std::vector<QueuedEvent> slots_;    // bucket j's inline events: kSlots from slots_[j * kSlots]
+  std::vector<QueuedEvent> slots_;    // ring bucket r's inline events: kSlots from slots_[r * kSlots]
   std::vector<std::uint8_t> counts_;  // how many of them are in use
   std::uint32_t slot_capacity_ = 0;   // kSlots in a large epoch, 0 in a small one
   std::vector<Node> nodes_;
   std::uint32_t free_node_ = kNil;
-  std::vector<std::uint32_t> heads_;  // first node of each bucket of the epoch
+  std::vector<std::uint32_t> heads_;  // first node of each ring bucket (small epoch: each bucket)
   std::vector<QueuedEvent> far_;
   // A large epoch's blocks (see place()): their chunk lists, and the chunk pool.
   std::vector<Block> blocks_;

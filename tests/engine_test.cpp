@@ -376,8 +376,10 @@ TEST(EngineQueue, HoldModelKeepsExactOrderAcrossEpochLengths) {
   }
 }
 
-// Large epochs keep events inline in their buckets (8 slots each), and list the rest.
-// Exercised here: bursts into one future bucket overflow its slots; bursts into the
+// Large epochs keep the events of their open buckets inline (8 slots each) and list the
+// rest, and those of later blocks in chunk lists until the block opens (20,000 pending
+// make about 150 blocks of 128 buckets). Exercised here: blocks opening as the current
+// bucket nears them; bursts into one future bucket overflow its slots; bursts into the
 // current bucket grow the heap until it is spread over a new epoch, slots and lists
 // alike; events several epochs ahead wait in far_; the queue shrinks to a tenth and
 // grows past twice its size. Order stays exact throughout, and for_each sees exactly the
