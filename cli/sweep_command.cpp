@@ -52,7 +52,13 @@ SweepCommands::SweepCommands(CLI::App& app) {
                "prints the table and writes OUT/table.{md,csv,json}");
   sweep_->add_option("sweep", file_, "Sweep JSON file")->required();
   sweep_->add_option("--out", out_, "Output directory (default: results/<sweep file stem>)");
-  sweep_->add_option("--jobs,-j", jobs_, "Points run at once (default: one per core)")->check(CLI::PositiveNumber);
+  sweep_->add_option("--jobs,-j", jobs_, "Points run at once, each in a process of its own on one thread (default: one "
+                                         "per core); a point's results do not depend on it")
+      ->check(CLI::PositiveNumber);
+  sweep_->add_option("--point-memory-GB", point_memory_gb_, "Limit each point's memory (its private writable memory: "
+                                                             "heap, mappings, stacks) to this many GB: a point that needs "
+                                                             "more fails alone (default: no limit)")
+      ->check(CLI::PositiveNumber);
   sweep_->add_option("--shard", shard_, "Run only slice i of N (points whose index % N == i - 1); combine with "
                                         "`dtsim merge`");
   sweep_->add_option("--target-loss", target_loss_, "Report the simulated time to reach this training loss "
@@ -95,6 +101,7 @@ int SweepCommands::run_sweep() const {
   if (sweep_->count("--target-accuracy")) s.targets.accuracy = target_accuracy_;
   options.out_dir = out_.empty() ? fs::path("results") / fs::path(file_).stem() : fs::path(out_);
   options.jobs = jobs_;
+  options.point_memory_bytes = static_cast<std::uint64_t>(point_memory_gb_ * 1e9);
   options.progress_bar = ::isatty(STDOUT_FILENO) != 0;
   const auto outcome = sweep::execute_sweep(s, options, std::cout);
   if (!quiet_) std::cout << "\n" << sweep::table_markdown(outcome.table);

@@ -25,6 +25,7 @@ class SweepCommands {
   CLI::App* report_ = nullptr;
   std::string file_, out_, shard_;
   int jobs_ = 0;
+  double point_memory_gb_ = 0.0;
   double target_loss_ = 0.0;
   double target_accuracy_ = 0.0;
   bool has_target_ = false, quiet_ = false;

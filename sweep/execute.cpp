@@ -4,11 +4,10 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -16,6 +15,7 @@
 
 #include "runner/resource_estimate.hpp"
 #include "runner/run.hpp"
+#include "sweep/child_process.hpp"
 #include "sweep/table.hpp"
 
 namespace dtsim::sweep {
@@ -63,11 +63,6 @@ std::string duration(double s) {
   if (s < 60) return fmt::format("{:.0f}s", s);
   if (s < 3600) return fmt::format("{}m{:02d}s", static_cast<int>(s / 60), static_cast<int>(s) % 60);
   return fmt::format("{}h{:02d}m", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
-}
-
-std::string first_line(std::string s) {
-  if (auto nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
-  return s;
 }
 
 json point_json(const Sweep& sweep, const Point& p, const runner::RunResult& result) {
@@ -143,21 +138,18 @@ ExecuteOutcome execute_sweep(const Sweep& sweep, const ExecuteOptions& options, 
   }
   int jobs = options.jobs > 0 ? options.jobs : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
   jobs = std::max(1, std::min<int>(jobs, static_cast<int>(todo.size())));
-  log << fmt::format("sweep {}: {} points{}, {} already done, running {} on {} thread{}\n", sweep.name, outcome.total,
+  log << fmt::format("sweep {}: {} points{}, {} already done, running {} in {} process{} at a time\n", sweep.name, outcome.total,
                      options.shards > 1 ? fmt::format(" (shard {}/{}: {})", options.shard + 1, options.shards, outcome.selected)
                                         : "",
-                     outcome.skipped, todo.size(), todo.size() ? jobs : 0, jobs == 1 ? "" : "s");
+                     outcome.skipped, todo.size(), todo.size() ? jobs : 0, jobs == 1 ? "" : "es");
   // A point that would take hours says so before anything runs (runner/resource_estimate.hpp).
   for (const Point* p : todo)
     if (const auto note = runner::long_run_note(p->scenario)) log << fmt::format("point {}: {}\n", p->label, *note);
   log.flush();
 
-  std::mutex mutex;  // guards log, outcome.failures, done
   std::size_t done = 0;
-  std::atomic<std::size_t> next{0};
   const auto start = std::chrono::steady_clock::now();
   auto report = [&](const Point& p, double seconds, const std::string& error) {
-    std::lock_guard lock(mutex);
     ++done;
     if (!error.empty()) outcome.failures.push_back(fmt::format("point {} ({}): {}", p.label, p.id, error));
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -175,24 +167,35 @@ ExecuteOutcome execute_sweep(const Sweep& sweep, const ExecuteOptions& options, 
     }
     log.flush();
   };
-  auto worker = [&] {
-    at::set_num_threads(1);  // points run side by side; each keeps to its thread
-    for (std::size_t i = next++; i < todo.size(); i = next++) {
-      const Point& p = *todo[i];
-      const auto t0 = std::chrono::steady_clock::now();
-      std::string error;
-      try {
-        const auto result = runner::run_emulated(p.scenario);
-        write_atomic(points_dir / (p.id + ".json"), point_json(sweep, p, result).dump(1) + "\n");
-      } catch (const std::exception& e) {
-        error = first_line(e.what());
-      }
-      report(p, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), error);
+  // Each point runs in a child process of its own (child_process.hpp), at most `jobs` at
+  // once, on one thread: no library state (Debian's serial OpenBLAS keeps buffers that
+  // concurrent callers share) is ever shared by two points, so a point's file is the same
+  // whatever --jobs, sharding or load, and a point that crashes fails alone.
+  std::vector<Child> children;
+  std::vector<const Point*> running;  // running[i] runs in children[i]
+  std::size_t next = 0;
+  while (next < todo.size() || !children.empty()) {
+    while (next < todo.size() && static_cast<int>(children.size()) < jobs) {
+      const Point& p = *todo[next++];
+      log.flush();
+      children.push_back(start_child(
+          [] { at::set_num_threads(1); },  // the same in every point, whatever --jobs
+          [&p, &sweep, &points_dir] {
+            const auto result = runner::run_emulated(p.scenario);
+            write_atomic(points_dir / (p.id + ".json"), point_json(sweep, p, result).dump(1) + "\n");
+          },
+          options.point_memory_bytes));
+      running.push_back(&p);
     }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < jobs && !todo.empty(); ++t) threads.emplace_back(worker);
-  for (auto& t : threads) t.join();
+    const ChildEnd end = wait_any_child(children);
+    const auto i = static_cast<std::size_t>(
+        std::find_if(children.begin(), children.end(), [&](const Child& c) { return c.pid == end.pid; }) -
+        children.begin());
+    report(*running[i], std::chrono::duration<double>(std::chrono::steady_clock::now() - children[i].started).count(),
+           end.error);
+    children.erase(children.begin() + static_cast<std::ptrdiff_t>(i));
+    running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+  }
   outcome.ran = todo.size() - outcome.failures.size();
   log << fmt::format("ran {}, skipped {}{}\n", outcome.ran, outcome.skipped,
                      outcome.failures.empty() ? "" : fmt::format(", failed {}", outcome.failures.size()));

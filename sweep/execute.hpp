@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <ostream>
@@ -26,9 +27,10 @@ namespace dtsim::sweep {
 
 struct ExecuteOptions {
   std::filesystem::path out_dir;
-  int jobs = 0;                // worker threads; 0: one per core
+  int jobs = 0;                // points run at once, each in a child process; 0: one per core
   int shard = 0, shards = 1;   // run the points whose index % shards == shard
   bool progress_bar = false;   // a redrawn bar (terminal) instead of one line per point
+  std::uint64_t point_memory_bytes = 0;  // each point's memory limit (child_process.hpp); 0: none
 };
 
 struct ExecuteOutcome {
@@ -37,8 +39,10 @@ struct ExecuteOutcome {
   nlohmann::json table;               // of every point present in OUT
 };
 
-// Runs the sweep's selected points with runner::run_emulated on `jobs` threads (each
-// with at::set_num_threads(1)), then writes the tables. Progress goes to `log`.
+// Runs the sweep's selected points with runner::run_emulated, each in a child process of
+// its own on one thread (at::set_num_threads(1)), `jobs` at a time, then writes the
+// tables. A point's file depends on its scenario only, not on --jobs, sharding or load.
+// Progress goes to `log`.
 ExecuteOutcome execute_sweep(const Sweep& sweep, const ExecuteOptions& options, std::ostream& log);
 
 // Reads OUT/sweep.json, or throws SweepError naming the directory.

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <cmath>
 #include <set>
 #include <thread>
@@ -19,6 +20,7 @@
 
 #include "runner/run.hpp"
 #include "runner/scenario.hpp"
+#include "sweep/child_process.hpp"
 #include "sweep/execute.hpp"
 #include "sweep/regress.hpp"
 #include "sweep/report.hpp"
@@ -360,17 +362,76 @@ TEST(SweepCli, BadSweepExitsTwoWithOneLine) {
   }
 }
 
-// run_emulated is called from several threads at once by `dtsim sweep`: runs side by
-// side give exactly the results they give one at a time.
-TEST(SweepRun, ConcurrentRunsEqualSequentialOnes) {
-  const auto s = parse_sweep(six_point_sweep(40), ".");
-  std::vector<std::string> sequential, concurrent(s.points.size());
-  for (const auto& p : s.points) sequential.push_back(runner::run_emulated(p.scenario).to_json().dump());
-  std::vector<std::thread> threads;
-  for (std::size_t i = 0; i < s.points.size(); ++i)
-    threads.emplace_back([&, i] { concurrent[i] = runner::run_emulated(s.points[i].scenario).to_json().dump(); });
-  for (auto& t : threads) t.join();
-  for (std::size_t i = 0; i < s.points.size(); ++i) EXPECT_EQ(concurrent[i], sequential[i]) << s.points[i].label;
+// A point's file does not depend on how many points ran beside it: real-data models (an
+// MLP on Fashion-MNIST, whose matrix products go through OpenBLAS), several algorithms,
+// `--jobs 2` against `--jobs 1`, byte for byte. Run as threads of one process, the points
+// shared Debian's serial OpenBLAS, and their losses differed from run to run.
+TEST(SweepRun, PointFilesDoNotDependOnJobs) {
+  const fs::path dir = testing::fresh_dir("sweep-jobs");
+  const json base = {{"name", "mlp"},
+                     {"ranks", 8},
+                     {"steps", 60},
+                     {"seed", 1},
+                     {"workload", {{"type", "mlp"}, {"batch_size", 32}}},
+                     {"algorithm", {{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.05}, {"momentum", 0.9}}},
+                     {"topology", {{"kind", "ring"}}},
+                     {"network", {{"model", "flow"}, {"latency_us", 5}, {"bandwidth_GBps", 1.25}}}};
+  const json top1 = {{"kind", "top_k"}, {"ratio", 0.01}};
+  const json algorithms = {
+      {{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.05}, {"momentum", 0.9}},
+      {{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.051}, {"momentum", 0.9}},
+      {{"name", "ddp"}, {"hook", "fp16_compress"}, {"lr", 0.05}, {"momentum", 0.9}},
+      {{"name", "sparsified_sgd"}, {"lr", 0.05}, {"momentum", 0.9}, {"compressor", top1}},
+      {{"name", "choco_sgd"}, {"lr", 0.05}, {"momentum", 0.9}, {"consensus_stepsize", 0.1}, {"compressor", top1}}};
+  testing::write_file(dir / "jobs.json",
+                      json({{"name", "jobs"},
+                            {"base", base},
+                            {"axes",
+                             {{{"path", "/algorithm"},
+                               {"values", algorithms},
+                               {"labels", {"sgd", "sgd lr .051", "ddp fp16", "sparsified", "choco"}}}}}})
+                          .dump(2));
+  for (const char* jobs : {"1", "2"}) {
+    const auto r = testing::run_command(dtsim() + " sweep " + (dir / "jobs.json").string() + " --quiet --jobs " + jobs +
+                                        " --out " + (dir / jobs).string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("ran 5, skipped 0"), std::string::npos) << r.output;
+  }
+  const auto files = point_files(dir / "1");
+  ASSERT_EQ(files.size(), 5U);
+  EXPECT_EQ(point_files(dir / "2"), files);
+  for (const auto& f : files) {
+    const std::string one = testing::read_file(dir / "1" / "points" / f);
+    EXPECT_EQ(one, testing::read_file(dir / "2" / "points" / f)) << f;
+    // Real training happened: a finite loss below the untrained model's ln 10.
+    const double loss = json::parse(one)["result"]["final"]["loss"].get<double>();
+    EXPECT_LT(loss, 1.5) << f;
+  }
+}
+
+// A child process reports how its work ended: returned, threw (the first line), crashed
+// (the signal), or ran past its memory limit; its siblings are unaffected.
+TEST(SweepChild, ReportsHowEachChildEnded) {
+  std::vector<Child> children;
+  children.push_back(start_child({}, [] {}));
+  children.push_back(start_child({}, [] { throw std::runtime_error("bad point\nsecond line"); }));
+  children.push_back(start_child({}, [] { ::raise(SIGSEGV); }));
+  children.push_back(start_child(
+      {}, [] { std::vector<char> big(std::size_t{1} << 30, 1); if (big[12345] != 1) throw std::logic_error("?"); },
+      std::uint64_t{1} << 28));
+  std::vector<pid_t> pids;
+  for (const auto& c : children) pids.push_back(c.pid);
+  std::map<pid_t, std::string> ends;
+  while (!children.empty()) {
+    const auto end = wait_any_child(children);
+    ends[end.pid] = end.error;
+    std::erase_if(children, [&](const Child& c) { return c.pid == end.pid; });
+  }
+  ASSERT_EQ(ends.size(), 4U);
+  EXPECT_EQ(ends[pids[0]], "");
+  EXPECT_EQ(ends[pids[1]], "bad point");
+  EXPECT_NE(ends[pids[2]].find("crashed: signal 11"), std::string::npos) << ends[pids[2]];
+  EXPECT_NE(ends[pids[3]].find("out of memory (the limit is 0.268 GB a point)"), std::string::npos) << ends[pids[3]];
 }
 
 // ---------------------------------------------------------------------------------------
