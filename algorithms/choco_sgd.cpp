@@ -21,11 +21,11 @@ sim::Task<void> ChocoSgd::join_and_decode(StepContext& ctx) {
   auto& comm = ctx.comm;
   const auto d = x_hat_.numel();
   {
-    auto phase = ctx.timer.phase("grad.sync");
+    auto phase = ctx.timer.phase("grad/sync");
     co_await in_flight_;
   }
   {
-    auto phase = ctx.timer.phase("grad.decompress");
+    auto phase = ctx.timer.phase("grad/decompress");
     const double terms = static_cast<double>(hood_.degree() + 2);
     co_await comm.compute(elementwise_cost(d, 2.0 * terms, 12.0 * terms), [&] {
       message_.add_own(compressor_, 1.0, x_hat_);
@@ -40,11 +40,11 @@ sim::Task<std::uint64_t> ChocoSgd::step(StepContext& ctx) {
   auto& comm = ctx.comm;
   const auto d = total_elements(ctx.params);
   {
-    auto phase = ctx.timer.phase("grad.apply_grad");
+    auto phase = ctx.timer.phase("grad/apply_grad");
     co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, ctx.lr); });
   }
   {
-    auto phase = ctx.timer.phase("grad.recover_hat_params");
+    auto phase = ctx.timer.phase("grad/recover_hat_params");
     co_await comm.compute(elementwise_cost(d, 0.0, 8.0), [&] {
       if (flat_params_.count() == 0) {
         flat_params_ = kernels::TensorBuffer(ctx.params);
@@ -60,27 +60,27 @@ sim::Task<std::uint64_t> ChocoSgd::step(StepContext& ctx) {
   if (pending_) co_await join_and_decode(ctx);
   auto& x = flat_params_.buffer();
   {
-    auto phase = ctx.timer.phase("grad.update_params_from_neighbor");
+    auto phase = ctx.timer.phase("grad/update_params_from_neighbor");
     co_await comm.compute(elementwise_cost(d, 3.0, 16.0), [&] {
       at::sub_out(diff_, s_, x_hat_);
       x.add_(diff_, gamma_);
     });
   }
   {
-    auto phase = ctx.timer.phase("grad.compress");
+    auto phase = ctx.timer.phase("grad/compress");
     co_await comm.compute(elementwise_cost(d, 6.0, 16.0), [&] {
       at::sub_out(diff_, x, x_hat_);
       message_.compress(compressor_, diff_, segments_);
     });
   }
   {
-    auto phase = ctx.timer.phase("grad.sync");
+    auto phase = ctx.timer.phase("grad/sync");
     in_flight_ = message_.exchange(comm, hood_.peers);
     pending_ = true;
   }
   if (!overlap_) co_await join_and_decode(ctx);
   {
-    auto phase = ctx.timer.phase("grad.unflatten_to_update");
+    auto phase = ctx.timer.phase("grad/unflatten_to_update");
     co_await comm.compute(elementwise_cost(d, 0.0, 8.0), [&] { flat_params_.unpack(ctx.params); });
   }
   co_return reference_n_bits(compressor_, segments_);
@@ -100,7 +100,7 @@ const AlgorithmEntry& choco_sgd_entry() {
       .fields = with_optimizer_fields({"compressor", "consensus_stepsize", "overlap"}),
       .parse =
           [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
-            spec.compressor = parse_compressor(a, ctx);
+            spec.compressor = parse_gossip_compressor(a, ctx, "choco_sgd");
             spec.consensus_stepsize = a.number("consensus_stepsize", 1.0, 0.0, 1.0, true);
             spec.overlap = a.boolean("overlap", true);
           },

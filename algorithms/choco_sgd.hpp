@@ -3,11 +3,11 @@
 // Stich, Jaggi, ICLR 2020), as the reference ParallelCHOCO (ChocoSGD dl_code
 // pcode/optim/parallel_choco.py). Rank i, step t:
 //
-//   x_i <- x_i - lr d_i                               grad.apply_grad
-//   x_i <- x_i + gamma (s_i - x^_i)                   grad.update_params_from_neighbor
-//   q_i  = C(x_i - x^_i)                              grad.compress
-//   send q_i to, receive q_j from, every j in N(i)    grad.sync
-//   x^_i += q_i ;  s_i += sum_{j in N(i) u {i}} w_ij q_j   grad.decompress
+//   x_i <- x_i - lr d_i                               grad/apply_grad
+//   x_i <- x_i + gamma (s_i - x^_i)                   grad/update_params_from_neighbor
+//   q_i  = C(x_i - x^_i)                              grad/compress
+//   send q_i to, receive q_j from, every j in N(i)    grad/sync
+//   x^_i += q_i ;  s_i += sum_{j in N(i) u {i}} w_ij q_j   grad/decompress
 //
 // State: two buffers, x^_i and s_i = sum_j w_ij x^_j, both starting at zero (so the first
 // step does no mixing: x_2 = x_1 - lr d_1). gamma = consensus_stepsize.
@@ -17,7 +17,7 @@
 //
 // overlap (default, as ParallelCHOCO's background process): round t's exchange is
 // started at the end of step t and joined at step t+1, after apply_grad and before the
-// consensus update (grad.sync, then grad.decompress), so it overlaps the next forward and
+// consensus update (grad/sync, then grad/decompress), so it overlaps the next forward and
 // backward passes. The arithmetic is the same as without overlap; only the timing differs.
 // The last round's exchange is still in flight after the last step: the caller must
 // co_await finish() before destroying the algorithm (the runner does).

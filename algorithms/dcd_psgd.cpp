@@ -19,11 +19,11 @@ sim::Task<std::uint64_t> DcdPsgd::step(StepContext& ctx) {
   const auto d = total_elements(ctx.params);
   const double k = static_cast<double>(weights_.size());
   {
-    auto phase = ctx.timer.phase("grad.apply_grad");
+    auto phase = ctx.timer.phase("grad/apply_grad");
     co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.transform_gradient(ctx.params, ctx.grads); });
   }
   {
-    auto phase = ctx.timer.phase("grad.get_grads");
+    auto phase = ctx.timer.phase("grad/get_grads");
     co_await comm.compute(elementwise_cost(d, 0.0, 16.0), [&] {
       if (flat_params_.count() == 0) {
         flat_params_ = kernels::TensorBuffer(ctx.params);
@@ -38,25 +38,25 @@ sim::Task<std::uint64_t> DcdPsgd::step(StepContext& ctx) {
     });
   }
   {
-    auto phase = ctx.timer.phase("grad.apply_local_gradient");
+    auto phase = ctx.timer.phase("grad/apply_local_gradient");
     co_await comm.compute(elementwise_cost(d, 2.0 * k + 2.0, 4.0 * (k + 3.0)), [&] {
       kernels::weighted_sum(half_, replicas_, weights_);
       half_.sub_(flat_grads_.buffer(), ctx.lr);
     });
   }
   {
-    auto phase = ctx.timer.phase("grad.compress");
+    auto phase = ctx.timer.phase("grad/compress");
     co_await comm.compute(elementwise_cost(d, 6.0, 16.0), [&] {
       half_.sub_(flat_params_.buffer());  // half_ now holds x_{t+1/2} - x_i
       message_.compress(compressor_, half_, segments_);
     });
   }
   {
-    auto phase = ctx.timer.phase("grad.sync");
+    auto phase = ctx.timer.phase("grad/sync");
     co_await message_.exchange(comm, hood_.peers);
   }
   {
-    auto phase = ctx.timer.phase("grad.unflatten_to_update");
+    auto phase = ctx.timer.phase("grad/unflatten_to_update");
     co_await comm.compute(elementwise_cost(d, 2.0 * k, 12.0 * k + 8.0), [&] {
       message_.add_own(compressor_, 1.0, replicas_[0]);
       for (std::size_t j = 0; j < hood_.degree(); ++j) message_.add_peer(compressor_, j, 1.0, replicas_[j + 1]);
@@ -73,7 +73,7 @@ const AlgorithmEntry& dcd_psgd_entry() {
       .description = "DCD-PSGD: decentralized SGD sending compressed differences of the model",
       .paper = "Tang, Gan, Zhang, Zhang, Liu, NeurIPS 2018 (Algorithm 1); the ChocoSGD reference code's dcd_psgd.py",
       .fields = with_optimizer_fields({"compressor"}),
-      .parse = parse_compressor_field,
+      .parse = parse_gossip_compressor_field,
       .to_json = compressor_field_json,
       .make = [](const AlgorithmSpec& spec, const net::Topology& topology, int rank) -> std::unique_ptr<Algorithm> {
         return std::make_unique<DcdPsgd>(spec, topology, rank);

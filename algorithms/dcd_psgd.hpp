@@ -2,12 +2,12 @@
 // Compression for Decentralized Training", NeurIPS 2018, Algorithm 1), as the reference
 // ChocoSGD dl_code pcode/optim/dcd_psgd.py. Rank i, step t:
 //
-//   d_i = apply_gradient(g_i)                         grad.apply_grad (not applied to x)
-//                                                     grad.get_grads
-//   x_{t+1/2} = sum_{j in N(i) u {i}} w_ij x^_j - lr d_i   grad.apply_local_gradient
-//   q_i = C(x_{t+1/2} - x_i)                          grad.compress
-//   send q_i to, receive q_j from, every j in N(i)    grad.sync
-//   x^_j += q_j for j in N(i) u {i} ;  x_i <- x^_i    grad.unflatten_to_update
+//   d_i = apply_gradient(g_i)                         grad/apply_grad (not applied to x)
+//                                                     grad/get_grads
+//   x_{t+1/2} = sum_{j in N(i) u {i}} w_ij x^_j - lr d_i   grad/apply_local_gradient
+//   q_i = C(x_{t+1/2} - x_i)                          grad/compress
+//   send q_i to, receive q_j from, every j in N(i)    grad/sync
+//   x^_j += q_j for j in N(i) u {i} ;  x_i <- x^_i    grad/unflatten_to_update
 //
 // State: deg(i) + 1 full model replicas x^_j, all initialised to this rank's initial
 // model x_0 (the reference's init_neighbor_hat_params copies its own parameters).

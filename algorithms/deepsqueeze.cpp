@@ -18,11 +18,11 @@ sim::Task<std::uint64_t> DeepSqueeze::step(StepContext& ctx) {
   auto& comm = ctx.comm;
   const auto d = total_elements(ctx.params);
   {
-    auto phase = ctx.timer.phase("grad.apply_grad");
+    auto phase = ctx.timer.phase("grad/apply_grad");
     co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, ctx.lr); });
   }
   {
-    auto phase = ctx.timer.phase("grad.get_params");
+    auto phase = ctx.timer.phase("grad/get_params");
     co_await comm.compute(elementwise_cost(d, 0.0, 8.0), [&] {
       if (flat_params_.count() == 0) {
         flat_params_ = kernels::TensorBuffer(ctx.params);
@@ -34,23 +34,23 @@ sim::Task<std::uint64_t> DeepSqueeze::step(StepContext& ctx) {
     });
   }
   {
-    auto phase = ctx.timer.phase("grad.error_compensate");
+    auto phase = ctx.timer.phase("grad/error_compensate");
     co_await comm.compute(elementwise_cost(d, 1.0, 12.0), [&] { memory_.add_(flat_params_.buffer()); });
   }
   {
-    auto phase = ctx.timer.phase("grad.compress");
+    auto phase = ctx.timer.phase("grad/compress");
     co_await comm.compute(elementwise_cost(d, 6.0, 8.0), [&] { message_.compress(compressor_, memory_, segments_); });
   }
   {
-    auto phase = ctx.timer.phase("grad.update_memory");
+    auto phase = ctx.timer.phase("grad/update_memory");
     co_await comm.compute(elementwise_cost(d, 2.0, 12.0), [&] { message_.add_own(compressor_, -1.0, memory_); });
   }
   {
-    auto phase = ctx.timer.phase("grad.sync");
+    auto phase = ctx.timer.phase("grad/sync");
     co_await message_.exchange(comm, hood_.peers);
   }
   {
-    auto phase = ctx.timer.phase("grad.decompress");
+    auto phase = ctx.timer.phase("grad/decompress");
     const double k = static_cast<double>(hood_.degree() + 1);
     co_await comm.compute(elementwise_cost(d, 2.0 * k, 12.0 * k + 8.0), [&] {
       auto& x = flat_params_.buffer();
@@ -71,7 +71,7 @@ const AlgorithmEntry& deepsqueeze_entry() {
       .fields = with_optimizer_fields({"compressor", "consensus_stepsize"}),
       .parse =
           [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
-            spec.compressor = parse_compressor(a, ctx);
+            spec.compressor = parse_gossip_compressor(a, ctx, "deepsqueeze");
             spec.consensus_stepsize = a.number("consensus_stepsize", 1.0, 0.0, 1.0, true);
           },
       .to_json =

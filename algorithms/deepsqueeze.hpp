@@ -2,13 +2,13 @@
 // Error-Compensated Compression", arXiv 1907.07346, 2019), as the reference ChocoSGD
 // dl_code pcode/optim/deep_squeeze.py. Rank i, step t:
 //
-//   x_i <- x_i - lr d_i                               grad.apply_grad
-//                                                     grad.get_params
-//   e_i <- e_i + x_i                                  grad.error_compensate
-//   c_i  = C(e_i)                                     grad.compress
-//   e_i <- e_i - c_i                                  grad.update_memory
-//   send c_i to, receive c_j from, every j in N(i)    grad.sync
-//   x_i <- x_i + gamma sum_{j in N(i) u {i}} (w_ij - delta_ij) c_j   grad.decompress
+//   x_i <- x_i - lr d_i                               grad/apply_grad
+//                                                     grad/get_params
+//   e_i <- e_i + x_i                                  grad/error_compensate
+//   c_i  = C(e_i)                                     grad/compress
+//   e_i <- e_i - c_i                                  grad/update_memory
+//   send c_i to, receive c_j from, every j in N(i)    grad/sync
+//   x_i <- x_i + gamma sum_{j in N(i) u {i}} (w_ij - delta_ij) c_j   grad/decompress
 //
 // State: the error memory e_i (one buffer), starting at zero. gamma = consensus_stepsize.
 // With the identity compressor e stays 0 and x <- ((1 - gamma) I + gamma W)(x - lr d):

@@ -20,11 +20,11 @@ sim::Task<std::uint64_t> EcdPsgd::step(StepContext& ctx) {
   const double k = static_cast<double>(weights_.size());
   const double t = static_cast<double>(ctx.local_index);
   {
-    auto phase = ctx.timer.phase("grad.apply_grad");
+    auto phase = ctx.timer.phase("grad/apply_grad");
     co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.transform_gradient(ctx.params, ctx.grads); });
   }
   {
-    auto phase = ctx.timer.phase("grad.get_params");
+    auto phase = ctx.timer.phase("grad/get_params");
     co_await comm.compute(elementwise_cost(d, 0.0, 16.0), [&] {
       if (flat_params_.count() == 0) {
         flat_params_ = kernels::TensorBuffer(ctx.params);
@@ -40,13 +40,13 @@ sim::Task<std::uint64_t> EcdPsgd::step(StepContext& ctx) {
     });
   }
   {
-    auto phase = ctx.timer.phase("grad.get_extrapolated_model");
+    auto phase = ctx.timer.phase("grad/get_extrapolated_model");
     co_await comm.compute(elementwise_cost(d, 2.0 * k, 4.0 * (k + 1.0)),
                           [&] { kernels::weighted_sum(next_, replicas_, weights_); });
   }
   auto& x = flat_params_.buffer();
   {
-    auto phase = ctx.timer.phase("grad.unflatten_to_update");
+    auto phase = ctx.timer.phase("grad/unflatten_to_update");
     co_await comm.compute(elementwise_cost(d, 5.0, 28.0), [&] {
       next_.sub_(flat_grads_.buffer(), ctx.lr);
       // z = (1 - t/2) x_t + (t/2) x+ ; then x <- x+.
@@ -57,15 +57,15 @@ sim::Task<std::uint64_t> EcdPsgd::step(StepContext& ctx) {
     });
   }
   {
-    auto phase = ctx.timer.phase("grad.compress");
+    auto phase = ctx.timer.phase("grad/compress");
     co_await comm.compute(elementwise_cost(d, 6.0, 8.0), [&] { message_.compress(compressor_, z_, segments_); });
   }
   {
-    auto phase = ctx.timer.phase("grad.sync");
+    auto phase = ctx.timer.phase("grad/sync");
     co_await message_.exchange(comm, hood_.peers);
   }
   {
-    auto phase = ctx.timer.phase("grad.unflatten_to_update");
+    auto phase = ctx.timer.phase("grad/unflatten_to_update");
     co_await comm.compute(elementwise_cost(d, 3.0 * k, 16.0 * k), [&] {
       for (auto& y : replicas_) y.mul_(1.0 - 2.0 / t);
       message_.add_own(compressor_, 2.0 / t, replicas_[0]);
@@ -81,7 +81,7 @@ const AlgorithmEntry& ecd_psgd_entry() {
       .description = "ECD-PSGD: decentralized SGD sending compressed extrapolations of the model",
       .paper = "Tang, Gan, Zhang, Zhang, Liu, NeurIPS 2018 (Algorithm 2); the ChocoSGD reference code's ecd_psgd.py",
       .fields = with_optimizer_fields({"compressor"}),
-      .parse = parse_compressor_field,
+      .parse = parse_gossip_compressor_field,
       .to_json = compressor_field_json,
       .make = [](const AlgorithmSpec& spec, const net::Topology& topology, int rank) -> std::unique_ptr<Algorithm> {
         return std::make_unique<EcdPsgd>(spec, topology, rank);

@@ -2,14 +2,14 @@
 // Compression for Decentralized Training", NeurIPS 2018, Algorithm 2), as the reference
 // ChocoSGD dl_code pcode/optim/ecd_psgd.py. Rank i, step t (t = local_index >= 1):
 //
-//   d_i = apply_gradient(g_i)                         grad.apply_grad (not applied to x)
-//                                                     grad.get_params
-//   x+ = sum_{j in N(i) u {i}} w_ij y^_j              grad.get_extrapolated_model
-//   x+ -= lr d_i ; x_i <- x+ ;                        grad.unflatten_to_update
+//   d_i = apply_gradient(g_i)                         grad/apply_grad (not applied to x)
+//                                                     grad/get_params
+//   x+ = sum_{j in N(i) u {i}} w_ij y^_j              grad/get_extrapolated_model
+//   x+ -= lr d_i ; x_i <- x+ ;                        grad/unflatten_to_update
 //   z = (1 - t/2) x_t + (t/2) x+                      (x_t: the model before this step)
-//   q_i = C(z)            (the whole vector, not a difference)   grad.compress
-//   send q_i to, receive q_j from, every j in N(i)    grad.sync
-//   y^_j <- (1 - 2/t) y^_j + (2/t) q_j for j in N(i) u {i}       grad.unflatten_to_update
+//   q_i = C(z)            (the whole vector, not a difference)   grad/compress
+//   send q_i to, receive q_j from, every j in N(i)    grad/sync
+//   y^_j <- (1 - 2/t) y^_j + (2/t) q_j for j in N(i) u {i}       grad/unflatten_to_update
 //
 // State: deg(i) + 1 full replicas y^_j, initialised to this rank's initial model x_0.
 // With the identity compressor and equal initial models, y^_j = x_j after every step

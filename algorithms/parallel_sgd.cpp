@@ -168,7 +168,8 @@ const AlgorithmEntry& parallel_sgd_entry() {
       .parse =
           [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
             spec.variant = a.choice("variant", std::nullopt, {"centralized", "decentralized"});
-            spec.compressor = parse_compressor(a, ctx);
+            spec.compressor = spec.variant == "decentralized" ? parse_gossip_compressor(a, ctx, "parallel_sgd decentralized")
+                                                              : parse_compressor(a, ctx);
             if (spec.variant == "centralized" && spec.compressor.kind != kernels::CompressorKind::identity)
               throw config::ScenarioError(a.where("compressor"), config::ErrorKind::inconsistent,
                                           fmt::format("parallel_sgd variant centralized takes no compressor (got {}; only "

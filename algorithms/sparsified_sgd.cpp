@@ -185,11 +185,11 @@ sim::Task<std::uint64_t> SparsifiedSgd::step(StepContext& ctx) {
   const double n = static_cast<double>(comm.size());
   const double lr = ctx.lr;
   {
-    auto phase = ctx.timer.phase("grad.apply_grad");
+    auto phase = ctx.timer.phase("grad/apply_grad");
     co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.transform_gradient(ctx.params, ctx.grads); });
   }
   {
-    auto phase = ctx.timer.phase("grad.recover_hat_params");
+    auto phase = ctx.timer.phase("grad/recover_hat_params");
     co_await comm.compute(copy_cost(d), [&] {
       if (flat_.count() == 0)
         init(ctx.grads);
@@ -200,18 +200,18 @@ sim::Task<std::uint64_t> SparsifiedSgd::step(StepContext& ctx) {
   std::uint64_t n_bits = 0;
   if (quantized_) {
     {
-      auto phase = ctx.timer.phase("grad.compress");
+      auto phase = ctx.timer.phase("grad/compress");
       co_await comm.compute({4.0 * static_cast<double>(d), 12.0 * static_cast<double>(d)}, [&] {
         compressor_.compress(flat_.buffer(), segments_, payload_);
         compressor_.decompress(payload_, flat_.buffer());
       });
     }
     {
-      auto phase = ctx.timer.phase("grad.sync");
+      auto phase = ctx.timer.phase("grad/sync");
       co_await comm.all_reduce(flat_.buffer(), comm::ReduceOp::Sum);
     }
     {
-      auto phase = ctx.timer.phase("grad.recover_info");
+      auto phase = ctx.timer.phase("grad/recover_info");
       co_await comm.compute({static_cast<double>(d), 8.0 * static_cast<double>(d)},
                             [&] { at::div_out(update_, flat_.buffer(), n); });
     }
@@ -220,14 +220,14 @@ sim::Task<std::uint64_t> SparsifiedSgd::step(StepContext& ctx) {
   } else {
     auto& compressor = compressor_at(ctx.epoch);
     {
-      auto phase = ctx.timer.phase("grad.compress");
+      auto phase = ctx.timer.phase("grad/compress");
       co_await comm.compute({4.0 * static_cast<double>(d), 16.0 * static_cast<double>(d)}, [&] {
         kernels::error_feedback_step(compressor, memory_, flat_.buffer(), segments_, payload_);
         if (mask_momentum_) zero_momentum_at_sent();
       });
     }
     {
-      auto phase = ctx.timer.phase("grad.sync");
+      auto phase = ctx.timer.phase("grad/sync");
       co_await comm.all_gather(payload_.bytes, gathered_);
     }
     std::int64_t k = 0;
@@ -235,7 +235,7 @@ sim::Task<std::uint64_t> SparsifiedSgd::step(StepContext& ctx) {
     if (payload_.kind == CompressorKind::threshold)
       k = (payload_.bytes.numel() - 4 * static_cast<std::int64_t>(segments_.size())) / 8;
     {
-      auto phase = ctx.timer.phase("grad.recover_info");
+      auto phase = ctx.timer.phase("grad/recover_info");
       const double received = static_cast<double>(k) * n;
       co_await comm.compute({received + static_cast<double>(d), 12.0 * received + 8.0 * static_cast<double>(d)}, [&] {
         received_.resize(gathered_.size());
@@ -254,7 +254,7 @@ sim::Task<std::uint64_t> SparsifiedSgd::step(StepContext& ctx) {
                                                   : 96ULL * static_cast<std::uint64_t>(k);
   }
   {
-    auto phase = ctx.timer.phase("grad.update_model");
+    auto phase = ctx.timer.phase("grad/update_model");
     co_await comm.compute(copy_cost(d), [&] {
       std::int64_t offset = 0;
       for (auto& p : ctx.params) {

@@ -2,14 +2,14 @@
 // Wang, Dally, ICLR 2018; memory analysed by Stich, Cordonnier, Jaggi, "Sparsified SGD
 // with Memory", NeurIPS 2018): the reference code's dgc.py::DGC. Rank i, per tensor:
 //
-//   d_i  = apply_gradient(g_i)              weight decay, local momentum   (grad.apply_grad)
-//   g'_i = d_i + m_i                                                        (grad.recover_hat_params
-//   (v_i, idx_i) = C(g'_i)                  top-k, random-k or threshold     and grad.compress)
+//   d_i  = apply_gradient(g_i)              weight decay, local momentum   (grad/apply_grad)
+//   g'_i = d_i + m_i                                                        (grad/recover_hat_params
+//   (v_i, idx_i) = C(g'_i)                  top-k, random-k or threshold     and grad/compress)
 //   m_i  = g'_i - scatter(v_i, idx_i)       g'_i with the sent coordinates zeroed
 //          [mask_momentum: momentum buffer zeroed at idx_i too]
-//   (v_r, idx_r) from every rank r          all-gather, sizes may differ    (grad.sync)
-//   x   -= lr * (1/n) sum_r scatter(v_r, idx_r)                             (grad.recover_info,
-//                                                                             grad.update_model)
+//   (v_r, idx_r) from every rank r          all-gather, sizes may differ    (grad/sync)
+//   x   -= lr * (1/n) sum_r scatter(v_r, idx_r)                             (grad/recover_info,
+//                                                                             grad/update_model)
 // With C = qsgd (the reference's quantize_qsgd) there is no memory:
 //   x -= lr * (1/n) all_reduce_sum(Q(d_i))  (the decoded fp32 values, as the reference sends)
 //

@@ -89,8 +89,19 @@ json compressor_json(const kernels::CompressorSpec& c) {
   return out;
 }
 
-void parse_compressor_field(ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
-  spec.compressor = parse_compressor(a, ctx);
+kernels::CompressorSpec parse_gossip_compressor(ObjectReader& a, const SpecContext& ctx, const std::string& algorithm) {
+  auto spec = parse_compressor(a, ctx);
+  const auto& kind = kernels::compressor_kind_info(spec.kind);
+  if (kind.size_depends_on_data)
+    throw ScenarioError(a.where("compressor") + "/kind", ErrorKind::inconsistent,
+                        fmt::format("{} gossips equal-size messages, and compressor {} sends as many values as the data "
+                                    "passes (use top_k or random_k for a fixed share)",
+                                    algorithm, kind.name));
+  return spec;
+}
+
+void parse_gossip_compressor_field(ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
+  spec.compressor = parse_gossip_compressor(a, ctx, spec.name);
 }
 
 void compressor_field_json(const AlgorithmSpec& spec, json& out) { out["compressor"] = compressor_json(spec.compressor); }

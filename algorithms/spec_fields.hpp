@@ -28,9 +28,14 @@ void optimizer_json(const OptimizerSpec& o, nlohmann::json& out);
 // absent: identity. The seed defaults to the scenario's.
 kernels::CompressorSpec parse_compressor(config::ObjectReader& a, const SpecContext& ctx);
 nlohmann::json compressor_json(const kernels::CompressorSpec& c);
-// An entry's parse / to_json (registry.hpp) for an algorithm whose only own field is
+// parse_compressor for an algorithm that gossips: its neighbours exchange equal-size
+// messages, so a kind whose payload size depends on the data (threshold) is refused here,
+// at load, with the path, rather than when a rank builds its compressor.
+kernels::CompressorSpec parse_gossip_compressor(config::ObjectReader& a, const SpecContext& ctx,
+                                                const std::string& algorithm);
+// An entry's parse / to_json (registry.hpp) for a gossip algorithm whose only own field is
 // "compressor" (DCD-PSGD, ECD-PSGD).
-void parse_compressor_field(config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx);
+void parse_gossip_compressor_field(config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx);
 void compressor_field_json(const AlgorithmSpec& spec, nlohmann::json& out);
 
 // "local_steps" (H >= 1) and "turn_on_local_steps_from" (>= 0).

@@ -247,12 +247,22 @@ json model_json(const NetworkModel& model, const std::vector<Sample>& samples, c
     } catch (const std::runtime_error&) {
     }
   }
+  const double median_error = errors.empty() ? 0.0 : median(errors);
   doc["calibration"] = {{"backend", backend},
                         {"fit_per_probe", fits},
                         {"ranks", ranks},
-                        {"median_abs_relative_error", errors.empty() ? 0.0 : median(errors)},
+                        {"median_abs_relative_error", median_error},
                         {"samples", rows}};
+  if (const auto warning = fit_warning(median_error); !warning.empty()) doc["calibration"]["warning"] = warning;
   return doc;
+}
+
+std::string fit_warning(double median_abs_relative_error) {
+  if (!(median_abs_relative_error > kPoorFitMedianError)) return {};
+  return fmt::format("the fit's median error is {:.0f}% (over {:.0f}%): one latency and one bandwidth do not describe "
+                     "these measurements (look at the samples' errors by size; measure more iterations, or on a "
+                     "quieter machine); scenarios timed with this file inherit the error",
+                     100.0 * median_abs_relative_error, 100.0 * kPoorFitMedianError);
 }
 
 NetworkModel load_model(const std::filesystem::path& file) {

@@ -75,8 +75,15 @@ struct NetworkModel {
   std::map<std::string, LinkFit> links;  // per link class, when the job had more than one
 };
 
-// The model file: the fit, and every sample with its prediction and relative error.
+// The model file: the fit, and every sample with its prediction and relative error; when
+// the fit describes the samples poorly, also "warning" (fit_warning's text).
 nlohmann::json model_json(const NetworkModel& model, const std::vector<Sample>& samples, const std::string& backend);
+
+// A fit whose median absolute relative error is above this describes the measurements too
+// poorly to time a scenario by: `dtsim calibrate` warns and the model file says so.
+inline constexpr double kPoorFitMedianError = 0.2;
+// The warning for a fit with this median absolute relative error, or "" for a good one.
+std::string fit_warning(double median_abs_relative_error);
 // Reads a model file; throws std::invalid_argument naming the file and the field.
 NetworkModel load_model(const std::filesystem::path& file);
 

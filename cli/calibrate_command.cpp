@@ -85,7 +85,10 @@ int CalibrateCommands::run_calibrate() const {
   }
   if (env.rank != 0) return 0;
   const auto model = calibration::fit_model(samples);
-  write_text(out_, calibration::model_json(model, samples, backend_).dump(1) + "\n");
+  const auto doc = calibration::model_json(model, samples, backend_);
+  write_text(out_, doc.dump(1) + "\n");
+  if (doc["calibration"].contains("warning"))
+    fmt::print(stderr, "dtsim: warning: {}: {}\n", out_, doc["calibration"]["warning"].get<std::string>());
   if (!quiet_) {
     std::cout << fmt::format("{} ranks over {}: alpha {:.2f} us, beta {:.3f} GB/s\n\n", env.world_size, backend_,
                              model.nominal.alpha_s * 1e6, model.nominal.beta_bytes_per_s / 1e9);

@@ -14,6 +14,7 @@
 #include "kernels/compressor_kinds.hpp"
 #include "network_models/network_model.hpp"
 #include "network_models/topology_kinds.hpp"
+#include "runner/result_fields.hpp"
 #include "workloads/workload_registry.hpp"
 
 namespace dtsim::cli {
@@ -105,7 +106,8 @@ const std::vector<Table>& tables() {
                                     {"data", data_table},
                                     {"compressors", compressors_table},
                                     {"networks", networks_table},
-                                    {"topologies", topologies_table}};
+                                    {"topologies", topologies_table},
+                                    {"results", runner::result_fields_markdown}};
   return t;
 }
 
@@ -123,7 +125,8 @@ std::string list_tables(const std::string& what) {
 
 ListCommand::ListCommand(CLI::App& app) {
   cmd_ = app.add_subcommand("list", "Print what this dtsim knows (algorithms, workload types, data sources, compressor "
-                                    "kinds, network models, topologies), from its registries, as Markdown tables");
+                                    "kinds, network models, topologies) from its registries, and the result file's "
+                                    "fields, as Markdown tables");
   std::vector<std::string> names;
   for (const auto& t : tables()) names.push_back(t.name);
   cmd_->add_option("what", what_, fmt::format("One table: {} (default: all)", fmt::join(names, ", ")))

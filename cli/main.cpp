@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -20,11 +21,13 @@
 #include "cli/list_command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/sweep_command.hpp"
+#include "config/closest_name.hpp"
 #include "runner/progress.hpp"
 #include "runner/report.hpp"
 #include "runner/resource_estimate.hpp"
 #include "runner/run.hpp"
 #include "runner/scenario.hpp"
+#include "runner/version.hpp"
 
 namespace {
 
@@ -67,12 +70,31 @@ int finish(const runner::RunResult& result, const Args& args, const std::string&
   return 0;
 }
 
+// For a flag the command does not have: the one it has that is closest, as
+// " (did you mean `--jobs`?)", or "".
+std::string unknown_flag_hint(const CLI::App& command, int argc, char** argv) {
+  std::vector<std::string> names;
+  for (const auto* option : command.get_options()) {
+    for (const auto& l : option->get_lnames()) names.push_back("--" + l);
+    for (const auto& s : option->get_snames()) names.push_back("-" + s);
+  }
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9') || arg[1] == '.') continue;  // -1.5
+    arg = arg.substr(0, arg.find('='));
+    if (std::find(names.begin(), names.end(), arg) != names.end()) continue;
+    if (auto hint = config::did_you_mean(arg, names); !hint.empty()) return hint;
+  }
+  return {};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"dtsim: discrete-event simulator and benchmarking harness for communication-efficient distributed "
                "training"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", fmt::format("dtsim {}", runner::kDtsimVersion));
   Args args;
   runner::RunOptions options;
   auto* run = app.add_subcommand("run", "Run a scenario emulated: all ranks in this process, time from the network "
@@ -121,11 +143,14 @@ int main(int argc, char** argv) {
     if (commands.empty() && argc > 1 && argv[1][0] != '-') {
       std::vector<std::string> names;
       for (const auto* c : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(c->get_name());
-      fmt::print(stderr, "dtsim: error: unknown command '{}' (expected one of {})\n", dtsim::config::one_line(argv[1]),
-                 fmt::join(names, ", "));
+      fmt::print(stderr, "dtsim: error: unknown command '{}'{} (expected one of {})\n",
+                 dtsim::config::one_line(argv[1]), dtsim::config::did_you_mean(argv[1], names), fmt::join(names, ", "));
       return 2;
     }
-    fmt::print(stderr, "dtsim: error: {} (see dtsim {}--help)\n", dtsim::config::one_line(e.what()),
+    const std::string hint = dynamic_cast<const CLI::ExtrasError*>(&e) && !commands.empty()
+                                 ? unknown_flag_hint(*commands.back(), argc, argv)
+                                 : std::string();
+    fmt::print(stderr, "dtsim: error: {}{} (see dtsim {}--help)\n", dtsim::config::one_line(e.what()), hint,
                commands.empty() ? std::string() : commands.back()->get_name() + " ");
     return 2;
   }

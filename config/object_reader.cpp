@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "config/closest_name.hpp"
+
 namespace dtsim::config {
 
 using nlohmann::json;
@@ -97,8 +99,9 @@ std::string ObjectReader::choice(const std::string& key, std::optional<std::stri
   std::string s = string(key, fallback);
   if (std::find(allowed.begin(), allowed.end(), s) == allowed.end())
     throw ScenarioError(where(key), ErrorKind::unknown_name,
-                        fmt::format("expected one of {}, got {}", fmt::join(allowed, ", "),
-                                    json(s).dump(-1, ' ', false, json::error_handler_t::replace)));
+                        fmt::format("expected one of {}, got {}{}", fmt::join(allowed, ", "),
+                                    json(s).dump(-1, ' ', false, json::error_handler_t::replace),
+                                    did_you_mean(s, allowed)));
   return s;
 }
 
@@ -116,13 +119,15 @@ void ObjectReader::only_fields(std::span<const std::string> fields, std::span<co
   for (const auto& [key, value] : object_.items())
     if (!listed(except, key) && !listed(fields, key))
       throw ScenarioError(where(key), ErrorKind::unknown_field,
-                          fmt::format("not a field of {} (its fields: {})", what,
+                          fmt::format("not a field of {}{} (its fields: {})", what, did_you_mean(key, fields),
                                       fields.empty() ? std::string("none") : fmt::format("{}", fmt::join(fields, ", "))));
 }
 
 void ObjectReader::finish() const {
+  const std::vector<std::string> read(seen_.begin(), seen_.end());  // every field this object's parse looked for
   for (const auto& [key, value] : object_.items())
-    if (!seen_.count(key)) throw ScenarioError(where(key), ErrorKind::unknown_field, "unknown field");
+    if (!seen_.count(key))
+      throw ScenarioError(where(key), ErrorKind::unknown_field, "unknown field" + did_you_mean(key, read));
 }
 
 }  // namespace dtsim::config

@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "runner/divergence.hpp"
+#include "runner/percentile.hpp"
+
 namespace dtsim::runner {
 
 namespace {
@@ -28,9 +31,21 @@ std::string format_table(const RunResult& r) {
   std::string mode = r.mode == r.backend ? r.mode : fmt::format("{} over {}", r.mode, r.backend);
   if (r.timing_only) mode += ", timing-only";
   if (!r.replayed_from.empty()) mode += ", replayed";
-  out += fmt::format("{}: {}, {} ranks, {} topology, {} {:g} us / {:g} GB/s, {} steps, {}\n\n", s.name, algo, s.ranks,
+  out += fmt::format("{}: {}, {} ranks, {} topology, {} {:g} us / {:g} GB/s, {} steps, {}\n", s.name, algo, s.ranks,
                      s.topology.kind, s.network.model, s.network.nominal.latency_s * 1e6,
                      s.network.nominal.bandwidth_bytes_per_s / 1e9, s.steps, mode);
+  // Emulated compute is the cost model's unless the scenario asks for measured times: say
+  // so next to the table, which would otherwise read as this machine's speed.
+  if (r.mode == "live")
+    out += "compute: measured on this machine\n\n";
+  else if (s.compute.kind == comm::ComputeTiming::Kind::Measured)
+    out += "compute: measured on this machine (compute.timing \"measured\")\n\n";
+  else if (!r.replayed_from.empty())
+    out += "compute: the recorded seconds\n\n";
+  else
+    out += fmt::format("compute: cost model, {:g} GFLOP/s and {:g} GB/s of memory (not measured; compute.timing "
+                       "\"measured\" times this machine)\n\n",
+                       s.compute.model.flops_per_s / 1e9, s.compute.model.bytes_per_s / 1e9);
   const double step = r.mean_step_time_s();
   std::size_t w = 22;  // the phase column fits the longest phase name
   for (const auto& name : r.phase_names) w = std::max(w, name.size());
@@ -53,6 +68,10 @@ std::string format_table(const RunResult& r) {
   out += fmt::format("compute/step: {} ({:.1f}%)   exposed communication/step: {} ({:.1f}%)\n", human_time(compute),
                      step > 0 ? 100.0 * compute / step : 0.0, human_time(exposed),
                      step > 0 ? 100.0 * exposed / step : 0.0);
+  out += fmt::format("simulated time: {} for {} steps   step p50: {}   p99: {}   max: {}\n", human_time(r.simulated_time_s()),
+                     r.step_time_s.size(), human_time(nearest_rank_percentile(r.step_time_s, 50)),
+                     human_time(nearest_rank_percentile(r.step_time_s, 99)),
+                     human_time(nearest_rank_percentile(r.step_time_s, 100)));
   if (!r.replayed_from.empty()) {
     out += fmt::format("replayed: every rank's recorded operations and compute ({}) on this network; no loss or "
                        "accuracy\n",
@@ -67,7 +86,17 @@ std::string format_table(const RunResult& r) {
       out += fmt::format("algorithm state/rank: {:.0f} bytes\n", r.algorithm_state_bytes);
     return out;
   }
-  out += fmt::format("final loss (rank-averaged model): {:.6f}   accuracy: {:.2f}%", r.final_loss,
+  if (!r.no_loss_reason.empty()) {
+    out += fmt::format("no loss or accuracy: {}\n", r.no_loss_reason);
+    if (r.algorithm_state_bytes > 0)
+      out += fmt::format("algorithm state/rank: {:.0f} bytes\n", r.algorithm_state_bytes);
+    return out;
+  }
+  if (r.diverged_at_step > 0)
+    out += fmt::format("DIVERGED at step {} (training loss not finite or over {:g}x the first step's); the figures "
+                       "below are after it\n",
+                       r.diverged_at_step, kDivergenceFactor);
+  out += fmt::format("final training loss (rank-averaged model): {:.6f}   training accuracy: {:.2f}%", r.final_loss,
                      100.0 * r.final_accuracy);
   if (!std::isnan(r.final_test_accuracy))
     out += fmt::format("   test loss: {:.6f}   test accuracy: {:.2f}%", r.final_test_loss,
@@ -82,8 +111,6 @@ std::string format_table(const RunResult& r) {
   }
   if (r.algorithm_state_bytes > 0)
     out += fmt::format("algorithm state/rank: {:.0f} bytes\n", r.algorithm_state_bytes);
-  if (r.diverged_at_step > 0)
-    out += fmt::format("diverged at step {} (mean loss > {:g} or NaN)\n", r.diverged_at_step, kDivergedLoss);
   return out;
 }
 

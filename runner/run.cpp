@@ -23,7 +23,10 @@
 #include "kernels/tensor_buffer.hpp"
 #include "network_models/network.hpp"
 #include "network_models/topology_spec.hpp"
+#include "runner/divergence.hpp"
+#include "runner/percentile.hpp"
 #include "runner/resource_estimate.hpp"
+#include "runner/version.hpp"
 #include "workloads/workload_registry.hpp"
 #include "sim/engine.hpp"
 #include "sim/trace_writer.hpp"
@@ -179,6 +182,11 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
   std::vector<at::Tensor> grads;
   for (const auto& p : params) grads.push_back(at::zeros_like(p));
 
+  // A workload without real math (shape_models.hpp) still runs and costs its passes; its
+  // losses and evaluations are NaN (null), and no divergence is judged.
+  const bool computes_loss = workload->computes_loss();
+  const bool evaluates_model = evaluate && computes_loss;
+
   comm::PhaseTimer timer(comm);
   if (trace) timer.record_to(trace, trace->track(fmt::format("rank {}", rank), "phases"));
   timer.notify(recorder);
@@ -227,7 +235,7 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
     if (s.eval_every > 0 && (t + 1) % static_cast<std::size_t>(s.eval_every) == 0 && t + 1 < steps) {
       mark(comm::TraceMark::EvalBegin);
       const double at_step_end = comm.now();
-      const auto f = co_await evaluate_average(comm, *algorithm, *workload, params, evaluate);
+      const auto f = co_await evaluate_average(comm, *algorithm, *workload, params, evaluates_model);
       curve.push_back({static_cast<std::int64_t>(t) + 1, at_step_end - evaluating, f[0], f[1], f[2], f[3]});
       evaluating += comm.now() - at_step_end;
       mark(comm::TraceMark::EvalEnd);
@@ -261,7 +269,7 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
   co_await comm.all_reduce(mean_model, comm::ReduceOp::Average);
   at::Tensor distance = at::full({1}, (model.buffer() - mean_model).pow(2).sum().item<double>(), at::kDouble);
   co_await comm.all_reduce(distance, comm::ReduceOp::Average);
-  const auto final_figures = co_await evaluate_average(comm, *algorithm, *workload, params, evaluate);
+  const auto final_figures = co_await evaluate_average(comm, *algorithm, *workload, params, evaluates_model);
 
   const double* v = summary.data_ptr<double>();
   auto take = [&](std::vector<double>& out) {
@@ -284,13 +292,15 @@ sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const 
   for (auto& point : curve) point.time_s = *v++;
   curve.push_back({s.steps, *v++, final_figures[0], final_figures[1], final_figures[2], final_figures[3]});
   result.eval = curve;
-  for (std::size_t t = 0; t < result.loss.size() && result.diverged_at_step == 0; ++t)
-    if (!(result.loss[t] <= kDivergedLoss)) result.diverged_at_step = static_cast<std::int64_t>(t) + 1;
   result.final_loss = final_figures[0];
   result.final_accuracy = final_figures[1];
   result.final_test_loss = final_figures[2];
   result.final_test_accuracy = final_figures[3];
   result.consensus_distance = distance.item<double>();
+  if (!computes_loss)
+    result.no_loss_reason = fmt::format("workload {} has no real math (a shape-only model)", s.workload.type);
+  else if (evaluate)
+    result.diverged_at_step = diverged_at_step(result.loss, result.final_loss, result.consensus_distance);
 }
 
 // The workload's data, once per process; a missing or malformed data file is bad input.
@@ -516,6 +526,7 @@ RunResult run_timing_only(const Scenario& s, const RunOptions& options) {
   std::fill(result.loss.begin(), result.loss.end(), std::numeric_limits<double>::quiet_NaN());
   result.diverged_at_step = 0;
   result.consensus_distance = std::numeric_limits<double>::quiet_NaN();
+  result.no_loss_reason = fmt::format("timing-only run (rank {}'s kernels replayed on every rank)", representative);
   return result;
 }
 
@@ -525,6 +536,7 @@ double mean(const std::vector<double>& v) {
 
 }  // namespace
 
+double RunResult::simulated_time_s() const { return eval.empty() ? 0.0 : eval.back().time_s; }
 double RunResult::mean_step_time_s() const { return mean(step_time_s); }
 double RunResult::mean_n_bits() const { return mean(n_bits); }
 double RunResult::mean_wire_bytes() const { return mean(wire_bytes); }
@@ -613,6 +625,7 @@ RunResult replay_traces(const Scenario& s, const std::vector<comm::OpTrace>& tra
   result.loss.assign(result.step_time_s.size(), nan);
   result.final_loss = result.final_accuracy = result.final_test_loss = result.final_test_accuracy = nan;
   result.consensus_distance = result.algorithm_state_bytes = nan;
+  result.no_loss_reason = "replay of recorded traces (sizes, not data)";
   return result;
 }
 
@@ -676,6 +689,8 @@ RunResult run_live(const Scenario& s, const comm::LiveEnv& env, const RunOptions
 }
 
 json RunResult::to_json() const {
+  // Every key written here is described in runner/result_fields.cpp (docs/result_file.md);
+  // runs_test checks that the two agree.
   auto or_null = [](double x) { return std::isnan(x) ? json(nullptr) : json(x); };
   json eval_curve = json::array();
   for (const auto& p : eval)
@@ -700,22 +715,30 @@ json RunResult::to_json() const {
                    {"calls", calls},
                    {"loss", losses}};
   if (!lr.empty()) per_step["lr"] = lr;
-  return {{"dtsim_result_version", 1},
+  return {{"dtsim_result_version", kResultVersion},
+          {"dtsim_version", kDtsimVersion},
           {"mode", mode},
           {"backend", backend},
           {"timing_only", timing_only ? json{{"representative_rank", representative_rank}} : json(false)},
           {"replayed_from", replayed_from.empty() ? json(nullptr) : json(replayed_from)},
+          {"no_loss_reason", no_loss_reason.empty() ? json(nullptr) : json(no_loss_reason)},
           {"scenario", scenario.to_json()},
           {"phases", phases},
+          {"simulated_time_s", simulated_time_s()},
           {"step_mean_s", step},
+          {"step_percentiles_s",
+           {{"p50", nearest_rank_percentile(step_time_s, 50)},
+            {"p90", nearest_rank_percentile(step_time_s, 90)},
+            {"p99", nearest_rank_percentile(step_time_s, 99)},
+            {"max", nearest_rank_percentile(step_time_s, 100)}}},
           {"n_bits_per_step", mean_n_bits()},
           {"wire_bytes_per_step", mean_wire_bytes()},
           {"calls_per_step", mean_calls()},
           {"compute_s_per_step", mean_compute_time_s()},
           {"exposed_comm_s_per_step", std::max(0.0, step - mean_compute_time_s())},
           {"final",
-           {{"loss", or_null(final_loss)},
-            {"accuracy", or_null(final_accuracy)},
+           {{"train_loss", or_null(final_loss)},
+            {"train_accuracy", or_null(final_accuracy)},
             {"test_loss", or_null(final_test_loss)},
             {"test_accuracy", or_null(final_test_accuracy)},
             {"consensus_distance", or_null(consensus_distance)}}},

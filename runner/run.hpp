@@ -99,9 +99,12 @@ struct RunResult {
   // Bytes of model-sized algorithm state per rank (Algorithm::state_bytes after the last
   // step: replicas, memories), mean over ranks.
   double algorithm_state_bytes = 0.0;
-  // The first step (1-based) whose rank-mean loss exceeds kDivergedLoss or is NaN, as the
-  // reference's divergence abort; 0 when the run did not diverge (it still runs to the end).
+  // The step (1-based) at which the run diverged by runner/divergence.hpp's rule; 0 when it
+  // did not, or computes no loss (it still runs to the end).
   std::int64_t diverged_at_step = 0;
+  // Why the run has no loss or accuracy figures (all NaN, JSON null): a timing-only run,
+  // a replay, a workload without real math; empty when it has them.
+  std::string no_loss_reason;
   // Timing-only mode (Scenario::timing_only): the rank whose operations every rank
   // replayed; loss, accuracy and consensus figures are NaN (JSON null) and n_bits and
   // algorithm_state_bytes are that rank's.
@@ -123,6 +126,9 @@ struct RunResult {
   };
   Reuse reuse;
 
+  // The rank-mean simulated clock at the end of the last step, evaluations not counted
+  // (the clock a time to target is read on).
+  double simulated_time_s() const;
   double mean_step_time_s() const;
   double mean_n_bits() const;
   double mean_wire_bytes() const;
@@ -130,8 +136,6 @@ struct RunResult {
   double mean_compute_time_s() const;
   nlohmann::json to_json() const;
 };
-
-inline constexpr double kDivergedLoss = 1e3;
 
 RunResult run_emulated(const Scenario& scenario, const RunOptions& options = {});
 RunResult run_live(const Scenario& scenario, const comm::LiveEnv& env, const RunOptions& options = {});

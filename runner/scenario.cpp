@@ -2,14 +2,17 @@
 #include "runner/schema.hpp"
 #include "runner/resource_estimate.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "algorithms/registry.hpp"
 #include "comm/compute_section.hpp"
+#include "config/closest_name.hpp"
 #include "config/object_reader.hpp"
 #include "network_models/network_section.hpp"
 #include "network_models/topology.hpp"
@@ -67,9 +70,64 @@ double parse_time_resolution(ObjectReader& root) {
   return sim::TimeGrid::from_resolution(seconds).tick();
 }
 
+// Every field name the scenario schema knows, in any section.
+const std::vector<std::string>& schema_field_names() {
+  static const std::vector<std::string> names = [] {
+    std::set<std::string> found;
+    auto walk = [&found](const json& node, auto&& self) -> void {
+      if (node.is_object()) {
+        if (node.contains("properties") && node["properties"].is_object())
+          for (const auto& [key, value] : node["properties"].items()) found.insert(key);
+        for (const auto& [key, value] : node.items()) self(value, self);
+      } else if (node.is_array()) {
+        for (const auto& value : node) self(value, self);
+      }
+    };
+    walk(scenario_schema(), walk);
+    return std::vector<std::string>(found.begin(), found.end());
+  }();
+  return names;
+}
+
+// A required field is missing: a key beside it that no section has is what the user
+// typed instead (a typo, or a field of another dtsim), and is named first, with the
+// missing field when it is close to it.
+void name_unknown_key_beside(const json& doc, const ScenarioError& missing) {
+  const std::string& path = missing.path();
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return;
+  const json* object = &doc;
+  try {
+    if (slash > 0) object = &doc.at(json::json_pointer(path.substr(0, slash)));
+  } catch (const json::exception&) {
+    return;
+  }
+  if (!object->is_object()) return;
+  const std::vector<std::string> wanted{path.substr(slash + 1)};
+  const auto& known = schema_field_names();
+  for (const auto& [key, value] : object->items()) {
+    if (std::binary_search(known.begin(), known.end(), key)) continue;
+    throw ScenarioError(path.substr(0, slash) + "/" + config::pointer_token(key), ErrorKind::unknown_field,
+                        "unknown field" + config::did_you_mean(key, wanted));
+  }
+}
+
+Scenario parse_scenario_fields(const json& doc);
+
 }  // namespace
 
 Scenario parse_scenario(const json& doc) {
+  try {
+    return parse_scenario_fields(doc);
+  } catch (const ScenarioError& e) {
+    if (e.kind() == ErrorKind::missing_field) name_unknown_key_beside(doc, e);
+    throw;
+  }
+}
+
+namespace {
+
+Scenario parse_scenario_fields(const json& doc) {
   if (const auto deep = config::first_too_deep(doc))
     throw ScenarioError(*deep, ErrorKind::syntax, fmt::format("expected at most {} levels of nesting, got more", config::kMaxJsonDepth));
   Scenario s;
@@ -112,6 +170,8 @@ Scenario parse_scenario(const json& doc) {
                            *schema_error);
   return s;
 }
+
+}  // namespace
 
 void resolve_file_fields(json& doc, const std::filesystem::path& dir) {
   if (const auto deep = config::first_too_deep(doc))

@@ -94,7 +94,7 @@ const std::vector<SimulatedFigure>& simulated_figures() {
                                               {"n_bits_per_step", "/n_bits_per_step", true},
                                               {"wire_bytes_per_step", "/wire_bytes_per_step", true},
                                               {"calls_per_step", "/calls_per_step", true},
-                                              {"final_loss", "/final/loss", false}};
+                                              {"final_loss", "/final/train_loss", false}};
   return f;
 }
 

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "runner/divergence.hpp"
+#include "runner/percentile.hpp"
 #include "sweep/sweep.hpp"
 
 namespace dtsim::sweep {
@@ -65,6 +67,7 @@ const std::vector<Column>& columns() {
       {"time_to_target_s", "time to target", Column::Time},
       {"time_to_accuracy_s", "time to accuracy", Column::Time},
       {"step_to_accuracy", "step to accuracy", Column::Count},
+      {"diverged_at_step", "diverged at step", Column::Count},
       {"reuse_hit_rate", "reuse hits", Column::Percent},
   };
   return c;
@@ -84,12 +87,20 @@ std::string cell(const json& v, Column::Kind kind) {
 
 // The Markdown table's columns: the accuracy target's two only when the table has one
 // (the CSV and JSON keep every column, so scripts see one layout).
+bool any_diverged(const json& table) {
+  for (const auto& row : table["rows"])
+    if (row.value("diverged_at_step", json()).is_number()) return true;
+  return false;
+}
+
 std::vector<Column> markdown_columns(const json& table) {
   const bool accuracy = table.value("target_accuracy", json()).is_number();
+  const bool diverged = any_diverged(table);
   std::vector<Column> out;
   for (const auto& c : columns()) {
     const std::string key = c.key;
     if (!accuracy && (key == "time_to_accuracy_s" || key == "step_to_accuracy")) continue;
+    if (!diverged && key == "diverged_at_step") continue;
     out.push_back(c);
   }
   return out;
@@ -115,13 +126,7 @@ std::string human_time(double s) {
   return fmt::format("{:.1f} ns", s * 1e9);
 }
 
-double percentile(std::vector<double> values, double p) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const auto n = static_cast<double>(values.size());
-  const auto rank = static_cast<std::size_t>(std::max(1.0, std::ceil(p / 100.0 * n)));
-  return values[std::min(rank, values.size()) - 1];
-}
+double percentile(std::vector<double> values, double p) { return runner::nearest_rank_percentile(std::move(values), p); }
 
 // The first evaluation reaching `target`: its clock and step.
 void time_to_accuracy(const json& result, double target, RunFigures& f) {
@@ -154,10 +159,10 @@ RunFigures figures_of(const json& result, const Targets& targets) {
   f.n_bits_per_step = number_at(result, {"/n_bits_per_step"}).value_or(mean(f.n_bits));
   f.wire_bytes_per_step = number_at(result, {"/wire_bytes_per_step"}).value_or(0.0);
   f.calls_per_step = number_at(result, {"/calls_per_step"}).value_or(0.0);
-  f.final_loss = number_at(result, {"/final/loss", "/final_loss"});
+  f.final_loss = number_at(result, {"/final/train_loss", "/final/loss", "/final_loss"});
   for (double l : f.loss)
     if (std::isfinite(l) && (!f.best_loss || l < *f.best_loss)) f.best_loss = l;
-  f.accuracy = number_at(result, {"/final/accuracy", "/final_accuracy"});
+  f.accuracy = number_at(result, {"/final/train_accuracy", "/final/accuracy", "/final_accuracy"});
   f.test_loss = number_at(result, {"/final/test_loss", "/final_test_loss", "/test/loss"});
   f.test_accuracy = number_at(result, {"/final/test_accuracy", "/final_test_accuracy", "/test/accuracy"});
   if (targets.loss) {
@@ -171,6 +176,8 @@ RunFigures figures_of(const json& result, const Targets& targets) {
     }
   }
   if (targets.accuracy) time_to_accuracy(result, *targets.accuracy, f);
+  if (result.contains("diverged_at_step") && result["diverged_at_step"].is_number_integer())
+    f.diverged_at_step = result["diverged_at_step"].get<long long>();
   // No rate where reuse was off or the run started no scheduled collective (gossip).
   if (result.contains("collective_reuse") && result["collective_reuse"].is_object() &&
       result["collective_reuse"].value("enabled", false) && result["collective_reuse"].value("collectives", 0) > 0)
@@ -204,6 +211,7 @@ json make_table(const json& manifest, const std::vector<json>& points, const Tar
                     {"time_to_target_s", opt(f.time_to_target_s)},
                     {"time_to_accuracy_s", opt(f.time_to_accuracy_s)},
                     {"step_to_accuracy", f.step_to_accuracy ? json(*f.step_to_accuracy) : json(nullptr)},
+                    {"diverged_at_step", f.diverged_at_step ? json(*f.diverged_at_step) : json(nullptr)},
                     {"reuse_hit_rate", opt(f.reuse_hit_rate)}});
   }
   return {{"sweep", manifest.value("name", "")},
@@ -249,6 +257,16 @@ std::string table_markdown(const json& table) {
       out += i < n_axes ? fmt::format(" {:<{}} |", r[i], width[i]) : fmt::format(" {:>{}} |", r[i], width[i]);
     out += "\n";
   }
+  if (any_diverged(table))
+    out += fmt::format("\nDiverged (training loss not finite or over {:g}x its first step's): ",
+                       runner::kDivergenceFactor);
+  bool first = true;
+  for (const auto& row : table["rows"])
+    if (row.value("diverged_at_step", json()).is_number()) {
+      out += fmt::format("{}{} at step {}", first ? "" : "; ", row.value("label", ""), row["diverged_at_step"].dump());
+      first = false;
+    }
+  if (!first) out += ". Their figures after that step are not a converging run's.\n";
   return out;
 }
 

@@ -9,8 +9,11 @@
 //   time to target loss: simulated time at the end of the first step whose recorded
 //   loss <= Targets::loss; time to target accuracy: the rank-mean clock of the first
 //   evaluation whose test accuracy (training accuracy without a test set) >=
-//   Targets::accuracy, and its step ("-" if never, or no target) | collective reuse
-//   hit rate (emulated runs with reuse on).
+//   Targets::accuracy, and its step ("-" if never, or no target) | the step at which
+//   the run diverged (runner/divergence.hpp; a Markdown column only when some row did,
+//   and a note under the table) | collective reuse hit rate (emulated runs with reuse on).
+//   Runs without losses (timing-only, shape-only workloads) have "-" for every loss and
+//   accuracy figure, never a target reached.
 #pragma once
 
 #include <optional>
@@ -33,6 +36,7 @@ struct RunFigures {
   std::optional<double> time_to_target_s;
   std::optional<double> time_to_accuracy_s;
   std::optional<long long> step_to_accuracy;  // the evaluated step, counted from 1
+  std::optional<long long> diverged_at_step;  // runner/divergence.hpp's rule
   // Scheduled collectives replayed instead of simulated (collective_reuse.hpp), when the
   // run had reuse on.
   std::optional<double> reuse_hit_rate;

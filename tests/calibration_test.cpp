@@ -5,6 +5,8 @@
 
 #include <future>
 
+#include <fmt/format.h>
+
 #include "calibration/calibration.hpp"
 #include "comm/live_env.hpp"
 #include "runner/scenario.hpp"
@@ -114,6 +116,22 @@ TEST(Calibration, ModelFileRoundTripsAndBadFilesAreNamed) {
   } catch (const config::InputError& e) {
     EXPECT_EQ(std::string(e.what()), (dir / "bad.json").string() + ": /bandwidth_GBps: expected a number > 0, got 0");
   }
+}
+
+// A fit that describes its samples poorly says so in the model file (and `dtsim calibrate`
+// prints it): samples whose time grows with the square of the size are no alpha-beta line.
+TEST(Calibration, PoorFitIsFlagged) {
+  const auto good = synthetic(4e-6, 3e9, 4);
+  EXPECT_FALSE(model_json(fit_model(good), good, "gloo")["calibration"].contains("warning"));
+  auto bad = good;
+  for (auto& s : bad) s.seconds = 1e-6 + s.bytes * s.bytes * 1e-15;
+  const json doc = model_json(fit_model(bad), bad, "gloo");
+  const double median_error = doc["calibration"]["median_abs_relative_error"].get<double>();
+  ASSERT_GT(median_error, kPoorFitMedianError);
+  ASSERT_TRUE(doc["calibration"].contains("warning"));
+  EXPECT_EQ(doc["calibration"]["warning"].get<std::string>(), fit_warning(median_error));
+  EXPECT_NE(fit_warning(median_error).find(fmt::format("{:.0f}%", 100 * median_error)), std::string::npos);
+  EXPECT_EQ(fit_warning(kPoorFitMedianError), "");
 }
 
 // `dtsim calibrate` on 3 local processes writes a model file (sizes up to 16 MB, so that
@@ -227,7 +245,7 @@ TEST(CompareCli, TwoLocalRanksPredictAndReplayTheRun) {
   bool exchange_phase = false;
   for (const auto& phase : c["phases"]) {
     EXPECT_TRUE(phase.contains("replayed_s")) << phase.dump();
-    exchange_phase = exchange_phase || phase["name"] == "grad.sync";
+    exchange_phase = exchange_phase || phase["name"] == "grad/sync";
   }
   EXPECT_TRUE(exchange_phase) << c["phases"].dump();
   EXPECT_EQ(c["all_reduce_sweep"].size(), 4u);  // 1, 2, 4, 8 KB

@@ -384,7 +384,7 @@ TEST(Decentralized, LogisticRegressionChocoMatchesExactWhileDcdEcdFail) {
   }
   EXPECT_GT(dcd_unbiased.diverged_at_step, 0);
   EXPECT_EQ(dcd_unbiased.to_json()["diverged_at_step"], dcd_unbiased.diverged_at_step);
-  EXPECT_NE(runner::format_table(dcd_unbiased).find("diverged at step"), std::string::npos);
+  EXPECT_NE(runner::format_table(dcd_unbiased).find("DIVERGED at step"), std::string::npos);
   EXPECT_TRUE(exact.to_json()["diverged_at_step"].is_null());
   // Bits: CHOCO sends 64 (1 + 1) bits per step instead of 32 * 101; state: 2 buffers vs
   // DCD's 3 replicas on a ring.
@@ -417,9 +417,13 @@ TEST(DecentralizedConvergence, ConvexExperimentInThePapersShape) {
   EXPECT_LT(std::fabs(choco.final_loss - exact.final_loss), 0.005 * exact.final_loss);
   EXPECT_EQ(choco.n_bits.front(), 64.0 * (20 + 1));  // top-1 %: 20 of the weights and the bias
   EXPECT_EQ(exact.n_bits.front(), 32.0 * 2001);
-  for (const auto* diverged : {&dcd, &ecd})
+  for (const auto* diverged : {&dcd, &ecd}) {
     EXPECT_TRUE(std::isnan(diverged->final_loss) || diverged->final_loss > std::log(2.0))
         << diverged->scenario.algorithm.name << " " << diverged->final_loss;
+    EXPECT_GT(diverged->diverged_at_step, 0) << diverged->scenario.algorithm.name;  // and the result says so
+  }
+  EXPECT_EQ(exact.diverged_at_step, 0);
+  EXPECT_EQ(choco.diverged_at_step, 0);
 }
 
 }  // namespace

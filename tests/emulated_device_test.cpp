@@ -106,7 +106,7 @@ TEST(EmulatedDevice, UnknownDeviceNamesTheChoices) {
     parse_scenario(with_device(scenario_file("centralized"), "tpu"));
     FAIL() << "\"device\": \"tpu\" was accepted";
   } catch (const ScenarioError& e) {
-    EXPECT_EQ(std::string(e.what()), "/device: expected one of cpu, cuda, got \"tpu\"");
+    EXPECT_EQ(std::string(e.what()), "/device: expected one of cpu, cuda, got \"tpu\" (did you mean `cpu`?)");
   }
 }
 

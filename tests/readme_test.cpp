@@ -334,18 +334,26 @@ TEST(Readme, MarkersAreRead) {
   EXPECT_FALSE(same_line("5.264 us", "5.265 us", 0.0));
 }
 
-TEST(Readme, TablesAreWhatDtsimPrints) {
-  const auto tables = generated_tables(readme());
-  ASSERT_GE(tables.size(), 4U);
+// The generated tables of one Markdown file are what their commands print.
+void expect_generated_tables(const fs::path& file, std::size_t at_least) {
+  const auto tables = generated_tables(testing::read_file(file));
+  ASSERT_GE(tables.size(), at_least) << file;
   const Scratch scratch;
   for (const auto& t : tables) {
-    ASSERT_EQ(t.command.rfind("dtsim list", 0), 0U) << "README line " << t.line << ": " << t.command;
+    ASSERT_EQ(t.command.rfind("dtsim list", 0), 0U) << file << " line " << t.line << ": " << t.command;
     const auto out = scratch.bash(t.command, 30);
     ASSERT_EQ(out.exit_code, 0) << out.output;
-    EXPECT_EQ(t.text, out.output) << "README line " << t.line << ": the table is not what `" << t.command
+    EXPECT_EQ(t.text, out.output) << file << " line " << t.line << ": the table is not what `" << t.command
                                   << "` prints (paste its output between the markers)";
   }
   fs::remove_all(scratch.dir);
+}
+
+TEST(Readme, TablesAreWhatDtsimPrints) { expect_generated_tables(fs::path(DTSIM_SOURCE_DIR) / "README.md", 4); }
+
+// docs/result_file.md describes the result file with `dtsim list results`' table.
+TEST(Readme, ResultFileDocumentationIsWhatDtsimPrints) {
+  expect_generated_tables(fs::path(DTSIM_SOURCE_DIR) / "docs" / "result_file.md", 1);
 }
 
 // In README order, in one scratch directory (the report reads the demo's result).

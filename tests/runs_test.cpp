@@ -2,11 +2,18 @@
 // exactly whatever the data.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
+#include <fmt/format.h>
+
+#include "runner/divergence.hpp"
 #include "runner/report.hpp"
+#include "runner/result_fields.hpp"
 #include "runner/run.hpp"
+#include "runner/version.hpp"
 #include "test_util.hpp"
 
 namespace dtsim::runner {
@@ -25,6 +32,98 @@ Scenario small(const std::string& variant, const std::string& topology = "ring",
        {{"name", "parallel_sgd"}, {"variant", variant}, {"lr", 0.2}, {"momentum", 0.9}, {"weight_decay", 1e-4}}},
       {"topology", {{"kind", topology}}},
       {"network", {{"model", "alpha_beta"}, {"latency_us", 3}, {"bandwidth_GBps", 2}}}});
+}
+
+// The pointers of every field in a result (arrays of objects as "*"; "/scenario" as one
+// field, described in scenarios/README.md).
+void collect_fields(const json& v, const std::string& path, std::set<std::string>& out) {
+  if (!path.empty()) out.insert(path);
+  if (path == "/scenario") return;
+  if (v.is_object())
+    for (const auto& [key, value] : v.items()) collect_fields(value, path + "/" + key, out);
+  if (v.is_array())
+    for (const auto& item : v)
+      if (item.is_object())
+        for (const auto& [key, value] : item.items()) collect_fields(value, path + "/*/" + key, out);
+}
+
+// Every field a run writes is described (runner/result_fields.cpp, docs/result_file.md),
+// and every described field is written by one of: a run with an lr schedule and
+// evaluations, a timing-only run, a replay of recorded traces.
+TEST(ResultFile, EveryFieldWrittenIsDescribedAndEveryDescriptionWritten) {
+  auto s = small("decentralized");
+  s.eval_every = 10;
+  auto doc = s.to_json();
+  doc["algorithm"]["lr_schedule"] = {{"type", "multistep"}, {"milestones", {1}}, {"gamma", 0.5}};
+  s = parse_scenario(doc);
+  std::vector<comm::OpTrace> traces;
+  RunOptions record;
+  record.record_traces = &traces;
+  const auto full = run_emulated(s, record);
+  auto timing = s;
+  timing.timing_only = true;
+  std::set<std::string> written;
+  for (const auto& r : {full, run_emulated(timing), replay_traces(s, traces)}) collect_fields(r.to_json(), "", written);
+  std::set<std::string> described;
+  for (const auto& f : result_fields()) described.insert(f.pointer);
+  for (const auto& w : written) EXPECT_TRUE(described.count(w)) << w << " is written but not described";
+  for (const auto& d : described) EXPECT_TRUE(written.count(d)) << d << " is described but never written";
+  EXPECT_EQ(full.to_json()["dtsim_result_version"], kResultVersion);
+  // The new figures: the whole simulated time, the step-time percentiles.
+  const json j = full.to_json();
+  double sum = 0;
+  for (double t : full.step_time_s) sum += t;
+  EXPECT_NEAR(j["simulated_time_s"].get<double>(), sum, 1e-12 * sum);
+  EXPECT_LE(j["step_percentiles_s"]["p50"].get<double>(), j["step_percentiles_s"]["p99"].get<double>());
+  EXPECT_EQ(j["step_percentiles_s"]["max"].get<double>(), *std::max_element(full.step_time_s.begin(), full.step_time_s.end()));
+}
+
+// The divergence rule (runner/divergence.hpp) on hand-made curves.
+TEST(Divergence, TheStatedRule) {
+  const double nan = std::nan("");
+  EXPECT_EQ(diverged_at_step(std::vector<double>{0.7, 0.6, 0.5}, 0.5, 0.1), 0);
+  EXPECT_EQ(diverged_at_step(std::vector<double>{0.7, 6.9, 0.5}, 0.5, 0.1), 0);  // below 10x
+  EXPECT_EQ(diverged_at_step(std::vector<double>{0.7, 7.1, 0.5}, 0.5, 0.1), 2);  // above 10x
+  EXPECT_EQ(diverged_at_step(std::vector<double>{0.7, 0.6, nan}, nan, 0.1), 3);
+  EXPECT_EQ(diverged_at_step(std::vector<double>{0.7, 0.6, 0.5}, 130.0, 0.1), 3);  // only the final model
+  EXPECT_EQ(diverged_at_step(std::vector<double>{0.7, 0.6, 0.5}, 0.5, HUGE_VAL), 3);
+  EXPECT_EQ(diverged_at_step(std::vector<double>{}, nan, nan), 0);
+}
+
+// A learning rate far too large: the run is marked diverged in the result and the table.
+TEST(Divergence, AHugeLearningRateIsMarked) {
+  auto s = small("decentralized");
+  s.algorithm.optimizer.lr = 1000;
+  const auto r = run_emulated(s);
+  ASSERT_GT(r.diverged_at_step, 0);
+  EXPECT_EQ(r.to_json()["diverged_at_step"], r.diverged_at_step);
+  EXPECT_NE(format_table(r).find(fmt::format("DIVERGED at step {}", r.diverged_at_step)), std::string::npos)
+      << format_table(r);
+  const auto fine = run_emulated(small("decentralized"));
+  EXPECT_EQ(fine.diverged_at_step, 0);
+  EXPECT_TRUE(fine.to_json()["diverged_at_step"].is_null());
+}
+
+// Shape-only workloads have no real math: no loss or accuracy anywhere (null), said why,
+// and no divergence judged; their times and bits are real.
+TEST(Runs, ShapeOnlyWorkloadsReportNoLoss) {
+  auto doc = small("centralized").to_json();
+  doc["workload"] = {{"type", "resnet20"}, {"batch_size", 4}};
+  doc["steps"] = 3;
+  doc["eval_every"] = 1;
+  const auto r = run_emulated(parse_scenario(doc));
+  const json j = r.to_json();
+  for (const auto& l : j["per_step"]["loss"]) EXPECT_TRUE(l.is_null());
+  for (const char* key : {"train_loss", "train_accuracy", "test_loss", "test_accuracy"}) {
+    EXPECT_TRUE(j["final"][key].is_null()) << key;
+    for (const auto& e : j["eval"]) EXPECT_TRUE(e[key].is_null()) << key;
+  }
+  EXPECT_EQ(j["no_loss_reason"], "workload resnet20 has no real math (a shape-only model)");
+  EXPECT_TRUE(j["diverged_at_step"].is_null());
+  EXPECT_GT(j["n_bits_per_step"].get<double>(), 0);
+  const auto table = format_table(r);
+  EXPECT_NE(table.find("no loss or accuracy: workload resnet20 has no real math"), std::string::npos) << table;
+  EXPECT_EQ(table.find("final training loss"), std::string::npos) << table;
 }
 
 // Same scenario and seed: the result files are identical byte for byte (the default

@@ -4,7 +4,11 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "config/closest_name.hpp"
 #include "runner/scenario.hpp"
+#include "runner/version.hpp"
 #include "test_util.hpp"
 
 namespace dtsim::runner {
@@ -97,7 +101,29 @@ const std::vector<BadCase>& bad_cases() {
        "/network/algorithms/broadcast: expected one of auto, binomial, got \"ring\""},
       {"straggler out of range", [](json& d) { d["compute"] = {{"stragglers", {{{"rank", 9}, {"slowdown", 2}}}}}; },
        "/compute/stragglers/0/rank: expected an integer >= 0 and <= 3, got 9"},
-      {"unknown key", [](json& d) { d["network"]["latency_ms"] = 1; }, "/network/latency_ms: unknown field"},
+      {"unknown key", [](json& d) { d["network"]["latency_ms"] = 1; },
+       "/network/latency_ms: unknown field (did you mean `latency_us`?)"},
+      {"unknown key close to no field", [](json& d) { d["network"]["colour"] = 1; }, "/network/colour: unknown field"},
+      // A misspelt required field is named as what was typed, before the field is missing.
+      {"misspelt required field", [](json& d) { d["network"].erase("bandwidth_GBps"); d["network"]["bandwith_GBps"] = 1; },
+       "/network/bandwith_GBps: unknown field (did you mean `bandwidth_GBps`?)"},
+      {"misspelt required top-level field", [](json& d) { d.erase("steps"); d["step"] = 100; },
+       "/step: unknown field (did you mean `steps`?)"},
+      {"unknown key beside a missing field", [](json& d) { d["network"].erase("bandwidth_GBps"); d["network"]["bw"] = 1; },
+       "/network/bw: unknown field"},
+      {"misspelt name", [](json& d) { d["network"]["model"] = "flwo"; },
+       "/network/model: expected one of analytical, alpha_beta, flow, got \"flwo\" (did you mean `flow`?)"},
+      {"misspelt field of the algorithm", [](json& d) { d["algorithm"]["momentun"] = 0.9; },
+       "/algorithm/momentun: not a field of algorithm parallel_sgd (did you mean `momentum`?) (its fields: lr, "
+       "momentum, dampening, weight_decay, nesterov, lr_schedule, variant, compressor, gradient_compression, "
+       "matrix_approximation_rank, start_powerSGD_iter, min_compression_rate, use_error_feedback, warm_start, "
+       "orthogonalization_epsilon, random_seed)"},
+      // A compressor the algorithm cannot use is refused at load, with its path.
+      {"data-dependent compressor on gossip", [](json& d) {
+         d["algorithm"]["variant"] = "decentralized";
+         d["algorithm"]["compressor"] = {{"kind", "threshold"}, {"threshold", 0.01}}; },
+       "/algorithm/compressor/kind: parallel_sgd decentralized gossips equal-size messages, and compressor threshold "
+       "sends as many values as the data passes (use top_k or random_k for a fixed share)"},
       {"field of another algorithm", [](json& d) { d["algorithm"]["consensus_stepsize"] = 0.5; },
        "/algorithm/consensus_stepsize: not a field of algorithm parallel_sgd (its fields: lr, momentum, dampening, "
        "weight_decay, nesterov, lr_schedule, variant, compressor, gradient_compression, matrix_approximation_rank, "
@@ -165,6 +191,9 @@ TEST(ScenarioCli, BadCommandLineExitsTwoWithOneLine) {
       {"list foo", "dtsim: error: what: foo not in {"},
       {"run", "dtsim: error: scenario is required (see dtsim run --help)"},
       {"run --no-such-flag x.json", "dtsim: error: The following argument was not expected: --no-such-flag (see dtsim run --help)"},
+      {"run --qiuet x.json", "dtsim: error: The following argument was not expected: --qiuet (did you mean `--quiet`?) "
+                             "(see dtsim run --help)"},
+      {"swep x.json", "dtsim: error: unknown command 'swep' (did you mean `sweep`?) (expected one of run, live, "},
       {"frobnicate", "dtsim: error: unknown command 'frobnicate' (expected one of run, live, "}};
   for (const auto& [args, starts] : cases) {
     // Appended, not `std::string(DTSIM_BINARY) + " " + args`: GCC 12 at -O1 warns about
@@ -176,6 +205,28 @@ TEST(ScenarioCli, BadCommandLineExitsTwoWithOneLine) {
     EXPECT_EQ(r.output.rfind(starts, 0), 0u) << args << ": " << r.output;
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << ": " << r.output;
   }
+}
+
+// "Did you mean": the closest name within a third of its characters' edits.
+TEST(ClosestName, EditsAndThreshold) {
+  EXPECT_EQ(config::edit_distance("bandwith_GBps", "bandwidth_GBps"), 1U);
+  EXPECT_EQ(config::edit_distance("momnetum", "momentum"), 1U);  // a swap is one edit
+  EXPECT_EQ(config::edit_distance("FLOW", "flow"), 0U);
+  EXPECT_EQ(config::edit_distance("", "abc"), 3U);
+  EXPECT_EQ(config::edit_distance("kitten", "sitting"), 3U);
+  const std::vector<std::string> names{"steps", "seed", "ranks", "eval_every"};
+  EXPECT_EQ(config::closest_name("step", names), "steps");
+  EXPECT_EQ(config::closest_name("eval_evry", names), "eval_every");
+  EXPECT_EQ(config::closest_name("colour", names), std::nullopt);
+  EXPECT_EQ(config::closest_name("steps", names), std::nullopt);  // not a typo
+  EXPECT_EQ(config::did_you_mean("rank", names), " (did you mean `ranks`?)");
+  EXPECT_EQ(config::did_you_mean("xyz", names), "");
+}
+
+TEST(ScenarioCli, VersionFlag) {
+  const auto r = testing::run_command(std::string(DTSIM_BINARY) + " --version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.output, fmt::format("dtsim {}\n", kDtsimVersion));
 }
 
 TEST(ScenarioCli, HelpOnEveryCommand) {

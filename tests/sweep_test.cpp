@@ -404,7 +404,7 @@ TEST(SweepRun, PointFilesDoNotDependOnJobs) {
     const std::string one = testing::read_file(dir / "1" / "points" / f);
     EXPECT_EQ(one, testing::read_file(dir / "2" / "points" / f)) << f;
     // Real training happened: a finite loss below the untrained model's ln 10.
-    const double loss = json::parse(one)["result"]["final"]["loss"].get<double>();
+    const double loss = json::parse(one)["result"]["final"]["train_loss"].get<double>();
     EXPECT_LT(loss, 1.5) << f;
   }
 }
@@ -502,6 +502,41 @@ TEST(SweepTable, TimeToTargetAccuracyFromTheEvaluationCurve) {
 
 // The sweep file's target_accuracy is a fraction; the table and manifest carry it, and
 // the Markdown table shows its columns only when there is one.
+// A run without losses (timing-only, a shape-only workload) reaches no target and shows
+// no loss; a diverged run gets the "diverged at step" column and a note in Markdown.
+TEST(SweepTable, NoLossReachesNoTargetAndDivergenceIsMarked) {
+  json no_loss = {{"per_step", {{"time_s", {1.0, 1.0}}, {"n_bits", {8, 8}}, {"loss", {nullptr, nullptr}}}},
+                  {"final", {{"train_loss", nullptr}, {"train_accuracy", nullptr}}},
+                  {"eval", {{{"step", 2}, {"time_s", 2.0}, {"train_accuracy", nullptr}, {"test_accuracy", nullptr}}}},
+                  {"no_loss_reason", "workload resnet20 has no real math (a shape-only model)"}};
+  const auto f = figures_of(no_loss, {.loss = 10.0, .accuracy = 0.01});
+  EXPECT_FALSE(f.time_to_target_s);
+  EXPECT_FALSE(f.time_to_accuracy_s);
+  EXPECT_FALSE(f.final_loss);
+  EXPECT_FALSE(f.best_loss);
+  json diverged = {{"per_step", {{"time_s", {1.0, 1.0}}, {"n_bits", {8, 8}}, {"loss", {0.7, 9.0}}}},
+                   {"final", {{"train_loss", 2.31}, {"train_accuracy", 0.11}}},
+                   {"diverged_at_step", 2}};
+  EXPECT_EQ(figures_of(diverged, {}).diverged_at_step, 2);
+  const json manifest = {{"name", "m"}, {"axes", {{{"name", "lr"}}}}};
+  auto point = [](const char* label, const json& result) {
+    return json{{"id", label}, {"label", label}, {"values", {label}}, {"result", result}};
+  };
+  const json table = make_table(manifest, {point("0.1", no_loss), point("1000", diverged)}, {.loss = 1.0});
+  EXPECT_TRUE(table["rows"][0]["diverged_at_step"].is_null());
+  EXPECT_EQ(table["rows"][1]["diverged_at_step"], 2);
+  EXPECT_EQ(table["rows"][1]["final_loss"], 2.31);  // train_loss, the version-2 name
+  const std::string md = table_markdown(table);
+  EXPECT_NE(md.find("diverged at step"), std::string::npos) << md;
+  EXPECT_NE(md.find("Diverged (training loss not finite or over 10x its first step's): 1000 at step 2."),
+            std::string::npos)
+      << md;
+  EXPECT_NE(table_csv(table).find("diverged_at_step"), std::string::npos);
+  // Without a diverged row, no column and no note.
+  const std::string calm = table_markdown(make_table(manifest, {point("0.1", no_loss)}, {}));
+  EXPECT_EQ(calm.find("diverged"), std::string::npos) << calm;
+}
+
 TEST(SweepTable, TargetAccuracyInSweepFileManifestAndTable) {
   json doc = six_point_sweep();
   doc["target_accuracy"] = 0.75;

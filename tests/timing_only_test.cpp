@@ -68,8 +68,8 @@ TEST(TimingOnly, ReportsNoLossAndNamesTheRepresentative) {
   const auto r = runner::run_emulated(s);
   const json j = r.to_json();
   EXPECT_EQ(j["timing_only"], (json{{"representative_rank", 0}}));
-  EXPECT_TRUE(j["final"]["loss"].is_null());
-  EXPECT_TRUE(j["final"]["accuracy"].is_null());
+  EXPECT_TRUE(j["final"]["train_loss"].is_null());
+  EXPECT_TRUE(j["final"]["train_accuracy"].is_null());
   EXPECT_TRUE(j["final"]["consensus_distance"].is_null());
   EXPECT_TRUE(j["eval"][0]["train_loss"].is_null());
   EXPECT_TRUE(j["per_step"]["loss"][0].is_null());

@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
@@ -293,7 +294,7 @@ class ShapeWorkload final : public Workload {
 
   double forward(const std::vector<at::Tensor>&) override {
     ++step_;
-    return 0.0;
+    return std::numeric_limits<double>::quiet_NaN();
   }
   void backward(const std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads) override {
     for (std::size_t k = 0; k < stages_.size(); ++k) backward_stage(k, params, grads);
@@ -316,8 +317,12 @@ class ShapeWorkload final : public Workload {
       fill_from_pool(grads.at(i), pool_, key);
     }
   }
-  // No data: loss and accuracy are reported as 0.
-  Evaluation evaluate(const std::vector<at::Tensor>&) const override { return {}; }
+  // No data: no loss or accuracy (the runner reports them as null).
+  bool computes_loss() const override { return false; }
+  Evaluation evaluate(const std::vector<at::Tensor>&) const override {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    return {nan, nan};
+  }
 
  private:
   ShapeModel model_;

@@ -23,11 +23,12 @@
 // parametrised layer (whose backward stage runs right after theirs); GPT-2's LM head and
 // loss are charged to ln_f.
 //
-// Workload behaviour: forward() returns a loss of 0 and costs the forward pass;
+// Workload behaviour: forward() computes no loss (NaN; computes_loss() is false, so runs
+// report null loss and accuracy) and costs the forward pass;
 // backward stages fill their gradients from a process-wide pool of N(0, 0.01^2) values at
 // offsets drawn from (seed, rank, step, tensor), so they differ between ranks and steps and
 // cost one copy; initial parameters come from the same pool at offsets drawn from the seed
-// (identical on all ranks). evaluate() returns loss 0 and accuracy 0: there is no data.
+// (identical on all ranks). evaluate() returns NaN loss and accuracy: there is no data.
 #pragma once
 
 #include <ATen/ATen.h>

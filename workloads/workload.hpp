@@ -66,6 +66,11 @@ class Workload {
     backward(params, grads);
   }
 
+  // Whether forward() and evaluate() compute a real loss and accuracy. The shape-only
+  // models (shape_models.hpp) have no data and no real math: their runs report no loss
+  // or accuracy at all (null), never a 0 that a target or a plot would take as reached.
+  virtual bool computes_loss() const { return true; }
+
   // Loss and accuracy of `params` on the whole training set (all ranks' shards).
   virtual Evaluation evaluate(const std::vector<at::Tensor>& params) const = 0;
   // Loss and accuracy on the held-out test set, for workloads that have one.
