@@ -402,19 +402,25 @@ std::vector<LabelledResult> read_runs(const fs::path& input) {
 
 Report write_report(const std::vector<fs::path>& inputs, const fs::path& out_dir) {
   if (inputs.empty()) throw SweepError("report: expected at least one result file or sweep directory");
+  const bool several_sweeps = std::count_if(inputs.begin(), inputs.end(), [](const fs::path& p) { return fs::is_directory(p); }) > 1;
   std::vector<LabelledResult> results;
   std::vector<SweepInput> sweeps;
+  std::vector<std::pair<std::size_t, fs::path>> from_files;  // index in results, the file
+  std::map<std::string, int> file_labels;                     // how many result files have each label
   for (const auto& input : inputs) {
     if (!fs::is_directory(input)) {
-      auto r = read_runs(input);
-      results.insert(results.end(), std::make_move_iterator(r.begin()), std::make_move_iterator(r.end()));
+      for (auto& run : read_runs(input)) {
+        ++file_labels[run.label];
+        from_files.emplace_back(results.size(), input);
+        results.push_back(std::move(run));
+      }
       continue;
     }
     SweepInput sweep{input, read_manifest(input), {}};
     sweep.points = read_points(input, sweep.manifest);
     for (auto& run : runs_of_sweep(sweep.manifest, sweep.points)) {
-      // Among several inputs a sweep's runs say which sweep they come from.
-      if (inputs.size() > 1) {
+      // Among several sweeps a run says which sweep it comes from.
+      if (several_sweeps) {
         const std::string name = sweep.manifest.value("name", input.filename().string());
         run.legend_group = run.legend_group.empty() ? name : name + ": " + run.legend_group;
         run.run_name = name + ": " + run.run_name;
@@ -424,6 +430,9 @@ Report write_report(const std::vector<fs::path>& inputs, const fs::path& out_dir
     sweeps.push_back(std::move(sweep));
   }
   if (results.empty()) throw SweepError("report: the inputs hold no finished runs");
+  // Result files of one scenario (a full and a timing-only run) are told apart by file.
+  for (const auto& [i, file] : from_files)
+    if (file_labels[results[i].label] > 1) results[i].run_name = results[i].label += " (" + file.string() + ")";
 
   std::vector<Run> runs;
   for (const auto& r : results) runs.push_back({r, figures_of(r.result, {})});
@@ -434,7 +443,7 @@ Report write_report(const std::vector<fs::path>& inputs, const fs::path& out_dir
   for (const auto& s : sweeps) {
     const std::string name = s.manifest.value("name", s.dir.filename().string());
     const std::string prefix = sweeps.size() > 1 ? file_safe(name) + "." : "";
-    const std::string run_prefix = inputs.size() > 1 ? name + ": " : "";
+    const std::string run_prefix = several_sweeps ? name + ": " : "";
     const json& axes = s.manifest.value("axes", json::array());
     for (std::size_t k = 0; k < axes.size(); ++k)
       draw_axis(s.manifest, s.points, k, prefix + "step_time_vs_" + file_safe(axis_name(axes[k])) + ".svg", run_prefix,

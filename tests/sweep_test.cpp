@@ -761,6 +761,16 @@ TEST(SweepReport, TimingOnlyResultGetsStepTimesAndSaysWhatItLeavesOut) {
   EXPECT_EQ(occurrences(loss, "<polyline"), 1U);
   EXPECT_NE(loss.find(">trained</text>"), std::string::npos);
   EXPECT_EQ(loss.find(">wide</text>"), std::string::npos);
+
+  // A full and a timing-only run of one scenario: their file tells them apart.
+  const fs::path twin = dir / "twin" / "trained.result.json";
+  fs::create_directories(twin.parent_path());
+  testing::write_file(twin, timing_only_result("trained", {0.01, 0.01, 0.01}).dump());
+  r = testing::run_command(dtsim() + " report " + (dir / "trained.result.json").string() + " " + twin.string() +
+                           " --out " + (dir / "c").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("left out trained (" + twin.string() + "): no loss (timing-only run)"), std::string::npos)
+      << r.output;
 }
 
 // Inputs with runs but nothing a figure can show (no steps) are bad input: exit 2, one
