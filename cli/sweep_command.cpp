@@ -79,9 +79,10 @@ SweepCommands::SweepCommands(CLI::App& app) {
       ->check(kAccuracyFraction);
   merge_->add_flag("--quiet", quiet_, "Do not print the table");
 
-  report_ = app.add_subcommand("report", "Draw SVG figures from result files and sweep directories: loss against "
-                                         "simulated time and against cumulative bits, test accuracy against simulated "
-                                         "time, and step time against each sweep axis");
+  report_ = app.add_subcommand("report", "Draw SVG figures from result files and sweep directories: step time against "
+                                         "step, loss against simulated time and against cumulative bits, test accuracy "
+                                         "against simulated time, and step time against each sweep axis; prints the "
+                                         "files written, and on stderr each run a figure leaves out and why");
   report_->add_option("results", inputs_, "Result JSON files, sweep point files or sweep output directories")->required();
   report_->add_option("--out", out_, "Directory for the SVG files")->required();
 }

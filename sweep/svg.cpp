@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -10,16 +12,25 @@ namespace dtsim::sweep {
 
 namespace {
 
-constexpr double kPlotWidth = 480, kHeight = 460;
+constexpr double kPlotWidth = 480, kPlotHeight = 354;
 constexpr double kLeft = 80, kTop = 44, kBottom = 62;  // margins; the legend sits right of the plot
-constexpr std::size_t kMaxLegendChars = 44;
-constexpr double kCharWidth = 7.4;  // of the 12 px sans-serif legend text, generously
-constexpr std::size_t kMaxLegend = 14;
+constexpr double kLineHeight = 18;                     // of a legend line
+constexpr double kTickLineHeight = 14;                 // of a wrapped category label
+constexpr double kCharWidth = 7.4;                     // of the 12 px sans-serif text, generously
+constexpr double kBoldCharWidth = 8.0;
+constexpr std::size_t kEntryChars = 40;  // legend entries wrap beyond this many characters
+constexpr std::size_t kNoteChars = 46;
 constexpr std::size_t kMaxPolyline = 2000;  // longer series are thinned (every k-th point)
+constexpr std::size_t kMaxDots = 40;        // series with more points are drawn as lines only
 
-// Colour-blind-safe palette (Okabe-Ito, then Tol's muted).
+// Colour-blind-safe palette (Okabe-Ito, then Tol's muted); past its end the colours come
+// again dashed, then dotted, so that no two series look alike.
 const char* const kColors[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000",
                                "#332288", "#882255", "#44AA99", "#999933", "#AA4499", "#117733", "#661100"};
+const char* const kDashes[] = {"", " stroke-dasharray=\"6 3\"", " stroke-dasharray=\"2 3\""};
+
+const char* color_of(std::size_t series) { return kColors[series % std::size(kColors)]; }
+const char* dash_of(std::size_t series) { return kDashes[series / std::size(kColors) % std::size(kDashes)]; }
 
 std::string escape(const std::string& s) {
   std::string out;
@@ -57,8 +68,9 @@ struct Scale {
 
 bool usable(double v, bool log) { return std::isfinite(v) && (!log || v > 0); }
 
-// Range of the usable values, padded so a flat series still has a visible axis.
-std::pair<double, double> range_of(const std::vector<const std::vector<double>*>& sets, bool log) {
+// Range of the usable values, padded so a flat series still has a visible axis; with
+// `from_zero` (a linear axis of magnitudes) it reaches 0.
+std::pair<double, double> range_of(const std::vector<const std::vector<double>*>& sets, bool log, bool from_zero) {
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   for (const auto* s : sets)
     for (double v : *s)
@@ -70,7 +82,9 @@ std::pair<double, double> range_of(const std::vector<const std::vector<double>*>
     if (hi <= lo) hi = lo * 10;
     return {lo, hi};
   }
+  if (from_zero) lo = std::min(lo, 0.0), hi = std::max(hi, 0.0);
   if (hi == lo) {
+    if (from_zero) return {0.0, 1.0};  // every value is 0
     const double pad = lo == 0 ? 1.0 : std::fabs(lo) * 0.1;
     return {lo - pad, hi + pad};
   }
@@ -82,6 +96,56 @@ std::vector<double> log_ticks(double lo, double hi) {
   std::vector<double> t;
   for (double v = lo; v <= hi * (1 + 1e-9); v *= 10) t.push_back(v);
   return t;
+}
+
+std::string cross_at(double x, double y) {
+  return fmt::format("<path class=\"diverged\" d=\"M{:.1f},{:.1f} L{:.1f},{:.1f} M{:.1f},{:.1f} L{:.1f},{:.1f}\" "
+                     "fill=\"none\" stroke-width=\"2.2\"/>\n",
+                     x - 5, y - 5, x + 5, y + 5, x - 5, y + 5, x + 5, y - 5);
+}
+
+// The legend as lines of text: a heading where the group changes, each entry wrapped
+// (its first line carries the series' swatch), then the notes.
+struct LegendLine {
+  enum Kind { Heading, Entry, Continuation, Note } kind;
+  std::string text;
+  std::size_t series = 0;  // an Entry's
+  double gap = 0;          // extra space above it
+};
+
+std::vector<LegendLine> legend_lines(const Chart& c) {
+  std::vector<LegendLine> lines;
+  auto add = [&](LegendLine::Kind kind, const std::string& text, std::size_t width, std::size_t series, double gap) {
+    for (auto& part : wrap_text(text, width)) {
+      lines.push_back({kind, part, series, gap});
+      kind = kind == LegendLine::Entry ? LegendLine::Continuation : kind;
+      gap = 0;
+    }
+  };
+  for (std::size_t i = 0; i < c.series.size(); ++i) {
+    const auto& s = c.series[i];
+    double gap = 0;
+    if (i > 0 && s.legend_group != c.series[i - 1].legend_group) gap = 6;  // groups stand apart
+    if (!s.legend_group.empty() && (i == 0 || gap > 0)) {
+      add(LegendLine::Heading, s.legend_group, kEntryChars, 0, gap);
+      gap = 0;
+    }
+    add(LegendLine::Entry, s.name, kEntryChars, i, gap);
+  }
+  for (std::size_t k = 0; k < c.notes.size(); ++k)
+    add(LegendLine::Note, c.notes[k], kNoteChars, 0, k == 0 && !lines.empty() ? 10.0 : 0.0);
+  return lines;
+}
+
+double width_of(const LegendLine& line) {
+  const auto n = static_cast<double>(line.text.size());
+  switch (line.kind) {
+    case LegendLine::Heading: return kBoldCharWidth * n;
+    case LegendLine::Entry:
+    case LegendLine::Continuation: return 24 + kCharWidth * n;
+    case LegendLine::Note: return kCharWidth * n;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -102,26 +166,58 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
   return t;
 }
 
+std::vector<std::string> wrap_text(const std::string& text, std::size_t width) {
+  std::vector<std::string> lines;
+  std::string line;
+  for (std::size_t at = 0; at <= text.size();) {
+    const std::size_t space = std::min(text.find(' ', at), text.size());
+    const std::string word = text.substr(at, space - at);
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      lines.push_back(line);
+      line = word;
+    } else {
+      line += (line.empty() ? "" : " ") + word;
+    }
+    at = space + 1;
+  }
+  lines.push_back(line);
+  return lines;
+}
+
 std::string render_svg(const Chart& c) {
-  std::size_t longest = 8;
-  for (const auto& s : c.series) longest = std::max(longest, std::min(kMaxLegendChars, s.name.size()));
-  const double right_margin = 56 + kCharWidth * static_cast<double>(longest);
-  const double width = kLeft + kPlotWidth + right_margin;
   const bool categorical = !c.x_categories.empty();
+  const bool x_log = c.x_log && !categorical;
+  const auto legend = legend_lines(c);
+  double legend_width = 8 * kCharWidth, legend_height = 0;
+  for (const auto& line : legend) legend_width = std::max(legend_width, width_of(line)), legend_height += kLineHeight + line.gap;
+  // Category labels wrap to the width of their slot, so that a long one does not run
+  // into its neighbours; the x axis label moves down below the lines they take.
+  std::vector<std::vector<std::string>> category_lines;
+  std::size_t label_lines = 1;
+  for (const auto& label : c.x_categories) {
+    const double slot = kPlotWidth / static_cast<double>(c.x_categories.size());
+    category_lines.push_back(wrap_text(label, std::max<std::size_t>(4, static_cast<std::size_t>(slot / kCharWidth))));
+    label_lines = std::max(label_lines, category_lines.back().size());
+  }
+  const double plot_right = kLeft + kPlotWidth, plot_bottom = kTop + kPlotHeight;
+  const double bottom = kBottom + kTickLineHeight * static_cast<double>(label_lines - 1);
+  const double width = plot_right + 14 + legend_width + 16;
+  const double height = std::max(plot_bottom + bottom, kTop + legend_height + 16);
+
   std::vector<const std::vector<double>*> xs, ys;
   for (const auto& s : c.series) xs.push_back(&s.x), ys.push_back(&s.y);
   auto [x_lo, x_hi] = categorical ? std::pair{-0.5, static_cast<double>(c.x_categories.size()) - 0.5}
-                                  : range_of(xs, c.x_log);
-  auto [y_lo, y_hi] = range_of(ys, c.y_log);
-  const Scale sx{x_lo, x_hi, kLeft, width - right_margin, c.x_log && !categorical};
-  const Scale sy{y_lo, y_hi, kHeight - kBottom, kTop, c.y_log};
+                                  : range_of(xs, x_log, c.x_from_zero);
+  auto [y_lo, y_hi] = range_of(ys, c.y_log, c.y_from_zero);
+  const Scale sx{x_lo, x_hi, kLeft, plot_right, x_log};
+  const Scale sy{y_lo, y_hi, plot_bottom, kTop, c.y_log};
 
   std::string out = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0:.0f}\" height=\"{1:.0f}\" viewBox=\"0 0 {0:.0f} {1:.0f}\" "
       "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n"
       "<rect width=\"{0:.0f}\" height=\"{1:.0f}\" fill=\"white\"/>\n"
       "<text x=\"{2}\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">{3}</text>\n",
-      width, kHeight, (kLeft + width - right_margin) / 2, escape(c.title));
+      width, height, (kLeft + plot_right) / 2, escape(c.title));
 
   // Grid and ticks.
   const auto y_ticks = c.y_log ? log_ticks(y_lo, y_hi) : nice_ticks(y_lo, y_hi);
@@ -129,71 +225,88 @@ std::string render_svg(const Chart& c) {
     if (t < y_lo - 1e-12 * std::fabs(y_hi - y_lo) || t > y_hi + 1e-12 * std::fabs(y_hi - y_lo)) continue;
     const double y = sy(t);
     out += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e5e5e5\"/>\n", kLeft, y,
-                       width - right_margin, y);
+                       plot_right, y);
     out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", kLeft - 6, y + 4,
                        escape(tick_label(t)));
   }
+  auto x_tick = [&](double x, const std::vector<std::string>& lines) {
+    out += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#e5e5e5\"/>\n", x, kTop,
+                       plot_bottom);
+    for (std::size_t i = 0; i < lines.size(); ++i)
+      out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", x,
+                         plot_bottom + 18 + kTickLineHeight * static_cast<double>(i), escape(lines[i]));
+  };
   if (categorical) {
-    for (std::size_t i = 0; i < c.x_categories.size(); ++i) {
-      const double x = sx(static_cast<double>(i));
-      out += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#e5e5e5\"/>\n", x, kTop,
-                         kHeight - kBottom);
-      out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", x, kHeight - kBottom + 18,
-                         escape(c.x_categories[i]));
-    }
+    for (std::size_t i = 0; i < c.x_categories.size(); ++i) x_tick(sx(static_cast<double>(i)), category_lines[i]);
   } else {
-    const auto x_ticks = c.x_log ? log_ticks(x_lo, x_hi) : nice_ticks(x_lo, x_hi);
-    for (double t : x_ticks) {
-      if (t < x_lo - 1e-12 * std::fabs(x_hi - x_lo) || t > x_hi + 1e-12 * std::fabs(x_hi - x_lo)) continue;
-      const double x = sx(t);
-      out += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#e5e5e5\"/>\n", x, kTop,
-                         kHeight - kBottom);
-      out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", x, kHeight - kBottom + 18,
-                         escape(tick_label(t)));
-    }
+    for (double t : x_log ? log_ticks(x_lo, x_hi) : nice_ticks(x_lo, x_hi))
+      if (t >= x_lo - 1e-12 * std::fabs(x_hi - x_lo) && t <= x_hi + 1e-12 * std::fabs(x_hi - x_lo))
+        x_tick(sx(t), {tick_label(t)});
   }
   // Axes and their labels.
   out += fmt::format("<path d=\"M{0:.1f},{1:.1f} V{2:.1f} H{3:.1f}\" fill=\"none\" stroke=\"black\"/>\n", kLeft, kTop,
-                     kHeight - kBottom, width - right_margin);
-  out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", (kLeft + width - right_margin) / 2,
-                     kHeight - 18, escape(c.x_label + (c.x_log && !categorical ? " (log)" : "")));
+                     plot_bottom, plot_right);
+  out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", (kLeft + plot_right) / 2,
+                     plot_bottom + bottom - 18, escape(c.x_label + (x_log ? " (log)" : "")));
   out += fmt::format("<text x=\"18\" y=\"{0:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {0:.1f})\">{1}</text>\n",
-                     (kTop + kHeight - kBottom) / 2, escape(c.y_label + (c.y_log ? " (log)" : "")));
+                     (kTop + plot_bottom) / 2, escape(c.y_label + (c.y_log ? " (log)" : "")));
 
-  // Series.
+  // Series. At a category the series stand side by side, a few pixels apart.
+  const double category_width = categorical ? kPlotWidth / static_cast<double>(c.x_categories.size()) : 0;
+  const double dodge = c.series.size() > 1 ? std::min(10.0, 0.6 * category_width / static_cast<double>(c.series.size())) : 0;
   for (std::size_t i = 0; i < c.series.size(); ++i) {
     const auto& s = c.series[i];
-    const char* color = kColors[i % std::size(kColors)];
+    const double offset = categorical ? dodge * (static_cast<double>(i) - (static_cast<double>(c.series.size()) - 1) / 2) : 0;
     const std::size_t n = std::min(s.x.size(), s.y.size());
-    const std::size_t stride = std::max<std::size_t>(1, (n + kMaxPolyline - 1) / kMaxPolyline);
-    std::vector<std::pair<double, double>> pixels;
-    for (std::size_t j = 0; j < n; j = (j + 1 < n && j + stride >= n) ? n - 1 : j + stride)
-      if (usable(s.x[j], c.x_log && !categorical) && usable(s.y[j], c.y_log)) pixels.emplace_back(sx(s.x[j]), sy(s.y[j]));
-    out += fmt::format("<g stroke=\"{}\" fill=\"{}\"><title>{}</title>\n", color, color, escape(s.name));
-    if (pixels.size() > 1) {
-      out += "<polyline fill=\"none\" stroke-width=\"1.8\" points=\"";
-      for (std::size_t j = 0; j < pixels.size(); ++j)
-        out += fmt::format("{}{:.1f},{:.1f}", j ? " " : "", pixels[j].first, pixels[j].second);
-      out += "\"/>\n";
+    auto pixel = [&](std::size_t j) -> std::optional<std::pair<double, double>> {
+      if (!usable(s.x[j], x_log) || !usable(s.y[j], c.y_log)) return std::nullopt;
+      return std::pair{sx(s.x[j]) + offset, sy(s.y[j])};
+    };
+    auto crossed = [&](std::size_t j) { return std::find(s.crossed.begin(), s.crossed.end(), j) != s.crossed.end(); };
+    out += fmt::format("<g stroke=\"{0}\" fill=\"{0}\"><title>{1}</title>\n", color_of(i), escape(s.name));
+    if (!categorical) {
+      const std::size_t stride = std::max<std::size_t>(1, (n + kMaxPolyline - 1) / kMaxPolyline);
+      std::string points;
+      std::size_t count = 0;
+      for (std::size_t j = 0; j < n; j = (j + 1 < n && j + stride >= n) ? n - 1 : j + stride)
+        if (const auto p = pixel(j)) points += fmt::format("{}{:.1f},{:.1f}", count++ ? " " : "", p->first, p->second);
+      if (count > 1) out += fmt::format("<polyline fill=\"none\" stroke-width=\"1.8\"{} points=\"{}\"/>\n", dash_of(i), points);
     }
-    if (pixels.size() <= 40)
-      for (const auto& [px, py] : pixels) out += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\"/>\n", px, py);
+    const bool dots = categorical || n <= kMaxDots;
+    for (std::size_t j = 0; j < n; ++j) {
+      const auto p = pixel(j);
+      if (!p) continue;
+      if (crossed(j)) out += cross_at(p->first, p->second);
+      else if (dots) out += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\"/>\n", p->first, p->second);
+    }
     out += "</g>\n";
   }
 
-  // Legend.
-  const double lx = width - right_margin + 14;
-  for (std::size_t i = 0; i < c.series.size() && i < kMaxLegend; ++i) {
-    const double ly = kTop + 8 + 18.0 * static_cast<double>(i);
-    std::string name = c.series[i].name;
-    if (name.size() > kMaxLegendChars) name = name.substr(0, kMaxLegendChars - 1) + "~";
-    out += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"2.5\"/>\n",
-                       lx, ly, lx + 18, ly, kColors[i % std::size(kColors)]);
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n", lx + 24, ly + 4, escape(name));
+  // Legend and notes.
+  const double lx = plot_right + 14;
+  double ly = kTop + 8;
+  for (const auto& line : legend) {
+    ly += line.gap;
+    switch (line.kind) {
+      case LegendLine::Heading:
+        out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-weight=\"bold\">{}</text>\n", lx, ly + 4, escape(line.text));
+        break;
+      case LegendLine::Entry:
+        if (categorical)
+          out += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"/>\n", lx + 9, ly, color_of(line.series));
+        else
+          out += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"2.5\"{}/>\n",
+                             lx, ly, lx + 18, ly, color_of(line.series), dash_of(line.series));
+        [[fallthrough]];
+      case LegendLine::Continuation:
+        out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n", lx + 24, ly + 4, escape(line.text));
+        break;
+      case LegendLine::Note:
+        out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#555555\">{}</text>\n", lx, ly + 4, escape(line.text));
+        break;
+    }
+    ly += kLineHeight;
   }
-  if (c.series.size() > kMaxLegend)
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">... {} more</text>\n", lx, kTop + 8 + 18.0 * kMaxLegend + 4,
-                       c.series.size() - kMaxLegend);
   out += "</svg>\n";
   return out;
 }

@@ -10,8 +10,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <numeric>
 #include <cmath>
 #include <set>
 #include <thread>
@@ -586,7 +588,8 @@ TEST(SweepReport, DrawsSvgFigures) {
   EXPECT_EQ(count(testing::read_file(out / "loss_vs_time.svg"), "<polyline"), 6U);
   const std::string by_lr = testing::read_file(out / "step_time_vs_lr.svg");
   EXPECT_EQ(count(by_lr, "<polyline"), 2U);
-  EXPECT_NE(by_lr.find(">topology=complete<"), std::string::npos);
+  EXPECT_NE(by_lr.find(">complete<"), std::string::npos);  // the value, its axis named once above
+  EXPECT_NE(by_lr.find(">topology<"), std::string::npos);
   // Topology is categorical: its labels are the ticks.
   const std::string by_topology = testing::read_file(out / "step_time_vs_topology.svg");
   EXPECT_NE(by_topology.find(">ring</text>"), std::string::npos);
@@ -650,12 +653,255 @@ TEST(SweepReport, LegendsNameTheAxesThatVary) {
   EXPECT_EQ(runs[0].label, "SGD");
   EXPECT_EQ(runs[1].label, "CHOCO");
   // With evaluations on a test set: test accuracy against simulated time, a curve each.
-  const auto written = write_report({dir}, dir / "figures");
+  const auto written = write_report({dir}, dir / "figures").written;
   const std::string svg = testing::read_file(dir / "figures" / "accuracy_vs_time.svg");
   ASSERT_FALSE(svg.empty());
   EXPECT_NE(std::find(written.begin(), written.end(), dir / "figures" / "accuracy_vs_time.svg"), written.end());
   EXPECT_NE(svg.find(">SGD<"), std::string::npos) << svg;
   EXPECT_NE(svg.find(">CHOCO<"), std::string::npos) << svg;
+}
+
+// What the report tests below build by hand: result JSONs as `dtsim run` writes them (a
+// null loss where the run has none), sweep directories of such results, and ways to read
+// an SVG's text back.
+
+// A result: per-step times (s) and losses (null: none), 64 bits a step.
+json hand_result(const std::string& name, const std::vector<double>& times, const json& losses) {
+  const double mean = times.empty() ? 0.0 : std::accumulate(times.begin(), times.end(), 0.0) / static_cast<double>(times.size());
+  return {{"dtsim_result_version", 1},
+          {"mode", "emulated"},
+          {"timing_only", false},
+          {"scenario", {{"name", name}}},
+          {"step_mean_s", mean},
+          {"per_step", {{"time_s", times}, {"n_bits", std::vector<double>(times.size(), 64.0)}, {"loss", losses}}},
+          {"final", {{"loss", losses.empty() ? json(nullptr) : losses.back()}}},
+          {"eval", json::array()},
+          {"diverged_at_step", nullptr}};
+}
+
+// A timing-only result: the losses are null, and it says whose operations it replayed.
+json timing_only_result(const std::string& name, const std::vector<double>& times) {
+  json r = hand_result(name, times, std::vector<json>(times.size(), nullptr));
+  r["timing_only"] = {{"representative_rank", 0}};
+  return r;
+}
+
+// A sweep output directory: sweep.json with `axes` ({name, values, labels}) in product
+// order and one point file per combination, whose result `result_of(indices)` makes.
+void write_hand_sweep(const fs::path& dir, const std::string& name, const json& axes,
+                      const std::function<json(const std::vector<std::size_t>&)>& result_of) {
+  fs::create_directories(dir / "points");
+  json manifest = {{"dtsim_sweep_version", 1}, {"name", name}, {"mode", "product"}, {"axes", json::array()},
+                   {"points", json::array()}};
+  std::size_t count = 1;
+  for (const auto& a : axes) {
+    manifest["axes"].push_back({{"path", "/" + a["name"].get<std::string>()}, {"name", a["name"]}, {"values", a["values"]},
+                                {"labels", a["labels"]}});
+    count *= a["values"].size();
+  }
+  for (std::size_t index = 0; index < count; ++index) {
+    std::vector<std::size_t> at(axes.size());
+    std::size_t rest = index;
+    for (std::size_t k = axes.size(); k-- > 0;) at[k] = rest % axes[k]["values"].size(), rest /= axes[k]["values"].size();
+    json values = json::array();
+    std::string label;
+    for (std::size_t k = 0; k < axes.size(); ++k) {
+      values.push_back(axes[k]["labels"][at[k]]);
+      label += fmt::format("{}{}={}", k ? ", " : "", axes[k]["name"].get<std::string>(), axes[k]["labels"][at[k]].get<std::string>());
+    }
+    const json point = {{"index", index}, {"id", fmt::format("p{}", index)}, {"label", label}, {"values", values}};
+    manifest["points"].push_back(point);
+    json file = point;
+    file["result"] = result_of(at);
+    testing::write_file(dir / "points" / fmt::format("p{}.json", index), file.dump());
+  }
+  testing::write_file(dir / "sweep.json", manifest.dump(2));
+}
+
+std::size_t occurrences(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The text of each <text> element, in order (entities left as written).
+std::vector<std::string> svg_texts(const std::string& svg) {
+  std::vector<std::string> texts;
+  for (auto at = svg.find("<text"); at != std::string::npos; at = svg.find("<text", at + 1)) {
+    const auto open = svg.find('>', at), close = svg.find("</text>", at);
+    texts.push_back(svg.substr(open + 1, close - open - 1));
+  }
+  return texts;
+}
+
+// Topology (categories, two long labels) x network model (categories, one long label) x
+// ranks (numbers): 12 points of 6 steps, step times 10 to 14 ms; the point (ring, flow,
+// 8 ranks) diverges at step 3 (its loss past 1e3, then NaN, written null).
+const std::string kLongTopology = "exponential graph with one peer per power of two";
+const std::string kLongModel = "alpha_beta latency 2 us bandwidth 1 GB/s";
+
+const fs::path& hand_sweep() {
+  static const fs::path dir = [] {
+    const fs::path d = testing::fresh_dir("report-hand") / "hand";
+    const json axes = {
+        {{"name", "topology"},
+         {"values", {{{"kind", "torus"}}, {{"kind", "ring"}}, {{"kind", "exponential"}}}},
+         {"labels", {"torus 4x4", "ring", kLongTopology}}},
+        {{"name", "network model"}, {"values", {{{"model", "alpha_beta"}}, {{"model", "flow"}}}}, {"labels", {kLongModel, "flow"}}},
+        {{"name", "ranks"}, {"values", {4, 8}}, {"labels", {"4", "8"}}}};
+    write_hand_sweep(d, "hand", axes, [](const std::vector<std::size_t>& at) {
+      std::vector<double> times;
+      json losses = json::array();
+      for (int s = 0; s < 6; ++s) {
+        times.push_back(1e-3 * (10.0 + static_cast<double>(at[0]) + 0.5 * static_cast<double>(at[1]) +
+                                0.5 * static_cast<double>(at[2]) + 0.1 * (s % 2)));
+        losses.push_back(0.7 - 0.05 * s);
+      }
+      json r = hand_result("hand", times, losses);
+      if (at == std::vector<std::size_t>{1, 1, 1}) {
+        r["per_step"]["loss"] = {0.7, 0.65, 2.5e3, nullptr, nullptr, nullptr};
+        r["diverged_at_step"] = 3;
+      }
+      return r;
+    });
+    return d;
+  }();
+  return dir;
+}
+
+// A timing-only result has step times and no loss: `dtsim report` draws its step time at
+// every step, leaves it out of both loss figures and says so, one line each, and lists
+// the files it wrote. Beside a run with losses, the loss figures show that run alone.
+TEST(SweepReport, TimingOnlyResultGetsStepTimesAndSaysWhatItLeavesOut) {
+  const auto dir = testing::fresh_dir("report-timing");
+  testing::write_file(dir / "timing.result.json", timing_only_result("wide", {0.02, 0.021, 0.02}).dump());
+  testing::write_file(dir / "trained.result.json", hand_result("trained", {0.01, 0.01, 0.01}, {0.7, 0.6, 0.5}).dump());
+  auto r = testing::run_command(dtsim() + " report " + (dir / "timing.result.json").string() + " --out " + (dir / "a").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, (dir / "a" / "step_time_vs_step.svg").string() + "\n" +
+                          "dtsim: loss_vs_time.svg: left out wide: no loss (timing-only run)\n"
+                          "dtsim: loss_vs_bits.svg: left out wide: no loss (timing-only run)\n");
+  const std::string svg = testing::read_file(dir / "a" / "step_time_vs_step.svg");
+  EXPECT_EQ(occurrences(svg, "<polyline"), 1U);
+  EXPECT_NE(svg.find(">wide</text>"), std::string::npos) << svg;
+  EXPECT_FALSE(fs::exists(dir / "a" / "loss_vs_time.svg"));
+
+  r = testing::run_command(dtsim() + " report " + (dir / "timing.result.json").string() + " " +
+                           (dir / "trained.result.json").string() + " --out " + (dir / "b").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(occurrences(r.output, "left out wide: no loss (timing-only run)"), 2U) << r.output;
+  EXPECT_EQ(occurrences(r.output, "left out trained"), 0U) << r.output;
+  EXPECT_EQ(occurrences(testing::read_file(dir / "b" / "step_time_vs_step.svg"), "<polyline"), 2U);
+  const std::string loss = testing::read_file(dir / "b" / "loss_vs_time.svg");
+  EXPECT_EQ(occurrences(loss, "<polyline"), 1U);
+  EXPECT_NE(loss.find(">trained</text>"), std::string::npos);
+  EXPECT_EQ(loss.find(">wide</text>"), std::string::npos);
+
+  // A full and a timing-only run of one scenario: their file tells them apart.
+  const fs::path twin = dir / "twin" / "trained.result.json";
+  fs::create_directories(twin.parent_path());
+  testing::write_file(twin, timing_only_result("trained", {0.01, 0.01, 0.01}).dump());
+  r = testing::run_command(dtsim() + " report " + (dir / "trained.result.json").string() + " " + twin.string() +
+                           " --out " + (dir / "c").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("left out trained (" + twin.string() + "): no loss (timing-only run)"), std::string::npos)
+      << r.output;
+}
+
+// Inputs with runs but nothing a figure can show (no steps) are bad input: exit 2, one
+// line naming why, and no output directory.
+TEST(SweepReport, NothingToDrawExitsTwoWithOneLine) {
+  const auto dir = testing::fresh_dir("report-empty");
+  testing::write_file(dir / "empty.result.json", hand_result("empty", {}, json::array()).dump());
+  const auto r = testing::run_command(dtsim() + " report " + (dir / "empty.result.json").string() + " --out " +
+                                      (dir / "out").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output, "dtsim: error: report: nothing to draw: empty has no step times, losses or evaluations\n");
+  EXPECT_FALSE(fs::exists(dir / "out"));
+}
+
+// Step times are magnitudes: their axis starts at 0, whatever the range of the values
+// (10 to 14 ms here, where a fitted axis would start at 10).
+TEST(SweepReport, StepTimeAxesStartAtZero) {
+  const fs::path out = hand_sweep().parent_path() / "zero";
+  const auto report = write_report({hand_sweep()}, out);
+  for (const char* figure : {"step_time_vs_step.svg", "step_time_vs_ranks.svg", "step_time_vs_topology.svg"}) {
+    const std::string svg = testing::read_file(out / figure);
+    EXPECT_NE(svg.find("text-anchor=\"end\">0</text>"), std::string::npos) << figure;
+    EXPECT_NE(svg.find("(ms)"), std::string::npos) << figure;
+  }
+  // Losses are not magnitudes: their axis fits them (0.45 to 0.7), no 0.
+  EXPECT_EQ(testing::read_file(out / "loss_vs_time.svg").find("text-anchor=\"end\">0</text>"), std::string::npos);
+}
+
+// Categories have no order: against topology each run is a marker, no line joins them
+// (the one path is the axes); against ranks, a number, each series is a line.
+TEST(SweepReport, CategoricalAxesDrawMarkersWithoutLines) {
+  const fs::path out = hand_sweep().parent_path() / "categories";
+  write_report({hand_sweep()}, out);
+  const std::string by_topology = testing::read_file(out / "step_time_vs_topology.svg");
+  EXPECT_EQ(occurrences(by_topology, "<polyline"), 0U);
+  EXPECT_EQ(occurrences(by_topology, "<path d="), 1U);            // the axes
+  EXPECT_EQ(occurrences(by_topology, "<circle"), 11U + 4U);       // 11 runs, 4 legend swatches
+  EXPECT_EQ(occurrences(by_topology, "class=\"diverged\""), 1U);  // the 12th run
+  const std::string by_ranks = testing::read_file(out / "step_time_vs_ranks.svg");
+  EXPECT_EQ(occurrences(by_ranks, "<polyline"), 6U);  // topology x network model
+}
+
+// A legend entry lists the values of the axes that vary, whole (long ones wrap onto a
+// second line, never cut with '~'); the axes' names appear once, as its heading.
+TEST(SweepReport, LegendEntriesListValuesWhole) {
+  const fs::path out = hand_sweep().parent_path() / "legends";
+  write_report({hand_sweep()}, out);
+  const std::string loss = testing::read_file(out / "loss_vs_time.svg");
+  const auto texts = svg_texts(loss);
+  std::string joined;
+  for (const auto& t : texts) joined += t + " ";
+  EXPECT_EQ(loss.find('~'), std::string::npos);
+  EXPECT_EQ(occurrences(joined, "topology, network model, ranks"), 1U) << joined;
+  EXPECT_EQ(occurrences(joined, "topology="), 0U) << joined;
+  EXPECT_EQ(occurrences(joined, "network model="), 0U) << joined;
+  EXPECT_NE(joined.find(kLongTopology + ", " + kLongModel + ", 8"), std::string::npos) << joined;
+  // Every legend line fits in the figure (6 px a character is a wide 12 px sans-serif).
+  const double width = std::stod(loss.substr(loss.find("width=\"") + 7));
+  for (auto at = loss.find("<text x=\""); at != std::string::npos; at = loss.find("<text x=\"", at + 1)) {
+    const auto tag_end = loss.find('>', at);
+    if (loss.substr(at, tag_end - at).find("text-anchor") != std::string::npos) continue;
+    const double x = std::stod(loss.substr(at + 9));
+    const auto text = loss.substr(tag_end + 1, loss.find("</text>", at) - tag_end - 1);
+    EXPECT_LE(x + 6.0 * static_cast<double>(text.size()), width) << text;
+  }
+  // Against topology the entries list the other two axes; the heading names them.
+  const auto by_topology = svg_texts(testing::read_file(out / "step_time_vs_topology.svg"));
+  EXPECT_EQ(std::count(by_topology.begin(), by_topology.end(), "network model, ranks"), 1);
+  EXPECT_EQ(std::count(by_topology.begin(), by_topology.end(), "flow, 8"), 1);
+  for (const auto& t : by_topology) EXPECT_EQ(t.find("ranks="), std::string::npos) << t;
+}
+
+// A diverged run: in the loss figures its curve ends in an 'x' at the divergence step
+// and its legend entry says where; in step-time figures its point is an 'x', and a note
+// says what an 'x' means.
+TEST(SweepReport, DivergedRunsAreMarked) {
+  const fs::path out = hand_sweep().parent_path() / "diverged";
+  write_report({hand_sweep()}, out);
+  for (const char* figure : {"loss_vs_time.svg", "loss_vs_bits.svg", "step_time_vs_step.svg"}) {
+    const std::string svg = testing::read_file(out / figure);
+    EXPECT_EQ(occurrences(svg, "class=\"diverged\""), 1U) << figure;
+    std::string legend;
+    for (const auto& t : svg_texts(svg)) legend += t + "\n";
+    EXPECT_EQ(occurrences(legend, "ring, flow, 8 (diverged at step 3)\n"), 1U) << figure << legend;
+    EXPECT_NE(svg.find("x: "), std::string::npos) << figure;
+  }
+  for (const char* figure : {"step_time_vs_topology.svg", "step_time_vs_ranks.svg", "step_time_vs_network_model.svg"}) {
+    const std::string svg = testing::read_file(out / figure);
+    EXPECT_EQ(occurrences(svg, "class=\"diverged\""), 1U) << figure;
+    EXPECT_NE(svg.find("x: a run that diverged"), std::string::npos) << figure;
+  }
+  // The loss curve stops before step 3 (2.5e3, then null) and the 'x' ends it: the loss
+  // axis stays on the other runs' scale (below 1).
+  const std::string loss = testing::read_file(out / "loss_vs_time.svg");
+  EXPECT_EQ(loss.find(">2500<"), std::string::npos);
+  EXPECT_EQ(loss.find(">1000<"), std::string::npos);
 }
 
 TEST(SweepReport, NiceTicks) {
