@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "runner/divergence.hpp"
 #include "runner/run.hpp"
 #include "sweep/execute.hpp"
 #include "sweep/svg.hpp"
@@ -102,7 +103,8 @@ std::vector<double> trailing_mean(const std::vector<double>& v, std::size_t wind
 
 // What an 'x' marks, for the chart's notes.
 std::string diverged_note(const std::string& what) {
-  return fmt::format("x: {} diverged (mean loss > {:g} or NaN)", what, runner::kDivergedLoss);
+  return fmt::format("x: {} diverged (training loss not finite or over {:g}x its first step's)", what,
+                     runner::kDivergenceFactor);
 }
 
 bool any_crossed(const Chart& chart) {
@@ -186,7 +188,8 @@ void draw_losses(const std::vector<Run>& runs, Drawing& drawing) {
     const auto time = cumulative(f.step_time_s, steps), bits = cumulative(f.n_bits, steps);
     const auto loss = trailing_mean(f.loss, window);
     // A diverged run's curve stops before its divergence step (the losses from there on
-    // are NaN or past kDivergedLoss, off any useful scale) and ends in an 'x' at that step.
+    // are not finite or far above the start, off any useful scale) and ends in an 'x' at
+    // that step.
     const auto diverged = diverged_at(r->in.result);
     const std::size_t end = diverged ? std::min(*diverged - 1, steps) : steps;
     Series by_t{.name = legend_entry(r->in), .legend_group = r->in.legend_group};

@@ -17,7 +17,7 @@
 // Time and bits axes start at 0 (linear ones). A legend entry lists the values of the axes
 // that vary, their names said once as the legend's heading. A run that diverged
 // (`diverged_at_step`) has an 'x' at that step and " (diverged at step N)" in its legend
-// entry; its loss curve stops there (later losses are NaN or past 1e3); in step-time-vs-
+// entry; its loss curve stops there (runner/divergence.hpp's rule); in step-time-vs-
 // axis figures its point is an 'x'. A run a figure cannot show (no finite loss, no step
 // times) is left out of it, and the report names each such (figure, run) pair.
 #pragma once
