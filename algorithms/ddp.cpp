@@ -42,7 +42,7 @@ Ddp::Ddp(const AlgorithmSpec& spec)
       cap_(ddp_cap_bytes(spec.bucket_cap_mb)),
       powersgd_(powersgd_settings(spec)),
       start_iter_(spec.start_powerSGD_iter),
-      generator_(at::make_generator<at::CPUGeneratorImpl>(spec.random_seed)),
+      random_(static_cast<std::uint32_t>(spec.random_seed)),
       optimizer_(spec.optimizer) {
   // Preconditions: the loader (ddp_entry's parse) refuses these with their JSON path.
   if (!(spec.bucket_cap_mb >= 0.0) || !(spec.first_bucket_mb >= 0.0))
@@ -138,7 +138,7 @@ sim::Task<std::uint64_t> Ddp::step(StepContext& ctx) {
         {
           auto phase = ctx.timer.phase("sync/compress");
           co_await comm.compute(bucket.powersgd.first_cost(),
-                                [&] { bucket.powersgd.first_half(bucket.buffer, generator_); });
+                                [&] { bucket.powersgd.first_half(bucket.buffer, random_); });
         }
         auto& group = bucket.powersgd;
         if (group.uncompressed().numel() > 0)

@@ -111,7 +111,7 @@ class Ddp final : public Algorithm {
   std::int64_t first_cap_, cap_;
   PowerSgdSettings powersgd_;
   std::int64_t start_iter_;
-  at::Generator generator_;
+  NumpyRandomState random_;  // PowerSGD's draws, as the hook's np.random.RandomState(random_seed)
   LocalOptimizer optimizer_;
   std::vector<Bucket> buckets_;
   std::vector<std::size_t> bucket_of_, slot_of_;  // per parameter

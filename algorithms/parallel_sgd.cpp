@@ -21,7 +21,7 @@ CentralizedSgd::CentralizedSgd(const AlgorithmSpec& spec)
       use_powersgd_(spec.gradient_compression == "powersgd"),
       settings_(powersgd_settings(spec)),
       start_iter_(spec.start_powerSGD_iter),
-      generator_(at::make_generator<at::CPUGeneratorImpl>(spec.random_seed)) {
+      random_(static_cast<std::uint32_t>(spec.random_seed)) {
   if (spec.gradient_compression != "none" && !use_powersgd_)
     throw std::logic_error(fmt::format("parallel_sgd: unknown gradient_compression \"{}\"", spec.gradient_compression));
   if (use_powersgd_ && settings_.rank < 1)
@@ -34,7 +34,7 @@ sim::Task<std::uint64_t> CentralizedSgd::powersgd_all_reduce(StepContext& ctx) {
   auto& buffer = flat_grads_.buffer();
   {
     auto phase = ctx.timer.phase("sync/compress");
-    co_await comm.compute(powersgd_.first_cost(), [&] { powersgd_.first_half(buffer, generator_); });
+    co_await comm.compute(powersgd_.first_cost(), [&] { powersgd_.first_half(buffer, random_); });
   }
   {
     auto phase = ctx.timer.phase("sync/sync");

@@ -45,12 +45,7 @@ class CentralizedSgd final : public Algorithm {
   std::vector<at::Tensor> ps() const { return powersgd_.ps(); }
   std::vector<at::Tensor> qs() const { return powersgd_.qs(); }
   // The tensors PowerSGD compresses, in parameter order: ps()[i], qs()[i] are the i-th's.
-  std::vector<std::size_t> compressed_tensors() const {
-    std::vector<std::size_t> out;
-    for (std::size_t j = 0; j < powersgd_.slots().size(); ++j)
-      if (powersgd_.slots()[j].r != 0) out.push_back(j);
-    return out;
-  }
+  std::vector<std::size_t> compressed_tensors() const { return powersgd_.compressed_order(); }
 
  private:
   sim::Task<std::uint64_t> powersgd_all_reduce(StepContext& ctx);
@@ -61,7 +56,7 @@ class CentralizedSgd final : public Algorithm {
   bool use_powersgd_;
   PowerSgdSettings settings_;
   std::int64_t start_iter_;
-  at::Generator generator_;
+  NumpyRandomState random_;  // PowerSGD's draws, as the hook's np.random.RandomState(random_seed)
   PowerSgdGroup powersgd_;
   std::int64_t iter_ = 0;
 };

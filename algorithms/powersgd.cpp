@@ -1,6 +1,10 @@
 #include "algorithms/powersgd.hpp"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <algorithm>
+#include <tuple>
+#include <utility>
 
 namespace dtsim::algorithms {
 
@@ -49,7 +53,7 @@ PowerSgdSlot powersgd_slot(at::IntArrayRef shape, std::int64_t offset, const Pow
 // Column by column: col /= ||col|| (+ epsilon when epsilon > 0), then the projection on
 // col is removed from the later columns. A zero column with epsilon 0 becomes NaN, as in
 // PyTorch.
-void powersgd_orthogonalize(at::Tensor& matrix, double epsilon) {
+void powersgd_gram_schmidt(at::Tensor& matrix, double epsilon) {
   const std::int64_t r = matrix.size(1);
   for (std::int64_t i = 0; i < r; ++i) {
     at::Tensor col = matrix.narrow(1, i, 1);
@@ -65,6 +69,18 @@ void powersgd_orthogonalize(at::Tensor& matrix, double epsilon) {
   }
 }
 
+// Gram-Schmidt loses orthogonality on ill-conditioned matrices, which at ranks above 2
+// keeps the approximation from the average; the hook uses QR there (and epsilon does not
+// apply), Gram-Schmidt for ranks 1 and 2 and for half precision, which QR does not take.
+void powersgd_orthogonalize(at::Tensor& matrix, double epsilon) {
+  const bool half = matrix.scalar_type() == at::kHalf || matrix.scalar_type() == at::kBFloat16;
+  if (matrix.size(1) <= 2 || half) {
+    powersgd_gram_schmidt(matrix, epsilon);
+    return;
+  }
+  matrix.copy_(std::get<0>(at::linalg_qr(matrix)));
+}
+
 PowerSgdGroup::PowerSgdGroup(std::vector<PowerSgdSlot> slots, const at::TensorOptions& options,
                              const PowerSgdSettings& settings)
     : slots_(std::move(slots)), settings_(settings) {
@@ -77,6 +93,14 @@ PowerSgdGroup::PowerSgdGroup(std::vector<PowerSgdSlot> slots, const at::TensorOp
   uncompressed_ = at::empty({unc}, options);
   p_memory_ = at::empty({p}, options);
   q_memory_ = at::empty({q}, options);
+  // The hook's order: shapes in order of first appearance, each shape's tensors in order.
+  std::vector<std::pair<std::int64_t, std::int64_t>> shapes;
+  for (const auto& s : slots_)
+    if (s.r != 0 && std::find(shapes.begin(), shapes.end(), std::pair{s.n, s.m}) == shapes.end())
+      shapes.emplace_back(s.n, s.m);
+  for (const auto& shape : shapes)
+    for (std::size_t i = 0; i < slots_.size(); ++i)
+      if (slots_[i].r != 0 && std::pair{slots_[i].n, slots_[i].m} == shape) compressed_.push_back(i);
 }
 
 std::int64_t PowerSgdGroup::elements() const {
@@ -88,8 +112,8 @@ std::int64_t PowerSgdGroup::elements() const {
 std::vector<at::Tensor> PowerSgdGroup::low_rank_views(const at::Tensor& memory, bool p) const {
   std::vector<at::Tensor> out;
   std::int64_t off = 0;
-  for (const auto& s : slots_) {
-    if (s.r == 0) continue;
+  for (const std::size_t i : compressed_) {
+    const auto& s = slots_[i];
     const std::int64_t rows = p ? s.n : s.m;
     out.push_back(memory.narrow(0, off, rows * s.r).view({rows, s.r}));
     off += rows * s.r;
@@ -133,7 +157,7 @@ sim::ComputeCost PowerSgdGroup::decompress_cost() const {
   return cost;
 }
 
-void PowerSgdGroup::first_half(at::Tensor& buffer, at::Generator& generator) {
+void PowerSgdGroup::first_half(at::Tensor& buffer, NumpyRandomState& random) {
   if (settings_.error_feedback) {
     if (error_.defined())
       buffer.add_(error_);
@@ -150,14 +174,17 @@ void PowerSgdGroup::first_half(at::Tensor& buffer, at::Generator& generator) {
   const bool draw = !settings_.warm_start || !have_q_;
   const auto p_views = ps();
   const auto q_views = qs();
-  std::size_t i = 0;
-  for (const auto& s : slots_) {
-    if (s.r == 0) continue;
-    at::Tensor q = q_views[i];
+  // As the hook: torch.manual_seed(rng.randint(1e9)), then randn for each Q in turn, on the
+  // CPU; a group with nothing to compress draws its seed all the same.
+  at::Generator generator;
+  if (draw)
+    generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(random.randint(1'000'000'000)));
+  for (std::size_t k = 0; k < compressed_.size(); ++k) {
+    const auto& s = slots_[compressed_[k]];
+    at::Tensor q = q_views[k];
     if (draw) q.copy_(at::randn({s.m, s.r}, generator, at::TensorOptions().dtype(at::kFloat)));
     powersgd_orthogonalize(q, settings_.epsilon);
-    p_views[i].copy_(at::mm(matrix(buffer, s), q));
-    ++i;
+    p_views[k].copy_(at::mm(matrix(buffer, s), q));
   }
   have_q_ = true;
 }
@@ -171,24 +198,17 @@ void PowerSgdGroup::second_half(at::Tensor& buffer) {
   }
   auto p_views = ps();
   const auto q_views = qs();
-  std::size_t i = 0;
-  for (const auto& s : slots_) {
-    if (s.r == 0) continue;
-    powersgd_orthogonalize(p_views[i], settings_.epsilon);
-    q_views[i].copy_(at::mm(matrix(buffer, s).t(), p_views[i]));
-    ++i;
+  for (std::size_t k = 0; k < compressed_.size(); ++k) {
+    powersgd_orthogonalize(p_views[k], settings_.epsilon);
+    q_views[k].copy_(at::mm(matrix(buffer, slots_[compressed_[k]]).t(), p_views[k]));
   }
 }
 
 void PowerSgdGroup::decompress(at::Tensor& buffer) {
   const auto p_views = ps();
   const auto q_views = qs();
-  std::size_t i = 0;
-  for (const auto& s : slots_) {
-    if (s.r == 0) continue;
-    matrix(buffer, s).copy_(at::mm(p_views[i], q_views[i].t()));
-    ++i;
-  }
+  for (std::size_t k = 0; k < compressed_.size(); ++k)
+    matrix(buffer, slots_[compressed_[k]]).copy_(at::mm(p_views[k], q_views[k].t()));
   if (settings_.error_feedback) at::sub_out(error_, input_copy_, buffer);
   if (!settings_.warm_start) have_q_ = false;
 }

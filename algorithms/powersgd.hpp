@@ -1,9 +1,18 @@
 // PowerSGD (Vogels, Karimireddy, Jaggi, NeurIPS 2019) over one group of tensors packed in a
-// flat fp32 buffer b, with the semantics of PyTorch's PowerSGDState / powerSGD_hook. Used
-// per bucket by ddp's powersgd hook and over the whole model by sparsified_sgd's powersgd
-// compressor. Each tensor is viewed as a matrix n x m (first dimension by the rest); it is
-// compressed at rank r = min(n, m, rank) when (n + m) r min_compression_rate < n m
-// (PyTorch's _should_compress), otherwise sent as it is with the other uncompressed ones.
+// flat fp32 buffer b, with the semantics of PyTorch's PowerSGDState / powerSGD_hook, to the
+// draw: used per bucket by ddp's powersgd hook and over the whole model by
+// sparsified_sgd's powersgd compressor. Each tensor is viewed as a matrix n x m (first
+// dimension by the rest); it is compressed at rank r = min(n, m, rank) when
+// (n + m) r min_compression_rate < n m (PyTorch's _should_compress), otherwise sent as it
+// is with the other uncompressed ones (in buffer order).
+//
+// As the hook does, the compressed matrices are taken grouped by shape (n, m), the shapes
+// in order of first appearance in the buffer: P's and Q's memory is laid out, Q drawn and
+// every loop run in that order. A draw of Q takes one randint(1e9) from the rank's
+// NumPy RandomState(random_seed) (shared by its groups, as the hook's state is by its
+// buckets), seeds a CPU generator with it and fills each Q with randn in turn.
+// Orthogonalization is Gram-Schmidt up to rank 2 and Householder QR (torch.linalg.qr)
+// above, as the hook's _orthogonalize.
 //
 // One step is three local phases around three collectives, issued by the caller:
 //   first_half(b):  [error feedback: M = b + e, M0 = M]; the uncompressed tensors packed;
@@ -20,6 +29,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "algorithms/numpy_random_state.hpp"
 #include "sim/compute_cost.hpp"
 
 namespace dtsim::algorithms {
@@ -42,15 +52,19 @@ struct PowerSgdSlot {
 // The slot of a tensor of `shape` at `offset`, compressed or not by the settings' rule.
 PowerSgdSlot powersgd_slot(at::IntArrayRef shape, std::int64_t offset, const PowerSgdSettings& settings);
 
-// PyTorch's _orthogonalize for one matrix (rows x r, r <= rows), in place.
+// PyTorch's _orthogonalize for one matrix (rows x r, r <= rows), in place: Gram-Schmidt
+// (with epsilon) for r <= 2 or half precision, Householder QR's Q otherwise.
 void powersgd_orthogonalize(at::Tensor& matrix, double epsilon);
+// PyTorch's _orthogonalize_gram_schmidt, whatever the rank.
+void powersgd_gram_schmidt(at::Tensor& matrix, double epsilon);
 
 class PowerSgdGroup {
  public:
   PowerSgdGroup() = default;
   PowerSgdGroup(std::vector<PowerSgdSlot> slots, const at::TensorOptions& options, const PowerSgdSettings& settings);
 
-  void first_half(at::Tensor& buffer, at::Generator& generator);
+  // `random`: the rank's RandomState, drawn from when Q is (re)initialised.
+  void first_half(at::Tensor& buffer, NumpyRandomState& random);
   void second_half(at::Tensor& buffer);
   void decompress(at::Tensor& buffer);
   // What each phase reads, writes and computes (its modelled cost).
@@ -62,10 +76,13 @@ class PowerSgdGroup {
   at::Tensor& uncompressed() { return uncompressed_; }
   at::Tensor& p_memory() { return p_memory_; }
   at::Tensor& q_memory() { return q_memory_; }
-  // The compressed tensors' P (n x r) and Q (m x r) views, in slot order.
+  // The compressed tensors' P (n x r) and Q (m x r) views, in the hook's order (grouped
+  // by shape, compressed_order()).
   std::vector<at::Tensor> ps() const { return low_rank_views(p_memory_, true); }
   std::vector<at::Tensor> qs() const { return low_rank_views(q_memory_, false); }
   const std::vector<PowerSgdSlot>& slots() const { return slots_; }
+  // Indices into slots() of the compressed tensors, in the hook's order.
+  const std::vector<std::size_t>& compressed_order() const { return compressed_; }
   // 32 bits per element of the three collectives: (n + m) r per compressed matrix plus one
   // per uncompressed element.
   std::uint64_t n_bits() const;
@@ -80,6 +97,7 @@ class PowerSgdGroup {
   }
 
   std::vector<PowerSgdSlot> slots_;
+  std::vector<std::size_t> compressed_;  // compressed_order()
   PowerSgdSettings settings_;
   at::Tensor uncompressed_;        // the uncompressed tensors, concatenated
   at::Tensor p_memory_, q_memory_;  // every compressed tensor's P, Q, flat

@@ -157,7 +157,7 @@ void parse_powersgd(ObjectReader& a, AlgorithmSpec& spec, bool reads_them, const
     throw ScenarioError(a.where("start_powerSGD_iter"), ErrorKind::inconsistent, problem);
   spec.min_compression_rate = a.number("min_compression_rate", 2.0, 0.0, kInf);
   spec.orthogonalization_epsilon = a.number("orthogonalization_epsilon", 0.0, 0.0, kInf);
-  spec.random_seed = static_cast<std::uint64_t>(a.integer("random_seed", 0, 0, kIntMax));
+  spec.random_seed = static_cast<std::uint64_t>(a.integer("random_seed", 0, 0, 4294967295));  // NumPy seeds take 32 bits
 }
 
 PowerSgdSettings powersgd_settings(const AlgorithmSpec& spec) {

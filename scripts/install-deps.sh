@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs dtsim's build and run dependencies from Debian's packages, only those missing.
 # Idempotent: a second run installs nothing. Needs root (or sudo) when something is missing.
-# --with-python-torch also installs python3-torch (PyTorch 1.13 for Python), which only
-# scripts/export_model.py needs: the build and CI do without it (the tests that run the
-# script skip). --with-simgrid also installs libsimgrid-dev (SimGrid 3.32), which only
+# python3-torch (the same PyTorch 1.13, for Python) is installed too: the tests hold
+# dtsim's DDP hooks to PyTorch's own (tests/pytorch/ddp_hooks_reference.py) and check
+# scripts/export_model.py's exports. --with-python-torch is accepted for older scripts.
+# --with-simgrid also installs libsimgrid-dev (SimGrid 3.32), which only
 # bench/dtsim_simgrid_compare needs: CMake builds that tool when it finds SimGrid.
 set -euo pipefail
 
@@ -14,11 +15,12 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev dataset-fashion-mnist    # Fashion-MNIST IDX files (gzip) for the mlp and cnn workloads
   libopenblas0-serial                 # LibTorch's BLAS: OpenBLAS instead of the reference BLAS (17x faster GEMM)
+  python3-torch                       # PyTorch itself, the reference for the DDP hooks' tests
 )
 
 for arg in "$@"; do
   case "$arg" in
-    --with-python-torch) packages+=(python3-torch) ;;
+    --with-python-torch) ;;  # installed by default now
     --with-simgrid) packages+=(libsimgrid-dev) ;;
     *) echo "install-deps: unknown option $arg (expected --with-python-torch or --with-simgrid)" >&2; exit 2 ;;
   esac

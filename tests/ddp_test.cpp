@@ -14,7 +14,11 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <random>
 #include <set>
+#include <tuple>
+
+#include <fmt/format.h>
 
 #include "algorithms/ddp.hpp"
 #include "algorithms/parallel_sgd.hpp"
@@ -125,12 +129,9 @@ void record_pq(algorithms::Algorithm& algorithm, std::map<std::size_t, std::pair
   if (auto* ddp = dynamic_cast<algorithms::Ddp*>(&algorithm)) {
     for (std::size_t b = 0; b < ddp->buckets().size(); ++b) {
       const auto ps = ddp->ps(b), qs = ddp->qs(b);
-      std::size_t i = 0;
-      for (const auto& s : ddp->buckets()[b].slots)
-        if (s.r > 0) {
-          pq[s.param] = {ps[i].clone(), qs[i].clone()};
-          ++i;
-        }
+      const auto& bucket = ddp->buckets()[b];
+      const auto& order = bucket.powersgd.compressed_order();
+      for (std::size_t i = 0; i < order.size(); ++i) pq[bucket.slots[order[i]].param] = {ps[i].clone(), qs[i].clone()};
     }
   }
 }
@@ -351,34 +352,73 @@ json powersgd_json(const PowerSgdSettings& p) {
 
 // The reference, per tensor j (the element-wise recurrences do not see the buckets):
 // every rank has the same x (the update is the same everywhere); per rank an error e_rj.
-// Q_j is drawn from one generator seeded with the seed, in backward order over the
-// compressed tensors (the documented draw order), the first time (or every step without
-// warm start). Returns P, Q per step and tensor and x per step. x - lr g is rounded once,
-// as the optimizer's add_(g, -lr) does: a one-ulp difference in x (x - lr * g rounds
-// twice) changes the next gradients, and PowerSGD's power iteration on these small,
-// changing matrices amplifies it to about 1e-5 in Q within 20 steps.
+// Q's are drawn as powerSGD_hook draws them: per group (a DDP bucket, in the order the
+// buckets close; the whole model for parallel_sgd) that needs a draw (its first PowerSGD
+// step, or every step without warm start), one randint(1e9) from a NumPy
+// RandomState(seed) that the groups share, a CPU generator seeded with it, and randn for
+// each compressed tensor of the group, grouped by matrix shape in order of first
+// appearance. Orthogonalization: Gram-Schmidt at ranks 1 and 2, Householder QR above.
+// Returns P, Q per step and tensor and x per step. x - lr g is rounded once, as the
+// optimizer's add_(g, -lr) does: a one-ulp difference in x (x - lr * g rounds twice)
+// changes the next gradients, and PowerSGD's power iteration on these small, changing
+// matrices amplifies it to about 1e-5 in Q within 20 steps.
 struct Reference {
   std::vector<std::map<std::size_t, std::pair<at::Tensor, at::Tensor>>> pq;
   std::vector<std::vector<at::Tensor>> x;
 };
 
-// `draw_order`: the order Q's are drawn in; empty, backward order (ddp's buckets).
+void orthogonalize(at::Tensor& a, double eps) {
+  if (a.size(1) <= 2) gram_schmidt(a, eps);
+  else a.copy_(std::get<0>(at::linalg_qr(a)));
+}
+
+// The 32-bit words of MT19937 seeded with init_genrand(seed), masked and rejected as
+// NumPy's legacy randint(1e9) (the reference's own transcription of the draw).
+std::int64_t numpy_randint_1e9(std::mt19937& mt) {
+  for (;;) {
+    const std::uint32_t v = mt() & ((1u << 30) - 1);
+    if (v < 1'000'000'000u) return v;
+  }
+}
+
+// `groups`: the groups' tensors, each in buffer order, in the order their draws happen.
 Reference powersgd_reference(const FakeModel& m, int W, int steps, const PowerSgdSettings& p, double lr,
-                             std::vector<std::size_t> draw_order = {}) {
-  std::vector<std::size_t> ready = std::move(draw_order);
-  if (ready.empty())
-    for (const auto& stage : m.stages) ready.insert(ready.end(), stage.begin(), stage.end());
+                             const std::vector<std::vector<std::size_t>>& groups) {
   auto x = initial_params(m);
   const std::size_t J = x.size();
   std::vector<std::vector<at::Tensor>> e(W, std::vector<at::Tensor>(J));
   std::vector<at::Tensor> Q(J);
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(p.seed);
+  std::mt19937 numpy_state(static_cast<std::uint32_t>(p.seed));
+  auto shape_of = [&](std::size_t j) {
+    const std::int64_t n = x[j].dim() == 0 ? 1 : x[j].size(0), cols = x[j].numel() / n;
+    return std::pair{n, cols};
+  };
+  auto compressed = [&](std::size_t j) {
+    const auto [n, cols] = shape_of(j);
+    const std::int64_t rk = std::min({n, cols, p.rank});
+    return static_cast<double>((n + cols) * rk) * p.min_rate < static_cast<double>(n * cols);
+  };
   Reference ref;
+  bool drawn = false;
   for (std::int64_t t = 1; t <= steps; ++t) {
     std::vector<at::Tensor> g(J);
     std::map<std::size_t, std::pair<at::Tensor, at::Tensor>> pq;
     const bool active = t - 1 >= p.start;
-    for (std::size_t j : ready) {
+    if (active && (!drawn || !p.warm_start)) {
+      for (const auto& group : groups) {
+        at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(numpy_randint_1e9(numpy_state));
+        std::vector<std::pair<std::int64_t, std::int64_t>> shapes;
+        for (std::size_t j : group)
+          if (compressed(j) && std::find(shapes.begin(), shapes.end(), shape_of(j)) == shapes.end())
+            shapes.push_back(shape_of(j));
+        for (const auto& shape : shapes)
+          for (std::size_t j : group)
+            if (compressed(j) && shape_of(j) == shape)
+              Q[j] = at::randn({shape.second, std::min({shape.first, shape.second, p.rank})}, gen, at::kFloat);
+      }
+      drawn = true;
+    }
+    for (std::size_t j = 0; j < J; ++j) {
       std::vector<at::Tensor> M(W);
       for (int r = 0; r < W; ++r) M[r] = gradient(x[j], r, t, j).reshape({-1});
       if (!active) {
@@ -390,15 +430,14 @@ Reference powersgd_reference(const FakeModel& m, int W, int steps, const PowerSg
       if (p.error_feedback)
         for (int r = 0; r < W; ++r)
           if (e[r][j].defined()) M[r] = M[r] + e[r][j];
-      const std::int64_t n = x[j].dim() == 0 ? 1 : x[j].size(0), cols = x[j].numel() / n;
+      const auto [n, cols] = shape_of(j);
       const std::int64_t rk = std::min({n, cols, p.rank});
       at::Tensor approx;
-      if (static_cast<double>((n + cols) * rk) * p.min_rate < static_cast<double>(n * cols)) {
-        if (!Q[j].defined() || !p.warm_start) Q[j] = at::randn({cols, rk}, gen, at::kFloat);
-        gram_schmidt(Q[j], p.eps);
+      if (compressed(j)) {
+        orthogonalize(Q[j], p.eps);
         at::Tensor P = at::zeros({n, rk});
         for (int r = 0; r < W; ++r) P += at::mm(M[r].view({n, cols}), Q[j]);
-        gram_schmidt(P, p.eps);
+        orthogonalize(P, p.eps);
         at::Tensor Qsum = at::zeros({cols, rk});
         for (int r = 0; r < W; ++r) Qsum += at::mm(M[r].view({n, cols}).t(), P);
         Q[j] = Qsum / W;
@@ -428,13 +467,27 @@ double scaled_diff(const at::Tensor& a, const at::Tensor& ref) {
   return max_abs_diff(a, ref) / std::max(1.0, ref.abs().max().item<double>());
 }
 
-// `algorithm`: the run's algorithm (ddp's powersgd hook when null); `draw_order` as the
-// reference takes it.
-void expect_matches_reference(const FakeModel& m, int W, const PowerSgdSettings& p, const json& algorithm = nullptr,
-                              const std::vector<std::size_t>& draw_order = {}) {
+// The groups the run drew Q's in: ddp's buckets in bucket order (each in buffer order), or
+// parallel_sgd's one group in parameter order.
+std::vector<std::vector<std::size_t>> draw_groups(const algorithms::Algorithm& algorithm, const FakeModel& m) {
+  std::vector<std::vector<std::size_t>> groups;
+  if (const auto* ddp = dynamic_cast<const algorithms::Ddp*>(&algorithm)) {
+    for (const auto& bucket : ddp->buckets()) {
+      groups.emplace_back();
+      for (const auto& s : bucket.slots) groups.back().push_back(s.param);
+    }
+    return groups;
+  }
+  groups.emplace_back(m.shapes.size());
+  std::iota(groups.back().begin(), groups.back().end(), std::size_t{0});
+  return groups;
+}
+
+// `algorithm`: the run's algorithm (ddp's powersgd hook when null).
+void expect_matches_reference(const FakeModel& m, int W, const PowerSgdSettings& p, const json& algorithm = nullptr) {
   const int steps = 20;
   const auto trace = run(algorithm.is_null() ? powersgd_json(p) : algorithm, m, W, steps);
-  const auto ref = powersgd_reference(m, W, steps, p, 0.1, draw_order);
+  const auto ref = powersgd_reference(m, W, steps, p, 0.1, draw_groups(*trace.algorithms[0], m));
   std::size_t compared = 0;
   for (int t = 0; t < steps; ++t) {
     for (int r = 0; r < W; ++r) {
@@ -463,6 +516,27 @@ TEST(DdpPowerSgd, MatchesAPlainReimplementation) {
       p.min_rate = rank == 2 ? 1.0 : 2.0;  // at rank 2 and rate 2 none of these small matrices would be compressed
       p.seed = 5;
       expect_matches_reference(m, W, p);
+    }
+}
+
+json centralized_powersgd_json(const PowerSgdSettings& p);  // below, with parallel_sgd's tests
+
+// Ranks above 2 orthogonalize with QR, as the hook does (Gram-Schmidt there loses
+// orthogonality on ill-conditioned P); tensors of one shape are drawn together.
+TEST(DdpPowerSgd, QrAboveRankTwoAndDrawsGroupedByShape) {
+  const FakeModel wide{{{20, 12}, {9}, {16, 16}, {20, 12}, {16, 4, 4}, {30}},
+                       {{4, 5}, {2, 3}, {0, 1}},
+                       {1e3, 1e3, 1e3}};
+  for (std::int64_t rank : {3, 4})
+    for (bool warm : {true, false}) {
+      SCOPED_TRACE(fmt::format("rank={} warm_start={}", rank, warm));
+      PowerSgdSettings p;
+      p.rank = rank;
+      p.min_rate = 1.0;
+      p.warm_start = warm;
+      p.seed = 11;
+      expect_matches_reference(wide, 4, p);
+      expect_matches_reference(wide, 4, p, centralized_powersgd_json(p));
     }
 }
 
@@ -652,8 +726,6 @@ json centralized_powersgd_json(const PowerSgdSettings& p) {
 
 TEST(ParallelSgdPowerSgd, MatchesAPlainReimplementation) {
   const auto m = small_model();
-  std::vector<std::size_t> parameter_order(m.shapes.size());
-  for (std::size_t j = 0; j < parameter_order.size(); ++j) parameter_order[j] = j;
   for (int W : {1, 4})
     for (std::int64_t rank : {1, 2}) {
       SCOPED_TRACE("W=" + std::to_string(W) + " rank=" + std::to_string(rank));
@@ -661,14 +733,14 @@ TEST(ParallelSgdPowerSgd, MatchesAPlainReimplementation) {
       p.rank = rank;
       p.min_rate = rank == 2 ? 1.0 : 2.0;
       p.seed = 7;
-      expect_matches_reference(m, W, p, centralized_powersgd_json(p), parameter_order);
+      expect_matches_reference(m, W, p, centralized_powersgd_json(p));
     }
   PowerSgdSettings plain;  // no warm start, no error feedback, from the first step
   plain.warm_start = false;
   plain.error_feedback = false;
   plain.start = 0;
   plain.eps = 1e-3;
-  expect_matches_reference(m, 4, plain, centralized_powersgd_json(plain), parameter_order);
+  expect_matches_reference(m, 4, plain, centralized_powersgd_json(plain));
 }
 
 // Before start_powerSGD_iter it is parallel SGD bit for bit (32 bits per element); from it
@@ -734,6 +806,128 @@ TEST(ParallelSgdPowerSgd, FieldsOnlyWhereTheyApply) {
   EXPECT_EQ(error({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}, {"gradient_compression", "powersgd"},
                    {"matrix_approximation_rank", 2}}),
             "accepted");
+}
+
+// ---------------------------------------------------------------------------------------
+// Against PyTorch itself: DDP over Gloo with its own hooks (tests/pytorch/ddp_hooks_reference.py,
+// Debian's python3-torch 1.13), dtsim's `cnn` on the same data, initial parameters, shards
+// and batch order, 12 steps of plain SGD.
+
+// Debian's python3 with torch, or "" where there is none.
+std::string python_with_torch() {
+  const std::string python = "/usr/bin/python3";
+  return testing::run_command(python + " -c 'import torch'").exit_code == 0 ? python : std::string();
+}
+
+struct HookCase {
+  std::string name;  // also the output files' stem
+  json algorithm;    // dtsim's /algorithm
+  json reference;    // the script's case
+};
+
+// Largest difference between two parameter dumps ({"params": {name: [values]}}), relative
+// to the largest magnitude of b's tensor (at least 1).
+double params_diff(const json& a, const json& b) {
+  double worst = 0.0;
+  for (const auto& [name, values] : b["params"].items()) {
+    const auto& other = a["params"].at(name);
+    double diff = 0.0, scale = 1.0;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      diff = std::max(diff, std::abs(other[i].get<double>() - values[i].get<double>()));
+      scale = std::max(scale, std::abs(values[i].get<double>()));
+    }
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+
+// Runs every case in dtsim and in PyTorch with `ranks` ranks; returns name -> (dtsim's
+// distance to PyTorch, PyTorch's distance to its plain all-reduce).
+std::map<std::string, std::pair<double, double>> against_pytorch(const std::string& python, int ranks,
+                                                                 const std::vector<HookCase>& cases) {
+  const auto dir = testing::fresh_dir(fmt::format("ddp-pytorch-{}", ranks));
+  const std::string data = (dir / "data.pt").string();
+  // 64 samples of 1 x 8 x 8 a rank, 10 classes, drawn by PyTorch.
+  auto r = testing::run_command(fmt::format(
+      "{} -c \"import torch; g = torch.Generator().manual_seed(0); n = {}; "
+      "torch.save({{'x': torch.randn(n, 1, 8, 8, generator=g), 'y': torch.randint(0, 10, (n,), generator=g)}}, '{}')\"",
+      python, 64 * ranks, data));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  auto scenario = [&](const json& algorithm) {
+    return json{{"name", "pytorch"}, {"ranks", ranks}, {"steps", 12}, {"seed", 3},
+                {"workload", {{"type", "cnn"}, {"tensors_file", data}, {"batch_size", 64}, {"partition", "iid"}}},
+                {"algorithm", algorithm}, {"topology", {{"kind", "ring"}}},
+                {"network", {{"model", "alpha_beta"}, {"latency_us", 5}, {"bandwidth_GBps", 1.25}}}};
+  };
+  const json plain = {{"name", "ddp"}, {"hook", "allreduce"}, {"lr", 0.1}};
+  testing::write_file(dir / "init.json", scenario(plain).dump());
+  r = testing::run_command(std::string(DTSIM_BINARY) + " init-params " + (dir / "init.json").string() + " --out " +
+                           (dir / "init.pt").string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  json spec = {{"ranks", ranks}, {"steps", 12}, {"seed", 3}, {"lr", 0.1}, {"data", data},
+               {"init", (dir / "init.pt").string()}, {"cases", json::array()}};
+  auto all = cases;
+  all.push_back({"allreduce", plain, {{"hook", "allreduce"}}});
+  for (auto& c : all) {
+    c.reference["out"] = (dir / (c.name + ".pytorch.json")).string();
+    spec["cases"].push_back(c.reference);
+    runner::RunOptions options;
+    options.dump_params_prefix = dir / (c.name + ".dtsim");
+    runner::run_emulated(runner::parse_scenario(scenario(c.algorithm)), options);
+  }
+  testing::write_file(dir / "cases.json", spec.dump());
+  r = testing::run_command(python + " " + DTSIM_SOURCE_DIR + "/tests/pytorch/ddp_hooks_reference.py " +
+                           (dir / "cases.json").string() + " 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::map<std::string, std::pair<double, double>> out;
+  const json plain_reference = testing::read_json(dir / "allreduce.pytorch.json");
+  for (const auto& c : all) {
+    const json reference = testing::read_json(dir / (c.name + ".pytorch.json"));
+    const json ours = testing::read_json(dir / (c.name + ".dtsim.rank0.json"));
+    out[c.name] = {params_diff(ours, reference), params_diff(reference, plain_reference)};
+    std::printf("%d ranks, %-28s dtsim - PyTorch %.3g   PyTorch's hook - its all-reduce %.3g\n", ranks, c.name.c_str(),
+                out[c.name].first, out[c.name].second);
+  }
+  return out;
+}
+
+HookCase powersgd_case(std::int64_t rank, bool warm_start_and_error_feedback) {
+  const std::string name = fmt::format("powersgd_rank{}_{}", rank, warm_start_and_error_feedback ? "ef_ws" : "plain");
+  const json settings = {{"matrix_approximation_rank", rank}, {"start_powerSGD_iter", 2},
+                         {"use_error_feedback", warm_start_and_error_feedback},
+                         {"warm_start", warm_start_and_error_feedback}, {"random_seed", 5}};
+  json algorithm = {{"name", "ddp"}, {"hook", "powersgd"}, {"lr", 0.1}};
+  json reference = {{"hook", "powersgd"}};
+  for (const auto& [k, v] : settings.items()) algorithm[k] = reference[k] = v;
+  return {name, algorithm, reference};
+}
+
+// PowerSGD at ranks 1, 2 and 4 (Gram-Schmidt, then QR), with and without warm start and
+// error feedback, on 4 ranks (fp32 sums, whose order Gloo and dtsim choose differently:
+// rounding), and the fp16 / bf16 hooks on 2 ranks (two addends: one rounding whatever the
+// order, so bit for bit). PowerSGD's own effect, its distance to the plain all-reduce,
+// is 10^3 to 10^5 times what separates dtsim from PyTorch.
+TEST(DdpAgainstPyTorch, PowerSgdAndHalfPrecisionHooks) {
+  const auto python = python_with_torch();
+  if (python.empty()) GTEST_SKIP() << "no /usr/bin/python3 with torch (scripts/install-deps.sh installs python3-torch)";
+  std::vector<HookCase> powersgd;
+  for (std::int64_t rank : {1, 2, 4})
+    for (bool on : {true, false}) powersgd.push_back(powersgd_case(rank, on));
+  for (const auto& [name, d] : against_pytorch(python, 4, powersgd)) {
+    EXPECT_LE(d.first, 1e-6) << name;
+    if (name != "allreduce") {
+      EXPECT_GE(d.second, 1e3 * std::max(d.first, 1e-9)) << name;
+    }
+  }
+  const std::vector<HookCase> half{
+      {"fp16_compress", {{"name", "ddp"}, {"hook", "fp16_compress"}, {"lr", 0.1}}, {{"hook", "fp16_compress"}}},
+      {"bf16_compress", {{"name", "ddp"}, {"hook", "bf16_compress"}, {"lr", 0.1}}, {{"hook", "bf16_compress"}}}};
+  for (const auto& [name, d] : against_pytorch(python, 2, half)) {
+    EXPECT_EQ(d.first, 0.0) << name;
+    if (name != "allreduce") {
+      EXPECT_GT(d.second, 0.0) << name;  // the hook does change the training
+    }
+  }
 }
 
 }  // namespace
