@@ -25,6 +25,7 @@
 #include "network_models/topology_spec.hpp"
 #include "runner/divergence.hpp"
 #include "runner/percentile.hpp"
+#include "runner/rank_program.hpp"
 #include "runner/resource_estimate.hpp"
 #include "runner/version.hpp"
 #include "workloads/workload_registry.hpp"
@@ -38,270 +39,6 @@ namespace dtsim::runner {
 namespace {
 
 using nlohmann::json;
-
-void dump_params(const std::filesystem::path& prefix, int rank, const std::vector<std::string>& names,
-                 const std::vector<at::Tensor>& params) {
-  json doc = {{"rank", rank}, {"params", json::object()}};
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    auto flat = params[i].to(at::kCPU, at::kDouble).contiguous();  // from any device
-    doc["params"][names[i]] = std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel());
-  }
-  const std::filesystem::path file = prefix.string() + fmt::format(".rank{}.json", rank);
-  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
-  std::ofstream out(file);
-  out << doc.dump(1) << '\n';
-  if (!out) throw std::runtime_error(fmt::format("cannot write {}", file.string()));
-}
-
-// The workload's backward stages, for an algorithm that drives the backward pass
-// (Algorithm::drives_backward): stage k runs backward_stage(k) under the
-// "backward_pass" phase and advances the rank's clock by the stage's cost.
-class StagedBackward final : public algorithms::BackwardPass {
- public:
-  StagedBackward(comm::Communicator& comm, comm::PhaseTimer& timer, workloads::Workload& workload,
-                 const std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads)
-      : comm_(comm), timer_(timer), workload_(workload), params_(params), grads_(grads),
-        stages_(workload.backward_stages()) {}
-
-  std::size_t stages() const override { return stages_.size(); }
-  const std::vector<std::size_t>& stage_params(std::size_t k) const override { return stages_.at(k).params; }
-  sim::Task<void> run_stage(std::size_t k) override {
-    if (k != next_)
-      throw std::logic_error(fmt::format("backward stage {} run out of order (expected stage {})", k, next_));
-    ++next_;
-    auto phase = timer_.phase("backward_pass");
-    co_await comm_.compute(stages_[k].cost, [&] { workload_.backward_stage(k, params_, grads_); });
-  }
-  // A new step: every stage must run again, in order.
-  void restart() { next_ = 0; }
-  bool ran_all() const { return next_ == stages_.size(); }
-
- private:
-  comm::Communicator& comm_;
-  comm::PhaseTimer& timer_;
-  workloads::Workload& workload_;
-  const std::vector<at::Tensor>& params_;
-  std::vector<at::Tensor>& grads_;
-  std::vector<workloads::BackwardStage> stages_;
-  std::size_t next_ = 0;
-};
-
-// Rank `rank`'s learning-rate schedule over its workload's shard; one the workload cannot
-// follow (epochs counted without data) is a scenario error.
-algorithms::LrSchedule lr_schedule_of(const Scenario& s, const net::Topology& topology,
-                                      const workloads::Workload& workload, int rank) {
-  const auto shard = workload.data_shard();
-  // Only the graph scale-up needs the neighbourhood: the gossip graph costs a BFS per rank
-  // (seconds for a complete graph of thousands of ranks), which no other run should pay.
-  const bool graph_scaleup = s.algorithm.optimizer.lr_schedule.scaleup == algorithms::LrScaleup::graph;
-  const algorithms::LrScheduleRank of_rank{
-      .shard_samples = shard.samples,
-      .batch_size = shard.batch,
-      .neighborhood = graph_scaleup ? static_cast<std::int64_t>(topology.neighbors(rank).size()) + 1 : 1,
-      .run_steps = s.steps};
-  try {
-    return algorithms::LrSchedule(s.algorithm.optimizer.lr, s.algorithm.optimizer.lr_schedule, of_rank);
-  } catch (const std::invalid_argument& e) {
-    throw ScenarioError("/algorithm/lr_schedule", ErrorKind::inconsistent,
-                        fmt::format("{} (workload {})", e.what(), s.workload.type));
-  }
-}
-
-// Before any rank starts (whose errors the engine reports as a rank's failure): what counts
-// epochs (the lr schedule, sparsified SGD's compression-ratio warm-up) needs a workload with
-// data; rank 0's fails as every rank's would.
-void check_epoch_counting(const Scenario& s, const net::Topology& topology,
-                       const std::shared_ptr<const workloads::WorkloadData>& data) {
-  const bool warmup = s.algorithm.compress_warmup_epochs > 0.0;
-  if (s.algorithm.optimizer.lr_schedule.is_default() && !warmup) return;
-  const auto workload = workloads::make_workload(s.workload, data, s.seed, 0, s.ranks);
-  if (warmup && !(workload->data_shard().samples > 0 && workload->data_shard().batch > 0))
-    throw ScenarioError("/algorithm/compress_warmup_epochs", ErrorKind::inconsistent,
-                        fmt::format("counts epochs, and workload {} has no data to count them in", s.workload.type));
-  lr_schedule_of(s, topology, *workload, 0);
-}
-
-// Epochs done at step t (StepContext::epoch): t / ceil(shard / batch); NaN without data.
-double epoch_at(const workloads::DataShard& shard, std::int64_t t) {
-  if (shard.samples < 1 || shard.batch < 1) return std::numeric_limits<double>::quiet_NaN();
-  return static_cast<double>(t) / static_cast<double>(algorithms::steps_per_epoch(shard.samples, shard.batch));
-}
-
-// Loss and accuracy of the rank-averaged model on the training and test sets, after the
-// algorithm's before_evaluation: [train loss, train accuracy, test loss, test accuracy]
-// (test NaN without a test set), on every rank. Rank 0 evaluates; the figures reach the
-// others in one all-reduce. Without `evaluate_model` (the timing-only mode, whose model is
-// not the algorithm's) only the communication happens and the figures are NaN.
-sim::Task<std::array<double, 4>> evaluate_average(comm::Communicator& comm, algorithms::Algorithm& algorithm,
-                                                  const workloads::Workload& workload, std::vector<at::Tensor>& params,
-                                                  bool evaluate_model = true) {
-  co_await algorithm.before_evaluation(comm, params);
-  kernels::TensorBuffer model(params);
-  co_await comm.all_reduce(model.buffer(), comm::ReduceOp::Average);
-  at::Tensor figures = at::zeros({4}, at::kDouble);
-  if (!evaluate_model) figures.fill_(std::numeric_limits<double>::quiet_NaN());
-  if (comm.rank() == 0 && evaluate_model) {
-    std::vector<at::Tensor> mean_params;
-    for (const auto& p : params) mean_params.push_back(at::empty_like(p));
-    model.unpack(mean_params);
-    const auto train = workload.evaluate(mean_params);
-    const auto test = workload.evaluate_test(mean_params);
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    double* f = figures.data_ptr<double>();
-    f[0] = train.loss;
-    f[1] = train.accuracy;
-    f[2] = test ? test->loss : nan;
-    f[3] = test ? test->accuracy : nan;
-  }
-  co_await comm.all_reduce(figures, comm::ReduceOp::Sum);  // rank 0's figures plus zeros
-  const double* f = figures.data_ptr<double>();
-  const std::array<double, 4> out{f[0], f[1], f[2], f[3]};
-  co_return out;
-}
-
-// One rank's whole job: `steps` training steps, then the reductions that make every
-// rank's RunResult identical (per-step records and the averaged model). With `recorder`
-// (a communicator that records its OpTrace, which is also `comm`), the points a replay
-// measures between are marked in the trace. `evaluate` false skips evaluating the model
-// (the timing-only mode's representative, whose model is not the algorithm's).
-sim::Task<void> rank_program(comm::Communicator& comm, const Scenario& s, const net::Topology& topology,
-                             std::shared_ptr<const workloads::WorkloadData> data, const RunOptions& options,
-                             RunResult& result, sim::TraceWriter* trace = nullptr,
-                             comm::TraceRecorder* recorder = nullptr, bool evaluate = true) {
-  auto mark = [recorder](comm::TraceMark m, std::int64_t value = 0) {
-    if (recorder) recorder->mark(m, value);
-  };
-  const int rank = comm.rank();
-  auto workload = workloads::make_workload(s.workload, data, s.seed, rank, s.ranks);
-  auto algorithm_spec = s.algorithm;  // with the reference's parameter groups: no weight decay on "bn" tensors
-  algorithm_spec.optimizer.weight_decay_mask = algorithms::weight_decay_mask(workload->parameter_names());
-  auto algorithm = algorithms::make_algorithm(algorithm_spec, topology, rank);
-  const auto lr_schedule = lr_schedule_of(s, topology, *workload, rank);
-  const bool records_lr = !s.algorithm.optimizer.lr_schedule.is_default();
-  auto params = workload->initial_parameters();
-  std::vector<at::Tensor> grads;
-  for (const auto& p : params) grads.push_back(at::zeros_like(p));
-
-  // A workload without real math (shape_models.hpp) still runs and costs its passes; its
-  // losses and evaluations are NaN (null), and no divergence is judged.
-  const bool computes_loss = workload->computes_loss();
-  const bool evaluates_model = evaluate && computes_loss;
-
-  comm::PhaseTimer timer(comm);
-  if (trace) timer.record_to(trace, trace->track(fmt::format("rank {}", rank), "phases"));
-  timer.notify(recorder);
-  const bool staged = algorithm->drives_backward();
-  StagedBackward backward(comm, timer, *workload, params, grads);
-  co_await algorithm->start(comm, params);
-
-  const auto steps = static_cast<std::size_t>(s.steps);
-  std::vector<double> step_time, n_bits, wire, calls, loss, compute, lr;
-  std::vector<std::vector<double>> phase_steps;
-  std::vector<RunResult::EvalPoint> curve;
-  double evaluating = 0.0;  // clock time spent in evaluations so far
-  for (std::size_t t = 0; t < steps; ++t) {
-    mark(comm::TraceMark::StepBegin);
-    const double start = comm.now();
-    const auto traffic_before = comm.traffic();
-    const double compute_before = comm.compute_seconds();
-    {
-      auto phase = timer.phase("forward_pass");
-      co_await comm.compute(workload->forward_cost(), [&] { loss.push_back(workload->forward(params)); });
-    }
-    if (!staged) {
-      auto phase = timer.phase("backward_pass");
-      co_await comm.compute(workload->backward_cost(), [&] { workload->backward(params, grads); });
-    }
-    const auto local_index = static_cast<std::int64_t>(t) + 1;
-    lr.push_back(lr_schedule.at(local_index));
-    algorithms::StepContext ctx{comm, timer, params, grads, local_index, lr.back()};
-    ctx.epoch = epoch_at(workload->data_shard(), local_index);
-    if (staged) {
-      backward.restart();
-      ctx.backward = &backward;
-    }
-    n_bits.push_back(static_cast<double>(co_await algorithm->step(ctx)));
-    if (staged && !backward.ran_all())
-      throw std::logic_error(fmt::format("{} did not run every backward stage in step {}", s.algorithm.name, t + 1));
-    step_time.push_back(comm.now() - start);
-    // Right after the clock is read: a recorded step spans the measured one.
-    mark(comm::TraceMark::StepEnd, static_cast<std::int64_t>(n_bits.back()));
-    compute.push_back(comm.compute_seconds() - compute_before);
-    wire.push_back(static_cast<double>(comm.traffic().wire_bytes - traffic_before.wire_bytes));
-    calls.push_back(static_cast<double>(comm.traffic().calls - traffic_before.calls));
-    phase_steps.push_back(timer.take_step());
-    if (options.progress && rank == 0)
-      options.progress({evaluate ? "" : "rank 0's kernels", static_cast<std::int64_t>(t) + 1, s.steps, comm.now()});
-    if (s.eval_every > 0 && (t + 1) % static_cast<std::size_t>(s.eval_every) == 0 && t + 1 < steps) {
-      mark(comm::TraceMark::EvalBegin);
-      const double at_step_end = comm.now();
-      const auto f = co_await evaluate_average(comm, *algorithm, *workload, params, evaluates_model);
-      curve.push_back({static_cast<std::int64_t>(t) + 1, at_step_end - evaluating, f[0], f[1], f[2], f[3]});
-      evaluating += comm.now() - at_step_end;
-      mark(comm::TraceMark::EvalEnd);
-    }
-  }
-  co_await algorithm->finish(comm);  // joins communication still in flight (CHOCO's overlap)
-  mark(comm::TraceMark::End);
-  const double end_time = comm.now() - evaluating;
-  if (options.dump_params_prefix) dump_params(*options.dump_params_prefix, rank, workload->parameter_names(), params);
-
-  // Average the records over ranks: one fp64 all-reduce of everything. The curve's times
-  // are rank means too.
-  const auto& names = timer.names();
-  std::vector<double> record;
-  for (const auto* series : {&step_time, &n_bits, &wire, &calls, &loss, &compute})
-    record.insert(record.end(), series->begin(), series->end());
-  if (records_lr) record.insert(record.end(), lr.begin(), lr.end());
-  for (std::size_t p = 0; p < names.size(); ++p) {
-    double sum = 0.0;
-    for (const auto& step : phase_steps) sum += p < step.size() ? step[p] : 0.0;
-    record.push_back(sum / static_cast<double>(steps));
-  }
-  record.push_back(static_cast<double>(algorithm->state_bytes()));
-  for (const auto& point : curve) record.push_back(point.time_s);
-  record.push_back(end_time);
-  at::Tensor summary = at::tensor(record, at::kDouble);
-  co_await comm.all_reduce(summary, comm::ReduceOp::Average);
-
-  kernels::TensorBuffer model(params);
-  at::Tensor mean_model = model.buffer().clone();
-  co_await comm.all_reduce(mean_model, comm::ReduceOp::Average);
-  at::Tensor distance = at::full({1}, (model.buffer() - mean_model).pow(2).sum().item<double>(), at::kDouble);
-  co_await comm.all_reduce(distance, comm::ReduceOp::Average);
-  const auto final_figures = co_await evaluate_average(comm, *algorithm, *workload, params, evaluates_model);
-
-  const double* v = summary.data_ptr<double>();
-  auto take = [&](std::vector<double>& out) {
-    out.assign(v, v + steps);
-    v += steps;
-  };
-  result.scenario = s;
-  result.backend = comm.backend();
-  take(result.step_time_s);
-  take(result.n_bits);
-  take(result.wire_bytes);
-  take(result.calls);
-  take(result.loss);
-  take(result.compute_time_s);
-  if (records_lr) take(result.lr);
-  result.phase_names = names;
-  result.phase_mean_s.assign(v, v + names.size());
-  v += names.size();
-  result.algorithm_state_bytes = *v++;
-  for (auto& point : curve) point.time_s = *v++;
-  curve.push_back({s.steps, *v++, final_figures[0], final_figures[1], final_figures[2], final_figures[3]});
-  result.eval = curve;
-  result.final_loss = final_figures[0];
-  result.final_accuracy = final_figures[1];
-  result.final_test_loss = final_figures[2];
-  result.final_test_accuracy = final_figures[3];
-  result.consensus_distance = distance.item<double>();
-  if (!computes_loss)
-    result.no_loss_reason = fmt::format("workload {} has no real math (a shape-only model)", s.workload.type);
-  else if (evaluate)
-    result.diverged_at_step = diverged_at_step(result.loss, result.final_loss, result.consensus_distance);
-}
 
 // The workload's data, once per process; a missing or malformed data file is bad input.
 std::shared_ptr<const workloads::WorkloadData> load_data(const Scenario& s) {
@@ -390,60 +127,39 @@ std::vector<double> rank_mean(const std::vector<comm::ReplayRecord>& records,
   return mean;
 }
 
-// Rank r replays *traces[r] on the emulated network of `s`, compute taking the recorded
-// seconds (times the scenario's slowdown when `slow` is set); `result`'s timing figures
-// become the rank means of what the replays measured, as rank_program averages them.
-void replay_attempt(const Scenario& s, const net::Topology& topology, const std::vector<const comm::OpTrace*>& traces,
-                    bool slow, const RunOptions& options, RunResult& result,
-                    const std::shared_ptr<net::CollectiveReuse>& reuse) {
-  sim::Engine engine(s.time_grid());
-  auto network = std::make_shared<net::Network>(engine, topology, s.network, reuse);
-  comm::ComputeTiming replay_timing;
-  replay_timing.model = comm::replay_compute_model();
-  if (slow) replay_timing.slowdown = s.compute.slowdown;
-  comm::EmulatedWorld world(engine, network, replay_timing);
+// One attempt's emulated world, the same for a run and a replay: an engine on the
+// scenario's clock, its network (with the run's collective reuse), every rank's
+// communicator under `timing`, and the timeline when a trace file is asked for.
+struct EmulatedSession {
+  sim::Engine engine;
+  std::shared_ptr<net::Network> network;
+  comm::EmulatedWorld world;
   std::unique_ptr<sim::TraceWriter> trace;
-  if (options.trace_file) {
-    trace = std::make_unique<sim::TraceWriter>();
-    network->transport().record_to(trace.get());
-  }
-  std::vector<comm::ReplayRecord> records(static_cast<std::size_t>(s.ranks));
-  std::vector<std::unique_ptr<comm::PhaseTimer>> timers;
-  std::optional<ReplayProgress> progress;
-  for (int r = 0; r < s.ranks; ++r) {
-    auto& comm = world.communicator(r);
-    timers.push_back(std::make_unique<comm::PhaseTimer>(comm));
-    if (r == 0 && options.progress) timers.back()->notify(&progress.emplace(options, comm, s.steps));
-    if (trace) timers.back()->record_to(trace.get(), trace->track(fmt::format("rank {}", r), "phases"));
-    engine.spawn(replay_rank(comm, *traces.at(static_cast<std::size_t>(r)), topology.neighbors(r), *timers.back(),
-                             records[r]),
-                 fmt::format("rank {}", r));
-  }
-  engine.run();
-  if (trace) write_trace(*trace, *options.trace_file);
 
-  const double n = static_cast<double>(s.ranks);
-  result.mode = "emulated";
-  result.backend = "emulated";
-  result.event_trace_hash = engine.trace_hash();
-  result.step_time_s = rank_mean(records, &comm::ReplayRecord::step_time_s);
-  result.compute_time_s = rank_mean(records, &comm::ReplayRecord::compute_time_s);
-  result.wire_bytes = rank_mean(records, &comm::ReplayRecord::wire_bytes);
-  result.calls = rank_mean(records, &comm::ReplayRecord::calls);
-  result.n_bits = rank_mean(records, &comm::ReplayRecord::n_bits);
-  const auto eval_times = rank_mean(records, &comm::ReplayRecord::eval_time_s);
-  if (result.eval.size() != eval_times.size() + 1) {  // a fresh result: the steps evaluated after, no figures
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    result.eval.assign(eval_times.size() + 1, {0, 0.0, nan, nan, nan, nan});
-    for (std::size_t i = 0; i < eval_times.size(); ++i)
-      result.eval[i].step = static_cast<std::int64_t>(i + 1) * s.eval_every;
-    result.eval.back().step = s.steps;
+  EmulatedSession(const Scenario& s, net::Topology topology, comm::ComputeTiming timing, const RunOptions& options,
+                  const std::shared_ptr<net::CollectiveReuse>& reuse)
+      : engine(s.time_grid()),
+        network(std::make_shared<net::Network>(engine, std::move(topology), s.network, reuse)),
+        world(engine, network, std::move(timing)) {
+    if (options.trace_file) {
+      trace = std::make_unique<sim::TraceWriter>();
+      network->transport().record_to(trace.get());
+    }
   }
-  for (std::size_t i = 0; i < eval_times.size(); ++i) result.eval[i].time_s = eval_times[i];
-  double end = 0.0;
-  for (const auto& rec : records) end += rec.end_time_s;
-  result.eval.back().time_s = end / n;
-  // Phases by name: ranks may first use them in different orders.
+
+  // Runs every spawned rank to the end, writes the timeline, and stamps the result.
+  void run(const RunOptions& options, RunResult& result) {
+    engine.run();
+    if (trace) write_trace(*trace, *options.trace_file);
+    result.mode = "emulated";
+    result.event_trace_hash = engine.trace_hash();
+  }
+};
+
+// The replays' phase means per step, averaged over ranks by phase name (a replayed rank
+// opens its phases as its trace says, in an order of its own).
+void mean_phases_by_name(const std::vector<std::unique_ptr<comm::PhaseTimer>>& timers,
+                         const std::vector<comm::ReplayRecord>& records, RunResult& result) {
   result.phase_names = timers.front()->names();
   result.phase_mean_s.assign(result.phase_names.size(), 0.0);
   const double steps = static_cast<double>(result.step_time_s.size());
@@ -461,7 +177,54 @@ void replay_attempt(const Scenario& s, const net::Topology& topology, const std:
       result.phase_mean_s[static_cast<std::size_t>(it - result.phase_names.begin())] += sum / steps;
     }
   }
-  for (double& p : result.phase_mean_s) p /= n;
+  for (double& p : result.phase_mean_s) p /= static_cast<double>(records.size());
+}
+
+// Rank r replays *traces[r] on the emulated network of `s`, compute taking the recorded
+// seconds (times the scenario's slowdown when `slow` is set); `result`'s timing figures
+// become the rank means of what the replays measured, as rank_program averages them.
+void replay_attempt(const Scenario& s, const net::Topology& topology, const std::vector<const comm::OpTrace*>& traces,
+                    bool slow, const RunOptions& options, RunResult& result,
+                    const std::shared_ptr<net::CollectiveReuse>& reuse) {
+  comm::ComputeTiming replay_timing;
+  replay_timing.model = comm::replay_compute_model();
+  if (slow) replay_timing.slowdown = s.compute.slowdown;
+  EmulatedSession session(s, topology, std::move(replay_timing), options, reuse);
+  auto& trace = session.trace;
+  std::vector<comm::ReplayRecord> records(static_cast<std::size_t>(s.ranks));
+  std::vector<std::unique_ptr<comm::PhaseTimer>> timers;
+  std::optional<ReplayProgress> progress;
+  for (int r = 0; r < s.ranks; ++r) {
+    auto& comm = session.world.communicator(r);
+    timers.push_back(std::make_unique<comm::PhaseTimer>(comm));
+    if (r == 0 && options.progress) timers.back()->notify(&progress.emplace(options, comm, s.steps));
+    if (trace) timers.back()->record_to(trace.get(), trace->track(fmt::format("rank {}", r), "phases"));
+    session.engine.spawn(replay_rank(comm, *traces.at(static_cast<std::size_t>(r)), topology.neighbors(r), *timers.back(),
+                             records[r]),
+                 fmt::format("rank {}", r));
+  }
+  session.run(options, result);
+
+  const double n = static_cast<double>(s.ranks);
+  result.backend = "emulated";
+  result.step_time_s = rank_mean(records, &comm::ReplayRecord::step_time_s);
+  result.compute_time_s = rank_mean(records, &comm::ReplayRecord::compute_time_s);
+  result.wire_bytes = rank_mean(records, &comm::ReplayRecord::wire_bytes);
+  result.calls = rank_mean(records, &comm::ReplayRecord::calls);
+  result.n_bits = rank_mean(records, &comm::ReplayRecord::n_bits);
+  const auto eval_times = rank_mean(records, &comm::ReplayRecord::eval_time_s);
+  if (result.eval.size() != eval_times.size() + 1) {  // a fresh result: the steps evaluated after, no figures
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    result.eval.assign(eval_times.size() + 1, {0, 0.0, nan, nan, nan, nan});
+    for (std::size_t i = 0; i < eval_times.size(); ++i)
+      result.eval[i].step = static_cast<std::int64_t>(i + 1) * s.eval_every;
+    result.eval.back().step = s.steps;
+  }
+  for (std::size_t i = 0; i < eval_times.size(); ++i) result.eval[i].time_s = eval_times[i];
+  double end = 0.0;
+  for (const auto& rec : records) end += rec.end_time_s;
+  result.eval.back().time_s = end / n;
+  mean_phases_by_name(timers, records, result);
 }
 
 // Collective reuse for one run's attempts: on unless the scenario turns it off or a
@@ -502,7 +265,9 @@ RunResult run_timing_only(const Scenario& s, const RunOptions& options) {
     comm::RepresentativeCommunicator recorder(representative, s.ranks, topology.neighbors(representative), s.compute);
     const auto data = load_data(s);
     check_epoch_counting(s, topology, data);
-    sim::run_blocking(rank_program(recorder, s, topology, data, options, result, nullptr, &recorder, /*evaluate=*/false));
+    sim::run_blocking(rank_program(
+        recorder, {.scenario = s, .topology = topology, .data = data, .options = options, .recorder = &recorder, .evaluate = false},
+        result));
     op_trace = recorder.trace();
   }
   // Messages to neighbours map onto rank r's neighbours slot by slot, which stands for
@@ -530,6 +295,39 @@ RunResult run_timing_only(const Scenario& s, const RunOptions& options) {
   return result;
 }
 
+// What a live rank measured before its run failed: per step (each starts with its first
+// phase), the step time (steps that ended) and every phase's seconds, from its timeline.
+json partial_record(const std::string& error, const Scenario& s, const comm::LiveEnv& env,
+                    const comm::Communicator& comm, const sim::TraceWriter& timeline) {
+  std::ostringstream text;
+  timeline.write(text);
+  const json events = json::parse(text.str())["traceEvents"];
+  json phases = json::object();
+  std::vector<double> starts;
+  std::string first;
+  for (const auto& ev : events) {
+    if (ev["ph"] != "X") continue;
+    const std::string name = ev["name"];
+    if (first.empty()) first = name;
+    if (name == first) starts.push_back(ev["ts"].get<double>() * 1e-6);
+    auto& series = phases[name];
+    while (series.size() < starts.size()) series.push_back(0.0);
+    series[starts.size() - 1] = series[starts.size() - 1].get<double>() + ev["dur"].get<double>() * 1e-6;
+  }
+  std::vector<double> step_time;
+  for (std::size_t t = 0; t + 1 < starts.size(); ++t) step_time.push_back(starts[t + 1] - starts[t]);
+  return {{"dtsim_partial_version", 1},
+          {"mode", "live"},
+          {"backend", comm.backend()},
+          {"rank", env.rank},
+          {"error", error},
+          {"scenario", s.to_json()},
+          {"steps_started", starts.size()},
+          {"wire_bytes_so_far", comm.traffic().wire_bytes},
+          {"calls_so_far", comm.traffic().calls},
+          {"per_step", {{"time_s", step_time}, {"phases_s", phases}}}};
+}
+
 double mean(const std::vector<double>& v) {
   return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
@@ -544,41 +342,33 @@ double RunResult::mean_calls() const { return mean(calls); }
 double RunResult::mean_compute_time_s() const { return mean(compute_time_s); }
 
 static RunResult emulated_attempt(const Scenario& s, const RunOptions& options, const std::shared_ptr<net::CollectiveReuse>& reuse) {
-  sim::Engine engine(s.time_grid());
-  auto network = std::make_shared<net::Network>(engine, net::make_topology(s.topology, s.ranks, s.network.nominal),
-                                                s.network, reuse);
-  const auto& topology = network->topology();
-  comm::EmulatedWorld world(engine, network, s.compute);
+  EmulatedSession session(s, net::make_topology(s.topology, s.ranks, s.network.nominal), s.compute, options, reuse);
+  const auto& topology = session.network->topology();
   auto data = load_data(s);
   check_epoch_counting(s, topology, data);
-  std::unique_ptr<sim::TraceWriter> trace;
-  if (options.trace_file) {
-    trace = std::make_unique<sim::TraceWriter>();
-    network->transport().record_to(trace.get());
-  }
   std::vector<RunResult> results(s.ranks);
   std::vector<comm::OpTrace> local_traces;
   auto* traces = trace_sink(options, local_traces);
   std::vector<std::unique_ptr<comm::RecordingCommunicator>> recorders;
   for (int r = 0; r < s.ranks; ++r) {
-    comm::Communicator* comm = &world.communicator(r);
+    comm::Communicator* comm = &session.world.communicator(r);
     comm::RecordingCommunicator* recorder = nullptr;
     if (traces) {
       recorders.push_back(std::make_unique<comm::RecordingCommunicator>(*comm, topology.neighbors(r)));
       comm = recorder = recorders.back().get();
     }
-    engine.spawn(rank_program(*comm, s, topology, data, options, results[r], trace.get(), recorder),
-                 fmt::format("rank {}", r));
+    session.engine.spawn(rank_program(*comm,
+                                      {.scenario = s, .topology = topology, .data = data, .options = options,
+                                       .trace = session.trace.get(), .recorder = recorder},
+                                      results[r]),
+                         fmt::format("rank {}", r));
   }
-  engine.run();
+  session.run(options, results[0]);
   if (traces) {
     traces->clear();
     for (const auto& recorder : recorders) traces->push_back(recorder->trace());
     if (options.record_trace_dir) write_op_traces(*options.record_trace_dir, *traces);
   }
-  results[0].mode = "emulated";
-  results[0].event_trace_hash = engine.trace_hash();
-  if (trace) write_trace(*trace, *options.trace_file);
   return results[0];
 }
 
@@ -648,41 +438,16 @@ RunResult run_live(const Scenario& s, const comm::LiveEnv& env, const RunOptions
   if (traces) recorder = std::make_unique<comm::RecordingCommunicator>(*comm, topology.neighbors(env.rank));
   try {
     comm::Communicator& rank_comm = recorder ? *recorder : *comm;
-    sim::run_blocking(rank_program(rank_comm, s, topology, data, options, result, &timeline, recorder.get()));
+    sim::run_blocking(rank_program(rank_comm,
+                                   {.scenario = s, .topology = topology, .data = data, .options = options,
+                                    .trace = &timeline, .recorder = recorder.get()},
+                                   result));
     if (traces) {
       *traces = {recorder->trace()};
       if (options.record_trace_dir) write_op_traces(*options.record_trace_dir, *traces);
     }
   } catch (const std::exception& e) {
-    // What this rank measured before the failure: per step (each starts with its first
-    // phase), the step time (steps that ended) and every phase's seconds.
-    std::ostringstream text;
-    timeline.write(text);
-    const json events = json::parse(text.str())["traceEvents"];
-    json phases = json::object();
-    std::vector<double> starts;
-    std::string first;
-    for (const auto& ev : events) {
-      if (ev["ph"] != "X") continue;
-      const std::string name = ev["name"];
-      if (first.empty()) first = name;
-      if (name == first) starts.push_back(ev["ts"].get<double>() * 1e-6);
-      auto& series = phases[name];
-      while (series.size() < starts.size()) series.push_back(0.0);
-      series[starts.size() - 1] = series[starts.size() - 1].get<double>() + ev["dur"].get<double>() * 1e-6;
-    }
-    std::vector<double> step_time;
-    for (std::size_t t = 0; t + 1 < starts.size(); ++t) step_time.push_back(starts[t + 1] - starts[t]);
-    throw LiveRunFailed(e.what(), {{"dtsim_partial_version", 1},
-                                   {"mode", "live"},
-                                   {"backend", comm->backend()},
-                                   {"rank", env.rank},
-                                   {"error", e.what()},
-                                   {"scenario", s.to_json()},
-                                   {"steps_started", starts.size()},
-                                   {"wire_bytes_so_far", comm->traffic().wire_bytes},
-                                   {"calls_so_far", comm->traffic().calls},
-                                   {"per_step", {{"time_s", step_time}, {"phases_s", phases}}}});
+    throw LiveRunFailed(e.what(), partial_record(e.what(), s, env, *comm, timeline));
   }
   result.mode = "live";
   return result;
