@@ -50,20 +50,18 @@ void ring_hops(const Machine& m, Coll c, Proto p, Hop& intra, Hop& net) {
   if (m.nodes == 1) net = intra;
 }
 
-// One step's cost on a hop for a chunk of rc elements (its sync latencies included for
-// Simple, whose threads wait for and post every slice themselves).
-double step_cost(Proto p, i64 rc, i64 elem, const Hop& hop, int slice_per_chunk, int step_per_slice, bool& latency_inside) {
-  if (p != Proto::Simple) {
-    latency_inside = false;
-    return static_cast<double>(rc * elem) / hop.rate;
-  }
-  latency_inside = true;
+// One step's work on a hop for a chunk of rc elements: the data over the channel's share of
+// the hop's links and, for Simple, whose threads wait for and post every slice themselves,
+// StepPerSlice x the GPU-side hop latency `sync` per slice that carries data (a chunk
+// smaller than the slice size has one: the other's flags carry nothing to wait for).
+double step_cost(Proto p, i64 rc, i64 elem, double rate, double sync, int slice_per_chunk, int step_per_slice) {
+  if (p != Proto::Simple) return static_cast<double>(rc * elem) / rate;
   const i64 step_elems = kSimpleStepBytes / elem;
   const i64 slice = std::max(divup(rc, 16 * slice_per_chunk) * 16, step_elems * step_per_slice / 32);
   double cost = 0.0;
   for (int j = 0; j < slice_per_chunk; ++j) {
     const i64 here = std::clamp<i64>(rc - j * slice, 0, slice);
-    cost += static_cast<double>(here * elem) / hop.rate + step_per_slice * hop.lat;
+    if (here > 0) cost += static_cast<double>(here * elem) / rate + step_per_slice * sync;
   }
   return cost;
 }
@@ -117,13 +115,18 @@ double ring_us(const Machine& m, Coll c, double bytes, const Choice& ch, int ele
       last = roundup(last, nt * 8) / elem;
       rc = rest < loop ? std::max<i64>(last, 1) : chunk;
     }
-    bool inside = false;
-    const double ci = step_cost(p, rc, elem, intra, slice_per_chunk, slice_steps, inside);
-    const double cn = step_cost(p, rc, elem, net, slice_per_chunk, slice_steps, inside);
-    const double li = inside ? 0.0 : intra.lat, ln = inside ? 0.0 : net.lat;
+    // Simple pays its hop latencies per slice on the GPU (the network's own latency, which
+    // the proxy's pipeline overlaps, once per crossing); LL and LL128 once per step.
+    const bool simple = p == Proto::Simple;
+    const double ci = step_cost(p, rc, elem, intra.rate, intra.lat, slice_per_chunk, slice_steps);
+    const double cn = step_cost(p, rc, elem, net.rate, intra.lat, slice_per_chunk, slice_steps);
+    const double li = simple ? 0.0 : intra.lat, ln = simple && N == 1 ? 0.0 : net.lat;
     if (pipeline) {
-      // A chunk crosses n-1 hops; the next follows one slowest-hop cost behind.
-      t += first ? (n - 1 - net_hops) * (li + ci) + net_hops * (ln + cn) : std::max(ci, cn);
+      // The first chunk crosses n-1 hops (Simple: stored and forwarded whole at each; LL
+      // and LL128 forward lines as they arrive); every later one follows a slowest hop behind.
+      const double path = simple ? (n - 1 - net_hops) * ci + net_hops * (ln + cn)
+                                 : (n - 1 - net_hops) * li + net_hops * ln + std::max(ci, cn);
+      t += first ? path : std::max(ci, cn);
     } else {
       const double path = (K - net_hops) * (li + ci) + net_hops * (ln + cn);
       const double bandwidth = K * std::max(ci, cn) + std::max(li, ln);
@@ -163,9 +166,12 @@ double tree_us(const Machine& m, double bytes, const Choice& ch, int element_siz
   const double ri = rate(g.bw_intra), rn = m.nodes > 1 ? rate(g.bw_inter) : ri;
   const double li = hop_latency_us(g.intra, Algo::Tree, p), ln = hop_latency_us(Hw::Net, Algo::Tree, p);
   const double chunk_bytes = static_cast<double>(chunk * elem);
-  double stage = chunk_bytes / std::min(ri, rn);
-  if (p == Proto::Simple) stage += depth_inter > 0 ? std::max(li, ln) : li;  // every chunk waits for its flags
-  return base_latency_us(Algo::Tree, p) + 2 * (depth_intra * li + depth_inter * ln) + (chunks + 2 * depth - 1) * stage;
+  const double stage = chunk_bytes / std::min(ri, rn);
+  const double path = 2 * (depth_intra * li + depth_inter * ln);
+  // Simple stores and forwards each chunk, with its flags, at every level (2 depth stages to
+  // fill); LL and LL128 forward lines as they arrive (one chunk's time to fill).
+  if (p == Proto::Simple) return base_latency_us(Algo::Tree, p) + path + (chunks + 2 * depth - 1) * (stage + li);
+  return base_latency_us(Algo::Tree, p) + path + chunks * stage;
 }
 
 // NVLS, NVLS tree, CollNet: the kernel's warps are split into three roles working on

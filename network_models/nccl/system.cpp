@@ -1,6 +1,8 @@
 #include "network_models/nccl/system.hpp"
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include <fmt/format.h>
@@ -173,6 +175,26 @@ System parse_system(const json& value, const std::string& path) {
   r.finish();
   check(s, path);
   return s;
+}
+
+System read_system_file(const std::string& file) {
+  if (const auto why = config::not_a_regular_file(file)) throw config::InputError(fmt::format("{} {}", file, *why));
+  std::ifstream in(file);
+  if (!in) throw config::InputError(fmt::format("{}: cannot read it", file));
+  const std::string body{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  json doc;
+  try {
+    doc = config::parse_json_text(body);
+  } catch (const config::JsonTextError& e) {
+    throw config::InputError(fmt::format("{}: invalid JSON at line {}, column {}", file, e.line(), e.column()));
+  }
+  if (const auto deep = config::first_too_deep(doc))
+    throw config::InputError(fmt::format("{}: {}: expected at most {} levels of nesting", file, *deep, config::kMaxJsonDepth));
+  try {
+    return parse_system(doc, "");
+  } catch (const ScenarioError& e) {
+    throw config::InputError(fmt::format("{}: {}", file, e.what()));
+  }
 }
 
 json system_json(const System& s) {

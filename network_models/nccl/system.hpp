@@ -83,6 +83,10 @@ struct System {
 System parse_system(const nlohmann::json& value, const std::string& path);
 nlohmann::json system_json(const System& system);
 
+// A system JSON file (what `dtsim collective --system FILE` reads): throws
+// config::InputError "FILE: ..." (a JSON path inside it where the content is wrong).
+System read_system_file(const std::string& file);
+
 // The JSON fields of a system object, for `dtsim list systems` and the schema.
 const std::vector<std::string>& system_fields();
 

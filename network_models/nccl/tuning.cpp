@@ -183,8 +183,8 @@ Machine make_machine(const System& s, int ranks) {
     throw std::invalid_argument(fmt::format("{} ranks do not fill whole nodes of {} GPUs (a job is one node's first GPUs, "
                                             "or whole nodes)", ranks, G));
   if (ranks > s.gpus())
-    throw std::invalid_argument(fmt::format("{} ranks: the system \"{}\" has {} GPUs ({} nodes of {})", ranks, s.name,
-                                            s.gpus(), s.nodes, G));
+    throw std::invalid_argument(fmt::format("{} ranks: the system \"{}\" has {} GPUs ({} node{} of {}; its \"nodes\" "
+                                            "adds more)", ranks, s.name, s.gpus(), s.nodes, s.nodes == 1 ? "" : "s", G));
   Machine m;
   m.system = s;
   m.ranks = ranks;
