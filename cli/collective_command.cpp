@@ -192,7 +192,7 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
         fmt::format("-e/--maxbytes: expected at least -b/--minbytes ({}), got {}", sweep.min_bytes, sweep.max_bytes));
   // Far beyond any GPU's memory, and where sizes in doubles stop being exact.
   if (sweep.max_bytes > (std::int64_t{1} << 50))
-    throw config::InputError(fmt::format("-e/--maxbytes: expected at most 1P (2^50 bytes), got {}", sweep.max_bytes));
+    throw config::InputError(fmt::format("-e/--maxbytes: expected at most 2^50 bytes (1048576G), got {}", sweep.max_bytes));
   sweep.factor = factor_;
   if (!step_.empty()) sweep.step_bytes = flag("-i/--stepbytes", [&] { return runner::parse_size(step_); });
   if (sweep.step_bytes <= 0 && !(sweep.factor > 1.0))

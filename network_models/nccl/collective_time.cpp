@@ -93,28 +93,25 @@ double ring_us(const Machine& m, Coll c, double bytes, const Choice& ch, int ele
   Hop intra, net;
   ring_hops(m, c, p, intra, net);
 
-  double t = base_latency_us(Algo::Ring, p);
-  bool first = true;
-  for (i64 off = 0; off < count; off += loop) {
-    const i64 rest = count - off;
-    i64 rc = 0;
-    if (p == Proto::Simple) {
-      rc = roundup(std::min(chunk, divup(rest, nc * chunks_per_loop)), (nt - 32) * 8 / elem);
-    } else if (p == Proto::LL128) {
+  // The chunk of a loop with `rest` elements still to go: whole loops have the full one.
+  auto chunk_for = [&](i64 rest) -> i64 {
+    if (p == Proto::Simple) return roundup(std::min(chunk, divup(rest, nc * chunks_per_loop)), (nt - 32) * 8 / elem);
+    if (p == Proto::LL128) {
       const i64 min_chunk = std::max<i64>(1, nt * (kLL128GrainBytes / elem) / (pipeline ? 1 : 2));
-      rc = std::min(chunk, divup(rest, nc * chunks_per_loop * min_chunk) * min_chunk);
-    } else if (ring_twice) {
-      const i64 min_chunk = std::max<i64>(1, nt * kLLGrainBytes / elem);
-      rc = std::min(chunk, divup(rest, nc * chunks_per_loop * min_chunk) * min_chunk);
-    } else {
-      // computeColl's lastChunkSize for the loop that is not full.
-      const i64 nchunks = pipeline ? 1 : n;
-      const i64 loop_bytes = nc * nchunks * kLLStepDataBytes;
-      const i64 total = static_cast<i64>(bytes);
-      i64 last = divup(total - (total / loop_bytes) * loop_bytes, nc * nchunks);
-      last = roundup(last, nt * 8) / elem;
-      rc = rest < loop ? std::max<i64>(last, 1) : chunk;
+      return std::min(chunk, divup(rest, nc * chunks_per_loop * min_chunk) * min_chunk);
     }
+    if (ring_twice) {
+      const i64 min_chunk = std::max<i64>(1, nt * kLLGrainBytes / elem);
+      return std::min(chunk, divup(rest, nc * chunks_per_loop * min_chunk) * min_chunk);
+    }
+    // computeColl's lastChunkSize for the loop that is not full.
+    const i64 nchunks = pipeline ? 1 : n;
+    const i64 loop_bytes = nc * nchunks * kLLStepDataBytes;
+    const i64 total = static_cast<i64>(bytes);
+    const i64 last = roundup(divup(total - (total / loop_bytes) * loop_bytes, nc * nchunks), nt * 8) / elem;
+    return rest < loop ? std::max<i64>(last, 1) : chunk;
+  };
+  auto loop_us = [&](i64 rc, bool first) {
     // Simple pays its hop latencies per slice on the GPU (the network's own latency, which
     // the proxy's pipeline overlaps, once per crossing); LL and LL128 once per step.
     const bool simple = p == Proto::Simple;
@@ -124,16 +121,23 @@ double ring_us(const Machine& m, Coll c, double bytes, const Choice& ch, int ele
     if (pipeline) {
       // The first chunk crosses n-1 hops (Simple: stored and forwarded whole at each; LL
       // and LL128 forward lines as they arrive); every later one follows a slowest hop behind.
-      const double path = simple ? (n - 1 - net_hops) * ci + net_hops * (ln + cn)
-                                 : (n - 1 - net_hops) * li + net_hops * ln + std::max(ci, cn);
-      t += first ? path : std::max(ci, cn);
-    } else {
-      const double path = (K - net_hops) * (li + ci) + net_hops * (ln + cn);
-      const double bandwidth = K * std::max(ci, cn) + std::max(li, ln);
-      t += std::max(path, bandwidth);
+      if (!first) return std::max(ci, cn);
+      return simple ? (n - 1 - net_hops) * ci + net_hops * (ln + cn)
+                    : (n - 1 - net_hops) * li + net_hops * ln + std::max(ci, cn);
     }
-    first = false;
+    const double path = (K - net_hops) * (li + ci) + net_hops * (ln + cn);
+    const double bandwidth = K * std::max(ci, cn) + std::max(li, ln);
+    return std::max(path, bandwidth);
+  };
+  // Whole loops are alike: the first (a pipeline's fill), then the others, then the rest.
+  const i64 whole = count / loop, rest = count % loop;
+  double t = base_latency_us(Algo::Ring, p);
+  if (whole > 0) {
+    const i64 rc = chunk_for(count);
+    t += loop_us(rc, true);
+    if (whole > 1) t += static_cast<double>(whole - 1) * loop_us(rc, false);
   }
+  if (rest > 0) t += loop_us(chunk_for(rest), whole == 0);
   return t;
 }
 
@@ -185,7 +189,8 @@ double switch_reduction_us(const Machine& m, const Tuning& t, double bytes, cons
   const double bw = t.bandwidth_GBps[index(Coll::AllReduce)][index(ch.algo)][index(ch.proto)];
   if (!(bw > 0)) return lat;
   const bool nvls = ch.algo == Algo::Nvls || ch.algo == Algo::NvlsTree;
-  const int total_channels = nvls ? m.nvls_channels : m.channels;
+  // CollNet's bandwidth is its heads' (NCCL gives it the same whatever channels run it).
+  const int total_channels = nvls ? m.nvls_channels : ch.channels;
   const double rate = bw / total_channels * 1e3;  // bytes per us per channel
   const double per_channel = bytes / ch.channels;
   const int heads = nvls ? m.per_node : std::max(1, m.graphs[index(ch.algo)].channels);
