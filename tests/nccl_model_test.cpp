@@ -211,6 +211,42 @@ TEST(NcclTuning, ProtocolSwitchOverSizes) {
   EXPECT_EQ(choose(m, t, Coll::AllReduce, std::ceil(ll128_to_simple) + 1).proto, Proto::Simple);
 }
 
+// The algorithm's switch-over on 8x H100: NCCL's ring LL (15 us, 87.7 GB/s of bus capped
+// to algbw x 8/14) against NVLS (23 us, 8 x 40 x 5/6 GB/s): the ring below S*, NVLS above
+// (NCCL_ALGO=Ring,NVLS: the tree left out, whose corrections move its own cross-overs).
+TEST(NcclTuning, AlgorithmSwitchOverSize) {
+  const Machine m = make_machine(preset("h100_8x"), 8);
+  const Tuning t = tune(m, parse_overrides("Ring,NVLS", ""));
+  const double lr = t.latency_us[index(Coll::AllReduce)][index(Algo::Ring)][index(Proto::LL)];
+  const double br = t.bandwidth_GBps[index(Coll::AllReduce)][index(Algo::Ring)][index(Proto::LL)];
+  const double ln = t.latency_us[index(Coll::AllReduce)][index(Algo::Nvls)][index(Proto::Simple)];
+  const double bn = t.bandwidth_GBps[index(Coll::AllReduce)][index(Algo::Nvls)][index(Proto::Simple)];
+  EXPECT_NEAR(bn, 8 * 40.0 * 5 / 6, 1e-9);
+  const double s_star = (ln - lr) / (1.0 / (1000 * br) - 1.0 / (1000 * bn));
+  const Choice below = choose(m, t, Coll::AllReduce, std::floor(s_star) - 1);
+  const Choice above = choose(m, t, Coll::AllReduce, std::ceil(s_star) + 1);
+  EXPECT_EQ(below.algo, Algo::Ring);
+  EXPECT_EQ(below.proto, Proto::LL);
+  EXPECT_EQ(above.algo, Algo::Nvls);
+  EXPECT_EQ(above.channels, 16);
+}
+
+// CollNet runs only where the network reduces (SHARP), and then wins large all-reduces
+// across nodes on 8x A100 (its bandwidth is the node's, not the NICs').
+TEST(NcclTuning, CollNetOnlyWithInNetworkReduction) {
+  System s = preset("a100_8x");
+  s.nodes = 4;
+  const Machine plain = make_machine(s, 32);
+  s.network.collnet = true;
+  const Machine sharp = make_machine(s, 32);
+  for (double bytes = 1024; bytes <= 1.0 * (1 << 30); bytes *= 8) {
+    const Algo a = choose(plain, tune(plain, Overrides{}), Coll::AllReduce, bytes).algo;
+    EXPECT_TRUE(a != Algo::CollNetDirect && a != Algo::CollNetChain) << bytes;
+  }
+  const Algo large = choose(sharp, tune(sharp, Overrides{}), Coll::AllReduce, 256.0 * (1 << 20)).algo;
+  EXPECT_TRUE(large == Algo::CollNetDirect || large == Algo::CollNetChain) << to_string(large);
+}
+
 // getAlgoInfo: fewer channels while bytes < channels x threads x threshold (ring LL:
 // 512 threads x 8 x nRanks bytes each), then fewer threads, at least 3 warps.
 TEST(NcclTuning, ChannelsGrowWithTheSize) {
