@@ -12,7 +12,9 @@
 
 #include "cli/exit_codes.hpp"
 #include "config/json_input.hpp"
+#include "config/closest_name.hpp"
 #include "config/scenario_error.hpp"
+#include "network_models/nccl/presets.hpp"
 
 namespace dtsim::cli {
 
@@ -51,11 +53,46 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
   cmd_->add_option("--bandwidth-GBps", bandwidth_GBps_, "Per-link bandwidth (1e9 bytes/s)")->capture_default_str();
   cmd_->add_option("-r,--root", root_, "Broadcast root")->capture_default_str();
   cmd_->add_option("--json", json_, "Also write the table as JSON to this file");
+  cmd_->add_option("--system", system_,
+                   fmt::format("--model nccl: the machine, a preset ({}) or a system JSON file", net::nccl::system_preset_names()));
+  cmd_->add_option("--nodes", nodes_, "--model nccl: nodes of the system (default: the system's; -n defaults to all their GPUs)");
+  cmd_->add_option("--nccl-algo", nccl_algo_, "--model nccl: as NCCL_ALGO (Tree, Ring, CollNetDirect, CollNetChain, NVLS, "
+                                              "NVLSTree; a comma-separated list, or ^ and the ones to leave out)");
+  cmd_->add_option("--nccl-proto", nccl_proto_, "--model nccl: as NCCL_PROTO (LL, LL128, Simple)");
+  cmd_->add_option("-g,--ngpus", gpus_per_thread_,
+                   "--model nccl: GPUs whose kernels one thread launches, as nccl-tests' -g (the host's launches can "
+                   "outlast the GPUs)")
+      ->capture_default_str();
 }
+
+namespace {
+
+// --system: a preset's name, or a system JSON file.
+net::nccl::System read_system(const std::string& text) {
+  if (const auto* preset = net::nccl::find_system_preset(text)) return *preset;
+  const bool looks_like_file = text.find('/') != std::string::npos || text.find('.') != std::string::npos;
+  if (!looks_like_file)
+    throw config::InputError(fmt::format("--system: expected a preset ({}) or a system JSON file, got \"{}\"{}",
+                                         net::nccl::system_preset_names(), text,
+                                         config::did_you_mean(text, net::nccl::system_preset_list())));
+  try {
+    return net::nccl::read_system_file(text);
+  } catch (const config::InputError& e) {
+    throw config::InputError(fmt::format("--system: {}", e.what()));
+  }
+}
+
+}  // namespace
 
 runner::CollectiveSweep CollectiveCommand::sweep() const {
   runner::CollectiveSweep sweep;
   sweep.kind = flag("--op", [&] { return runner::parse_collective(op_); });
+  if (!net::find_network_model(model_))
+    throw config::InputError(
+        config::one_line(fmt::format("--model: expected one of {}, got \"{}\"", net::network_model_names(), model_)));
+  if (net::network_model(model_).make_clock) return machine_sweep(std::move(sweep));
+  for (const char* f : {"--system", "--nodes", "--nccl-algo", "--nccl-proto", "--ngpus"})
+    if (cmd_->count(f) > 0) throw config::InputError(fmt::format("{}: only --model nccl reads it", f));
   sweep.algorithm = flag("--algo", [&] { return net::parse_algorithm(algo_); });
   sweep.topology = flag("--topology", [&] {
     auto t = net::parse_topology(topology_);
@@ -91,9 +128,6 @@ runner::CollectiveSweep CollectiveCommand::sweep() const {
                                               fmt::join(sweep.topology.dims, "x"),
                                               product >> 31 ? "more than 2^31" : std::to_string(product), sweep.ranks));
   }
-  if (!net::find_network_model(model_))
-    throw config::InputError(
-        config::one_line(fmt::format("--model: expected one of {}, got \"{}\"", net::network_model_names(), model_)));
   sweep.model = model_;
   sweep.link = {latency_us_ * 1e-6, bandwidth_GBps_ * 1e9};
   // An infinite latency (CLI11 reads 1e309 as inf) would schedule events at inf.
@@ -113,6 +147,52 @@ runner::CollectiveSweep CollectiveCommand::sweep() const {
     throw config::InputError(fmt::format("--latency-us, --bandwidth-GBps: a collective of -e/--maxbytes ({} bytes) "
                                             "over {:g} us / {:g} GB/s links would take longer than any finite time",
                                             sweep.max_bytes, latency_us_, bandwidth_GBps_));
+  sweep.factor = factor_;
+  if (!step_.empty()) sweep.step_bytes = flag("-i/--stepbytes", [&] { return runner::parse_size(step_); });
+  if (sweep.step_bytes <= 0 && !(sweep.factor > 1.0))
+    throw config::InputError(fmt::format("-f/--stepfactor: expected a factor > 1, got {}", sweep.factor));
+  sweep.root = root_;
+  if (sweep.root < 0 || sweep.root >= sweep.ranks) throw config::InputError("--root: expected a rank of the job");
+  return sweep;
+}
+
+// The flags of a model of a described machine (nccl): the system and NCCL's overrides
+// instead of a topology and links.
+runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep sweep) const {
+  for (const char* f : {"--topology", "--latency-us", "--bandwidth-GBps"})
+    if (cmd_->count(f) > 0) throw config::InputError(fmt::format("{}: --model {} takes its links from --system", f, model_));
+  if (algo_ != "auto")
+    throw config::InputError(fmt::format("--algo: --model {} runs NCCL's choice (--nccl-algo, as NCCL_ALGO, restricts it)", model_));
+  if (system_.empty()) throw config::InputError(fmt::format("--system: --model {} needs a system (a preset: {}; or a JSON file)",
+                                                            model_, net::nccl::system_preset_names()));
+  auto config = std::make_shared<net::nccl::Config>();
+  config->system = read_system(system_);
+  if (cmd_->count("--nodes") > 0) {
+    if (nodes_ < 1 || nodes_ > (1 << 14)) throw config::InputError(fmt::format("--nodes: expected 1 to {}, got {}", 1 << 14, nodes_));
+    config->system.nodes = nodes_;
+  }
+  if (config->system.nodes > 1 && (config->system.network.nics_per_node < 1 || !(config->system.network.nic_Gbps > 0)))
+    throw config::InputError(fmt::format("--nodes: {} nodes of {} need a network (the system has no NICs)", config->system.nodes,
+                                         config->system.name));
+  config->overrides = flag("--nccl-algo", [&] { return net::nccl::parse_overrides(nccl_algo_, ""); });
+  config->overrides = flag("--nccl-proto", [&] { return net::nccl::parse_overrides(nccl_algo_, nccl_proto_); });
+  sweep.model = model_;
+  sweep.algorithm = net::Algorithm::Auto;
+  sweep.ranks = ranks_ == 0 ? config->system.gpus() : ranks_;
+  flag("-n/--ranks", [&] { return net::nccl::make_machine(config->system, sweep.ranks); });
+  sweep.link = net::nccl::nominal_link(config->system);
+  sweep.nccl = config;
+  if (gpus_per_thread_ < 1 || gpus_per_thread_ > sweep.ranks)
+    throw config::InputError(fmt::format("-g/--ngpus: expected 1 to the rank count ({}), got {}", sweep.ranks, gpus_per_thread_));
+  sweep.gpus_per_thread = gpus_per_thread_;
+  sweep.min_bytes = flag("-b/--minbytes", [&] { return runner::parse_size(min_); });
+  sweep.max_bytes = flag("-e/--maxbytes", [&] { return runner::parse_size(max_); });
+  if (sweep.max_bytes < sweep.min_bytes)
+    throw config::InputError(
+        fmt::format("-e/--maxbytes: expected at least -b/--minbytes ({}), got {}", sweep.min_bytes, sweep.max_bytes));
+  // Far beyond any GPU's memory, and where sizes in doubles stop being exact.
+  if (sweep.max_bytes > (std::int64_t{1} << 50))
+    throw config::InputError(fmt::format("-e/--maxbytes: expected at most 2^50 bytes (1048576G), got {}", sweep.max_bytes));
   sweep.factor = factor_;
   if (!step_.empty()) sweep.step_bytes = flag("-i/--stepbytes", [&] { return runner::parse_size(step_); });
   if (sweep.step_bytes <= 0 && !(sweep.factor > 1.0))

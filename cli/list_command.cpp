@@ -12,6 +12,8 @@
 #include "algorithms/spec_fields.hpp"
 #include "cli/exit_codes.hpp"
 #include "kernels/compressor_kinds.hpp"
+#include "network_models/nccl/presets.hpp"
+#include "network_models/nccl/tuning.hpp"
 #include "network_models/network_model.hpp"
 #include "network_models/topology_kinds.hpp"
 #include "runner/result_fields.hpp"
@@ -87,6 +89,27 @@ std::string networks_table() {
   return out;
 }
 
+// The nccl model's named machines, with what NCCL makes of one node (tuning.hpp).
+std::string systems_table() {
+  std::string out = "| system | what it is | NCCL's graph on one node | network | host launch per GPU | source |\n"
+                    "|---|---|---|---|---|---|\n";
+  for (const auto& s : net::nccl::system_presets()) {
+    const auto m = net::nccl::make_machine(s, s.gpus_per_node);
+    const auto& ring = m.graphs[net::nccl::index(net::nccl::Algo::Ring)];
+    std::string graph = fmt::format("ring {} x {:g} GB/s, {} channels", ring.channels, ring.bw_intra, m.channels);
+    if (m.nvls) {
+      const auto& nv = m.graphs[net::nccl::index(net::nccl::Algo::Nvls)];
+      graph += fmt::format("; NVLS {} x {:g} GB/s, {} channels", nv.channels, nv.bw_intra, m.nvls_channels);
+    }
+    const std::string network = s.network.nics_per_node > 0
+                                    ? fmt::format("{} x {:g} Gb/s, {} rails", s.network.nics_per_node, s.network.nic_Gbps, s.network.rails)
+                                    : std::string("-");
+    out += fmt::format("| `{}` | {} | {} | {} | {:g} us | {} |\n", s.name, cell(s.description), graph, network,
+                       s.host.launch_us, cell(s.source));
+  }
+  return out;
+}
+
 std::string topologies_table() {
   std::string out = "| topology kind | what it is | fields | command line |\n|---|---|---|---|\n";
   for (const auto& k : net::topology_kind_table())
@@ -107,6 +130,7 @@ const std::vector<Table>& tables() {
                                     {"compressors", compressors_table},
                                     {"networks", networks_table},
                                     {"topologies", topologies_table},
+                                    {"systems", systems_table},
                                     {"results", runner::result_fields_markdown}};
   return t;
 }
@@ -125,7 +149,7 @@ std::string list_tables(const std::string& what) {
 
 ListCommand::ListCommand(CLI::App& app) {
   cmd_ = app.add_subcommand("list", "Print what this dtsim knows (algorithms, workload types, data sources, compressor "
-                                    "kinds, network models, topologies) from its registries, and the result file's "
+                                    "kinds, network models, topologies, the nccl model's systems) from its registries, and the result file's "
                                     "fields, as Markdown tables");
   std::vector<std::string> names;
   for (const auto& t : tables()) names.push_back(t.name);

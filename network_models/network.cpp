@@ -17,7 +17,9 @@ Network::Network(sim::Engine& engine, Topology topology, NetworkConfig config, s
     throw std::invalid_argument(fmt::format("network: bandwidth must be > 0, got {}", config_.nominal.bandwidth_bytes_per_s));
   if (!(config_.nominal.latency_s >= 0))
     throw std::invalid_argument(fmt::format("network: latency must be >= 0, got {}", config_.nominal.latency_s));
-  transport_ = model_->make_transport(engine, std::move(topology), config_.perturbations);
+  if (model_->make_clock) clock_ = model_->make_clock(config_, topology.size());
+  transport_ = clock_ ? std::make_unique<ClockTransport>(engine, std::move(topology), config_.perturbations, clock_)
+                      : model_->make_transport(engine, std::move(topology), config_.perturbations);
   transport_->evaluate_rings(config_.evaluate_rings);
 }
 
@@ -43,7 +45,9 @@ std::shared_ptr<Execution> Network::start(const CollectiveSpec& spec, std::share
                                           Execution::RankDone done, std::string shape) {
   if (model_->closed_form_collectives)
     return std::make_shared<ClosedFormExecution>(
-        engine(), size(), closed_form_seconds(spec, config_.nominal.latency_s, config_.nominal.bandwidth_bytes_per_s),
+        engine(), size(),
+        clock_ ? clock_->collective_seconds(spec)
+               : closed_form_seconds(spec, config_.nominal.latency_s, config_.nominal.bandwidth_bytes_per_s),
         std::move(done));
   return std::make_shared<ScheduledExecution>(*transport_, std::move(schedule), std::move(done), reuse_.get(),
                                               std::move(shape));

@@ -15,12 +15,17 @@
 #include "network_models/closed_form.hpp"
 #include "network_models/collective_execution.hpp"
 #include "network_models/collective_reuse.hpp"
+#include "network_models/machine_clock.hpp"
 #include "network_models/network_model.hpp"
 #include "network_models/schedule.hpp"
 #include "network_models/topology.hpp"
 #include "network_models/transport.hpp"
 
 namespace dtsim::net {
+
+namespace nccl {
+struct Config;
+}
 
 struct NetworkConfig {
   std::string model = "alpha_beta";  // a name from network_model_table(), looked up by Network
@@ -38,6 +43,8 @@ struct NetworkConfig {
   // (ring_recurrence.hpp) instead of simulating their messages; the figures are the
   // same either way.
   bool evaluate_rings = true;
+  // The nccl model's machine and NCCL_ALGO / NCCL_PROTO (nccl/nccl_model.hpp); null for the others.
+  std::shared_ptr<const nccl::Config> nccl;
 };
 
 // `spec` over `ranks` ranks with its algorithm resolved: an explicit algorithm stays,
@@ -97,6 +104,7 @@ class Network {
   std::map<std::string, std::shared_ptr<const CollectivePlan>> plans_;  // by shape
   NetworkConfig config_;
   const NetworkModel* model_;  // config_.model's entry
+  std::shared_ptr<const MachineClock> clock_;  // models of a described machine (nccl)
   std::unique_ptr<Transport> transport_;
   std::shared_ptr<CollectiveReuse> reuse_;
 };

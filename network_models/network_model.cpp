@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "network_models/nccl/nccl_model.hpp"
+
 namespace dtsim::net {
 
 namespace {
@@ -40,6 +42,16 @@ const std::vector<NetworkModel>& network_model_table() {
        .rings_as_recurrence = true,
        .rings_simulate_coupled_senders = true,
        .faster_alternative = "the alpha_beta or analytical network model"},
+      // A machine described in /network/system (network_models/nccl/): its transport is
+      // the clock's (Network builds it); make_transport serves callers without a system.
+      {.name = "nccl",
+       .description = "collectives as NCCL runs them on a described machine (algorithm, protocol, channels), no contention",
+       .make_transport = make<UncontendedTransport>,
+       .closed_form_collectives = true,
+       .relative_events_per_message = 1.0,
+       .rings_as_recurrence = false,  // no ring schedules
+       .faster_alternative = "",
+       .make_clock = nccl::make_clock},
   };
   return table;
 }

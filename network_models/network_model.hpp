@@ -20,6 +20,9 @@
 
 namespace dtsim::net {
 
+class MachineClock;
+struct NetworkConfig;
+
 struct NetworkModel {
   std::string_view name;         // as scenarios and the command line spell it
   std::string_view description;  // one line, as scenario.schema.json states it
@@ -43,6 +46,12 @@ struct NetworkModel {
   bool rings_simulate_coupled_senders = false;
   // A cheaper model to suggest when a run would be long ("" where none is cheaper).
   std::string_view faster_alternative;
+  // Models of a described machine (nccl): its clock for a job of `ranks` ranks times the
+  // closed-form collectives and the point-to-point messages (machine_clock.hpp) instead of
+  // the alpha-beta closed forms and the topology's links; it reads what the config holds for
+  // it (NetworkConfig::nccl), and the scenario's /network/system instead of latency_us and
+  // bandwidth_GBps. Null for the others.
+  std::shared_ptr<const MachineClock> (*make_clock)(const NetworkConfig& config, int ranks) = nullptr;
 };
 
 // Every model, in the order help texts and error messages list them (cheapest first).

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "network_models/nccl/nccl_model.hpp"
 #include "network_models/topology_section.hpp"
 
 namespace dtsim::net {
@@ -59,8 +60,22 @@ std::vector<Item> parse_array(ObjectReader& n, const std::string& key, ParseItem
 NetworkConfig parse_network_section(ObjectReader& n, int nodes, std::uint64_t seed) {
   NetworkConfig net;
   net.model = n.choice("model", std::nullopt, network_models());
-  net.nominal.latency_s = n.number("latency_us", std::nullopt, 0.0, kMaxLatencyUs) * 1e-6;
-  net.nominal.bandwidth_bytes_per_s = n.number("bandwidth_GBps", std::nullopt, kMinBandwidthGBps, kMaxBandwidthGBps) * 1e9;
+  if (network_model(net.model).make_clock) {
+    // A described machine (the nccl model, the only one): its links are the system's.
+    net.nccl = nccl::parse_config(n);
+    net.nominal = nccl::nominal_link(net.nccl->system);
+    for (const char* key : {"latency_us", "bandwidth_GBps"})
+      if (n.find(key))
+        throw ScenarioError(n.where(key), ErrorKind::inconsistent,
+                            fmt::format("the {} model takes its links from /network/system, not {}", net.model, key));
+  } else {
+    for (const char* key : {"system", "nccl_algo", "nccl_proto"})
+      if (n.find(key))
+        throw ScenarioError(n.where(key), ErrorKind::inconsistent,
+                            fmt::format("only the nccl model reads {} (this network's model is {})", key, net.model));
+    net.nominal.latency_s = n.number("latency_us", std::nullopt, 0.0, kMaxLatencyUs) * 1e-6;
+    net.nominal.bandwidth_bytes_per_s = n.number("bandwidth_GBps", std::nullopt, kMinBandwidthGBps, kMaxBandwidthGBps) * 1e9;
+  }
   net.perturbations.overhead_s = n.number("overhead_us", 0.0, 0.0, kInf) * 1e-6;
   net.perturbations.jitter_s = n.number("jitter_us", 0.0, 0.0, kInf) * 1e-6;
   net.perturbations.jitter_seed = seed;
@@ -89,11 +104,15 @@ json network_section_json(const NetworkConfig& network) {
   json algorithms = json::object();
   for (const auto& [kind, choice] : network.algorithms) algorithms[to_string(kind)] = to_string(choice);
   json net = {{"model", network.model},
-              {"latency_us", network.nominal.latency_s * 1e6},
-              {"bandwidth_GBps", network.nominal.bandwidth_bytes_per_s / 1e9},
               {"overhead_us", network.perturbations.overhead_s * 1e6},
               {"jitter_us", network.perturbations.jitter_s * 1e6},
               {"algorithms", algorithms}};
+  if (network.nccl) {
+    nccl::add_config_json(*network.nccl, net);
+  } else {
+    net["latency_us"] = network.nominal.latency_s * 1e6;
+    net["bandwidth_GBps"] = network.nominal.bandwidth_bytes_per_s / 1e9;
+  }
   if (!network.reuse_collectives) net["reuse_collectives"] = false;  // echoed when off: results keep their ids
   if (!network.evaluate_rings) net["evaluate_rings"] = false;
   if (!network.perturbations.bandwidth_trace.empty()) {
@@ -110,6 +129,13 @@ json network_section_json(const NetworkConfig& network) {
 }
 
 void check_network_links(const NetworkConfig& network, const Topology& topology) {
+  if (network.nccl) {
+    try {
+      (void)nccl::make_machine(network.nccl->system, topology.size());
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError("/network/system", ErrorKind::inconsistent, e.what());
+    }
+  }
   auto is_link = [&](int a, int b) {
     for (const auto& link : topology.links())
       if (link.src == a && link.dst == b) return true;

@@ -16,7 +16,8 @@ namespace dtsim::net {
 // scenario's (the jitter's stream).
 NetworkConfig parse_network_section(config::ObjectReader& n, int nodes, std::uint64_t seed);
 nlohmann::json network_section_json(const NetworkConfig& network);
-// Every bandwidth change and failure names a link of `topology` (ScenarioError otherwise).
+// Every bandwidth change and failure names a link of `topology`, and a described machine
+// (the nccl model's system) holds the topology's ranks (ScenarioError otherwise).
 void check_network_links(const NetworkConfig& network, const Topology& topology);
 
 }  // namespace dtsim::net

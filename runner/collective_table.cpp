@@ -1,5 +1,6 @@
 #include "runner/collective_table.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -25,16 +26,32 @@ std::vector<CollectiveRow> run_collective_sweep(const CollectiveSweep& s) {
     throw std::invalid_argument(fmt::format("sizes: expected 0 <= min ({}) <= max ({})", s.min_bytes, s.max_bytes));
   if (s.step_bytes <= 0 && !(s.factor > 1.0))
     throw std::invalid_argument(fmt::format("step factor must be > 1, got {}", s.factor));
-  const auto topology = net::make_topology(s.topology, s.ranks, s.link);
   const auto& model = net::network_model(s.model);
   net::NetworkConfig config;
   config.model = s.model;
   config.nominal = s.link;
+  config.nccl = s.nccl;
   config.algorithms[s.kind] = s.algorithm;  // `auto` means the cheapest by closed form
+  // A described machine times the collective itself (NCCL's choice of algorithm).
+  const auto clock = model.make_clock ? model.make_clock(config, s.ranks) : nullptr;
+  const auto topology = clock ? net::Topology::ring(1, s.link) : net::make_topology(s.topology, s.ranks, s.link);
   std::vector<CollectiveRow> rows;
   for (std::int64_t bytes = s.min_bytes; bytes <= s.max_bytes;) {
     net::CollectiveSpec spec{.kind = s.kind, .algorithm = s.algorithm, .elements = bytes / 4, .root = s.root};
     spec.block_elements.assign(s.ranks, spec.elements / s.ranks);
+    if (clock) {
+      spec.ranks = s.ranks;
+      auto row = net::nccl_row(s.kind, s.ranks, bytes, spec.elements, static_cast<double>(spec.elements * 4),
+                               clock->benchmark_seconds(spec, s.gpus_per_thread));
+      if (s.kind == net::CollectiveKind::Broadcast) row.root = s.root;
+      row.algorithm = clock->describe(spec);
+      row.bytes_sent_per_rank = clock->bytes_sent_per_rank(spec);
+      rows.push_back(std::move(row));
+      const auto next = next_collective_size(s, bytes);
+      if (!next) break;
+      bytes = *next;
+      continue;
+    }
     spec = net::resolve_collective(spec, s.ranks, config);
     const auto schedule = net::make_schedule(spec);
     double seconds = 0.0;
@@ -73,6 +90,29 @@ std::optional<std::int64_t> next_collective_size(const CollectiveSweep& s, std::
 }
 
 net::NcclTable collective_table(const CollectiveSweep& s, std::vector<CollectiveRow> rows) {
+  if (s.nccl) {
+    const auto& sys = s.nccl->system;
+    const int per_node = std::min(s.ranks, sys.gpus_per_node);
+    const int nodes = s.ranks / per_node;
+    std::string nccl_env;
+    if (!s.nccl->overrides.algo.empty()) nccl_env += fmt::format(", NCCL_ALGO={}", s.nccl->overrides.algo);
+    if (!s.nccl->overrides.proto.empty()) nccl_env += fmt::format(", NCCL_PROTO={}", s.nccl->overrides.proto);
+    nlohmann::json setup = {{"model", s.model},
+                            {"system", net::nccl::system_json(sys)},
+                            {"gpus_per_thread", s.gpus_per_thread}};
+    if (!s.nccl->overrides.algo.empty()) setup["nccl_algo"] = s.nccl->overrides.algo;
+    if (!s.nccl->overrides.proto.empty()) setup["nccl_proto"] = s.nccl->overrides.proto;
+    return {.source = net::TableSource::Simulated,
+            .op = s.kind,
+            .ranks = s.ranks,
+            .title = fmt::format("dtsim collective: {} on {} ({} ranks: {} node{} of {}), model {} (NCCL 2.18's choices{}), "
+                                 "{} GPU{} per thread (host launch {:g} us per GPU)",
+                                 net::to_string(s.kind), sys.name, s.ranks, nodes, nodes == 1 ? "" : "s", per_node,
+                                 s.model, nccl_env, s.gpus_per_thread, s.gpus_per_thread == 1 ? "" : "s",
+                                 sys.host.launch_us),
+            .setup = setup,
+            .rows = std::move(rows)};
+  }
   const std::string topology = net::make_topology(s.topology, s.ranks, s.link).kind();
   return {.source = net::TableSource::Simulated,
           .op = s.kind,

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "network_models/nccl/nccl_model.hpp"
 #include "network_models/nccl_table.hpp"
 #include "network_models/network.hpp"
 #include "network_models/topology_spec.hpp"
@@ -28,6 +29,11 @@ struct CollectiveSweep {
   double factor = 2.0;  // multiplicative step between sizes
   std::int64_t step_bytes = 0;  // additive step instead, when > 0
   int root = 0;
+  // A model of a described machine (nccl): its system and NCCL_ALGO / NCCL_PROTO, and how
+  // many GPUs the benchmark launches from one thread (nccl-tests' -g: its host launches can
+  // outlast the GPUs).
+  std::shared_ptr<const net::nccl::Config> nccl;
+  int gpus_per_thread = 1;
 };
 
 // A row: nccl-tests' columns plus the schedule's algorithm and bytes sent per rank.
@@ -43,7 +49,9 @@ std::vector<CollectiveRow> run_collective_sweep(const CollectiveSweep& sweep);
 // The size after `bytes` in the sweep (min_bytes first), or nullopt after the last one.
 std::optional<std::int64_t> next_collective_size(const CollectiveSweep& sweep, std::int64_t bytes);
 // The sweep's rows as a simulated nccl-tests table (title: the collective, topology,
-// model and links; setup: topology, model, latency_us, bandwidth_GBps).
+// model and links; setup: topology, model, latency_us, bandwidth_GBps; for the nccl model
+// the system, NCCL_ALGO / NCCL_PROTO and gpus_per_thread instead of the topology and links,
+// and each row's algorithm NCCL's choice: "Ring/LL128/24ch").
 net::NcclTable collective_table(const CollectiveSweep& sweep, std::vector<CollectiveRow> rows);
 std::string format_collective_table(const CollectiveSweep& sweep, const std::vector<CollectiveRow>& rows);
 nlohmann::json collective_table_json(const CollectiveSweep& sweep, const std::vector<CollectiveRow>& rows);

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "network_models/nccl/nccl_model.hpp"
 #include "runner/divergence.hpp"
 #include "runner/percentile.hpp"
 
@@ -31,9 +32,12 @@ std::string format_table(const RunResult& r) {
   std::string mode = r.mode == r.backend ? r.mode : fmt::format("{} over {}", r.mode, r.backend);
   if (r.timing_only) mode += ", timing-only";
   if (!r.replayed_from.empty()) mode += ", replayed";
-  out += fmt::format("{}: {}, {} ranks, {} topology, {} {:g} us / {:g} GB/s, {} steps, {}\n", s.name, algo, s.ranks,
-                     s.topology.kind, s.network.model, s.network.nominal.latency_s * 1e6,
-                     s.network.nominal.bandwidth_bytes_per_s / 1e9, s.steps, mode);
+  // A described machine (the nccl model) is its system, not a link.
+  const std::string links = s.network.nccl ? fmt::format("on {}", s.network.nccl->system.name)
+                                           : fmt::format("{:g} us / {:g} GB/s", s.network.nominal.latency_s * 1e6,
+                                                         s.network.nominal.bandwidth_bytes_per_s / 1e9);
+  out += fmt::format("{}: {}, {} ranks, {} topology, {} {}, {} steps, {}\n", s.name, algo, s.ranks, s.topology.kind,
+                     s.network.model, links, s.steps, mode);
   // Emulated compute is the cost model's unless the scenario asks for measured times: say
   // so next to the table, which would otherwise read as this machine's speed.
   if (r.mode == "live")

@@ -308,8 +308,8 @@ TEST(Collectives, AutoPicksTheCheapest) {
 // the names), the analytical model runs collectives as closed forms over an uncontended
 // transport, and Network and make_transport take their transports from the table.
 TEST(NetworkModels, TableNamesEveryModel) {
-  EXPECT_EQ(network_models(), (std::vector<std::string>{"analytical", "alpha_beta", "flow"}));
-  EXPECT_EQ(network_model_names(", ", " or "), "analytical, alpha_beta or flow");
+  EXPECT_EQ(network_models(), (std::vector<std::string>{"analytical", "alpha_beta", "flow", "nccl"}));
+  EXPECT_EQ(network_model_names(", ", " or "), "analytical, alpha_beta, flow or nccl");
   for (const auto& m : network_model_table()) {
     ASSERT_EQ(find_network_model(m.name), &m);
     EXPECT_FALSE(m.description.empty());
@@ -321,7 +321,7 @@ TEST(NetworkModels, TableNamesEveryModel) {
     (void)network_model("packet");
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "unknown network model \"packet\" (expected one of analytical, alpha_beta, flow)");
+    EXPECT_EQ(std::string(e.what()), "unknown network model \"packet\" (expected one of analytical, alpha_beta, flow, nccl)");
   }
   EXPECT_TRUE(network_model("analytical").closed_form_collectives);
   EXPECT_FALSE(network_model("alpha_beta").closed_form_collectives);

@@ -96,7 +96,7 @@ const std::vector<BadCase>& bad_cases() {
       {"failure of a missing link", [](json& d) { d["network"]["failures"] = {{{"time_s", 1}, {"a", 0}, {"b", 2}}}; },
        "/network/failures/0: expected a link of the topology, but there is none between nodes 0 and 2"},
       {"unknown network model", [](json& d) { d["network"]["model"] = "packet"; },
-       "/network/model: expected one of analytical, alpha_beta, flow, got \"packet\""},
+       "/network/model: expected one of analytical, alpha_beta, flow, nccl, got \"packet\""},
       {"algorithm for the wrong collective", [](json& d) { d["network"]["algorithms"] = {{"broadcast", "ring"}}; },
        "/network/algorithms/broadcast: expected one of auto, binomial, got \"ring\""},
       {"straggler out of range", [](json& d) { d["compute"] = {{"stragglers", {{{"rank", 9}, {"slowdown", 2}}}}}; },
@@ -112,7 +112,7 @@ const std::vector<BadCase>& bad_cases() {
       {"unknown key beside a missing field", [](json& d) { d["network"].erase("bandwidth_GBps"); d["network"]["bw"] = 1; },
        "/network/bw: unknown field"},
       {"misspelt name", [](json& d) { d["network"]["model"] = "flwo"; },
-       "/network/model: expected one of analytical, alpha_beta, flow, got \"flwo\" (did you mean `flow`?)"},
+       "/network/model: expected one of analytical, alpha_beta, flow, nccl, got \"flwo\" (did you mean `flow`?)"},
       {"misspelt field of the algorithm", [](json& d) { d["algorithm"]["momentun"] = 0.9; },
        "/algorithm/momentun: not a field of algorithm parallel_sgd (did you mean `momentum`?) (its fields: lr, "
        "momentum, dampening, weight_decay, nesterov, lr_schedule, variant, compressor, gradient_compression, "

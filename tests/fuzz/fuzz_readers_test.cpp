@@ -47,7 +47,7 @@ std::size_t inputs_for(Reader reader) {
                                                {Reader::op_trace, 140}, {Reader::network_model, 45},
                                                {Reader::libsvm, 140},   {Reader::idx, 150},
                                                {Reader::cifar10, 80},   {Reader::tensors, 100},
-                                               {Reader::collective_flags, 195}};
+                                               {Reader::collective_flags, 195}, {Reader::nccl_system, 45}};
   const std::uint64_t total = env_number("DTSIM_FUZZ_INPUTS", 4000);
   return static_cast<std::size_t>(total * per_mille.at(reader) / 1000);
 }

@@ -582,7 +582,8 @@ std::string mutate(Reader reader, const std::string& seed, bool trusted, const s
   switch (reader) {
     case Reader::scenario:
     case Reader::sweep:
-    case Reader::network_model: return mutate_json_text(reader, seed, donors, rng);
+    case Reader::network_model:
+    case Reader::nccl_system: return mutate_json_text(reader, seed, donors, rng);
     case Reader::op_trace: return mutate_msgpack(seed, trusted, donors, rng);
     case Reader::libsvm: return mutate_libsvm(seed, donors, rng);
     case Reader::idx: return mutate_idx(seed, donors, rng);

@@ -23,6 +23,8 @@
 #include "config/scenario_error.hpp"
 #include "cli/collective_command.hpp"
 #include "comm/op_trace.hpp"
+#include "network_models/nccl/presets.hpp"
+#include "network_models/nccl/system.hpp"
 #include "runner/collective_table.hpp"
 #include "runner/run.hpp"
 #include "runner/scenario.hpp"
@@ -48,6 +50,7 @@ std::string name_of(Reader reader) {
     case Reader::cifar10: return "cifar10";
     case Reader::tensors: return "tensors";
     case Reader::collective_flags: return "collective_flags";
+    case Reader::nccl_system: return "nccl_system";
   }
   return "?";
 }
@@ -283,6 +286,42 @@ Verdict check_network_model(std::string_view input) {
   }
   // The same file behind a scenario's "network": {"calibrated": "m.json"}.
   scenario_file(out, dir / "uses.json");
+  return out.verdict;
+}
+
+std::string scenario_using(const json& workload, const json& network);
+
+// A system JSON file for the nccl model (dtsim collective --system FILE), and the same JSON
+// as a scenario's /network/system (4 ranks: one partial node, or a refusal naming
+// /network/system when the system's nodes hold fewer GPUs): the same verdict on the
+// system's content, with the file's name or the scenario's path in front.
+Verdict check_nccl_system(std::string_view input) {
+  Outcome out;
+  const fs::path dir = fs::path(workspace()) / "system";
+  const fs::path file = dir / "s.json";
+  write_bytes(file, input);
+  bool accepted = false;
+  try {
+    (void)net::nccl::read_system_file(file.string());
+    accepted = true;
+  } catch (const config::InputError& e) {
+    check_message(out, "read_system_file", e.what(), {file.string() + ": ", file.string() + " "});
+  } catch (const std::exception& e) {
+    foreign(out, "read_system_file", e);
+  }
+  const json doc = json::parse(input, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || config::first_too_deep(doc)) return out.verdict;
+  Outcome in_scenario;
+  const fs::path scenario = dir / "uses.json";
+  write_bytes(scenario, scenario_using({{"type", "logistic_regression"}, {"samples", 64}, {"features", 4}},
+                                       {{"model", "nccl"}, {"system", doc}}));
+  scenario_file(in_scenario, scenario);
+  if (!in_scenario.verdict.violation.empty()) out.broken(in_scenario.verdict.violation);
+  if (accepted && in_scenario.verdict.kind == Verdict::Kind::rejected &&
+      in_scenario.verdict.message.rfind("/network/system: ", 0) != 0)
+    out.broken("read_system_file accepts what the scenario refuses: " + printable(in_scenario.verdict.message));
+  if (!accepted && in_scenario.verdict.kind == Verdict::Kind::accepted)
+    out.broken("the scenario accepts what read_system_file refuses");
   return out.verdict;
 }
 
@@ -533,7 +572,7 @@ std::string make_workspace() {
   std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/dtsim-fuzz-XXXXXX";
   if (!::mkdtemp(pattern.data())) throw std::runtime_error("fuzz: cannot create a directory under " + pattern);
   const fs::path ws = pattern;
-  for (const char* sub : {"sweeps", "traces", "model", "libsvm", "idx", "cifar10", "tensors"})
+  for (const char* sub : {"sweeps", "traces", "model", "libsvm", "idx", "cifar10", "tensors", "system"})
     fs::create_directories(ws / sub);
   // What seeds refer to: scenarios next to the sweeps' "../x.json", data and model files.
   for (const auto& entry : fs::directory_iterator(fs::path(source_dir()) / "scenarios"))
@@ -634,6 +673,7 @@ Verdict check(Reader reader, std::string_view input, bool skip_huge) {
     case Reader::cifar10: return check_cifar10(input);
     case Reader::tensors: return check_tensors(input);
     case Reader::collective_flags: return check_collective(input, skip_huge);
+    case Reader::nccl_system: return check_nccl_system(input);
   }
   return {};
 }
@@ -707,6 +747,15 @@ std::vector<std::string> seeds(Reader reader) {
                           "--latency-us", "2.5", "--bandwidth-GBps", "25", "--op", "allgather"}));
       out.push_back(args({"collective", "--op", "reducescatter", "-n", "6", "--topology", "complete", "-b", "4K", "-e",
                           "4M", "-f", "4"}));
+      out.push_back(args({"collective", "--model", "nccl", "--system", "a100_8x", "-g", "8", "-b", "1K", "-e", "8G"}));
+      out.push_back(args({"collective", "--model", "nccl", "--system", "h100_8x", "--nodes", "2", "--op", "allgather",
+                          "--nccl-algo", "Ring", "--nccl-proto", "^LL128", "-e", "64M", "-f", "4"}));
+      break;
+    case Reader::nccl_system:
+      out.push_back(net::nccl::system_json(*net::nccl::find_system_preset("a100_pcie_pairs")).dump(1));
+      out.push_back(R"({"preset": "h100_8x", "nodes": 2, "network": {"collnet": true}})");
+      out.push_back(R"({"gpu": "volta", "gpus_per_node": 4, "intra": {"kind": "pcie", "nvlink_pairs": [[0, 1]]},
+                        "cpu": "intel", "sockets": 2, "pcie": {"generation": 3}})");
       break;
   }
   return out;

@@ -12,12 +12,13 @@
 
 namespace dtsim::fuzz {
 
-enum class Reader { scenario, sweep, op_trace, network_model, libsvm, idx, cifar10, tensors, collective_flags };
+enum class Reader { scenario, sweep, op_trace, network_model, libsvm, idx, cifar10, tensors, collective_flags, nccl_system };
 
 inline const std::vector<Reader>& all_readers() {
   static const std::vector<Reader> readers{Reader::scenario, Reader::sweep,   Reader::op_trace,
                                            Reader::network_model, Reader::libsvm, Reader::idx,
-                                           Reader::cifar10,  Reader::tensors, Reader::collective_flags};
+                                           Reader::cifar10,  Reader::tensors, Reader::collective_flags,
+                                           Reader::nccl_system};
   return readers;
 }
 std::string name_of(Reader reader);  // "scenario", "sweep", ... (the corpus folder's name)

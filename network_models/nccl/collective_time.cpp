@@ -1,0 +1,284 @@
+#include "network_models/nccl/collective_time.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace dtsim::net::nccl {
+
+namespace {
+
+using i64 = std::int64_t;
+
+// NCCL's FIFO: NCCL_STEPS slots per connection and protocol; a slot's data bytes.
+constexpr i64 kSimpleStepBytes = (i64{1} << 22) / 8;          // DEFAULT_BUFFSIZE / NCCL_STEPS
+constexpr i64 kLLStepDataBytes = (8 * 512 * 8 * 16) / 8 / 2;  // LL lines x threads x steps x 16 B / steps, half data
+constexpr i64 kLL128StepDataBytes = (120 * 640 * 8 * 8) / 8 * 15 / 16;  // LL128 buffer / steps x 120/128
+constexpr i64 kLLGrainBytes = 8;      // ProtoLL::calcBytePerGrain
+constexpr i64 kLL128GrainBytes = 60;  // ProtoLL128::calcBytePerGrain
+constexpr i64 kNvlsMaxChunk = 131072;
+constexpr double kP2pLLThreshold = 16384;  // NCCL_P2P_LL_THRESHOLD
+
+i64 divup(i64 a, i64 b) { return (a + b - 1) / b; }
+i64 roundup(i64 a, i64 b) { return divup(a, b) * b; }
+int ceil_log2(int n) {
+  int l = 0;
+  while ((1 << l) < n) ++l;
+  return l;
+}
+
+// The element the kernel counts in: bytes for all-gather and broadcast (NCCL moves them
+// as int8), the datatype's otherwise.
+i64 element_bytes(Coll c, int element_size) { return c == Coll::AllGather || c == Coll::Broadcast ? 1 : element_size; }
+
+struct Hop {
+  double rate = 0.0;  // bytes per us per channel
+  double lat = 0.0;   // us
+};
+
+// The ring's intra-node and network hops for protocol p.
+void ring_hops(const Machine& m, Coll c, Proto p, Hop& intra, Hop& net) {
+  const Graph& g = m.graphs[index(Algo::Ring)];
+  intra.rate = protocol_bus_bw(m, c, Algo::Ring, p, g.bw_intra) / m.channels * 1e3;
+  net.rate = protocol_bus_bw(m, c, Algo::Ring, p, g.bw_inter) / m.channels * 1e3;
+  intra.lat = hop_latency_us(g.intra, Algo::Ring, p);
+  net.lat = hop_latency_us(Hw::Net, Algo::Ring, p);
+  if (m.nodes > 1 && c != Coll::Broadcast && c != Coll::Reduce) {
+    const double overhead = m.system.cpu == CpuVendor::Amd ? 2.0 : 1.0;  // getNetOverhead
+    intra.lat = std::max(intra.lat, p == Proto::Simple ? 3 * overhead : overhead);
+  }
+  if (m.nodes == 1) net = intra;
+}
+
+// One step's work on a hop for a chunk of rc elements: the data over the channel's share of
+// the hop's links and, for Simple, whose threads wait for and post every slice themselves,
+// StepPerSlice x the GPU-side hop latency `sync` per slice that carries data (a chunk
+// smaller than the slice size has one: the other's flags carry nothing to wait for).
+double step_cost(Proto p, i64 rc, i64 elem, double rate, double sync, int slice_per_chunk, int step_per_slice) {
+  if (p != Proto::Simple) return static_cast<double>(rc * elem) / rate;
+  const i64 step_elems = kSimpleStepBytes / elem;
+  const i64 slice = std::max(divup(rc, 16 * slice_per_chunk) * 16, step_elems * step_per_slice / 32);
+  double cost = 0.0;
+  for (int j = 0; j < slice_per_chunk; ++j) {
+    const i64 here = std::clamp<i64>(rc - j * slice, 0, slice);
+    if (here > 0) cost += static_cast<double>(here * elem) / rate + step_per_slice * sync;
+  }
+  return cost;
+}
+
+double ring_us(const Machine& m, Coll c, double bytes, const Choice& ch, int element_size) {
+  const int n = m.ranks, N = m.nodes;
+  const Proto p = ch.proto;
+  const i64 nc = ch.channels, nt = ch.threads;
+  const i64 elem = element_bytes(c, element_size);
+  const bool pipeline = c == Coll::Broadcast || c == Coll::Reduce;
+  const bool ring_twice = c == Coll::AllReduce;
+  // Elements each loop is over: the whole buffer (all-reduce, broadcast, reduce), one rank's
+  // block (all-gather, reduce-scatter).
+  const i64 total_elems = static_cast<i64>(bytes) / elem;
+  const i64 count = ring_twice || pipeline ? total_elems : total_elems / n;
+  const i64 chunks_per_loop = ring_twice ? n : 1;
+  const int K = ring_twice ? 2 * (n - 1) : n - 1;
+  const int net_hops = N == 1 ? 0 : ring_twice ? 2 * N : N - 1;
+  const int chunk_steps = pipeline ? 1 : 4, slice_steps = pipeline ? 1 : 2;
+  const int slice_per_chunk = chunk_steps / slice_steps;
+
+  i64 chunk = 0;
+  switch (p) {
+    case Proto::Simple: chunk = kSimpleStepBytes / elem * chunk_steps; break;
+    case Proto::LL: chunk = kLLStepDataBytes / elem; break;
+    case Proto::LL128: chunk = kLL128StepDataBytes / elem; break;
+  }
+  const i64 loop = nc * chunks_per_loop * chunk;
+  Hop intra, net;
+  ring_hops(m, c, p, intra, net);
+
+  // The chunk of a loop with `rest` elements still to go: whole loops have the full one.
+  auto chunk_for = [&](i64 rest) -> i64 {
+    if (p == Proto::Simple) return roundup(std::min(chunk, divup(rest, nc * chunks_per_loop)), (nt - 32) * 8 / elem);
+    if (p == Proto::LL128) {
+      const i64 min_chunk = std::max<i64>(1, nt * (kLL128GrainBytes / elem) / (pipeline ? 1 : 2));
+      return std::min(chunk, divup(rest, nc * chunks_per_loop * min_chunk) * min_chunk);
+    }
+    if (ring_twice) {
+      const i64 min_chunk = std::max<i64>(1, nt * kLLGrainBytes / elem);
+      return std::min(chunk, divup(rest, nc * chunks_per_loop * min_chunk) * min_chunk);
+    }
+    // computeColl's lastChunkSize for the loop that is not full.
+    const i64 nchunks = pipeline ? 1 : n;
+    const i64 loop_bytes = nc * nchunks * kLLStepDataBytes;
+    const i64 total = static_cast<i64>(bytes);
+    const i64 last = roundup(divup(total - (total / loop_bytes) * loop_bytes, nc * nchunks), nt * 8) / elem;
+    return rest < loop ? std::max<i64>(last, 1) : chunk;
+  };
+  auto loop_us = [&](i64 rc, bool first) {
+    // Simple pays its hop latencies per slice on the GPU (the network's own latency, which
+    // the proxy's pipeline overlaps, once per crossing); LL and LL128 once per step.
+    const bool simple = p == Proto::Simple;
+    const double ci = step_cost(p, rc, elem, intra.rate, intra.lat, slice_per_chunk, slice_steps);
+    const double cn = step_cost(p, rc, elem, net.rate, intra.lat, slice_per_chunk, slice_steps);
+    const double li = simple ? 0.0 : intra.lat, ln = simple && N == 1 ? 0.0 : net.lat;
+    if (pipeline) {
+      // The first chunk crosses n-1 hops (Simple: stored and forwarded whole at each; LL
+      // and LL128 forward lines as they arrive); every later one follows a slowest hop behind.
+      if (!first) return std::max(ci, cn);
+      return simple ? (n - 1 - net_hops) * ci + net_hops * (ln + cn)
+                    : (n - 1 - net_hops) * li + net_hops * ln + std::max(ci, cn);
+    }
+    const double path = (K - net_hops) * (li + ci) + net_hops * (ln + cn);
+    const double bandwidth = K * std::max(ci, cn) + std::max(li, ln);
+    return std::max(path, bandwidth);
+  };
+  // Whole loops are alike: the first (a pipeline's fill), then the others, then the rest.
+  const i64 whole = count / loop, rest = count % loop;
+  double t = base_latency_us(Algo::Ring, p);
+  if (whole > 0) {
+    const i64 rc = chunk_for(count);
+    t += loop_us(rc, true);
+    if (whole > 1) t += static_cast<double>(whole - 1) * loop_us(rc, false);
+  }
+  if (rest > 0) t += loop_us(chunk_for(rest), whole == 0);
+  return t;
+}
+
+double tree_us(const Machine& m, double bytes, const Choice& ch, int element_size) {
+  const Proto p = ch.proto;
+  const Graph& g = m.graphs[index(Algo::Tree)];
+  const i64 nc = ch.channels, nt = ch.threads, elem = element_size;
+  const i64 count = static_cast<i64>(bytes) / elem;
+  const int depth_intra = m.per_node - 1, depth_inter = ceil_log2(m.nodes);
+  const int depth = std::max(1, depth_intra + depth_inter);
+  i64 chunk = 0;
+  if (p == Proto::Simple) {
+    // computeColl: 512 KiB, halved while the buffer gives each channel too few chunks.
+    i64 c = kSimpleStepBytes;
+    const i64 b = static_cast<i64>(bytes);
+    while (b / (nc * c) < depth * 8 && c > 131072) c /= 2;
+    while (b / (nc * c) < depth * 4 && c > 65536) c /= 2;
+    while (b / (nc * c) < depth && c > 32768) c /= 2;
+    chunk = c / elem;
+  } else {
+    chunk = (p == Proto::LL ? kLLStepDataBytes : kLL128StepDataBytes) / elem;
+  }
+  if (nc * chunk > count) {
+    const i64 min_chunk = p == Proto::Simple ? (nt - 64) * 8 * (8 / elem)
+                                              : nt * ((p == Proto::LL ? kLLGrainBytes : kLL128GrainBytes) / elem);
+    chunk = divup(count, nc * std::max<i64>(1, min_chunk)) * std::max<i64>(1, min_chunk);
+  }
+  const i64 chunks = std::max<i64>(1, divup(count, nc * chunk));
+  auto rate = [&](double bw) { return protocol_bus_bw(m, Coll::AllReduce, Algo::Tree, p, bw) * 0.5 / m.channels * 1e3; };
+  const double ri = rate(g.bw_intra), rn = m.nodes > 1 ? rate(g.bw_inter) : ri;
+  const double li = hop_latency_us(g.intra, Algo::Tree, p), ln = hop_latency_us(Hw::Net, Algo::Tree, p);
+  const double chunk_bytes = static_cast<double>(chunk * elem);
+  const double stage = chunk_bytes / std::min(ri, rn);
+  const double path = 2 * (depth_intra * li + depth_inter * ln);
+  // Simple stores and forwards each chunk, with its flags, at every level (2 depth stages to
+  // fill); LL and LL128 forward lines as they arrive (one chunk's time to fill).
+  if (p == Proto::Simple) return base_latency_us(Algo::Tree, p) + path + (chunks + 2 * depth - 1) * (stage + li);
+  return base_latency_us(Algo::Tree, p) + path + chunks * stage;
+}
+
+// NVLS, NVLS tree, CollNet: the kernel's warps are split into three roles working on
+// successive loops at once (scatter the input to the reduction's buffers, reduce through
+// the switch or the network and send the result back, gather it to the output), each loop
+// nHeads chunks per channel at NCCL's bandwidth per channel; a loop hands over between
+// roles through flags, one NVLink Simple hop latency each. So: NCCL's latency (base and
+// network hops) + 3 hand-overs + (loops + 2) x a loop's time.
+double switch_reduction_us(const Machine& m, const Tuning& t, double bytes, const Choice& ch) {
+  const double lat = t.latency_us[index(Coll::AllReduce)][index(ch.algo)][index(ch.proto)];
+  const double bw = t.bandwidth_GBps[index(Coll::AllReduce)][index(ch.algo)][index(ch.proto)];
+  if (!(bw > 0)) return lat;
+  const bool nvls = ch.algo == Algo::Nvls || ch.algo == Algo::NvlsTree;
+  // CollNet's bandwidth is its heads' (NCCL gives it the same whatever channels run it).
+  const int total_channels = nvls ? m.nvls_channels : ch.channels;
+  const double rate = bw / total_channels * 1e3;  // bytes per us per channel
+  const double per_channel = bytes / ch.channels;
+  const int heads = nvls ? m.per_node : std::max(1, m.graphs[index(ch.algo)].channels);
+  double chunk = static_cast<double>(kNvlsMaxChunk);
+  if (nvls) {
+    const double ops = static_cast<double>(ch.channels) * heads;  // concurrentOps: channels x heads
+    if (bytes < 64 * ops * chunk && chunk > 65536) chunk = 65536;
+    if (bytes < 8 * ops * chunk && chunk > 32768) chunk = 32768;
+    if (bytes < 2 * ops * chunk && chunk > 16384) chunk = 16384;
+  }
+  const double loop = std::min(per_channel, heads * chunk);
+  const double loops = std::ceil(per_channel / loop);
+  const double handover = hop_latency_us(m.graphs[index(Algo::Ring)].intra, Algo::Ring, Proto::Simple);
+  return lat + 3 * handover + (loops + 2) * (loop / rate);
+}
+
+}  // namespace
+
+double collective_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& choice, int element_size) {
+  if (m.ranks <= 1 || !(bytes > 0)) return 0.0;
+  element_size = std::clamp(element_size, 1, 8);
+  switch (choice.algo) {
+    case Algo::Ring: return ring_us(m, c, bytes, choice, element_size);
+    case Algo::Tree: return tree_us(m, bytes, choice, element_size);
+    case Algo::CollNetDirect:
+    case Algo::CollNetChain:
+    case Algo::Nvls:
+    case Algo::NvlsTree: return switch_reduction_us(m, t, bytes, choice);
+  }
+  return 0.0;
+}
+
+double p2p_us(const Machine& m, int src, int dst, double bytes) {
+  if (src == dst) return 0.0;
+  const Proto p = bytes <= kP2pLLThreshold ? Proto::LL : Proto::Simple;
+  const double efficiency = p == Proto::LL ? 0.5 : 1.0;  // LL: 8 data bytes per 16-byte line
+  const System& s = m.system;
+  const int node_a = src / m.per_node, node_b = dst / m.per_node;
+  const int local_a = src % m.per_node, local_b = dst % m.per_node;
+  const double nvlink = s.intra.nvlink_links * m.nvlink_bw;
+  double bw = 0.0, lat = 0.0;
+  auto intra_path = [&](int a, int b, double& path_bw, Hw& hw) {
+    if (s.intra.kind == IntraKind::NvSwitch || s.bridged(a, b)) {
+      path_bw = nvlink;
+      hw = Hw::NvLink;
+    } else {
+      path_bw = m.pci_bw;
+      const bool cross_socket = s.sockets == 2 && (a < s.gpus_per_node / 2) != (b < s.gpus_per_node / 2);
+      if (cross_socket && s.cpu == CpuVendor::Intel) path_bw = std::min(path_bw, 10.0);  // SKL_QPI_BW
+      hw = Hw::Pci;
+    }
+  };
+  if (node_a == node_b) {
+    Hw hw = Hw::NvLink;
+    intra_path(local_a, local_b, bw, hw);
+    lat = hop_latency_us(hw, Algo::Ring, p);
+  } else {
+    bw = std::min(m.net_bw, m.pci_bw);
+    lat = hop_latency_us(Hw::Net, Algo::Ring, p);
+    const int nics = std::max(1, s.network.nics_per_node), rails = std::max(1, s.network.rails);
+    const int rail_a = (local_a * nics / s.gpus_per_node) % rails, rail_b = (local_b * nics / s.gpus_per_node) % rails;
+    if (rail_a != rail_b) {  // PXN: through the NVLink peer whose NIC is on the receiver's rail
+      double hop_bw = 0.0;
+      Hw hw = Hw::NvLink;
+      intra_path(local_a, local_a, hop_bw, hw);
+      lat += hop_latency_us(hw, Algo::Ring, p);
+    }
+  }
+  return base_latency_us(Algo::Ring, p) + lat + bytes / (bw * efficiency * 1e3);
+}
+
+double bytes_sent_per_rank(const Machine& m, Coll c, double bytes, const Choice& choice) {
+  const double n = m.ranks;
+  if (m.ranks <= 1) return 0.0;
+  switch (choice.algo) {
+    case Algo::Ring:
+      switch (c) {
+        case Coll::AllReduce: return 2 * (n - 1) / n * bytes;
+        case Coll::ReduceScatter:
+        case Coll::AllGather: return (n - 1) / n * bytes;
+        case Coll::Broadcast:
+        case Coll::Reduce: return bytes * (n - 1) / n;  // every rank but one forwards the buffer
+      }
+      break;
+    case Algo::Tree: return 2 * bytes * (n - 1) / n;  // up and down every tree edge, n-1 edges
+    default: return bytes;  // into the switch (or network) once; the reduction comes back
+  }
+  return bytes;
+}
+
+}  // namespace dtsim::net::nccl

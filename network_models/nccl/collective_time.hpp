@@ -1,0 +1,64 @@
+// What a collective takes on the GPUs once NCCL has chosen how to run it (tuning.hpp),
+// following what NCCL 2.18's kernels do (src/collectives/device/*.h, prims_*.h) with NCCL's
+// own per-hop latencies and per-protocol bandwidths (no constant fitted to a curve).
+//
+// Ring (all-reduce: K = 2(n-1) steps per loop; reduce-scatter, all-gather: K = n-1). Each of
+// the c channels (thread blocks) moves its share of the buffer in loops; in a loop every rank
+// sends one chunk per step to its successor. The chunk rc is the kernel's: Simple
+// min(4 FIFO steps, the rest / (c n)) rounded up to its threads' grain; LL128 and LL in
+// whole grains of their threads (minChunkSize), so a small buffer fills fewer than c x n
+// chunks and the busy channels move a whole grain per step. A step's work on a hop:
+//   LL, LL128: rc / r, and the hop's latency lat once
+//   Simple:    per slice that carries data (SlicePerChunk = 2 of at least 32 KiB each; one
+//              for a smaller chunk) slice / r + StepPerSlice (2) x lat: the block's threads
+//              wait for and post every slice themselves; across nodes that is the GPU's side
+//              of the hop, and the network's latency comes once per crossing
+// with r = the protocol's bus bandwidth over the hop's links (NCCL's busBw for the graph's
+// channels, tuning.hpp) / the communicator's channels, and lat = NCCL's latency for a hop
+// over that link (hwLat: NVLink, PCIe, network; across nodes at least the network post
+// overhead). A loop takes
+//   max(sum over the K hops its chunks cross of (lat + work), K x the slowest hop's work + lat)
+// (the first when latency dominates: a chunk's path; the second when one hop's bandwidth
+// does), and the collective NCCL's baseLat plus its loops. On the development curve (8x
+// A100) the Simple law holds from 32 MiB to 8 GiB (two slices of 88 KB - 1 MiB per step);
+// for chunks under 32 KiB it charges two hop latencies per step where NCCL's own estimate
+// charges one, which no curve here tests.
+// Broadcast and reduce run a pipeline from the root: the first chunk crosses n-1 hops
+// (stored and forwarded whole by Simple; LL and LL128 forward lines as they arrive), every
+// later one follows the slowest hop's work behind.
+// Tree all-reduce (a chain within each node, NCCL's double binary tree across nodes):
+// chunks of NCCL's tree chunk size flow up and then down through 2 x depth levels:
+//   baseLat + 2 (depth_intra x lat_intra + depth_inter x lat_net)
+//     + Simple: (chunks + 2 depth - 1) x (chunk / r + lat)   LL, LL128: chunks x chunk / r
+// NVLS, NVLS tree and CollNet (reduction in the NVSwitch or the network): three roles on
+// successive loops (scatter, reduce, gather) with a hand-over latency each: NCCL's latency
+// + 3 NVLink Simple hop latencies + (loops + 2) x a loop's time at NCCL's bandwidth per
+// channel.
+//
+// Point-to-point (send/recv; gossip's neighbour exchanges): LL up to 16 KiB
+// (NCCL_P2P_LL_THRESHOLD), Simple above; baseLat + the path's hop latencies + bytes / the
+// path's bandwidth: NVLink between GPUs of an NVSwitch node or a bridged pair, PCIe otherwise,
+// the NIC across nodes, one more NVLink hop when the two GPUs' NICs are on different rails
+// (PXN).
+//
+// All plain double arithmetic (no libm beyond what the tuning's integer log2 needs), so the
+// times are the same on every machine.
+#pragma once
+
+#include "network_models/nccl/tuning.hpp"
+
+namespace dtsim::net::nccl {
+
+// Microseconds the GPUs take for `bytes` (NCCL's nBytes) of `c` run as `choice` (chosen
+// with `t`, whose figures NVLS and CollNet use).
+// `element_size`: bytes per element of a reduction's datatype (the kernels round chunks to
+// whole elements; all-gather and broadcast move bytes).
+double collective_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& choice, int element_size = 4);
+
+// Microseconds for `bytes` from rank `src` to rank `dst` (ranks fill nodes in order).
+double p2p_us(const Machine& m, int src, int dst, double bytes);
+
+// Bytes every rank sends for the collective as run (for the table's bytes per rank).
+double bytes_sent_per_rank(const Machine& m, Coll c, double bytes, const Choice& choice);
+
+}  // namespace dtsim::net::nccl

@@ -1,0 +1,105 @@
+#include "network_models/nccl/nccl_model.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "network_models/network.hpp"
+
+namespace dtsim::net::nccl {
+
+using config::ErrorKind;
+using config::ScenarioError;
+using nlohmann::json;
+
+std::shared_ptr<const Config> parse_config(config::ObjectReader& n) {
+  auto c = std::make_shared<Config>();
+  const json& system = n.require("system", "a system preset's name or a system object");
+  c->system = parse_system(system, n.where("system"));
+  const std::string algo = n.string("nccl_algo", "");
+  const std::string proto = n.string("nccl_proto", "");
+  try {
+    (void)parse_overrides(algo, "");
+  } catch (const std::invalid_argument& e) {
+    throw ScenarioError(n.where("nccl_algo"), ErrorKind::unknown_name, e.what());
+  }
+  try {
+    c->overrides = parse_overrides(algo, proto);
+  } catch (const std::invalid_argument& e) {
+    throw ScenarioError(n.where("nccl_proto"), ErrorKind::unknown_name, e.what());
+  }
+  return c;
+}
+
+void add_config_json(const Config& c, json& network) {
+  network["system"] = system_json(c.system);
+  if (!c.overrides.algo.empty()) network["nccl_algo"] = c.overrides.algo;
+  if (!c.overrides.proto.empty()) network["nccl_proto"] = c.overrides.proto;
+}
+
+LinkParams nominal_link(const System& s) {
+  const Machine m = make_machine(s, 1);
+  const bool nvlink = s.intra.kind == IntraKind::NvSwitch || !s.intra.nvlink_pairs.empty();
+  const double GBps = nvlink ? s.intra.nvlink_links * m.nvlink_bw : m.pci_bw;
+  return {.latency_s = 0.0, .bandwidth_bytes_per_s = std::max(GBps, 1e-3) * 1e9};
+}
+
+Clock::Clock(std::shared_ptr<const Config> config, int ranks)
+    : config_(std::move(config)), machine_(make_machine(config_->system, ranks)), tuning_(tune(machine_, config_->overrides)) {}
+
+Clock::Run Clock::run(Coll coll, double bytes, int element_size) const {
+  Run r;
+  r.coll = coll;
+  r.bytes = bytes;
+  r.choice = choose(machine_, tuning_, coll, bytes);
+  r.gpu_us = collective_us(machine_, tuning_, coll, bytes, r.choice, element_size);
+  return r;
+}
+
+Clock::Run Clock::run(const CollectiveSpec& spec) const {
+  if (spec.ranks != machine_.ranks)
+    throw std::invalid_argument(fmt::format("nccl model: a collective over {} ranks on a job of {}", spec.ranks, machine_.ranks));
+  const double size = static_cast<double>(spec.element_size);
+  const int element = static_cast<int>(std::clamp<std::int64_t>(spec.element_size, 1, 8));
+  switch (spec.kind) {
+    case CollectiveKind::AllReduce: return run(Coll::AllReduce, static_cast<double>(spec.elements) * size, element);
+    case CollectiveKind::ReduceScatter: return run(Coll::ReduceScatter, static_cast<double>(spec.elements) * size, element);
+    case CollectiveKind::Broadcast: return run(Coll::Broadcast, static_cast<double>(spec.elements) * size, element);
+    case CollectiveKind::AllGather: {
+      // NCCL's all-gather has one block size: the largest, every rank's (allgatherv is
+      // NCCL's grouped send/recv, not timed here).
+      std::int64_t largest = 0;
+      for (auto b : spec.block_elements) largest = std::max(largest, b);
+      return run(Coll::AllGather, static_cast<double>(largest) * size * spec.ranks, element);
+    }
+  }
+  return {};
+}
+
+double Clock::collective_seconds(const CollectiveSpec& spec) const { return run(spec).gpu_us * 1e-6; }
+
+double Clock::benchmark_seconds(const CollectiveSpec& spec, int gpus_per_thread) const {
+  const double host_us = gpus_per_thread * config_->system.host.launch_us;
+  return std::max(host_us, run(spec).gpu_us) * 1e-6;
+}
+
+double Clock::message_seconds(int src, int dst, double bytes) const { return p2p_us(machine_, src, dst, bytes) * 1e-6; }
+
+std::string describe(const Choice& c) {
+  return fmt::format("{}/{}/{}ch", to_string(c.algo), to_string(c.proto), c.channels);
+}
+
+std::string Clock::describe(const CollectiveSpec& spec) const { return nccl::describe(run(spec).choice); }
+
+double Clock::bytes_sent_per_rank(const CollectiveSpec& spec) const {
+  const Run r = run(spec);
+  return nccl::bytes_sent_per_rank(machine_, r.coll, r.bytes, r.choice);
+}
+
+std::shared_ptr<const MachineClock> make_clock(const NetworkConfig& config, int ranks) {
+  if (!config.nccl) throw std::invalid_argument("the nccl network model needs a system (/network/system, --system)");
+  return std::make_shared<Clock>(config.nccl, ranks);
+}
+
+}  // namespace dtsim::net::nccl

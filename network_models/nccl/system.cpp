@@ -1,0 +1,226 @@
+#include "network_models/nccl/system.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "config/closest_name.hpp"
+#include "network_models/nccl/presets.hpp"
+
+namespace dtsim::net::nccl {
+
+using config::ErrorKind;
+using config::ObjectReader;
+using config::ScenarioError;
+using nlohmann::json;
+
+const char* to_string(GpuArch arch) {
+  switch (arch) {
+    case GpuArch::Volta: return "volta";
+    case GpuArch::Ampere: return "ampere";
+    case GpuArch::Hopper: return "hopper";
+  }
+  return "?";
+}
+
+const char* to_string(IntraKind kind) { return kind == IntraKind::NvSwitch ? "nvswitch" : "pcie"; }
+const char* to_string(CpuVendor cpu) { return cpu == CpuVendor::Intel ? "intel" : "amd"; }
+
+int compute_capability(GpuArch arch) {
+  switch (arch) {
+    case GpuArch::Volta: return 70;
+    case GpuArch::Ampere: return 80;
+    case GpuArch::Hopper: return 90;
+  }
+  return 80;
+}
+
+bool System::bridged(int a, int b) const {
+  for (const auto& p : intra.nvlink_pairs)
+    if ((p[0] == a && p[1] == b) || (p[0] == b && p[1] == a)) return true;
+  return false;
+}
+
+const std::vector<std::string>& system_fields() {
+  static const std::vector<std::string> fields{"preset", "name", "description", "source", "gpu",  "gpus_per_node", "nodes",
+                                               "intra",  "pcie", "cpu",         "sockets", "network", "host"};
+  return fields;
+}
+
+namespace {
+
+template <class E>
+E pick(ObjectReader& r, const std::string& key, E fallback, const std::vector<std::pair<std::string, E>>& names) {
+  std::vector<std::string> allowed;
+  std::string current;
+  for (const auto& [name, value] : names) {
+    allowed.push_back(name);
+    if (value == fallback) current = name;
+  }
+  const std::string s = r.choice(key, current, allowed);
+  for (const auto& [name, value] : names)
+    if (name == s) return value;
+  return fallback;
+}
+
+void parse_intra(ObjectReader& r, System& s) {
+  auto& in = s.intra;
+  in.kind = pick<IntraKind>(r, "kind", in.kind, {{"nvswitch", IntraKind::NvSwitch}, {"pcie", IntraKind::Pcie}});
+  in.nvlink_links = static_cast<int>(r.integer("nvlink_links", in.nvlink_links, 0, 64));
+  in.nvlink_GBps = r.number("nvlink_GBps", in.nvlink_GBps, 0.0, 1e4);
+  in.nvls = r.boolean("nvls", in.nvls);
+  if (const json* pairs = r.find("nvlink_pairs")) {
+    const std::string at = r.where("nvlink_pairs");
+    if (!pairs->is_array()) throw ScenarioError(at, ErrorKind::wrong_type, "expected an array of [a, b] pairs, got " + config::describe(*pairs));
+    if (pairs->size() > 1024) throw ScenarioError(at, ErrorKind::out_of_range, fmt::format("expected at most 1024 pairs, got {}", pairs->size()));
+    in.nvlink_pairs.clear();
+    for (std::size_t i = 0; i < pairs->size(); ++i) {
+      const json& p = (*pairs)[i];
+      const std::string pi = fmt::format("{}/{}", at, i);
+      if (!p.is_array() || p.size() != 2 || !p[0].is_number_integer() || !p[1].is_number_integer())
+        throw ScenarioError(pi, ErrorKind::wrong_type, "expected a pair [a, b] of GPU indices, got " + config::describe(p));
+      in.nvlink_pairs.push_back({static_cast<int>(std::clamp<std::int64_t>(p[0].get<std::int64_t>(), -1, 1 << 20)),
+                                 static_cast<int>(std::clamp<std::int64_t>(p[1].get<std::int64_t>(), -1, 1 << 20))});
+    }
+  }
+  r.finish();
+}
+
+void parse_network(ObjectReader& r, System& s) {
+  auto& n = s.network;
+  n.nics_per_node = static_cast<int>(r.integer("nics_per_node", n.nics_per_node, 0, 64));
+  n.nic_Gbps = r.number("nic_Gbps", n.nic_Gbps, 0.0, 1e5);
+  n.rails = static_cast<int>(r.integer("rails", n.rails == 0 ? n.nics_per_node : n.rails, 0, 64));
+  n.collnet = r.boolean("collnet", n.collnet);
+  r.finish();
+}
+
+// Every check that involves more than one field, each naming the field to change.
+void check(const System& s, const std::string& path) {
+  auto fail = [&](const std::string& key, const std::string& what) {
+    throw ScenarioError(path + key, ErrorKind::inconsistent, what);
+  };
+  if (s.intra.kind == IntraKind::NvSwitch && (s.intra.nvlink_links < 1 || !(s.intra.nvlink_GBps > 0)))
+    fail("/intra/nvlink_links", "an NVSwitch node needs nvlink_links >= 1 and nvlink_GBps > 0");
+  if (s.intra.nvls && s.intra.kind != IntraKind::NvSwitch) fail("/intra/nvls", "NVLS needs \"kind\": \"nvswitch\"");
+  if (s.intra.nvls && s.gpu != GpuArch::Hopper) fail("/intra/nvls", "NVLS needs Hopper GPUs (NVSwitch 3), got " + std::string(to_string(s.gpu)));
+  if (s.intra.kind == IntraKind::NvSwitch && !s.intra.nvlink_pairs.empty())
+    fail("/intra/nvlink_pairs", "NVLink bridges between pairs belong to \"kind\": \"pcie\" nodes");
+  std::set<int> seen;
+  for (std::size_t i = 0; i < s.intra.nvlink_pairs.size(); ++i) {
+    const auto& p = s.intra.nvlink_pairs[i];
+    for (int g : p)
+      if (g < 0 || g >= s.gpus_per_node)
+        fail(fmt::format("/intra/nvlink_pairs/{}", i), fmt::format("expected GPU indices in [0, {}), got [{}, {}]", s.gpus_per_node, p[0], p[1]));
+    if (p[0] == p[1] || !seen.insert(p[0]).second || !seen.insert(p[1]).second)
+      fail(fmt::format("/intra/nvlink_pairs/{}", i), fmt::format("pair [{}, {}] bridges a GPU twice (each GPU has one bridge)", p[0], p[1]));
+  }
+  if (!s.intra.nvlink_pairs.empty() && !(s.intra.nvlink_links >= 1 && s.intra.nvlink_GBps > 0))
+    fail("/intra/nvlink_links", "NVLink bridges need nvlink_links >= 1 and nvlink_GBps > 0");
+  if (s.sockets == 2 && s.gpus_per_node % 2 != 0) fail("/sockets", fmt::format("2 sockets need an even gpus_per_node, got {}", s.gpus_per_node));
+  if (s.nodes > 1 && (s.network.nics_per_node < 1 || !(s.network.nic_Gbps > 0)))
+    fail("/network/nics_per_node", fmt::format("{} nodes need nics_per_node >= 1 and nic_Gbps > 0", s.nodes));
+  if (s.network.nics_per_node > 0 && (s.network.rails < 1 || s.network.rails > s.network.nics_per_node))
+    fail("/network/rails", fmt::format("expected 1 to nics_per_node ({}) rails, got {}", s.network.nics_per_node, s.network.rails));
+  if (s.network.collnet && s.network.nics_per_node < 1) fail("/network/collnet", "CollNet needs a network (nics_per_node >= 1)");
+}
+
+}  // namespace
+
+System parse_system(const json& value, const std::string& path) {
+  if (value.is_string()) {
+    const std::string name = value.get<std::string>();
+    if (const System* p = find_system_preset(name)) return *p;
+    throw ScenarioError(path, ErrorKind::unknown_name,
+                        fmt::format("expected a system preset ({}) or an object, got {}{}", system_preset_names(),
+                                    json(name).dump(-1, ' ', false, json::error_handler_t::replace),
+                                    config::did_you_mean(name, system_preset_list())));
+  }
+  ObjectReader r(value, path);
+  System s;
+  if (r.find("preset")) {
+    const std::string name = r.choice("preset", std::nullopt, system_preset_list());
+    s = *find_system_preset(name);
+  }
+  s.name = r.string("name", s.name);
+  s.description = r.string("description", s.description);
+  s.source = r.string("source", s.source);
+  s.gpu = pick<GpuArch>(r, "gpu", s.gpu, {{"volta", GpuArch::Volta}, {"ampere", GpuArch::Ampere}, {"hopper", GpuArch::Hopper}});
+  s.gpus_per_node = static_cast<int>(r.integer("gpus_per_node", s.gpus_per_node, 1, 64));
+  s.nodes = static_cast<int>(r.integer("nodes", s.nodes, 1, 1 << 14));
+  {
+    auto in = r.object("intra", false);
+    parse_intra(in, s);
+  }
+  {
+    auto p = r.object("pcie", false);
+    s.pcie.generation = static_cast<int>(p.integer("generation", s.pcie.generation, 1, 6));
+    s.pcie.lanes = static_cast<int>(p.integer("lanes", s.pcie.lanes, 1, 32));
+    p.finish();
+  }
+  s.cpu = pick<CpuVendor>(r, "cpu", s.cpu, {{"amd", CpuVendor::Amd}, {"intel", CpuVendor::Intel}});
+  s.sockets = static_cast<int>(r.integer("sockets", s.sockets, 1, 2));
+  {
+    auto n = r.object("network", false);
+    parse_network(n, s);
+  }
+  {
+    auto h = r.object("host", false);
+    s.host.launch_us = h.number("launch_us", s.host.launch_us, 0.0, 1e6);
+    h.finish();
+  }
+  r.finish();
+  check(s, path);
+  return s;
+}
+
+System read_system_file(const std::string& file) {
+  if (const auto why = config::not_a_regular_file(file)) throw config::InputError(fmt::format("{} {}", file, *why));
+  std::ifstream in(file);
+  if (!in) throw config::InputError(fmt::format("{}: cannot read it", file));
+  const std::string body{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  json doc;
+  try {
+    doc = config::parse_json_text(body);
+  } catch (const config::JsonTextError& e) {
+    throw config::InputError(fmt::format("{}: invalid JSON at line {}, column {}", file, e.line(), e.column()));
+  }
+  if (const auto deep = config::first_too_deep(doc))
+    throw config::InputError(fmt::format("{}: {}: expected at most {} levels of nesting", file, *deep, config::kMaxJsonDepth));
+  try {
+    return parse_system(doc, "");
+  } catch (const ScenarioError& e) {
+    throw config::InputError(fmt::format("{}: {}", file, e.what()));
+  }
+}
+
+json system_json(const System& s) {
+  json pairs = json::array();
+  for (const auto& p : s.intra.nvlink_pairs) pairs.push_back({p[0], p[1]});
+  json intra = {{"kind", to_string(s.intra.kind)},
+                {"nvlink_links", s.intra.nvlink_links},
+                {"nvlink_GBps", s.intra.nvlink_GBps},
+                {"nvls", s.intra.nvls}};
+  if (!s.intra.nvlink_pairs.empty()) intra["nvlink_pairs"] = pairs;
+  return {{"name", s.name},
+          {"description", s.description},
+          {"source", s.source},
+          {"gpu", to_string(s.gpu)},
+          {"gpus_per_node", s.gpus_per_node},
+          {"nodes", s.nodes},
+          {"intra", intra},
+          {"pcie", {{"generation", s.pcie.generation}, {"lanes", s.pcie.lanes}}},
+          {"cpu", to_string(s.cpu)},
+          {"sockets", s.sockets},
+          {"network",
+           {{"nics_per_node", s.network.nics_per_node},
+            {"nic_Gbps", s.network.nic_Gbps},
+            {"rails", s.network.rails},
+            {"collnet", s.network.collnet}}},
+          {"host", {{"launch_us", s.host.launch_us}}}};
+}
+
+}  // namespace dtsim::net::nccl

@@ -1,0 +1,93 @@
+// nccl::System: a machine the nccl network model times collectives on, described the way
+// NCCL's topology detection sees it (src/graph/topo.cc): nodes of GPUs of one generation,
+// the GPUs of a node joined by an NVSwitch or by PCIe (with NVLink bridges between pairs),
+// each node's NICs, and the host that launches the kernels.
+//
+// Bandwidths are the hardware's line rates; the model turns them into NCCL's own figures
+// where NCCL does (tuning.hpp): an NVLink of 25 GB/s counts as NCCL's 20 GB/s
+// (SMxx_NVLINK_BW), a PCIe link as width x GT/s x 120/128 / 8 (kvDictPciGen), a NIC as
+// Gb/s / 8.
+//
+// JSON (a preset's name, or an object; every field is checked where it is read, and an
+// unknown key is an error naming its path):
+//   {"preset": "h100_8x",                  // optional: start from a preset, override below
+//    "gpu": "ampere" | "hopper" | "volta",
+//    "gpus_per_node": 8, "nodes": 1,
+//    "intra": {"kind": "nvswitch" | "pcie", "nvlink_links": 12, "nvlink_GBps": 25,
+//              "nvls": false, "nvlink_pairs": [[0, 1], [2, 3]]},
+//    "pcie": {"generation": 4, "lanes": 16},
+//    "cpu": "amd" | "intel", "sockets": 1,
+//    "network": {"nics_per_node": 8, "nic_Gbps": 200, "rails": 8, "collnet": false},
+//    "host": {"launch_us": 5.07}}
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/object_reader.hpp"
+
+namespace dtsim::net::nccl {
+
+// NCCL's compute-capability classes (tuning.cc's VOLTA/AMPERE/HOPPER_COMPCAP_IDX).
+enum class GpuArch { Volta, Ampere, Hopper };
+enum class IntraKind { NvSwitch, Pcie };
+enum class CpuVendor { Intel, Amd };
+
+const char* to_string(GpuArch arch);
+const char* to_string(IntraKind kind);
+const char* to_string(CpuVendor cpu);
+int compute_capability(GpuArch arch);  // 70, 80, 90
+
+struct System {
+  std::string name = "custom";
+  std::string description;
+  std::string source;  // where the figures come from (presets)
+  GpuArch gpu = GpuArch::Ampere;
+  int gpus_per_node = 8;
+  int nodes = 1;
+  struct Intra {
+    IntraKind kind = IntraKind::NvSwitch;
+    int nvlink_links = 12;     // per GPU: to the NVSwitch, or to its bridged peer
+    double nvlink_GBps = 25;   // per link and direction, line rate
+    bool nvls = false;         // NVLink SHARP: in-switch reduction (NVSwitch 3, Hopper)
+    std::vector<std::array<int, 2>> nvlink_pairs;  // pcie: GPUs (node-local indices) bridged by NVLink
+  } intra;
+  struct Pcie {
+    int generation = 4;
+    int lanes = 16;
+  } pcie;
+  CpuVendor cpu = CpuVendor::Amd;
+  int sockets = 1;  // GPUs split evenly between them when 2
+  struct Network {
+    int nics_per_node = 0;
+    double nic_Gbps = 0;
+    int rails = 0;          // independent fabrics; NIC i of every node is on rail i % rails
+    bool collnet = false;   // in-network reduction (SHARP)
+  } network;
+  struct Host {
+    // CPU time to enqueue and launch one GPU's collective kernel (ncclGroupEnd's work per
+    // GPU): what nccl-tests' -g G (G GPUs from one thread) serialises, G per iteration.
+    double launch_us = 5.0;
+  } host;
+
+  int gpus() const { return gpus_per_node * nodes; }
+  // Whether node-local GPUs a and b are bridged by NVLink (pcie boxes).
+  bool bridged(int a, int b) const;
+};
+
+// Parses a system: a preset's name (a string) or an object at `r`'s path (see above).
+// Throws config::ScenarioError naming the JSON path.
+System parse_system(const nlohmann::json& value, const std::string& path);
+nlohmann::json system_json(const System& system);
+
+// A system JSON file (what `dtsim collective --system FILE` reads): throws
+// config::InputError "FILE: ..." (a JSON path inside it where the content is wrong).
+System read_system_file(const std::string& file);
+
+// The JSON fields of a system object, for `dtsim list systems` and the schema.
+const std::vector<std::string>& system_fields();
+
+}  // namespace dtsim::net::nccl

@@ -1,0 +1,491 @@
+#include "network_models/nccl/tuning.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace dtsim::net::nccl {
+
+const char* to_string(Coll c) {
+  switch (c) {
+    case Coll::Broadcast: return "broadcast";
+    case Coll::Reduce: return "reduce";
+    case Coll::AllGather: return "all_gather";
+    case Coll::ReduceScatter: return "reduce_scatter";
+    case Coll::AllReduce: return "all_reduce";
+  }
+  return "?";
+}
+
+const char* to_string(Algo a) {
+  static const char* const names[kAlgos] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree"};
+  return names[index(a)];
+}
+
+const char* to_string(Proto p) {
+  static const char* const names[kProtos] = {"LL", "LL128", "Simple"};
+  return names[index(p)];
+}
+
+namespace {
+
+// --- NCCL 2.18.5's constants (src/graph/tuning.cc, search.cc, topo.h) -------------------------
+
+// baseLat[algo][proto], us.
+constexpr double kBaseLat[kAlgos][kProtos] = {
+    {6.8, 14.0, 0.0}, {6.6, 14.0, 8.4},  // Tree, Ring
+    {6.8, 14.0, 0.0}, {6.8, 14.0, 0.0},  // CollNetDirect, CollNetChain
+    {0.0, 0.0, 23.0}, {0.0, 0.0, 23.0}};  // NVLS, NVLSTree
+// hwLat[hw][algo][proto], us.
+constexpr double kHwLat[3][kAlgos][kProtos] = {
+    {{.6, 1.25, 4}, {.6, 1.9, 3.4}, {0, 0, 8.0}, {0, 0, 4.75}, {0, 0, 0}, {0, 0, 0}},     // NVLink
+    {{1.0, 1.9, 6}, {1.0, 2.5, 5.7}, {0, 0, 8.0}, {0, 0, 8.0}, {0, 0, 0}, {0, 0, 0}},     // PCI
+    {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 10.7}, {0, 0, 14}, {0, 0, 18}, {0, 0, 19}}};  // NET
+// [compCap index][nodes index: 1, 2, more]
+constexpr double kLlMaxBw[3][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {87.7, 22.5, 19.0}};
+constexpr double kPerChMaxRingLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}};
+constexpr double kPerChMaxTreeLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}};
+constexpr double kPerChMaxTreeBw[3][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}};
+// Trees' correction below 256 MB, by log2(bytes / 64) (tuning.cc treeCorrectionFactor).
+constexpr double kTreeCorrection[kProtos][23] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+
+constexpr double kSpeedIntra[] = {40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0};
+constexpr double kSpeedInter[] = {48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0,
+                                  7.0,  6.0,  5.0,  4.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+constexpr double kSm90SpeedIntra[] = {60.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 6.0, 3.0};
+constexpr double kSm90SpeedInter[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 20.0, 17.5,
+                                      15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+
+constexpr double kNvlinkBw = 20.0;     // SM70/SM80/SM90_NVLINK_BW, per link of 25 GB/s line rate
+constexpr double kNvlinkLineRate = 25.0;
+constexpr double kPciBwGen3x16 = 12.0;  // PCI_BW: below this the ring uses 256 threads
+constexpr double kSklQpiBw = 10.0;      // SKL_QPI_BW: Intel inter-socket; NCCL sets none for AMD
+constexpr int kMaxChannels = 32;        // MAXCHANNELS
+constexpr int kNvlsChannels = 16;       // NCCL_NVLS_NCHANNELS
+// Threads per protocol (NCCL_LL_MAX_NTHREADS, NCCL_LL128_MAX_NTHREADS, NCCL_SIMPLE_MAX_NTHREADS, NCCL_MAX_NTHREADS).
+constexpr int kLLThreads = 512, kLL128Threads = 640, kSimpleThreads = 512, kMaxThreads = 640, kWarp = 32;
+
+int cc_index(GpuArch g) { return g == GpuArch::Hopper ? 2 : g == GpuArch::Ampere ? 1 : 0; }
+
+int log2i(long long n) {
+  int l = 0;
+  while (n >>= 1) ++l;
+  return l;
+}
+
+// ncclTopoCompute's speed search, restated: the speeds from the first that fits
+// (<= maxBw, minChannels of it <= totalBw); at each, the channels that fit; the best
+// channels x speed (the first of equals) until it reaches totalBw or the next speed is
+// under 0.49 of the best's.
+struct Found {
+  int channels = 0;
+  double speed = 0.0;
+};
+template <class Fits>
+Found search(std::span<const double> speeds, double max_bw, double total_bw, int min_channels, int max_channels, Fits fits) {
+  std::size_t i = 0;
+  while (i + 1 < speeds.size() && (speeds[i] > max_bw || speeds[i] * min_channels > total_bw)) ++i;
+  Found best;
+  for (; i < speeds.size(); ++i) {
+    const int ch = std::min(max_channels, fits(speeds[i]));
+    if (ch >= min_channels && ch * speeds[i] > best.channels * best.speed) best = {ch, speeds[i]};
+    if (best.channels > 0 && best.channels * best.speed >= total_bw) break;
+    if (i + 1 < speeds.size() && best.channels > 0 && !(speeds[i + 1] / best.speed > 0.49)) break;
+  }
+  if (best.channels == 0) best = {1, 0.1};  // "Could not find a path ...": simple order, 0.1 GB/s
+  return best;
+}
+
+int floor_div(double bw, double speed) { return static_cast<int>(bw / speed + 1e-9); }
+
+// The channel split at the end of ncclTopoCompute: a channel of >= 25 GB/s becomes two.
+void duplicate(Graph& g, int cc, int max_channels) {
+  if (g.bw_intra < 25.0) return;
+  if (cc > 80 && g.bw_intra < 50.0 && g.channels > 4) return;
+  const int dup = std::min(g.channels * 2, max_channels);
+  const int div = (dup + g.channels - 1) / g.channels;
+  g.bw_intra /= div;
+  g.bw_inter /= div;
+  g.channels = dup;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// parseList: every name in `names` on (a list) or off (^list); the rest the other way.
+template <std::size_t N>
+void parse_list(const char* var, const std::string& text, const char* const (&names)[N], std::array<int, N>& out) {
+  if (text.empty()) return;
+  std::string body = text;
+  int set = 1, def = 0;
+  if (body[0] == '^') {
+    set = 0;
+    def = 1;
+    body = body.substr(1);
+  }
+  std::array<int, N> list;
+  list.fill(def);
+  std::size_t start = 0;
+  while (start <= body.size()) {
+    const std::size_t comma = body.find(',', start);
+    const std::string token = body.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!token.empty()) {
+      std::size_t k = 0;
+      while (k < N && lower(token) != lower(names[k])) ++k;
+      if (k == N) {
+        std::string expected;
+        for (std::size_t j = 0; j < N; ++j) expected += (j ? ", " : "") + std::string(names[j]);
+        throw std::invalid_argument(fmt::format("{}: unknown name \"{}\" in \"{}\" (expected a comma-separated list of {}, "
+                                                "or ^ and the ones to leave out)", var, token, text, expected));
+      }
+      list[k] = set;
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  out = list;
+}
+
+}  // namespace
+
+Overrides parse_overrides(const std::string& algo, const std::string& proto) {
+  static const char* const algos[kAlgos] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree"};
+  static const char* const protos[kProtos] = {"LL", "LL128", "Simple"};
+  Overrides o;
+  o.algo = algo;
+  o.proto = proto;
+  std::array<int, kAlgos> a;
+  a.fill(1);
+  parse_list("NCCL_ALGO", algo, algos, a);
+  for (int i = 0; i < kAlgos; ++i) o.algo_enabled[i] = a[i] != 0;
+  parse_list("NCCL_PROTO", proto, protos, o.proto_enabled);
+  if (std::none_of(o.algo_enabled.begin(), o.algo_enabled.end(), [](bool b) { return b; }))
+    throw std::invalid_argument(fmt::format("NCCL_ALGO: \"{}\" leaves no algorithm", algo));
+  if (std::none_of(o.proto_enabled.begin(), o.proto_enabled.end(), [](int b) { return b != 0; }))
+    throw std::invalid_argument(fmt::format("NCCL_PROTO: \"{}\" leaves no protocol", proto));
+  return o;
+}
+
+Machine make_machine(const System& s, int ranks) {
+  const int G = s.gpus_per_node;
+  if (ranks < 1) throw std::invalid_argument(fmt::format("{} ranks: expected at least 1", ranks));
+  if (ranks > G && ranks % G != 0)
+    throw std::invalid_argument(fmt::format("{} ranks do not fill whole nodes of {} GPUs (a job is one node's first GPUs, "
+                                            "or whole nodes)", ranks, G));
+  if (ranks > s.gpus())
+    throw std::invalid_argument(fmt::format("{} ranks: the system \"{}\" has {} GPUs ({} node{} of {}; its \"nodes\" "
+                                            "adds more)", ranks, s.name, s.gpus(), s.nodes, s.nodes == 1 ? "" : "s", G));
+  Machine m;
+  m.system = s;
+  m.ranks = ranks;
+  m.nodes = ranks > G ? ranks / G : 1;
+  m.per_node = ranks > G ? G : ranks;
+  const int cc = compute_capability(s.gpu);
+  static const double kPciGen[] = {15, 30, 60, 120, 240, 480};  // kvDictPciGen, x100 Mb/s per lane
+  m.nvlink_bw = kNvlinkBw * s.intra.nvlink_GBps / kNvlinkLineRate;
+  m.pci_bw = s.pcie.lanes * kPciGen[s.pcie.generation - 1] / 80.0;
+  m.net_bw = s.network.nic_Gbps / 8.0;
+
+  // The node's ring: its slowest hop per GPU, and what NCCL's search starts from.
+  const int g = m.per_node;
+  const double nvl_total = s.intra.nvlink_links * m.nvlink_bw;
+  double ring_bw = nvl_total, max_bw = nvl_total;
+  Hw intra = Hw::NvLink;
+  if (s.intra.kind == IntraKind::Pcie) {
+    const bool one_pair = g == 2 && s.bridged(0, 1);
+    if (g > 1 && !one_pair) {
+      intra = Hw::Pci;
+      ring_bw = m.pci_bw;
+      if (s.sockets == 2 && g > G / 2 && s.cpu == CpuVendor::Intel) ring_bw = std::min(ring_bw, kSklQpiBw);
+    }
+    max_bw = s.intra.nvlink_pairs.empty() ? ring_bw : std::max(ring_bw, nvl_total);
+  }
+  // getTotalBw: a GPU's NVLinks together, or its PCIe link.
+  const bool has_nvlink = s.intra.kind == IntraKind::NvSwitch || !s.intra.nvlink_pairs.empty();
+  const double total_bw = std::max(m.pci_bw, has_nvlink ? nvl_total : 0.0);
+  m.ll128_inter_ok = m.nodes == 1 || s.intra.kind == IntraKind::NvSwitch;
+
+  Graph ring;
+  ring.intra = intra;
+  Found f;
+  if (m.nodes == 1) {
+    const auto speeds = cc >= 90 ? std::span<const double>(kSm90SpeedIntra) : std::span<const double>(kSpeedIntra);
+    f = search(speeds, g == 1 ? 5000.0 : max_bw, total_bw, 1, kMaxChannels / 2,
+               [&](double sp) { return floor_div(ring_bw, sp); });
+  } else {
+    const auto speeds = cc >= 90 ? std::span<const double>(kSm90SpeedInter) : std::span<const double>(kSpeedInter);
+    const double nic = std::min(m.net_bw, m.pci_bw);
+    f = search(speeds, nic, total_bw, 1, kMaxChannels / 2, [&](double sp) {
+      return std::min(s.network.nics_per_node * floor_div(nic, sp), g == 1 ? kMaxChannels : floor_div(ring_bw, sp));
+    });
+  }
+  ring.channels = f.channels;
+  ring.bw_intra = ring.bw_inter = f.speed;
+  duplicate(ring, cc, kMaxChannels / 2);
+  Graph tree = ring;
+  tree.tree_pattern = m.nodes > 1 && g == 1;
+  m.graphs[index(Algo::Ring)] = ring;
+  m.graphs[index(Algo::Tree)] = tree;
+
+  m.collnet = m.nodes > 1 && s.network.collnet;
+  if (m.collnet) {
+    m.graphs[index(Algo::CollNetDirect)] = ring;
+    m.graphs[index(Algo::CollNetChain)] = ring;
+  }
+  m.nvls = s.intra.nvls && s.intra.kind == IntraKind::NvSwitch && cc >= 90 && g > 1;
+  if (m.nvls) {
+    Graph nv;
+    const double nvls_total = nvl_total * g / (g - 1.0);  // patterns other than the ring
+    const Found fn = search(kSm90SpeedIntra, nvl_total, nvls_total, g, g,
+                            [&](double sp) { return sp * g <= nvls_total ? g : 0; });
+    nv.channels = fn.channels;
+    nv.bw_intra = nv.bw_inter = fn.speed;
+    if (m.nodes > 1) {
+      const double nic = std::min(m.net_bw, m.pci_bw);
+      std::size_t i = 0;
+      while (i + 1 < std::size(kSm90SpeedInter) && kSm90SpeedInter[i] > nic) ++i;
+      nv.bw_inter = kSm90SpeedInter[i];
+    }
+    m.graphs[index(Algo::Nvls)] = nv;
+    m.graphs[index(Algo::NvlsTree)] = nv;
+    m.nvls_channels = kNvlsChannels;
+  }
+
+  // ncclTopoPostset: the rings twice over; CollNet x1.5 when the node is faster than the
+  // network; Hopper across nodes x2 once more above 45 GB/s per channel.
+  int nc = std::min(kMaxChannels, std::min(tree.channels, ring.channels) * 2);
+  if (m.collnet && ring.bw_intra > ring.bw_inter && m.ranks > m.nodes) nc = std::min(kMaxChannels, nc + nc / 2);
+  if (cc == 90 && m.nodes > 1 && ring.bw_intra > 45.0 && 2 * nc <= kMaxChannels) nc *= 2;
+  m.channels = nc;
+  return m;
+}
+
+double base_latency_us(Algo a, Proto p) { return kBaseLat[index(a)][index(p)]; }
+double hop_latency_us(Hw hw, Algo a, Proto p) { return kHwLat[static_cast<int>(hw)][index(a)][index(p)]; }
+
+double protocol_bus_bw(const Machine& m, Coll coll, Algo a, Proto p, double bw) {
+  const Graph& g = m.graphs[index(a)];
+  const int cc = cc_index(m.system.gpu);
+  const int i2 = m.nodes <= 2 ? m.nodes - 1 : 2;
+  const int i1 = m.nodes == 1 ? cc : m.system.cpu == CpuVendor::Amd ? 1 : 0;
+  const double ll_max = kLlMaxBw[i1][i2];
+  const double ppn = static_cast<double>(m.ranks) / m.nodes;
+  double bus = g.channels * bw;
+  if (a == Algo::Ring && p == Proto::LL)
+    bus = std::min(ll_max, bus * ((m.nodes > 1 || coll == Coll::AllReduce || coll == Coll::Reduce) ? 1.0 / 4.0 : 1.0 / 3.0));
+  if (a == Algo::Ring && p == Proto::LL128) bus = std::min(bus * (ppn < 2 ? 0.7 : 0.92), g.channels * kPerChMaxRingLL128Bw[cc][i2]);
+  if (a == Algo::Tree) bus = std::min(bus * .92, g.channels * kPerChMaxTreeBw[cc][i2]);
+  if (a == Algo::Tree && p == Proto::LL) bus = std::min(bus * 1.0 / 3.8, ll_max);
+  if (a == Algo::Tree && p == Proto::LL128)
+    bus = std::min(bus * (m.nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), g.channels * kPerChMaxTreeLL128Bw[cc][i2]);
+  if (a == Algo::Tree && g.tree_pattern) bus *= .85;
+  if ((a == Algo::CollNetDirect || a == Algo::CollNetChain) && p != Proto::Simple) bus = 0;
+  if (a == Algo::CollNetDirect && p == Proto::Simple) {
+    double factor = ppn / g.channels;  // GPU/NIC ratio
+    factor -= (factor - 1) / 2;
+    bus /= factor;
+    if (compute_capability(m.system.gpu) >= 90) bus *= .85;
+  }
+  return bus;
+}
+
+Tuning tune(const Machine& m, const Overrides& overrides) {
+  Tuning t;
+  const int n = m.ranks, N = m.nodes;
+  const int cc = compute_capability(m.system.gpu);
+  const auto& ring = m.graphs[index(Algo::Ring)];
+  const int simple_threads = ring.bw_intra * ring.channels <= kPciBwGen3x16 ? 256 : kSimpleThreads;
+  for (int a = 0; a < kAlgos; ++a) {
+    t.max_threads[a][index(Proto::LL)] = kLLThreads;
+    t.max_threads[a][index(Proto::LL128)] = kLL128Threads;
+    t.max_threads[a][index(Proto::Simple)] = kMaxThreads;
+    t.thread_threshold[a][index(Proto::LL)] = 8;
+    t.thread_threshold[a][index(Proto::LL128)] = 8;
+    t.thread_threshold[a][index(Proto::Simple)] = 64;
+  }
+  t.max_threads[index(Algo::Ring)][index(Proto::Simple)] = simple_threads;
+  t.max_threads[index(Algo::Tree)][index(Proto::Simple)] = kSimpleThreads;
+  t.thread_threshold[index(Algo::Ring)][index(Proto::LL)] *= n;
+  t.thread_threshold[index(Algo::CollNetDirect)][index(Proto::Simple)] = 512;
+  t.thread_threshold[index(Algo::CollNetChain)][index(Proto::Simple)] = 512;
+  if (n <= 1) return t;
+
+  const double net_overhead = m.system.cpu == CpuVendor::Amd ? 2.0 : 1.0;  // getNetOverhead, us
+  for (int c = 0; c < kColls; ++c) {
+    const Coll coll = static_cast<Coll>(c);
+    const int nsteps = coll == Coll::AllReduce ? 2 * (n - 1) : coll == Coll::ReduceScatter || coll == Coll::AllGather ? n - 1 : n;
+    const int inter_steps = coll == Coll::AllReduce ? (N > 1 ? 2 * N : 0)
+                            : coll == Coll::ReduceScatter || coll == Coll::AllGather ? N - 1 : N;
+    for (int ai = 0; ai < kAlgos; ++ai) {
+      const Algo a = static_cast<Algo>(ai);
+      if (coll != Coll::AllReduce && a != Algo::Ring) continue;
+      const Graph& g = m.graphs[ai];
+      const Hw intra_hw = g.intra;
+      const Hw hw = N == 1 ? intra_hw : Hw::Net;
+      for (int pi = 0; pi < kProtos; ++pi) {
+        const Proto p = static_cast<Proto>(pi);
+        if ((a == Algo::Nvls || a == Algo::NvlsTree) && p != Proto::Simple) continue;
+        const bool collnet = a == Algo::CollNetDirect || a == Algo::CollNetChain;
+        const double bw = N <= 2 || collnet ? g.bw_intra : g.bw_inter;
+        const double bus = protocol_bus_bw(m, coll, a, p, bw);
+        const double ratio = a == Algo::Ring ? static_cast<double>(n) / nsteps
+                             : a == Algo::Nvls ? 5.0 / 6.0
+                             : a == Algo::NvlsTree ? .70 * N / (2.0 * (N - 1))
+                                                   : .5;
+        t.bandwidth_GBps[c][ai][pi] = bus * ratio;
+
+        double lat = base_latency_us(a, p);
+        double intra_lat = hop_latency_us(intra_hw, a, p);
+        double inter_lat = hop_latency_us(Hw::Net, a, p);  // + latencyInter (0: no SHARP latency measured)
+        if (a == Algo::Ring) {
+          double hop = hop_latency_us(hw, a, p);
+          if (coll == Coll::Reduce || coll == Coll::Broadcast) {
+            lat += hop;  // sameChannels graphs
+          } else {
+            double overhead = 0.0;
+            if (N > 1) overhead = p == Proto::Simple ? 3 * net_overhead : net_overhead;
+            intra_lat = std::max(intra_lat, overhead);
+            lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
+          }
+        } else if (a == Algo::Tree) {
+          lat += 2 * ((n / N - 1) * intra_lat + log2i(N) * inter_lat);
+        } else if (a == Algo::CollNetDirect) {
+          lat += 2 * (std::min(1, n / N - 1) * intra_lat + (n / N - 1) * 0.5) + inter_lat;
+        } else if (a == Algo::CollNetChain) {
+          lat += 2 * (n / N - 1) * intra_lat + inter_lat;
+        } else if (a == Algo::Nvls) {
+          if (N > 1) lat += hop_latency_us(Hw::Net, a, p);
+        } else if (a == Algo::NvlsTree) {
+          lat += 2 * (N - 1) * hop_latency_us(Hw::Net, a, p);
+        }
+        t.latency_us[c][ai][pi] = lat;
+      }
+    }
+  }
+
+  // Enables: LL128 by default only on NVLink with one GPU generation (and the NIC close);
+  // NVLSTree across nodes only; CollNet and multi-node NVLS only with in-network reduction.
+  std::array<bool, kAlgos> algo_on = overrides.algo_enabled;
+  if (N == 1) algo_on[index(Algo::NvlsTree)] = false;
+  if (!m.collnet) {
+    algo_on[index(Algo::CollNetDirect)] = algo_on[index(Algo::CollNetChain)] = false;
+    if (N > 1) algo_on[index(Algo::Nvls)] = false;
+    if (!algo_on[index(Algo::Ring)] && !algo_on[index(Algo::Tree)] && !algo_on[index(Algo::Nvls)] && !algo_on[index(Algo::NvlsTree)])
+      algo_on[index(Algo::Ring)] = algo_on[index(Algo::Tree)] = true;  // "ignoring NCCL_ALGO=COLLNET"
+  } else if (m.system.intra.kind != IntraKind::NvSwitch) {
+    algo_on[index(Algo::CollNetDirect)] = false;
+  }
+  for (int c = 0; c < kColls; ++c)
+    for (int a = 0; a < kAlgos; ++a)
+      for (int p = 0; p < kProtos; ++p) {
+        int on = overrides.proto_enabled[p];
+        if (on == 2 && p == index(Proto::LL128))
+          on = m.ll128_inter_ok && m.graphs[a].intra == Hw::NvLink && cc >= 70 ? 1 : 0;
+        if (on == 0) t.bandwidth_GBps[c][a][p] = 0;
+        if (a == index(Algo::Ring)) t.ring_backup_GBps[c][p] = t.bandwidth_GBps[c][a][p];
+        // Never disable ring for other collectives than all-reduce (NCCL_ALGO=Tree still runs them).
+        if (a == index(Algo::Ring) && c != index(Coll::AllReduce)) continue;
+        if (!algo_on[a]) t.bandwidth_GBps[c][a][p] = 0;
+      }
+  // No algorithm left for a collective (NCCL_ALGO=NVLS without NVLS): NCCL >= 2.19 falls
+  // back to the ring with its protocols; 2.18 fails. dtsim keeps the ring, as 2.19 does.
+  return t;
+}
+
+double nccl_estimate_us(const Machine& m, const Tuning& t, Coll c, Algo a, Proto p, double bytes) {
+  double bw = t.bandwidth_GBps[index(c)][index(a)][index(p)];
+  double lat = t.latency_us[index(c)][index(a)][index(p)];
+  if (bw == 0) return -1.0;
+  const int log_size = log2i(static_cast<long long>(bytes) >> 6);
+  if (a == Algo::Tree && log_size < 23) bw *= kTreeCorrection[index(p)][log_size];
+  if (a == Algo::Ring && p == Proto::Simple && m.nodes > 1 && c == Coll::AllReduce &&
+      bytes / (static_cast<double>(m.channels) * m.ranks) >= 64)
+    lat *= compute_capability(m.system.gpu) < 80 ? 1.9 : 1.4;  // "plateau effect of ring"
+  return lat + bytes / (1000.0 * bw);
+}
+
+Choice choose(const Machine& m, const Tuning& t, Coll c, double bytes) {
+  Choice ch;
+  if (m.ranks == 1) {
+    ch.algo = Algo::Ring;
+    ch.proto = Proto::Simple;
+  } else {
+    double best = std::numeric_limits<double>::infinity();
+    bool found = false;
+    for (int a = 0; a < kAlgos; ++a) {
+      const Algo algo = static_cast<Algo>(a);
+      if ((algo == Algo::CollNetDirect || algo == Algo::CollNetChain) && !m.collnet) continue;
+      if (algo == Algo::Nvls && !m.collnet && m.nodes > 1) continue;
+      for (int p = 0; p < kProtos; ++p) {
+        const double time = nccl_estimate_us(m, t, c, algo, static_cast<Proto>(p), bytes);
+        if (time >= 0 && time < best) {
+          best = time;
+          ch.algo = algo;
+          ch.proto = static_cast<Proto>(p);
+          found = true;
+        }
+      }
+    }
+    if (!found) {
+      // NCCL >= 2.19: the ring with the protocols NCCL_PROTO leaves, whatever NCCL_ALGO says.
+      Tuning ring_only = t;
+      for (int p = 0; p < kProtos; ++p)
+        ring_only.bandwidth_GBps[index(c)][index(Algo::Ring)][p] = t.ring_backup_GBps[index(c)][p];
+      for (int p = 0; p < kProtos; ++p) {
+        const double time = nccl_estimate_us(m, ring_only, c, Algo::Ring, static_cast<Proto>(p), bytes);
+        if (time >= 0 && time < best) {
+          best = time;
+          ch.algo = Algo::Ring;
+          ch.proto = static_cast<Proto>(p);
+          found = true;
+        }
+      }
+      if (!found) throw std::invalid_argument(fmt::format("{} of {} bytes: no algorithm/protocol available", to_string(c), bytes));
+    }
+    ch.nccl_estimate_us = best;
+  }
+  // getAlgoInfo's channels and threads.
+  int nc = m.channels;
+  int nt = t.max_threads[index(ch.algo)][index(ch.proto)];
+  long threshold = t.thread_threshold[index(ch.algo)][index(ch.proto)];
+  if (ch.algo == Algo::CollNetDirect) {
+    const int heads = m.graphs[index(Algo::CollNetDirect)].channels;
+    int nc_switch = 16;
+    bool flag = true;
+    while (nc_switch >= 1 && flag) {
+      while ((flag = bytes < static_cast<double>(nc) * nt * heads * threshold) && nc > nc_switch) {
+        if (nc == nc_switch + nc_switch / 2) threshold /= 2;
+        --nc;
+      }
+      nc_switch /= 2;
+    }
+  } else if (ch.algo == Algo::Nvls || ch.algo == Algo::NvlsTree) {
+    nc = m.nvls_channels;
+  } else {
+    while (bytes < static_cast<double>(nc) * nt * threshold) {
+      if (nc >= 2) --nc;
+      else if (nt % 128 == 0) nt /= 2;
+      else break;
+    }
+  }
+  if (ch.proto == Proto::Simple) {
+    if (ch.algo == Algo::Ring) nt += kWarp;  // extra warp for sync
+    if (ch.algo == Algo::Tree) nt += 4 * kWarp;
+  }
+  nt = nt / kWarp < 3 ? 3 * kWarp : nt;
+  ch.channels = nc;
+  ch.threads = nt;
+  return ch;
+}
+
+}  // namespace dtsim::net::nccl

@@ -1,0 +1,126 @@
+// How NCCL sets up a communicator on a machine and picks, per collective and size, its
+// algorithm, protocol and channel count: NCCL 2.18's topology search (src/graph/search.cc),
+// tuning model (src/graph/tuning.cc) and getAlgoInfo (src/enqueue.cc), restated.
+//
+// Graph (per algorithm, ncclTopoCompute): channels x bandwidth per channel, found by
+// trying NCCL's speed list from the fastest that fits: a ring channel takes `speed` GB/s on
+// every link it crosses, so an NVSwitch node of L links of NCCL's 20 GB/s (per 25 GB/s of
+// line rate) fits floor(20 L / speed) channels, a multi-node ring floor(NIC / speed) per NIC;
+// the best channels x speed wins (the first of equals), the search stops once that reaches
+// the GPU's total bandwidth or the next speed is under 0.49 of the best; a channel of at
+// least 25 GB/s is split in two (not on Hopper below 50 GB/s with more than 4). The
+// communicator doubles the ring's channels (ncclTopoPostset), and Hopper doubles them once
+// more across nodes above 45 GB/s per channel. Trees share the ring's graph; NVLS takes one
+// channel per GPU of a node (its own speed, up to the node's bandwidth x G/(G-1)) and 16
+// compute channels (NCCL_NVLS_NCHANNELS).
+//
+// Tuning (ncclTopoTuneModel): per collective, algorithm and protocol, a latency
+//   lat = baseLat + intra and inter hop latencies (ring: (nsteps - nInterSteps) x intra +
+//         nInterSteps x inter; tree: 2 ((G-1) intra + log2(N) inter); ...)
+// and an algorithm bandwidth
+//   bw = channels x bw/channel, refined per protocol (LL: /4 or /3, capped at llMaxBw;
+//        LL128: x0.92, capped at channels x perChMaxRingLL128Bw; tree x0.92, ...),
+//        then x n/nsteps (ring), x0.5 (tree), x5/6 (NVLS);
+// NCCL's estimate is lat + bytes / bw (us, GB/s; trees x treeCorrectionFactor below 256 MB,
+// multi-node Simple rings lat x1.4), and NCCL runs the (algorithm, protocol) with the
+// smallest, among those enabled: LL128 only on NVLink with one GPU generation, CollNet where
+// the network reduces, NVLS on NVSwitch 3, and what NCCL_ALGO / NCCL_PROTO allow.
+// Channels: all of the communicator's, fewer while bytes < channels x threads x
+// threadThreshold (getAlgoInfo), 16 for NVLS.
+#pragma once
+
+#include <array>
+#include <string>
+
+#include "network_models/nccl/system.hpp"
+
+namespace dtsim::net::nccl {
+
+// NCCL's enumerations, in NCCL's order (ncclFunc_t, NCCL_ALGO_*, NCCL_PROTO_*).
+enum class Coll { Broadcast, Reduce, AllGather, ReduceScatter, AllReduce };
+enum class Algo { Tree, Ring, CollNetDirect, CollNetChain, Nvls, NvlsTree };
+enum class Proto { LL, LL128, Simple };
+inline constexpr int kColls = 5, kAlgos = 6, kProtos = 3;
+
+const char* to_string(Coll c);   // "all_reduce", ...
+const char* to_string(Algo a);   // NCCL's spelling: "Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree"
+const char* to_string(Proto p);  // "LL", "LL128", "Simple"
+inline int index(Coll c) { return static_cast<int>(c); }
+inline int index(Algo a) { return static_cast<int>(a); }
+inline int index(Proto p) { return static_cast<int>(p); }
+
+// NCCL_ALGO / NCCL_PROTO: a comma-separated list of names (any case), or "^list" for all
+// but those; "" leaves NCCL's defaults (every algorithm; LL128 where NCCL enables it).
+struct Overrides {
+  std::string algo;   // as given
+  std::string proto;
+  std::array<bool, kAlgos> algo_enabled{true, true, true, true, true, true};
+  // 1: on, 0: off, 2: NCCL's default (LL128 only where it is known to work).
+  std::array<int, kProtos> proto_enabled{1, 2, 1};
+};
+// Throws std::invalid_argument "NCCL_ALGO: unknown algorithm \"x\" (expected ...)" (or
+// NCCL_PROTO) for a name NCCL does not know, or a list that enables nothing.
+Overrides parse_overrides(const std::string& algo, const std::string& proto);
+
+// Which link a hop crosses (tuning.cc's NCCL_HW_NVLINK / PCI / NET).
+enum class Hw { NvLink, Pci, Net };
+
+struct Graph {
+  int channels = 0;   // 0: the algorithm has no graph on this machine
+  double bw_intra = 0.0, bw_inter = 0.0;  // GB/s per channel
+  Hw intra = Hw::NvLink;                  // NVLink, or PCIe (typeIntra beyond NVB)
+  bool tree_pattern = false;              // NCCL_TOPO_PATTERN_TREE (one GPU per node)
+};
+
+// A communicator of `ranks` GPUs on a system: how many nodes it spans and the graphs and
+// channel counts NCCL sets up.
+struct Machine {
+  System system;
+  int ranks = 1, nodes = 1, per_node = 1;
+  std::array<Graph, kAlgos> graphs{};
+  int channels = 1;       // comm->nChannels (ring and tree kernels)
+  int nvls_channels = 0;  // comm->nvlsChannels
+  bool nvls = false, collnet = false;
+  bool ll128_inter_ok = true;  // the NIC sits close enough to the GPU for LL128 (typeInter <= PXB)
+  // The links in NCCL's units, GB/s: one NVLink, a GPU's PCIe link, a NIC.
+  double nvlink_bw = 0.0, pci_bw = 0.0, net_bw = 0.0;
+};
+
+// The communicator of the first `ranks` GPUs of `system`: one node with `ranks` GPUs
+// (ranks <= gpus_per_node), or ranks / gpus_per_node whole nodes. Throws
+// std::invalid_argument naming the rank count otherwise (or beyond the system's nodes).
+Machine make_machine(const System& system, int ranks);
+
+struct Tuning {
+  double latency_us[kColls][kAlgos][kProtos] = {};
+  double bandwidth_GBps[kColls][kAlgos][kProtos] = {};  // algorithm bandwidth; 0: disabled
+  // The ring's with only NCCL_PROTO applied (NCCL's ringbdw): what a collective falls back
+  // to when NCCL_ALGO leaves it nothing that exists here.
+  double ring_backup_GBps[kColls][kProtos] = {};
+  int max_threads[kAlgos][kProtos] = {};
+  long thread_threshold[kAlgos][kProtos] = {};
+};
+Tuning tune(const Machine& m, const Overrides& overrides);
+
+// The bus bandwidth NCCL's model gives one protocol of an algorithm over links of
+// `bw_per_channel` GB/s per graph channel (tuning.cc's busBw before the algorithm ratio).
+double protocol_bus_bw(const Machine& m, Coll coll, Algo a, Proto p, double bw_per_channel);
+// NCCL's per-hop latency (hwLat), us, and its base latency.
+double hop_latency_us(Hw hw, Algo a, Proto p);
+double base_latency_us(Algo a, Proto p);
+
+struct Choice {
+  Algo algo = Algo::Ring;
+  Proto proto = Proto::Simple;
+  int channels = 1;
+  int threads = 0;
+  double nccl_estimate_us = 0.0;  // what NCCL's own model predicts for it
+};
+// NCCL's estimate for (algo, proto) on `bytes` (ncclTopoGetAlgoTime), or -1 if disabled.
+double nccl_estimate_us(const Machine& m, const Tuning& t, Coll c, Algo a, Proto p, double bytes);
+// What NCCL runs for `bytes` of collective `c` (its nBytes: the whole buffer, for all-gather
+// and reduce-scatter every rank's blocks). Throws std::invalid_argument when overrides leave
+// nothing for it (NCCL's "no algorithm/protocol available").
+Choice choose(const Machine& m, const Tuning& t, Coll c, double bytes);
+
+}  // namespace dtsim::net::nccl

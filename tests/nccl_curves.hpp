@@ -1,0 +1,58 @@
+// Published nccl-tests all_reduce_perf curves the nccl model is checked against
+// (nccl_validation_test.cpp, bench/results/nccl-validation.md): in-place bus bandwidth,
+// GB/s, per size (powers of two; nccl-tests' busbw = algbw x 2(n-1)/n).
+//
+// All three from Azure/AI-benchmarking-guide (Azure_Results/ND_*_results.md, 2024-09), run
+// by Benchmarks/NVIDIA/NCCLBandwidth.py as `NCCL_ALGO=NVLS all_reduce_perf -b 8 -e 8G -f 2
+// -g 8 -n 40`: one process and one thread for the node's 8 GPUs (-g 8). On A100 NVLS does
+// not exist and NCCL >= 2.19 runs the ring instead, with its own protocols (tuning.cc:
+// "at least set ring algo available"); the page's "NCCL 2.18.5" can therefore not be the
+// library that ran, whose all-reduce would have had no algorithm.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtsim::tests {
+
+struct CurvePoint {
+  std::int64_t bytes;
+  double busbw_GBps;
+};
+
+struct Curve {
+  std::string system;    // the preset it is compared with
+  std::string name;      // the machine, as published
+  std::string source;
+  std::string nccl_algo;  // NCCL_ALGO of the run
+  int gpus_per_thread;    // nccl-tests -g
+  std::vector<CurvePoint> points;
+};
+
+inline const std::vector<Curve>& published_curves() {
+  constexpr std::int64_t K = 1024, M = K * K, G = M * K;
+  static const std::vector<Curve> curves{
+      {"a100_8x", "Azure ND A100 v4 (8x A100-SXM4-80GB, NVSwitch, 2x AMD EPYC 7V12)",
+       "Azure/AI-benchmarking-guide Azure_Results/ND_A100_v4_results.md (NCCL reported as 2.18.5, CUDA 12.5)", "NVLS", 8,
+       {{1 * K, 0.04},   {2 * K, 0.08},   {4 * K, 0.17},   {8 * K, 0.33},    {16 * K, 0.67},   {32 * K, 1.37},
+        {64 * K, 2.70},  {128 * K, 5.15}, {256 * K, 10.11}, {512 * K, 19.24}, {1 * M, 36.22},   {2 * M, 53.54},
+        {4 * M, 71.43},  {8 * M, 89.99},  {16 * M, 109.22}, {32 * M, 132.77}, {64 * M, 166.63}, {128 * M, 174.18},
+        {256 * M, 213.87}, {512 * M, 221.58}, {1 * G, 228.10}, {2 * G, 230.22}, {4 * G, 230.48}, {8 * G, 231.58}}},
+      {"h100_8x", "Azure ND H100 v5 (8x H100 80GB HBM3, NVSwitch 3, 2x Xeon Platinum 8480C)",
+       "Azure/AI-benchmarking-guide Azure Results/ND_H100_v5_results.md (NCCL 2.18.5, CUDA 12.6)", "NVLS", 8,
+       {{1 * K, 0.07},   {2 * K, 0.14},   {4 * K, 0.27},   {8 * K, 0.53},    {16 * K, 0.95},   {32 * K, 1.71},
+        {64 * K, 2.72},  {128 * K, 5.40}, {256 * K, 10.86}, {512 * K, 21.35}, {1 * M, 43.70},   {2 * M, 81.93},
+        {4 * M, 128.73}, {8 * M, 172.13}, {16 * M, 234.45}, {32 * M, 295.53}, {64 * M, 361.78}, {128 * M, 400.61},
+        {256 * M, 423.38}, {512 * M, 438.46}, {1 * G, 466.35}, {2 * G, 472.36}, {4 * G, 475.54}, {8 * G, 478.87}}},
+      {"h200_8x", "Azure ND H200 v5 (8x H200 141GB, NVSwitch 3, 2x Xeon Platinum 8480C)",
+       "Azure/AI-benchmarking-guide Azure_Results/ND_H200_v5_results.md (NCCL 2.20.5, CUDA 12.6)", "NVLS", 8,
+       {{1 * K, 0.06},   {2 * K, 0.12},   {4 * K, 0.23},   {8 * K, 0.47},    {16 * K, 0.93},   {32 * K, 1.84},
+        {64 * K, 3.72},  {128 * K, 7.39}, {256 * K, 14.75}, {512 * K, 29.38}, {1 * M, 52.96},   {2 * M, 88.78},
+        {4 * M, 138.44}, {8 * M, 181.94}, {16 * M, 240.41}, {32 * M, 300.91}, {64 * M, 368.11}, {128 * M, 412.45},
+        {256 * M, 432.24}, {512 * M, 442.72}, {1 * G, 467.58}, {2 * G, 472.57}, {4 * G, 477.41}, {8 * G, 479.98}}},
+  };
+  return curves;
+}
+
+}  // namespace dtsim::tests

@@ -1,0 +1,420 @@
+// The nccl network model (network_models/nccl/): system descriptions and their errors,
+// NCCL's graph search and tuning restated, its choice at the switch-over sizes, the
+// kernels' execution times against dtsim's own simulation of the same steps, and the model
+// inside a Network (closed-form collectives, clocked messages).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "config/object_reader.hpp"
+#include "network_models/collective_execution.hpp"
+#include "network_models/nccl/nccl_model.hpp"
+#include "network_models/nccl/presets.hpp"
+#include "network_models/network.hpp"
+#include "network_models/network_section.hpp"
+
+namespace dtsim::net::nccl {
+namespace {
+
+using nlohmann::json;
+
+const System& preset(const char* name) {
+  const System* s = find_system_preset(name);
+  EXPECT_NE(s, nullptr) << name;
+  return *s;
+}
+
+// The message of parsing `doc` as a system at "/network/system", or "" if it parses.
+std::string system_error(const json& doc) {
+  try {
+    (void)parse_system(doc, "/network/system");
+  } catch (const config::ScenarioError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// --- systems ---------------------------------------------------------------------------------
+
+// Every preset reads back from its own JSON, as a name and as an object, and says where its
+// figures come from.
+TEST(NcclSystems, PresetsRoundTrip) {
+  ASSERT_EQ(system_preset_list(), (std::vector<std::string>{"a100_8x", "h100_8x", "h200_8x", "a100_pcie_pairs"}));
+  for (const auto& s : system_presets()) {
+    EXPECT_FALSE(s.description.empty()) << s.name;
+    EXPECT_FALSE(s.source.empty()) << s.name;
+    EXPECT_EQ(system_json(parse_system(json(s.name), "/s")), system_json(s)) << s.name;
+    EXPECT_EQ(system_json(parse_system(system_json(s), "/s")), system_json(s)) << s.name;
+  }
+  // "N such nodes": a preset with its nodes changed.
+  const System two = parse_system(json{{"preset", "h100_8x"}, {"nodes", 2}}, "/s");
+  EXPECT_EQ(two.nodes, 2);
+  EXPECT_EQ(two.gpus(), 16);
+  EXPECT_EQ(two.intra.nvlink_links, 18);
+}
+
+// A bad description is one line naming the JSON path to change.
+TEST(NcclSystems, ErrorsNameThePath) {
+  EXPECT_EQ(system_error("a100_9x"), "/network/system: expected a system preset (a100_8x, h100_8x, h200_8x, a100_pcie_pairs) "
+                                     "or an object, got \"a100_9x\" (did you mean `a100_8x`?)");
+  EXPECT_EQ(system_error(json{{"intra", {{"kind", "nvlink"}}}}),
+            "/network/system/intra/kind: expected one of nvswitch, pcie, got \"nvlink\"");
+  EXPECT_EQ(system_error(json{{"gpus_per_node", 0}}), "/network/system/gpus_per_node: expected an integer >= 1 and <= 64, got 0");
+  EXPECT_EQ(system_error(json{{"gpu", "ampere"}, {"intra", {{"nvls", true}}}}),
+            "/network/system/intra/nvls: NVLS needs Hopper GPUs (NVSwitch 3), got ampere");
+  EXPECT_EQ(system_error(json{{"nodes", 2}}),
+            "/network/system/network/nics_per_node: 2 nodes need nics_per_node >= 1 and nic_Gbps > 0");
+  EXPECT_EQ(system_error(json{{"intra", {{"kind", "pcie"}, {"nvlink_pairs", {{0, 9}}}}}}),
+            "/network/system/intra/nvlink_pairs/0: expected GPU indices in [0, 8), got [0, 9]");
+  EXPECT_EQ(system_error(json{{"intra", {{"kind", "pcie"}, {"nvlink_pairs", {{0, 1}, {1, 2}}}}}}),
+            "/network/system/intra/nvlink_pairs/1: pair [1, 2] bridges a GPU twice (each GPU has one bridge)");
+  EXPECT_EQ(system_error(json{{"network", {{"nics", 8}}}}).rfind("/network/system/network/nics: unknown field", 0), 0u);
+  EXPECT_EQ(system_error(json{{"preset", "h100_8"}}),
+            "/network/system/preset: expected one of a100_8x, h100_8x, h200_8x, a100_pcie_pairs, got \"h100_8\" (did you mean `h100_8x`?)");
+  // A job's ranks must be one node's first GPUs or whole nodes, within the system.
+  EXPECT_THROW((void)make_machine(preset("a100_8x"), 12), std::invalid_argument);
+  EXPECT_THROW((void)make_machine(preset("a100_8x"), 16), std::invalid_argument);  // one node only
+  EXPECT_NO_THROW((void)make_machine(preset("a100_8x"), 5));
+}
+
+// --- NCCL's graph search ----------------------------------------------------------------------
+
+// 8x A100: 12 NVLinks of NCCL's 20 GB/s = 240 GB/s per GPU; the first speed that fits is 40,
+// 6 channels of it fill the 240, a channel of >= 25 GB/s splits in two (12 x 20), and the
+// communicator doubles the rings: 24 channels (what DGX A100 logs print: "Channel 23/24").
+TEST(NcclGraph, A100NvSwitch) {
+  const Machine m = make_machine(preset("a100_8x"), 8);
+  const Graph& ring = m.graphs[index(Algo::Ring)];
+  EXPECT_EQ(ring.channels, 12);
+  EXPECT_DOUBLE_EQ(ring.bw_intra, 20.0);
+  EXPECT_EQ(ring.intra, Hw::NvLink);
+  EXPECT_EQ(m.channels, 24);
+  EXPECT_FALSE(m.nvls);
+}
+
+// 8x H100: 18 x 20 = 360 GB/s; Hopper's speed list starts at 60: 6 x 60 = 360, split to
+// 12 x 30, 24 channels. NVLS: one channel per GPU at the first speed whose 8 channels fit
+// 360 x 8/7 (60 x 8 = 480 does not, 40 x 8 = 320 does); 16 NVLS compute channels.
+TEST(NcclGraph, H100NvSwitchWithNvls) {
+  const Machine m = make_machine(preset("h100_8x"), 8);
+  EXPECT_EQ(m.graphs[index(Algo::Ring)].channels, 12);
+  EXPECT_DOUBLE_EQ(m.graphs[index(Algo::Ring)].bw_intra, 30.0);
+  EXPECT_EQ(m.channels, 24);
+  ASSERT_TRUE(m.nvls);
+  EXPECT_EQ(m.graphs[index(Algo::Nvls)].channels, 8);
+  EXPECT_DOUBLE_EQ(m.graphs[index(Algo::Nvls)].bw_intra, 40.0);
+  EXPECT_EQ(m.nvls_channels, 16);
+}
+
+// A PCIe box: the ring crosses PCIe Gen4 x16 (16 x 120 / 80 = 24 GB/s) between pairs; 1 x 20
+// is beaten by 2 x 12 = 24 (the search goes on while the next speed is over 0.49 of the
+// best's), no split under 25: 4 channels, over PCIe. Two bridged GPUs alone ring over NVLink.
+TEST(NcclGraph, PcieBoxWithBridgedPairs) {
+  const Machine m = make_machine(preset("a100_pcie_pairs"), 8);
+  EXPECT_EQ(m.graphs[index(Algo::Ring)].channels, 2);
+  EXPECT_DOUBLE_EQ(m.graphs[index(Algo::Ring)].bw_intra, 12.0);
+  EXPECT_EQ(m.graphs[index(Algo::Ring)].intra, Hw::Pci);
+  EXPECT_EQ(m.channels, 4);
+  const Machine pair = make_machine(preset("a100_pcie_pairs"), 2);
+  EXPECT_EQ(pair.graphs[index(Algo::Ring)].intra, Hw::NvLink);
+  // LL128 is NVLink-only: never enabled on the PCIe ring.
+  const Tuning t = tune(m, Overrides{});
+  EXPECT_EQ(t.bandwidth_GBps[index(Coll::AllReduce)][index(Algo::Ring)][index(Proto::LL128)], 0.0);
+  EXPECT_GT(tune(pair, Overrides{}).bandwidth_GBps[index(Coll::AllReduce)][index(Algo::Ring)][index(Proto::LL128)], 0.0);
+}
+
+// Across nodes a ring channel crosses one NIC each way: A100 with 8x HDR (25 GB/s, PCIe 24):
+// 24 GB/s fits one channel per NIC, 8 x 24 = 192; 16 channels. H100 with 8x NDR (50 GB/s,
+// PCIe Gen5 48): 48 would fit 7 channels through the 360 GB/s of NVLink, 45 fits 8 (= 360,
+// the search stops); Hopper keeps 8 x 45 whole (under 50 GB/s, more than 4 channels): 16.
+TEST(NcclGraph, MultiNode) {
+  System a100 = preset("a100_8x");
+  a100.nodes = 2;
+  const Machine a = make_machine(a100, 16);
+  EXPECT_EQ(a.nodes, 2);
+  EXPECT_EQ(a.graphs[index(Algo::Ring)].channels, 8);
+  EXPECT_DOUBLE_EQ(a.graphs[index(Algo::Ring)].bw_inter, 24.0);
+  EXPECT_EQ(a.channels, 16);
+  System h100 = preset("h100_8x");
+  h100.nodes = 4;
+  const Machine h = make_machine(h100, 32);
+  EXPECT_EQ(h.graphs[index(Algo::Ring)].channels, 8);
+  EXPECT_DOUBLE_EQ(h.graphs[index(Algo::Ring)].bw_inter, 45.0);
+  EXPECT_EQ(h.channels, 16);
+  // Without SHARP, NVLS is not run across nodes, NVLS tree is.
+  const Tuning t = tune(h, Overrides{});
+  EXPECT_EQ(t.bandwidth_GBps[index(Coll::AllReduce)][index(Algo::Nvls)][index(Proto::Simple)], 0.0);
+  EXPECT_GT(t.bandwidth_GBps[index(Coll::AllReduce)][index(Algo::NvlsTree)][index(Proto::Simple)], 0.0);
+}
+
+// --- NCCL's tuning ---------------------------------------------------------------------------
+
+// The ring all-reduce's latencies and bandwidths, from NCCL's formulas: lat = baseLat +
+// 2(n-1) hwLat (NVLink: LL 6.6 + 14 x 0.6 = 15.0 us, LL128 14 + 14 x 1.9, Simple 8.4 + 14 x
+// 3.4 = 56 us); bw = busBw x n / 2(n-1), busBw = 12 x 20 = 240 for Simple, min(87.7, 240/4)
+// for LL, min(0.92 x 240, 12 x 20) for LL128.
+TEST(NcclTuning, RingAllReduceClosedForms) {
+  const Machine m = make_machine(preset("a100_8x"), 8);
+  const Tuning t = tune(m, Overrides{});
+  const auto* lat = t.latency_us[index(Coll::AllReduce)][index(Algo::Ring)];
+  const auto* bw = t.bandwidth_GBps[index(Coll::AllReduce)][index(Algo::Ring)];
+  EXPECT_NEAR(lat[index(Proto::LL)], 6.6 + 14 * 0.6, 1e-12);
+  EXPECT_NEAR(lat[index(Proto::LL128)], 14.0 + 14 * 1.9, 1e-12);
+  EXPECT_NEAR(lat[index(Proto::Simple)], 8.4 + 14 * 3.4, 1e-12);
+  const double ratio = 8.0 / 14.0;
+  EXPECT_NEAR(bw[index(Proto::LL)], 60.0 * ratio, 1e-12);
+  EXPECT_NEAR(bw[index(Proto::LL128)], 240.0 * 0.92 * ratio, 1e-9);
+  EXPECT_NEAR(bw[index(Proto::Simple)], 240.0 * ratio, 1e-12);
+}
+
+// NCCL runs the cheapest of its estimates: the choice is the minimum over every enabled
+// (algorithm, protocol), size by size.
+TEST(NcclTuning, ChoiceIsTheCheapestEstimate) {
+  for (const char* name : {"a100_8x", "h100_8x", "a100_pcie_pairs"}) {
+    const Machine m = make_machine(preset(name), 8);
+    const Tuning t = tune(m, Overrides{});
+    for (double bytes = 8; bytes <= 8.0 * (1 << 30); bytes *= 4) {
+      const Choice c = choose(m, t, Coll::AllReduce, bytes);
+      double best = std::numeric_limits<double>::infinity();
+      for (int a = 0; a < kAlgos; ++a)
+        for (int p = 0; p < kProtos; ++p) {
+          const double e = nccl_estimate_us(m, t, Coll::AllReduce, static_cast<Algo>(a), static_cast<Proto>(p), bytes);
+          if (e >= 0) best = std::min(best, e);
+        }
+      EXPECT_EQ(c.nccl_estimate_us, best) << name << " " << bytes;
+    }
+  }
+}
+
+// The switch-over sizes between protocols of NCCL's ring on 8x A100 follow from its
+// estimates lat_a + S / bw_a = lat_b + S / bw_b: LL below S*, LL128 above, and LL128 below
+// the next S*, Simple above; checked a byte either side (NCCL_ALGO=Ring, no tree).
+TEST(NcclTuning, ProtocolSwitchOverSizes) {
+  const Machine m = make_machine(preset("a100_8x"), 8);
+  const Tuning t = tune(m, parse_overrides("Ring", ""));
+  const auto* lat = t.latency_us[index(Coll::AllReduce)][index(Algo::Ring)];
+  const auto* bw = t.bandwidth_GBps[index(Coll::AllReduce)][index(Algo::Ring)];
+  auto crossover = [&](Proto a, Proto b) {
+    const int i = index(a), j = index(b);
+    return (lat[j] - lat[i]) / (1.0 / (1000 * bw[i]) - 1.0 / (1000 * bw[j]));
+  };
+  const double ll_to_ll128 = crossover(Proto::LL, Proto::LL128);
+  const double ll128_to_simple = crossover(Proto::LL128, Proto::Simple);
+  EXPECT_GT(ll_to_ll128, 1e6);  // about 1.2 MB and 24 MB: the development curve's 2 MiB - 16 MiB
+  EXPECT_LT(ll128_to_simple, 32e6);
+  EXPECT_EQ(choose(m, t, Coll::AllReduce, std::floor(ll_to_ll128) - 1).proto, Proto::LL);
+  EXPECT_EQ(choose(m, t, Coll::AllReduce, std::ceil(ll_to_ll128) + 1).proto, Proto::LL128);
+  EXPECT_EQ(choose(m, t, Coll::AllReduce, std::floor(ll128_to_simple) - 1).proto, Proto::LL128);
+  EXPECT_EQ(choose(m, t, Coll::AllReduce, std::ceil(ll128_to_simple) + 1).proto, Proto::Simple);
+}
+
+// The algorithm's switch-over on 8x H100: NCCL's ring LL (15 us, 87.7 GB/s of bus capped
+// to algbw x 8/14) against NVLS (23 us, 8 x 40 x 5/6 GB/s): the ring below S*, NVLS above
+// (NCCL_ALGO=Ring,NVLS: the tree left out, whose corrections move its own cross-overs).
+TEST(NcclTuning, AlgorithmSwitchOverSize) {
+  const Machine m = make_machine(preset("h100_8x"), 8);
+  const Tuning t = tune(m, parse_overrides("Ring,NVLS", ""));
+  const double lr = t.latency_us[index(Coll::AllReduce)][index(Algo::Ring)][index(Proto::LL)];
+  const double br = t.bandwidth_GBps[index(Coll::AllReduce)][index(Algo::Ring)][index(Proto::LL)];
+  const double ln = t.latency_us[index(Coll::AllReduce)][index(Algo::Nvls)][index(Proto::Simple)];
+  const double bn = t.bandwidth_GBps[index(Coll::AllReduce)][index(Algo::Nvls)][index(Proto::Simple)];
+  EXPECT_NEAR(bn, 8 * 40.0 * 5 / 6, 1e-9);
+  const double s_star = (ln - lr) / (1.0 / (1000 * br) - 1.0 / (1000 * bn));
+  const Choice below = choose(m, t, Coll::AllReduce, std::floor(s_star) - 1);
+  const Choice above = choose(m, t, Coll::AllReduce, std::ceil(s_star) + 1);
+  EXPECT_EQ(below.algo, Algo::Ring);
+  EXPECT_EQ(below.proto, Proto::LL);
+  EXPECT_EQ(above.algo, Algo::Nvls);
+  EXPECT_EQ(above.channels, 16);
+}
+
+// CollNet runs only where the network reduces (SHARP), and then wins large all-reduces
+// across nodes on 8x A100 (its bandwidth is the node's, not the NICs').
+TEST(NcclTuning, CollNetOnlyWithInNetworkReduction) {
+  System s = preset("a100_8x");
+  s.nodes = 4;
+  const Machine plain = make_machine(s, 32);
+  s.network.collnet = true;
+  const Machine sharp = make_machine(s, 32);
+  for (double bytes = 1024; bytes <= 1.0 * (1 << 30); bytes *= 8) {
+    const Algo a = choose(plain, tune(plain, Overrides{}), Coll::AllReduce, bytes).algo;
+    EXPECT_TRUE(a != Algo::CollNetDirect && a != Algo::CollNetChain) << bytes;
+  }
+  const Algo large = choose(sharp, tune(sharp, Overrides{}), Coll::AllReduce, 256.0 * (1 << 20)).algo;
+  EXPECT_TRUE(large == Algo::CollNetDirect || large == Algo::CollNetChain) << to_string(large);
+}
+
+// getAlgoInfo: fewer channels while bytes < channels x threads x threshold (ring LL:
+// 512 threads x 8 x nRanks bytes each), then fewer threads, at least 3 warps.
+TEST(NcclTuning, ChannelsGrowWithTheSize) {
+  const Machine m = make_machine(preset("a100_8x"), 8);
+  const Tuning t = tune(m, parse_overrides("", "LL"));
+  for (double bytes : {1024.0, 65536.0, 262144.0, 1048576.0}) {
+    const Choice c = choose(m, t, Coll::AllReduce, bytes);
+    ASSERT_EQ(c.proto, Proto::LL);
+    const int expected = std::clamp(static_cast<int>(bytes / (512.0 * 8 * 8)), 1, 24);
+    EXPECT_EQ(c.channels, expected) << bytes;
+  }
+  // One channel: 512 threads halved while 1 x nt x 64 > 1 KiB, down to 64 (no longer a
+  // multiple of 128), then raised to the 3 warps a kernel has at least.
+  EXPECT_EQ(choose(m, t, Coll::AllReduce, 1024).threads, 96);
+}
+
+// NCCL_ALGO / NCCL_PROTO: lists or exclusions force what NCCL runs; an unknown name is an
+// error naming the variable; an algorithm the machine lacks leaves the ring (NCCL >= 2.19).
+TEST(NcclTuning, Overrides) {
+  const Machine a100 = make_machine(preset("a100_8x"), 8);
+  const double bytes = 1 << 20;
+  EXPECT_EQ(choose(a100, tune(a100, parse_overrides("Tree", "")), Coll::AllReduce, bytes).algo, Algo::Tree);
+  EXPECT_EQ(choose(a100, tune(a100, parse_overrides("tree,ring", "simple")), Coll::AllReduce, bytes).proto, Proto::Simple);
+  EXPECT_NE(choose(a100, tune(a100, parse_overrides("^Ring", "")), Coll::AllReduce, bytes).algo, Algo::Ring);
+  const Choice nvls = choose(a100, tune(a100, parse_overrides("NVLS", "")), Coll::AllReduce, bytes);
+  EXPECT_EQ(nvls.algo, Algo::Ring);
+  // Other collectives always keep their ring.
+  EXPECT_EQ(choose(a100, tune(a100, parse_overrides("Tree", "")), Coll::AllGather, bytes).algo, Algo::Ring);
+  const Machine h100 = make_machine(preset("h100_8x"), 8);
+  EXPECT_EQ(choose(h100, tune(h100, parse_overrides("NVLS", "")), Coll::AllReduce, bytes).algo, Algo::Nvls);
+  try {
+    (void)parse_overrides("Ring,Butterfly", "");
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "NCCL_ALGO: unknown name \"Butterfly\" in \"Ring,Butterfly\" (expected a comma-separated list "
+                                     "of Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, or ^ and the ones to leave out)");
+  }
+  EXPECT_THROW((void)parse_overrides("", "^LL,LL128,Simple"), std::invalid_argument);
+}
+
+// --- execution times -------------------------------------------------------------------------
+
+// A ring all-reduce that fits one loop is 2(n-1) steps of one chunk each: for LL and LL128
+// every step pays the hop's latency and the chunk over the channel's share of the links; for
+// Simple its two slices' flags (2 FIFO steps each) and data. That is an alpha-beta ring with
+// those alpha and beta, which dtsim simulates message by message: the same time.
+TEST(NcclExecution, RingMatchesDtsimsSimulationOfItsSteps) {
+  const Machine m = make_machine(preset("a100_8x"), 8);
+  const Tuning t = tune(m, Overrides{});
+  const int n = 8;
+  struct Case {
+    Proto proto;
+    double bytes;
+  };
+  for (const Case& c : {Case{Proto::LL, 262144}, Case{Proto::LL128, 4 << 20}, Case{Proto::Simple, 64 << 20}}) {
+    Choice ch = choose(m, tune(m, parse_overrides("Ring", to_string(c.proto))), Coll::AllReduce, c.bytes);
+    ASSERT_EQ(ch.proto, c.proto);
+    const double model = collective_us(m, t, Coll::AllReduce, c.bytes, ch) - base_latency_us(Algo::Ring, c.proto);
+    // The step's chunk and costs as the kernel has them.
+    const double rate = protocol_bus_bw(m, Coll::AllReduce, Algo::Ring, c.proto, 20.0) / m.channels;  // GB/s per channel
+    const double hop = hop_latency_us(Hw::NvLink, Algo::Ring, c.proto);
+    double chunk = 0, alpha = 0;
+    if (c.proto == Proto::Simple) {
+      const double per_rank = c.bytes / (ch.channels * n);  // 349,525.3 -> rounded to the threads' 4 KiB grain
+      chunk = std::ceil(per_rank / 4096) * 4096;
+      alpha = 2 * 2 * hop;
+    } else {
+      const double grain = c.proto == Proto::LL ? ch.threads * 8.0 : ch.threads * 60.0 / 2;
+      chunk = std::ceil(c.bytes / (ch.channels * n * grain)) * grain;
+      alpha = hop;
+    }
+    const Topology ring = Topology::ring(n, {.latency_s = alpha * 1e-6, .bandwidth_bytes_per_s = rate * 1e9});
+    const Schedule s = make_schedule({.kind = CollectiveKind::AllReduce, .algorithm = Algorithm::Ring, .ranks = n,
+                                      .elements = static_cast<std::int64_t>(chunk * n / 4)});
+    const auto finish = simulate("alpha_beta", ring, s, std::vector<double>(n, 0.0));
+    EXPECT_NEAR(model * 1e-6, finish[0], 1e-9 * finish[0]) << to_string(c.proto);
+  }
+}
+
+// Time never falls as the size grows (it stays flat while the kernels' chunks keep their
+// grain), and never beats the links: busbw stays under the ring's NCCL bandwidth (12 x 20
+// = 240 GB/s on 8x A100).
+TEST(NcclExecution, BusBandwidthNeverBeatsTheLinks) {
+  const Machine m = make_machine(preset("a100_8x"), 8);
+  const Tuning t = tune(m, Overrides{});
+  double previous = 0;
+  for (double bytes = 1024; bytes <= 8.0 * (1 << 30); bytes *= 2) {
+    const Choice c = choose(m, t, Coll::AllReduce, bytes);
+    const double us = collective_us(m, t, Coll::AllReduce, bytes, c);
+    EXPECT_GE(us, previous) << bytes;
+    previous = us;
+    EXPECT_LT(bytes / (us * 1e3) * 2 * 7 / 8, 240.0) << bytes;
+  }
+}
+
+// Point-to-point: NVLink within an NVSwitch node or a bridged pair, PCIe between pairs, the
+// NIC across nodes (one more NVLink hop when the NICs are on different rails: PXN); LL up
+// to 16 KiB, Simple above.
+TEST(NcclExecution, PointToPoint) {
+  const Machine a = make_machine(preset("a100_8x"), 8);
+  const double big = 64 << 20;
+  EXPECT_NEAR(p2p_us(a, 0, 5, big), 8.4 + 3.4 + big / (240.0 * 1e3), 1e-9);
+  EXPECT_NEAR(p2p_us(a, 0, 5, 1024), 6.6 + 0.6 + 1024 / (240.0 * 0.5 * 1e3), 1e-9);
+  const Machine p = make_machine(preset("a100_pcie_pairs"), 8);
+  EXPECT_LT(p2p_us(p, 0, 1, big), p2p_us(p, 0, 2, big));  // bridge vs PCIe
+  EXPECT_NEAR(p2p_us(p, 0, 2, big), 8.4 + 5.7 + big / (24.0 * 1e3), 1e-9);
+  System two = preset("a100_8x");
+  two.nodes = 2;
+  const Machine n2 = make_machine(two, 16);
+  EXPECT_NEAR(p2p_us(n2, 3, 11, big), 8.4 + 14.0 + big / (24.0 * 1e3), 1e-9);         // same rail
+  EXPECT_NEAR(p2p_us(n2, 3, 12, big), 8.4 + 14.0 + 3.4 + big / (24.0 * 1e3), 1e-9);  // rails 3 and 4: PXN
+}
+
+// --- the model in a network ------------------------------------------------------------------
+
+NetworkConfig nccl_network(const json& network) {
+  config::ObjectReader r(network, "/network");
+  return parse_network_section(r, 8, 0);
+}
+
+// A scenario's /network for the nccl model: a system instead of links, NCCL's overrides; a
+// collective ends its clock's time after the last arrival, a message its p2p time after it
+// is sent; the links fields and a system under another model are refused by path.
+TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
+  NetworkConfig config = nccl_network({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_proto", "^LL128"}});
+  ASSERT_TRUE(config.nccl);
+  EXPECT_EQ(config.nccl->overrides.proto, "^LL128");
+  sim::Engine engine;
+  Network network(engine, Topology::ring(8, config.nominal), config);
+  const Clock clock(config.nccl, 8);
+  CollectiveSpec spec{.kind = CollectiveKind::AllReduce, .ranks = 8, .elements = 1 << 22};
+  std::vector<double> done(8, -1);
+  auto exec = network.collective(network.resolve(spec), nullptr, [&](int r) { done[r] = engine.now(); });
+  for (int r = 0; r < 8; ++r) engine.call_at(r * 1e-6, [exec, r] { exec->arrive(r); });
+  double arrived = -1;
+  engine.call_at(1e-3, [&] { network.send(2, 6, 1 << 20, [&] { arrived = engine.now(); }); });
+  engine.run();
+  for (int r = 0; r < 8; ++r) EXPECT_NEAR(done[r], 7e-6 + clock.collective_seconds(network.resolve(spec)), 1e-12);
+  EXPECT_NEAR(arrived, 1e-3 + p2p_us(clock.machine(), 2, 6, 1 << 20) * 1e-6, 1e-12);
+  EXPECT_NE(clock.describe(network.resolve(spec)).find("Ring/Simple/"), std::string::npos);
+
+  auto refused = [&](const json& n) {
+    try {
+      (void)nccl_network(n);
+    } catch (const config::ScenarioError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", "a100_8x"}, {"latency_us", 1}}),
+            "/network/latency_us: the nccl model takes its links from /network/system, not latency_us");
+  EXPECT_EQ(refused({{"model", "flow"}, {"latency_us", 1}, {"bandwidth_GBps", 1}, {"system", "a100_8x"}}),
+            "/network/system: only the nccl model reads system (this network's model is flow)");
+  EXPECT_EQ(refused({{"model", "nccl"}}), "/network/system: missing required field (expected a system preset's name or a system object)");
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_algo", "Rings"}}).substr(0, 36),
+            "/network/nccl_algo: NCCL_ALGO: unkno");
+  // The echo reads back.
+  const json echo = network_section_json(config);
+  EXPECT_FALSE(echo.contains("latency_us"));
+  EXPECT_EQ(network_section_json(nccl_network(echo)), echo);
+  // Ranks that do not fit the system: named at /network/system.
+  try {
+    check_network_links(config, Topology::ring(12, config.nominal));
+    FAIL() << "expected an error";
+  } catch (const config::ScenarioError& e) {
+    EXPECT_EQ(e.path(), "/network/system");
+  }
+}
+
+}  // namespace
+}  // namespace dtsim::net::nccl
