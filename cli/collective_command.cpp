@@ -39,7 +39,11 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
       "collective", "Simulate one collective over a range of sizes and print the nccl-tests table (size, count, type, "
                     "redop, root, time, algbw, busbw) for the simulated network");
   cmd_->add_option("--op", op_, "allreduce, reducescatter, allgather or broadcast")->capture_default_str();
-  cmd_->add_option("--algo", algo_, net::algorithm_names(", ", " or "))->capture_default_str();
+  cmd_->add_option("--algo", algo_,
+                   net::algorithm_names(", ", " or ") +
+                       "; auto: per size, the fastest of the single-port algorithms simulated alone on this "
+                       "topology and model (by closed form for analytical), named in the algo column")
+      ->capture_default_str();
   cmd_->add_option("-b,--minbytes", min_, "Smallest size (bytes; K, M, G suffixes)")->capture_default_str();
   cmd_->add_option("-e,--maxbytes", max_, "Largest size")->capture_default_str();
   cmd_->add_option("-f,--stepfactor", factor_, "Multiply the size by this between rows")->capture_default_str();

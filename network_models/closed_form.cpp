@@ -52,8 +52,7 @@ double closed_form_seconds(const CollectiveSpec& c, double a, double beta) {
 Algorithm cheapest_algorithm(const CollectiveSpec& spec, double alpha_s, double beta) {
   Algorithm best = Algorithm::Auto;
   double best_time = std::numeric_limits<double>::infinity();
-  for (Algorithm a : algorithms_for(spec.kind)) {
-    if (!collective_algorithm(a).auto_candidate) continue;
+  for (Algorithm a : auto_candidates(spec.kind)) {
     CollectiveSpec c = spec;
     c.algorithm = a;
     const double t = closed_form_seconds(c, alpha_s, beta);

@@ -26,10 +26,13 @@ double closed_form_seconds(const CollectiveSpec& spec, double alpha_s, double be
 
 // The algorithm with the smallest closed-form time for `spec`, as NCCL's tuner picks
 // by its cost model; ties go to the earlier one in collective_algorithms(). Candidates
-// are its `auto_candidate` entries, the single-port algorithms (all-reduce: ring,
+// are auto_candidates(spec.kind), the single-port algorithms (all-reduce: ring,
 // halving_doubling, tree; reduce-scatter and all-gather: ring; broadcast: binomial):
 // direct and ps assume many simultaneous messages per rank, whose NIC contention their
-// closed forms do not see, so `auto` never picks them.
+// closed forms do not see, so `auto` never picks them. Exact for the analytical model;
+// on a model that routes messages `auto` simulates the candidates instead
+// (fastest_algorithm.hpp), and this is only for callers with no topology to simulate
+// on (a live run's byte accounting, resource estimates).
 Algorithm cheapest_algorithm(const CollectiveSpec& spec, double alpha_s, double beta_bytes_per_s);
 
 }  // namespace dtsim::net

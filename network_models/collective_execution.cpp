@@ -544,24 +544,67 @@ void ClosedFormExecution::arrive(int) {
   for (int r = 0; r < ranks_; ++r) engine_.call_at(finish, [done = done_, r] { done(r); });
 }
 
-std::vector<double> simulate(const NetworkModel& model, const Topology& topology, const Schedule& schedule,
-                             const std::vector<double>& arrival, const Perturbations& perturbations,
-                             bool evaluate_rings) {
+void ScheduledExecution::abandon() {
+  if (wavefront_) release_links();
+  transport_.cancel(*this);
+  in_flight_ = 0;
+  self_while_in_flight_.reset();
+}
+
+namespace {
+
+struct PastDeadline {};
+
+// simulate() and simulate_before(): nullopt when `deadline` passed with a rank not done.
+std::optional<std::vector<double>> run_alone(const NetworkModel& model, const Topology& topology,
+                                             const Schedule& schedule, const std::vector<double>& arrival,
+                                             const Perturbations& perturbations, bool evaluate_rings,
+                                             sim::TimeGrid grid, double deadline) {
   if (model.closed_form_collectives)
     throw std::invalid_argument(fmt::format("simulate: the {} model's collectives are closed forms, not schedules",
                                             model.name));
-  sim::Engine engine;
+  sim::Engine engine(grid);
   auto transport = model.make_transport(engine, topology, perturbations);
   transport->evaluate_rings(evaluate_rings);
   std::vector<double> finish(schedule.size(), -1.0);
+  int done = 0;
   auto exec = std::make_shared<ScheduledExecution>(*transport, std::make_shared<const Schedule>(schedule),
-                                                   [&](int r) { finish[r] = engine.now(); });
+                                                   [&](int r) {
+                                                     finish[r] = engine.now();
+                                                     ++done;
+                                                   });
   exec->alone_on_its_engine();
+  // Scheduled before anything else, so it fires before every other event at the
+  // deadline, and no earlier event sees it: until then the run is simulate()'s.
+  if (deadline < std::numeric_limits<double>::infinity())
+    engine.call_at(deadline, [&] {
+      if (done < schedule.size()) throw PastDeadline{};
+    });
   for (int r = 0; r < schedule.size(); ++r) engine.call_at(arrival.at(r), [exec, r] { exec->arrive(r); });
-  engine.run();
+  try {
+    engine.run();
+  } catch (const PastDeadline&) {
+    exec->abandon();
+    return std::nullopt;
+  }
   for (int r = 0; r < schedule.size(); ++r)
     if (finish[r] < 0) throw std::logic_error(fmt::format("{}: rank {} never finished", schedule.name, r));
   return finish;
+}
+
+}  // namespace
+
+std::vector<double> simulate(const NetworkModel& model, const Topology& topology, const Schedule& schedule,
+                             const std::vector<double>& arrival, const Perturbations& perturbations,
+                             bool evaluate_rings, sim::TimeGrid grid) {
+  return *run_alone(model, topology, schedule, arrival, perturbations, evaluate_rings, grid,
+                    std::numeric_limits<double>::infinity());
+}
+
+std::optional<std::vector<double>> simulate_before(double deadline, const NetworkModel& model,
+                                                   const Topology& topology, const Schedule& schedule,
+                                                   const std::vector<double>& arrival, sim::TimeGrid grid) {
+  return run_alone(model, topology, schedule, arrival, {}, true, grid, deadline);
 }
 
 std::vector<double> simulate(const std::string& model, const Topology& topology, const Schedule& schedule,

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "network_models/ring_wavefront.hpp"
 #include "network_models/schedule.hpp"
 #include "network_models/transport.hpp"
+#include "sim/time_grid.hpp"
 
 namespace dtsim::net {
 
@@ -50,6 +52,9 @@ class ScheduledExecution final : public Execution,
   // computed from its recurrence with nothing to restart the run, since no other
   // traffic can meet it.
   void alone_on_its_engine() { alone_on_engine_ = true; }
+  // Stops where it is (simulate_before's deadline passed): its messages in flight arrive
+  // nowhere, its held links are released, and it no longer keeps itself alive for them.
+  void abandon();
 
  private:
   // Per-peer counters: a step talks to few peers, so the first two are kept inline (no
@@ -202,17 +207,26 @@ class ClosedFormExecution final : public Execution {
   double last_ = 0.0;
 };
 
-// Runs one schedule alone on a fresh engine and `model`'s transport: every rank arrives
-// at `arrival[r]`; returns the time each rank is done. For tests and `dtsim collective`.
-// A ring is computed from its recurrence where it can be (`evaluate_rings`; the same
-// times), else every message simulated. Throws std::invalid_argument for a model whose
-// collectives are closed forms (they have no schedule to run: see closed_form_seconds)
-// or, by name, an unknown model.
+// Runs one schedule alone on a fresh engine (its time grid `grid`, none by default) and
+// `model`'s transport: every rank arrives at `arrival[r]`; returns the time each rank is
+// done. For tests, `dtsim collective` and `auto` (fastest_algorithm.hpp). A ring is
+// computed from its recurrence where it can be (`evaluate_rings`; the same times), else
+// every message simulated. Throws std::invalid_argument for a model whose collectives
+// are closed forms (they have no schedule to run: see closed_form_seconds) or, by name,
+// an unknown model.
 std::vector<double> simulate(const NetworkModel& model, const Topology& topology, const Schedule& schedule,
                              const std::vector<double>& arrival, const Perturbations& perturbations = {},
-                             bool evaluate_rings = true);
+                             bool evaluate_rings = true, sim::TimeGrid grid = {});
 std::vector<double> simulate(const std::string& model, const Topology& topology, const Schedule& schedule,
                              const std::vector<double>& arrival, const Perturbations& perturbations = {},
                              bool evaluate_rings = true);
+// simulate() without perturbations, given up at `deadline`: the done times when every
+// rank is done before it, else nullopt (a rank done exactly at the deadline is not).
+// Until then it runs exactly as simulate() does, so the times are the same, and a
+// schedule that is slower than `deadline` costs only the events before it: `auto`
+// (fastest_algorithm.hpp) drops a candidate so as soon as it is slower than the best.
+std::optional<std::vector<double>> simulate_before(double deadline, const NetworkModel& model,
+                                                   const Topology& topology, const Schedule& schedule,
+                                                   const std::vector<double>& arrival, sim::TimeGrid grid = {});
 
 }  // namespace dtsim::net

@@ -7,6 +7,31 @@
 
 namespace dtsim::net {
 
+namespace {
+
+// An explicit algorithm stays; Auto takes the config's choice for the kind (Auto where
+// the config has none for it).
+CollectiveSpec with_configured_algorithm(CollectiveSpec spec, int ranks, const NetworkConfig& config) {
+  spec.ranks = ranks;
+  if (spec.algorithm == Algorithm::Auto) {
+    auto it = config.algorithms.find(spec.kind);
+    spec.algorithm = it == config.algorithms.end() ? Algorithm::Auto : it->second;
+  }
+  return spec;
+}
+
+bool leaves_a_collective_to_auto(const NetworkConfig& config) {
+  for (auto kind : {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::AllGather,
+                    CollectiveKind::Broadcast}) {
+    const auto it = config.algorithms.find(kind);
+    if ((it == config.algorithms.end() || it->second == Algorithm::Auto) && auto_candidates(kind).size() > 1)
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 Network::Network(sim::Engine& engine, Topology topology, NetworkConfig config, std::shared_ptr<CollectiveReuse> reuse)
     : config_(std::move(config)), model_(&network_model(config_.model)), reuse_(std::move(reuse)) {
   // Kept with reuse off too: it restarts the run when a ring computed on the flow model
@@ -18,23 +43,42 @@ Network::Network(sim::Engine& engine, Topology topology, NetworkConfig config, s
   if (!(config_.nominal.latency_s >= 0))
     throw std::invalid_argument(fmt::format("network: latency must be >= 0, got {}", config_.nominal.latency_s));
   if (model_->make_clock) clock_ = model_->make_clock(config_, topology.size());
+  // A described machine's clock chooses its own algorithms; `auto` is for scheduled collectives.
+  if (!clock_ && !model_->closed_form_collectives && leaves_a_collective_to_auto(config_))
+    fastest_ = std::make_unique<FastestAlgorithm>(*model_, topology, config_.nominal, engine.time_grid());
   transport_ = clock_ ? std::make_unique<ClockTransport>(engine, std::move(topology), config_.perturbations, clock_)
                       : model_->make_transport(engine, std::move(topology), config_.perturbations);
   transport_->evaluate_rings(config_.evaluate_rings);
 }
 
 CollectiveSpec resolve_collective(CollectiveSpec spec, int ranks, const NetworkConfig& config) {
-  spec.ranks = ranks;
-  if (spec.algorithm == Algorithm::Auto) {
-    auto it = config.algorithms.find(spec.kind);
-    spec.algorithm = it == config.algorithms.end() ? Algorithm::Auto : it->second;
-  }
+  spec = with_configured_algorithm(std::move(spec), ranks, config);
   if (spec.algorithm == Algorithm::Auto)
     spec.algorithm = cheapest_algorithm(spec, config.nominal.latency_s, config.nominal.bandwidth_bytes_per_s);
   return spec;
 }
 
-CollectiveSpec Network::resolve(CollectiveSpec spec) const { return resolve_collective(std::move(spec), size(), config_); }
+CollectiveSpec Network::resolve(CollectiveSpec spec) {
+  spec = with_configured_algorithm(std::move(spec), size(), config_);
+  if (spec.algorithm == Algorithm::Auto) spec.algorithm = auto_algorithm(spec);
+  return spec;
+}
+
+Algorithm Network::auto_algorithm(const CollectiveSpec& spec) {
+  const auto candidates = auto_candidates(spec.kind);
+  // One candidate (every collective but all-reduce): nothing to simulate, which also
+  // spares all-gathers of data-dependent blocks a decision per distinct shape.
+  if (candidates.size() == 1) return candidates.front();
+  if (model_->closed_form_collectives)
+    return cheapest_algorithm(spec, config_.nominal.latency_s, config_.nominal.bandwidth_bytes_per_s);
+  if (!fastest_)  // made by the constructor where the config leaves a kind to `auto`
+    throw std::logic_error(fmt::format("auto {}: the network kept no topology to simulate on", to_string(spec.kind)));
+  std::string shape = reuse_shape(spec);
+  if (const auto it = auto_choices_.find(shape); it != auto_choices_.end()) return it->second;
+  const Algorithm best = fastest_->choose(spec).algorithm;
+  auto_choices_.emplace(std::move(shape), best);
+  return best;
+}
 
 std::shared_ptr<Execution> Network::collective(const CollectiveSpec& spec, std::shared_ptr<const Schedule> schedule,
                                                Execution::RankDone done) {

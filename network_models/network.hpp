@@ -15,6 +15,7 @@
 #include "network_models/closed_form.hpp"
 #include "network_models/collective_execution.hpp"
 #include "network_models/collective_reuse.hpp"
+#include "network_models/fastest_algorithm.hpp"
 #include "network_models/machine_clock.hpp"
 #include "network_models/network_model.hpp"
 #include "network_models/schedule.hpp"
@@ -29,9 +30,10 @@ struct Config;
 
 struct NetworkConfig {
   std::string model = "alpha_beta";  // a name from network_model_table(), looked up by Network
-  LinkParams nominal;                // alpha and beta of the closed forms and of `auto`
+  LinkParams nominal;                // alpha and beta of the closed forms
   Perturbations perturbations;
-  // Algorithm per collective kind; Auto picks by closed-form cost.
+  // Algorithm per collective kind; Auto: the fastest candidate on the network in use
+  // (Network::resolve).
   std::map<CollectiveKind, Algorithm> algorithms = {{CollectiveKind::AllReduce, Algorithm::Ring},
                                                     {CollectiveKind::ReduceScatter, Algorithm::Ring},
                                                     {CollectiveKind::AllGather, Algorithm::Ring},
@@ -47,9 +49,11 @@ struct NetworkConfig {
   std::shared_ptr<const nccl::Config> nccl;
 };
 
-// `spec` over `ranks` ranks with its algorithm resolved: an explicit algorithm stays,
-// Auto takes the config's choice for the kind, and a configured Auto the cheapest by
-// closed-form cost.
+// `spec` over `ranks` ranks with its algorithm resolved where there is no network to
+// simulate on (a live run's byte accounting, resource estimates): an explicit algorithm
+// stays, Auto takes the config's choice for the kind, and a configured Auto the
+// cheapest by closed-form cost, which is what Network::resolve picks only where the
+// model's collectives are closed forms.
 CollectiveSpec resolve_collective(CollectiveSpec spec, int ranks, const NetworkConfig& config);
 
 // A resolved collective's schedule and what each run of it needs besides: every rank's
@@ -79,8 +83,16 @@ class Network {
   // ring's conflict).
   const CollectiveReuse* reuse() const { return reuse_.get(); }
 
-  // `spec` with its algorithm resolved from the config (and Auto resolved by cost).
-  CollectiveSpec resolve(CollectiveSpec spec) const;
+  // `spec` with its algorithm resolved: an explicit algorithm stays, Auto takes the
+  // config's choice for the kind, and a configured Auto the candidate fastest on this
+  // network (fastest_algorithm.hpp): where the model schedules collectives, each
+  // candidate simulated alone on a scratch transport of the model over the topology as
+  // built (no perturbations), once per collective shape (kind, sizes, root) in the
+  // Network's life, a training run issuing the same shapes every step; where its
+  // collectives are closed forms, the cheapest closed form, which is exact there.
+  CollectiveSpec resolve(CollectiveSpec spec);
+  // Collective shapes whose `auto` choice was simulated so far, each once.
+  std::size_t auto_decisions() const { return auto_choices_.size(); }
   // Starts a collective whose spec is resolved and whose schedule is `schedule`
   // (make_schedule(spec)); `done(rank)` runs when that rank is done.
   std::shared_ptr<Execution> collective(const CollectiveSpec& spec, std::shared_ptr<const Schedule> schedule,
@@ -100,8 +112,14 @@ class Network {
   // when reuse is on, and its ring computed unless a conflict forbade the shape).
   std::shared_ptr<Execution> start(const CollectiveSpec& spec, std::shared_ptr<const Schedule> schedule,
                                    Execution::RankDone done, std::string shape);
+  // Auto's choice for a spec whose config leaves it to `auto`.
+  Algorithm auto_algorithm(const CollectiveSpec& spec);
   static constexpr std::size_t kMaxPlans = 256;
   std::map<std::string, std::shared_ptr<const CollectivePlan>> plans_;  // by shape
+  // `auto` where the config leaves a collective to it and the model schedules
+  // collectives: over the topology as built, before the transport fails any of its links.
+  std::unique_ptr<FastestAlgorithm> fastest_;
+  std::map<std::string, Algorithm> auto_choices_;  // by the shape with algorithm "auto"
   NetworkConfig config_;
   const NetworkModel* model_;  // config_.model's entry
   std::shared_ptr<const MachineClock> clock_;  // models of a described machine (nccl)

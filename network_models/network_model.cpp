@@ -41,6 +41,7 @@ const std::vector<NetworkModel>& network_model_table() {
        .relative_events_per_message = 2.0,  // a flow's start after its latency, then its completion
        .rings_as_recurrence = true,
        .rings_simulate_coupled_senders = true,
+       .messages_share_links = true,
        .faster_alternative = "the alpha_beta or analytical network model"},
       // A machine described in /network/system (network_models/nccl/): its transport is
       // the clock's (Network builds it); make_transport serves callers without a system.

@@ -44,6 +44,10 @@ struct NetworkModel {
   // Whether a ring's senders whose routes share a link (coupled) are still simulated
   // message by message (the flow model: their messages share bandwidth).
   bool rings_simulate_coupled_senders = false;
+  // Whether messages crossing one link share its bandwidth (the flow model): then no
+  // schedule is done sooner than its busiest link's bytes over that link's bandwidth,
+  // the bound by which `auto` skips slow candidates unsimulated (fastest_algorithm.hpp).
+  bool messages_share_links = false;
   // A cheaper model to suggest when a run would be long ("" where none is cheaper).
   std::string_view faster_alternative;
   // Models of a described machine (nccl): its clock for a job of `ranks` ranks times the

@@ -223,7 +223,10 @@ const char* to_string(CollectiveKind k) {
 const std::vector<CollectiveAlgorithm>& collective_algorithms() {
   using K = CollectiveKind;
   static const std::vector<CollectiveAlgorithm> table{
-      {Algorithm::Auto, "auto", "the cheapest by closed-form cost (see closed_form.hpp)", {}, false},
+      {Algorithm::Auto, "auto",
+       "the fastest candidate on the network in use: simulated alone on its topology and model, or the cheapest "
+       "closed form where collectives are closed forms",
+       {}, false},
       {Algorithm::Ring, "ring", "each rank passes chunks to its successor, n - 1 steps per reduce-scatter or all-gather",
        {{K::AllReduce, ring_all_reduce}, {K::ReduceScatter, ring_reduce_scatter}, {K::AllGather, ring_all_gather}},
        true},
@@ -273,6 +276,13 @@ std::vector<Algorithm> algorithms_for(CollectiveKind kind) {
   for (const auto& entry : collective_algorithms())
     for (const auto& impl : entry.implementations)
       if (impl.kind == kind) out.push_back(entry.id);
+  return out;
+}
+
+std::vector<Algorithm> auto_candidates(CollectiveKind kind) {
+  std::vector<Algorithm> out;
+  for (Algorithm a : algorithms_for(kind))
+    if (collective_algorithm(a).auto_candidate) out.push_back(a);
   return out;
 }
 

@@ -49,8 +49,9 @@ struct CollectiveAlgorithm {
   const char* name;         // as scenarios and `--algo` spell it
   const char* description;  // one line
   std::vector<Implementation> implementations;  // the collectives it implements (none for Auto)
-  // Whether `auto` may pick it (cheapest_algorithm): single-port algorithms only, since
-  // the closed forms of multi-port ones do not see their NIC contention.
+  // Whether `auto` may pick it (fastest_algorithm.hpp): single-port algorithms only,
+  // since a multi-port one's closed form does not see its NIC contention, and each
+  // candidate costs `auto` a simulation.
   bool auto_candidate;
 };
 
@@ -65,6 +66,8 @@ const char* to_string(Algorithm a);
 Algorithm parse_algorithm(const std::string& name);
 // The algorithms that implement `kind`, in table order.
 std::vector<Algorithm> algorithms_for(CollectiveKind kind);
+// Those of them that `auto` chooses among (their `auto_candidate`), in table order.
+std::vector<Algorithm> auto_candidates(CollectiveKind kind);
 // The names joined by `separator` and, before the last one, `last_separator`
 // ("auto, ring or binomial"), for help texts.
 std::string algorithm_names(const char* separator = ", ", const char* last_separator = ", ");

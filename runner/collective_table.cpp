@@ -1,12 +1,12 @@
 #include "runner/collective_table.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
-#include "network_models/closed_form.hpp"
-#include "network_models/collective_execution.hpp"
+#include "network_models/fastest_algorithm.hpp"
 
 namespace dtsim::runner {
 
@@ -31,42 +31,40 @@ std::vector<CollectiveRow> run_collective_sweep(const CollectiveSweep& s) {
   config.model = s.model;
   config.nominal = s.link;
   config.nccl = s.nccl;
-  config.algorithms[s.kind] = s.algorithm;  // `auto` means the cheapest by closed form
   // A described machine times the collective itself (NCCL's choice of algorithm).
   const auto clock = model.make_clock ? model.make_clock(config, s.ranks) : nullptr;
   const auto topology = clock ? net::Topology::ring(1, s.link) : net::make_topology(s.topology, s.ranks, s.link);
+  std::optional<net::FastestAlgorithm> fastest;
+  if (!clock && s.algorithm == net::Algorithm::Auto) fastest.emplace(model, topology, s.link);
   std::vector<CollectiveRow> rows;
   for (std::int64_t bytes = s.min_bytes; bytes <= s.max_bytes;) {
-    net::CollectiveSpec spec{.kind = s.kind, .algorithm = s.algorithm, .elements = bytes / 4, .root = s.root};
+    net::CollectiveSpec spec{
+        .kind = s.kind, .algorithm = s.algorithm, .ranks = s.ranks, .elements = bytes / 4, .root = s.root};
     spec.block_elements.assign(s.ranks, spec.elements / s.ranks);
+    CollectiveRow row;
     if (clock) {
-      spec.ranks = s.ranks;
-      auto row = net::nccl_row(s.kind, s.ranks, bytes, spec.elements, static_cast<double>(spec.elements * 4),
-                               clock->benchmark_seconds(spec, s.gpus_per_thread));
-      if (s.kind == net::CollectiveKind::Broadcast) row.root = s.root;
+      row = net::nccl_row(s.kind, s.ranks, bytes, spec.elements, static_cast<double>(spec.elements * 4),
+                          clock->benchmark_seconds(spec, s.gpus_per_thread));
       row.algorithm = clock->describe(spec);
       row.bytes_sent_per_rank = clock->bytes_sent_per_rank(spec);
-      rows.push_back(std::move(row));
-      const auto next = next_collective_size(s, bytes);
-      if (!next) break;
-      bytes = *next;
-      continue;
-    }
-    spec = net::resolve_collective(spec, s.ranks, config);
-    const auto schedule = net::make_schedule(spec);
-    double seconds = 0.0;
-    if (model.closed_form_collectives) {
-      seconds = net::closed_form_seconds(spec, s.link.latency_s, s.link.bandwidth_bytes_per_s);
     } else {
-      const auto finish = net::simulate(model, topology, schedule, std::vector<double>(s.ranks, 0.0));
-      for (double t : finish) seconds = std::max(seconds, t);
+      // `auto`: per size, the candidate fastest on this topology and model, timed once
+      // while it is chosen.
+      std::optional<double> seconds;
+      if (fastest) {
+        const auto choice = fastest->choose(spec);
+        spec.algorithm = choice.algorithm;
+        seconds = choice.seconds;
+      }
+      const auto schedule = net::make_schedule(spec);
+      if (!seconds) seconds = net::seconds_alone(model, topology, s.link, spec, schedule);
+      double sent = 0.0;
+      for (int r = 0; r < s.ranks; ++r) sent += schedule.bytes_sent(r);
+      row = net::nccl_row(s.kind, s.ranks, bytes, spec.elements, static_cast<double>(spec.elements * 4), *seconds);
+      row.algorithm = net::to_string(spec.algorithm);
+      row.bytes_sent_per_rank = sent / s.ranks;
     }
-    double sent = 0.0;
-    for (int r = 0; r < s.ranks; ++r) sent += schedule.bytes_sent(r);
-    auto row = net::nccl_row(s.kind, s.ranks, bytes, spec.elements, static_cast<double>(spec.elements * 4), seconds);
     if (s.kind == net::CollectiveKind::Broadcast) row.root = s.root;
-    row.algorithm = net::to_string(spec.algorithm);
-    row.bytes_sent_per_rank = sent / s.ranks;
     rows.push_back(std::move(row));
     const auto next = next_collective_size(s, bytes);
     if (!next) break;

@@ -20,7 +20,7 @@ namespace dtsim::runner {
 
 struct CollectiveSweep {
   net::CollectiveKind kind = net::CollectiveKind::AllReduce;
-  net::Algorithm algorithm = net::Algorithm::Ring;
+  net::Algorithm algorithm = net::Algorithm::Ring;  // Auto: per size, net::fastest_algorithm's choice
   net::TopologySpec topology;
   int ranks = 8;
   std::string model = "flow";
@@ -36,7 +36,8 @@ struct CollectiveSweep {
   int gpus_per_thread = 1;
 };
 
-// A row: nccl-tests' columns plus the schedule's algorithm and bytes sent per rank.
+// A row: nccl-tests' columns plus the schedule's algorithm (the one `auto` chose) and
+// bytes sent per rank.
 using CollectiveRow = net::NcclRow;
 
 // Parses "8", "4K", "16M", "1G" (powers of 1024, as nccl-tests does); a size beyond

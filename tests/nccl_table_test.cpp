@@ -1,12 +1,17 @@
 // The nccl-tests table (network_models/nccl_table.hpp) that `dtsim collective` and
 // dtsim_nccl_bench both write: its text layout and JSON for known rows, nccl-tests' bus
 // bandwidth factors, a simulated table's and a measured one's JSON keys being the same,
-// and the scenario schema's network models and algorithms being the tables' own.
+// `dtsim collective --algo auto` naming the fastest algorithm per row, and the scenario
+// schema's network models and algorithms being the tables' own.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +19,7 @@
 #include "network_models/network_model.hpp"
 #include "runner/collective_table.hpp"
 #include "runner/schema.hpp"
+#include "test_util.hpp"
 
 namespace dtsim::net {
 namespace {
@@ -125,6 +131,57 @@ TEST(NcclTable, SimulatedAndMeasuredJsonHaveTheSameKeys) {
                                    "algorithm", "bytes_sent_per_rank", "wrong"}));
   EXPECT_EQ(simulated["rows"][0]["algorithm"], "ring");
   EXPECT_TRUE(simulated["rows"][0]["wrong"].is_null());
+}
+
+// `dtsim collective` with `--algo auto` (the default) chooses per size the candidate
+// fastest on the simulated network and names it in each row, text and JSON: on an 8-rank
+// ring with flows, no row is slower than any candidate's own sweep, every row's time is
+// its named algorithm's, and the largest sizes go to the ring (issue 44: by closed form
+// they went to halving-doubling, a third of the ring's bus bandwidth there).
+TEST(CollectiveCommand, AutoNamesTheFastestAlgorithmInEveryRow) {
+  const auto dir = testing::fresh_dir("collective_auto");
+  const auto json_file = dir / "table.json";
+  const auto run = testing::run_command(std::string(DTSIM_BINARY) + " collective -n 8 -b 1K -e 1G -f 16 --json " +
+                                        json_file.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const json table = testing::read_json(json_file);
+  const auto& rows = table["rows"];
+  ASSERT_EQ(rows.size(), 6u);  // 1K, 16K, 256K, 4M, 64M, 1G
+
+  // The text's algo column (after size, count, type, redop, root) is the JSON's algorithm.
+  std::istringstream text(run.output);
+  std::vector<std::string> algo_column;
+  for (std::string line; std::getline(text, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string field;
+    for (int i = 0; i < 6; ++i) fields >> field;
+    algo_column.push_back(field);
+  }
+  ASSERT_EQ(algo_column.size(), rows.size()) << run.output;
+
+  runner::CollectiveSweep sweep;
+  sweep.topology = parse_topology("ring");
+  sweep.link = {5.0 * 1e-6, 12.5 * 1e9};  // as the command computes them from its default flags
+  sweep.min_bytes = 1 << 10;
+  sweep.max_bytes = std::int64_t{1} << 30;
+  sweep.factor = 16;
+  std::map<std::string, std::vector<runner::CollectiveRow>> by_candidate;
+  for (Algorithm a : auto_candidates(CollectiveKind::AllReduce)) {
+    sweep.algorithm = a;
+    by_candidate[to_string(a)] = runner::run_collective_sweep(sweep);
+  }
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::string chosen = rows[i]["algorithm"];
+    SCOPED_TRACE(fmt::format("{} bytes: {}", rows[i]["bytes"].get<std::int64_t>(), chosen));
+    EXPECT_EQ(algo_column[i], chosen);
+    ASSERT_TRUE(by_candidate.count(chosen));
+    EXPECT_EQ(rows[i]["time_us"].get<double>(), by_candidate[chosen][i].time_us);
+    for (const auto& [name, candidate_rows] : by_candidate)
+      EXPECT_LE(rows[i]["time_us"].get<double>(), candidate_rows[i].time_us) << name;
+  }
+  EXPECT_EQ(rows.back()["algorithm"], "ring");
+  EXPECT_LT(by_candidate["ring"].back().time_us, by_candidate["halving_doubling"].back().time_us);
 }
 
 // scenario.schema.json lists the network models and the algorithms per collective too;

@@ -10,8 +10,11 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "network_models/closed_form.hpp"
 #include "network_models/collective_execution.hpp"
+#include "network_models/fastest_algorithm.hpp"
 #include "network_models/network.hpp"
 #include "network_models/network_model.hpp"
 #include "network_models/schedule.hpp"
@@ -302,6 +305,146 @@ TEST(Collectives, AutoPicksTheCheapest) {
   EXPECT_EQ(cheapest_algorithm(large, kAlpha, kBeta), Algorithm::Ring);
   CollectiveSpec pow2{.kind = CollectiveKind::AllReduce, .ranks = 8, .elements = 1 << 28};
   EXPECT_EQ(cheapest_algorithm(pow2, kAlpha, kBeta), Algorithm::HalvingDoubling);
+}
+
+// `auto` on a network whose model schedules collectives is the candidate fastest when
+// simulated there (network_models/fastest_algorithm.hpp). On a ring topology under the
+// flow model, halving-doubling's partners are 1, 2 and 4 hops apart and its flows share
+// links; its closed form sees neither and is the cheapest, but simulated it is the
+// slower: for large all-reduces `auto` picks the ring, with the ring's own time, and so
+// does a Network whose config leaves all-reduce to `auto`.
+TEST(AutoAlgorithm, PicksTheRingForLargeAllReducesOnARingWithFlows) {
+  const auto& flow = network_model("flow");
+  const auto ring = Topology::ring(8, kLink);
+  sim::Engine engine;
+  NetworkConfig config{.model = "flow", .nominal = kLink};
+  config.algorithms[CollectiveKind::AllReduce] = Algorithm::Auto;
+  Network network(engine, ring, config);
+  for (std::int64_t bytes : {std::int64_t{64} << 20, std::int64_t{1} << 30}) {
+    const CollectiveSpec spec{.kind = CollectiveKind::AllReduce, .ranks = 8, .elements = bytes / 4};
+    EXPECT_EQ(cheapest_algorithm(spec, kAlpha, kBeta), Algorithm::HalvingDoubling) << bytes;
+    const auto choice = fastest_algorithm(flow, ring, kLink, spec);
+    EXPECT_EQ(choice.algorithm, Algorithm::Ring) << bytes;
+    CollectiveSpec as_ring = spec;
+    as_ring.algorithm = Algorithm::Ring;
+    EXPECT_EQ(choice.seconds, slowest(simulate(flow, ring, make_schedule(as_ring), std::vector<double>(8, 0.0))));
+    EXPECT_EQ(network.resolve(spec).algorithm, Algorithm::Ring) << bytes;
+  }
+}
+
+// Whatever the topology, model and size, `auto`'s choice is no slower than any other
+// candidate simulated directly on the same network, its time is the chosen one's own,
+// and a Network leaving all-reduce to `auto` resolves to the same choice.
+TEST(AutoAlgorithm, IsNeverSlowerThanAnotherCandidate) {
+  const std::vector<std::pair<std::string, int>> topologies{
+      {"ring", 8}, {"torus:4x4", 16}, {"hypercube", 16}, {"complete", 7}, {"star", 6}, {"fat_tree:4", 12},
+      {"exponential", 10}, {"hierarchical:4", 8}};
+  const auto candidates = auto_candidates(CollectiveKind::AllReduce);
+  ASSERT_EQ(candidates.size(), 3u);  // ring, halving_doubling, tree
+  for (const auto& [name, n] : topologies)
+    for (const char* model_name : {"alpha_beta", "flow"}) {
+      const auto& model = network_model(model_name);
+      const auto topology = make_topology(parse_topology(name), n, kLink);
+      sim::Engine engine;
+      NetworkConfig config{.model = model_name, .nominal = kLink};
+      config.algorithms[CollectiveKind::AllReduce] = Algorithm::Auto;
+      Network network(engine, topology, config);
+      for (std::int64_t elements : {std::int64_t{1}, std::int64_t{16} << 10, std::int64_t{4} << 20}) {
+        SCOPED_TRACE(fmt::format("{} ({} ranks), {}, {} elements", name, n, model_name, elements));
+        const CollectiveSpec spec{.kind = CollectiveKind::AllReduce, .ranks = n, .elements = elements};
+        const auto choice = fastest_algorithm(model, topology, kLink, spec);
+        for (Algorithm a : candidates) {
+          CollectiveSpec c = spec;
+          c.algorithm = a;
+          const auto schedule = make_schedule(c);
+          const double seconds = slowest(simulate(model, topology, schedule, std::vector<double>(n, 0.0)));
+          EXPECT_LE(choice.seconds, seconds) << to_string(a);
+          // The bound `auto` skips candidates by, where messages share links.
+          if (model.messages_share_links) {
+            EXPECT_LE(busiest_link_seconds(topology, schedule), seconds) << to_string(a);
+          }
+          if (a == choice.algorithm) {
+            EXPECT_EQ(choice.seconds, seconds);
+          }
+        }
+        EXPECT_EQ(network.resolve(spec).algorithm, choice.algorithm);
+      }
+    }
+}
+
+// simulate_before, which `auto` gives up slower candidates with, runs as simulate()
+// until its deadline: the same done times when the last rank is done before it, none
+// when at or after it (a ring on a torus under flows included: its computed senders'
+// links are held, and given up mid-way they are released with the messages in flight).
+TEST(AutoAlgorithm, SimulateBeforeIsSimulateUntilItsDeadline) {
+  const auto torus = Topology::torus({4, 4}, kLink);
+  const std::vector<double> at_zero(16, 0.0);
+  for (const char* model_name : {"alpha_beta", "flow"})
+    for (Algorithm a : auto_candidates(CollectiveKind::AllReduce)) {
+      SCOPED_TRACE(fmt::format("{}, {}", model_name, to_string(a)));
+      const auto& model = network_model(model_name);
+      const auto schedule =
+          make_schedule({.kind = CollectiveKind::AllReduce, .algorithm = a, .ranks = 16, .elements = 1 << 20});
+      const auto done = simulate(model, torus, schedule, at_zero);
+      const double end = slowest(done);
+      EXPECT_EQ(simulate_before(std::nextafter(end, 1.0), model, torus, schedule, at_zero), done);
+      EXPECT_EQ(simulate_before(end, model, torus, schedule, at_zero), std::nullopt);
+      EXPECT_EQ(simulate_before(end / 2, model, torus, schedule, at_zero), std::nullopt);
+    }
+}
+
+// Where collectives are closed forms (analytical), the closed form is the model: `auto`
+// picks the cheapest closed form, with its time, and simulates nothing.
+TEST(AutoAlgorithm, ClosedFormModelPicksByClosedForm) {
+  const auto& analytical = network_model("analytical");
+  for (int n : {6, 8})
+    for (std::int64_t elements : {std::int64_t{1}, std::int64_t{1} << 28}) {
+      const CollectiveSpec spec{.kind = CollectiveKind::AllReduce, .ranks = n, .elements = elements};
+      const auto topology = Topology::ring(n, kLink);
+      const auto choice = fastest_algorithm(analytical, topology, kLink, spec);
+      EXPECT_EQ(choice.algorithm, cheapest_algorithm(spec, kAlpha, kBeta));
+      CollectiveSpec chosen = spec;
+      chosen.algorithm = choice.algorithm;
+      EXPECT_EQ(choice.seconds, closed_form_seconds(chosen, kAlpha, kBeta));
+      sim::Engine engine;
+      NetworkConfig config{.model = "analytical", .nominal = kLink};
+      config.algorithms[CollectiveKind::AllReduce] = Algorithm::Auto;
+      Network network(engine, topology, config);
+      EXPECT_EQ(network.resolve(spec).algorithm, choice.algorithm);
+      EXPECT_EQ(network.auto_decisions(), 0u);
+    }
+}
+
+// A Network decides each collective shape once (training repeats its shapes every step),
+// simulates nothing for a collective with one candidate (all-gather: the ring), and
+// never overrides an algorithm the config or the spec names.
+TEST(AutoAlgorithm, NetworkDecidesEachShapeOnceAndKeepsConfiguredAlgorithms) {
+  const auto ring = Topology::ring(8, kLink);
+  NetworkConfig config{.model = "flow", .nominal = kLink};
+  for (auto& [kind, algorithm] : config.algorithms) algorithm = Algorithm::Auto;
+  sim::Engine engine;
+  Network network(engine, ring, config);
+  const CollectiveSpec small{.kind = CollectiveKind::AllReduce, .ranks = 8, .elements = 1};
+  const CollectiveSpec large{.kind = CollectiveKind::AllReduce, .ranks = 8, .elements = 1 << 24};
+  for (int i = 0; i < 3; ++i) network.resolve(small);
+  EXPECT_EQ(network.auto_decisions(), 1u);
+  network.resolve(large);
+  network.resolve(large);
+  EXPECT_EQ(network.auto_decisions(), 2u);
+  CollectiveSpec gather{.kind = CollectiveKind::AllGather, .ranks = 8};
+  gather.block_elements.assign(8, 1000);
+  EXPECT_EQ(network.resolve(gather).algorithm, Algorithm::Ring);
+  EXPECT_EQ(network.auto_decisions(), 2u);
+  CollectiveSpec named = large;
+  named.algorithm = Algorithm::DoubleBinaryTree;
+  EXPECT_EQ(network.resolve(named).algorithm, Algorithm::DoubleBinaryTree);
+
+  // Configured halving-doubling stays, though the ring is faster here (the first test).
+  NetworkConfig fixed{.model = "flow", .nominal = kLink};
+  fixed.algorithms[CollectiveKind::AllReduce] = Algorithm::HalvingDoubling;
+  Network configured(engine, ring, fixed);
+  EXPECT_EQ(configured.resolve(large).algorithm, Algorithm::HalvingDoubling);
+  EXPECT_EQ(configured.auto_decisions(), 0u);
 }
 
 // The models' table: every name is found, an unknown one is not (and the error lists
