@@ -130,6 +130,44 @@ if(TARGET torch_cuda OR TARGET c10_cuda OR TORCH_CUDA_LIBRARIES)
   set(DTSIM_TORCH_HAS_CUDA ON)
 endif()
 
+# A wheel's libtorch_cuda finds its CUDA libraries (cudart, nvrtc, NCCL, ... from the
+# nvidia-* wheels, newer than the local toolkit: 13.2 against 13.0 here) through its RPATH
+# ($ORIGIN/../../nvidia/...). dtsim's binaries also link the local toolkit's cudart and
+# nvrtc (TorchConfig's targets, the CUDA kernels), so their RPATH names /usr/local/cuda/lib,
+# whose libnccl.so.2 is older than the one libtorch_cuda needs: the link fails (undefined
+# ncclCommGrow ...), and a run would load the toolkit's libraries under libtorch_cuda. The
+# wheel's folders go first: -rpath-link for the link, the build RPATH for a run. (A CUDA
+# program built against 13.0 runs on the 13.2 runtime; the reverse is not promised.)
+set(DTSIM_TORCH_CUDA_LIB_DIRS "")
+if(DTSIM_TORCH_HAS_CUDA AND TARGET torch_cuda AND DTSIM_READELF)
+  get_target_property(_torch_cuda_location torch_cuda IMPORTED_LOCATION)
+  foreach(_config IN LISTS _torch_cpu_configs)
+    if(NOT _torch_cuda_location)
+      get_target_property(_torch_cuda_location torch_cuda IMPORTED_LOCATION_${_config})
+    endif()
+  endforeach()
+  if(_torch_cuda_location)
+    execute_process(COMMAND ${DTSIM_READELF} -d ${_torch_cuda_location} OUTPUT_VARIABLE _torch_cuda_dynamic
+                    ERROR_QUIET)
+    string(REGEX MATCH "R(UN)?PATH\\)[^[]*\\[([^]]*)\\]" _match "${_torch_cuda_dynamic}")
+    get_filename_component(_torch_cuda_dir "${_torch_cuda_location}" DIRECTORY)
+    string(REPLACE ":" ";" _rpath "${CMAKE_MATCH_2}")
+    foreach(_dir IN LISTS _rpath)
+      string(REPLACE "$ORIGIN" "${_torch_cuda_dir}" _dir "${_dir}")
+      get_filename_component(_dir "${_dir}" ABSOLUTE)
+      if(IS_DIRECTORY "${_dir}" AND NOT _dir STREQUAL _torch_cuda_dir)
+        list(APPEND DTSIM_TORCH_CUDA_LIB_DIRS "${_dir}")
+      endif()
+    endforeach()
+  endif()
+  if(DTSIM_TORCH_CUDA_LIB_DIRS)
+    string(REPLACE ";" ":" _dirs "${DTSIM_TORCH_CUDA_LIB_DIRS}")
+    add_link_options("LINKER:-rpath-link,${_dirs}")
+    list(PREPEND CMAKE_BUILD_RPATH ${DTSIM_TORCH_CUDA_LIB_DIRS})
+    message(STATUS "dtsim: libtorch_cuda's CUDA libraries first: ${DTSIM_TORCH_CUDA_LIB_DIRS}")
+  endif()
+endif()
+
 # c10d's Gloo: LibTorch defines USE_C10D_GLOO on its torch_cpu target (Debian's 1.13 and
 # PyTorch's wheels alike), and dtsim needs Gloo headers that match the Gloo c10d was built
 # with: LibTorch's own, or the system's when libtorch_cpu links the system's libgloo

@@ -201,7 +201,7 @@ build_targets() {
   fi
   return "$rc"
 }
-if configure configure -DDTSIM_GLOO=ON; then
+if configure configure; then
   [ "$dry_run" = 1 ] || grep -E '^-- dtsim:' "$results/configure.log" | sed 's/^/    /'
   if [ "$dry_run" = 0 ] && [ "$cuda" = 1 ] && ! grep -q 'CUDA build: ON' "$results/configure.log"; then
     fail_last "CMake found a LibTorch without CUDA (see configure.log): the GPU paths are not compiled in"

@@ -17,7 +17,8 @@ torch2_python() {
   local venv=$1 py
   for py in "${TORCH2_PYTHON:-}" python3 "$venv/bin/python"; do
     [ -n "$py" ] || continue
-    if "$py" -c 'import torch' >/dev/null 2>&1; then
+    # find_spec, not an import: importing torch takes seconds, torch2_facts does it once.
+    if "$py" -c 'import importlib.util,sys;sys.exit(importlib.util.find_spec("torch") is None)' >/dev/null 2>&1; then
       echo "$py"
       return 0
     fi
