@@ -128,7 +128,7 @@ cuda=0 why_no_cuda=""
 if ! nvidia-smi -L >/dev/null 2>&1; then
   why_no_cuda="nvidia-smi finds no GPU"
 elif [ -z "$torch_prefix" ]; then
-  why_no_cuda="no PyTorch for python3 (its CUDA LibTorch is what the GPU build links)"
+  why_no_cuda="no PyTorch for python3 nor in .venv-torch2 (its CUDA LibTorch is what the GPU build links)"
 elif [ -z "$torch_cuda" ]; then
   why_no_cuda="PyTorch $torch_version is a CPU build"
 elif ! "$torch_python" -c 'import torch,sys;sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
