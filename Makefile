@@ -6,10 +6,12 @@
 # 20-minute budget on 2 cores: the scenario, sweep and README tests on the oldest x86-64
 # kernels (run it before committing a golden or a tolerance: README, "What is the same on
 # every machine") and every sanitize- or fuzz-labelled suite under the sanitizers.
+# `make test-torch2` builds and tests against PyTorch 2.x's LibTorch instead (PyPI's torch
+# wheel in .venv-torch2/, build/torch2: scripts/torch2.sh).
 
 JOBS ?= $(shell nproc)
 
-.PHONY: demo test test-full deps build build-debug test-release test-isa test-other-cpu test-sanitize test-sanitize-full bench clean
+.PHONY: demo test test-full test-torch2 deps build build-debug test-release test-isa test-other-cpu test-sanitize test-sanitize-full bench clean
 
 # The demo builds the dtsim binary only (about a third of the targets); `make test` builds the rest.
 demo: deps
@@ -61,6 +63,13 @@ test-sanitize-full: build-debug
 	cmake --build --preset debug -j $(JOBS) --target dtsim_sanitize_tests dtsim_fuzz_tests
 	ctest --preset debug -j $(JOBS)
 	ctest --preset debug-fuzz -j $(JOBS)
+
+# The second configuration: PyTorch 2.x's LibTorch from PyPI's torch wheel (the GPU
+# machines' LibTorch) in .venv-torch2/, built in build/torch2 with the CUDA sources, its
+# whole suite run on the CPU (scripts/torch2.sh; bench/results/torch2.md).
+test-torch2:
+	./scripts/install-deps.sh --with-venv
+	TORCH2_JOBS=$(JOBS) ./scripts/torch2.sh
 
 bench: build
 	./build/release/bench/dtsim_bench --benchmark_out=build/release/bench.json --benchmark_out_format=json

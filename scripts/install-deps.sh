@@ -6,6 +6,8 @@
 # scripts/export_model.py's exports. --with-python-torch is accepted for older scripts.
 # --with-simgrid also installs libsimgrid-dev (SimGrid 3.32), which only
 # bench/dtsim_simgrid_compare needs: CMake builds that tool when it finds SimGrid.
+# --with-venv also installs python3-venv, for scripts/torch2.sh's virtual environment
+# (`make test-torch2`).
 set -euo pipefail
 
 packages=(
@@ -22,7 +24,8 @@ for arg in "$@"; do
   case "$arg" in
     --with-python-torch) ;;  # installed by default now
     --with-simgrid) packages+=(libsimgrid-dev) ;;
-    *) echo "install-deps: unknown option $arg (expected --with-python-torch or --with-simgrid)" >&2; exit 2 ;;
+    --with-venv) packages+=(python3-venv) ;;
+    *) echo "install-deps: unknown option $arg (expected --with-python-torch, --with-simgrid or --with-venv)" >&2; exit 2 ;;
   esac
 done
 

@@ -139,6 +139,7 @@ TEST(Calibration, PoorFitIsFlagged) {
 // a scenario referencing it with "network": {"calibrated": ...} loads with the fitted
 // figures and runs.
 TEST(CalibrateCli, ThreeLocalRanksWriteAModelAScenarioCanUse) {
+  if (!testing::kHaveGloo) GTEST_SKIP() << testing::kNoGloo;
   auto dir = testing::fresh_dir("calibrate-cli");
   const int port = comm::free_loopback_port();
   std::vector<std::future<testing::CommandResult>> ranks;
@@ -203,6 +204,7 @@ TEST(CalibrateCli, ThreeLocalRanksWriteAModelAScenarioCanUse) {
 // plus the host work between calls, so it is at least the live compute, and over the
 // run it is no more than the live steps' wall time, which also holds the communication.
 TEST(CompareCli, TwoLocalRanksPredictAndReplayTheRun) {
+  if (!testing::kHaveGloo) GTEST_SKIP() << testing::kNoGloo;
   auto dir = testing::fresh_dir("compare-cli");
   testing::write_file(dir / "model.json", json{{"model", "alpha_beta"}, {"latency_us", 80}, {"bandwidth_GBps", 2}}.dump());
   const json scenario = {

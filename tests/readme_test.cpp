@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -259,6 +260,10 @@ void check_usage(const Block& b, const Scratch& scratch) {
 }
 
 void check_run(const Block& b, const Scratch& scratch) {
+  if (!testing::kHaveGloo && b.text.find("dtsim live ") != std::string::npos) {
+    std::cout << "README line " << b.line << ": not run: " << testing::kNoGloo << "\n";
+    return;
+  }
   std::vector<fs::path> creates;
   if (b.argument.rfind("creates=", 0) == 0) {
     std::istringstream list(b.argument.substr(8));

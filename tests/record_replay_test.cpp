@@ -293,6 +293,7 @@ TEST(ReplayCli, RecordedRunReplaysAndAnotherNetworkChangesIt) {
 // A live job records too: 2 Gloo ranks write their traces, and the replay on the
 // scenario's network spends, per step, at least the compute the live ranks measured.
 TEST(ReplayCli, LiveRanksRecordTheirTraces) {
+  if (!testing::kHaveGloo) GTEST_SKIP() << testing::kNoGloo;
   const auto dir = testing::fresh_dir("replay_live");
   const json doc = scenario(2, logistic(), {{"name", "parallel_sgd"}, {"variant", "decentralized"}, {"lr", 0.1}},
                             {{"kind", "ring"}});

@@ -14,6 +14,18 @@
 
 namespace dtsim::testing {
 
+// Whether this dtsim has the live Gloo backend (DTSIM_TEST_HAVE_GLOO, tests/CMakeLists.txt).
+// A build against a LibTorch whose Gloo headers are not to be had (PyPI's torch wheel:
+// cmake/DtsimDeps.cmake) has none, and a test that starts a live CPU job of the dtsim
+// binary skips there, as the CUDA cases skip without a GPU.
+#ifdef DTSIM_TEST_HAVE_GLOO
+inline constexpr bool kHaveGloo = DTSIM_TEST_HAVE_GLOO;
+#else
+inline constexpr bool kHaveGloo = true;
+#endif
+inline constexpr const char* kNoGloo =
+    "this dtsim was built without the Gloo backend (configure says why): no live CPU job can run";
+
 struct CommandResult {
   int exit_code = -1;
   std::string output;  // stdout and stderr together

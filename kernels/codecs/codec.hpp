@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "kernels/compressor.hpp"
+#include "kernels/detail/torch_compat.hpp"
 
 namespace dtsim::kernels::codecs {
 
@@ -76,7 +77,7 @@ extern const Codec natural_codec;      // natural.cpp
 inline void ensure_bytes(Payload& out, std::int64_t nbytes, const at::Device& device) {
   if (out.bytes.defined() && out.bytes.device() == device && out.bytes.scalar_type() == at::kByte &&
       out.bytes.dim() == 1 && out.bytes.is_contiguous() && out.bytes.storage_offset() == 0) {
-    out.bytes.resize_({nbytes});
+    kernels::detail::resize_untracked(out.bytes, {nbytes});
   } else {
     out.bytes = at::empty({nbytes}, at::TensorOptions().dtype(at::kByte).device(device));
   }
