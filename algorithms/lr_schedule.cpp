@@ -171,7 +171,7 @@ json lr_schedule_json(const LrScheduleSpec& s) {
       break;
     case LrScheduleType::warmup_cosine:
       out["warmup_steps"] = s.warmup_steps;
-      if (s.total_steps > 0) out["total_steps"] = s.total_steps;  // absent: the run's steps
+      out["total_steps"] = s.total_steps;  // 0: the run's steps
       out["lr_min"] = s.lr_min;
       break;
   }

@@ -53,7 +53,7 @@ struct LrScheduleSpec {
   double total_epochs = 0.0;               // cosine: 0 for the run's steps
   double lr_min = 0.0;                     // cosine, warmup_cosine
   std::int64_t warmup_steps = 0;           // warmup_cosine: W
-  std::int64_t total_steps = 0;            // warmup_cosine: T, 0 for the run's steps
+  std::int64_t total_steps = 0;            // warmup_cosine: T, 0 for the run's steps (echoed as 0)
   double a = 0.0, b = 0.0;                 // convex_decay
 
   // Constant, no warm-up, no scale-up: every step runs at lr, as before schedules

@@ -83,7 +83,7 @@ TEST(LrWarmupCosine, ScenarioSyntaxEchoAndErrors) {
   const json echo = s.to_json();
   EXPECT_EQ(echo["algorithm"]["lr_schedule"],
             (json{{"type", "warmup_cosine"}, {"warmup_epochs", 0.0}, {"warmup_init_lr", 0.0},
-                  {"lr_scaleup", {{"factor", "none"}}}, {"warmup_steps", 3}, {"lr_min", 0.05}}));
+                  {"lr_scaleup", {{"factor", "none"}}}, {"warmup_steps", 3}, {"total_steps", 0}, {"lr_min", 0.05}}));
   EXPECT_EQ(runner::parse_scenario(echo).to_json(), echo);
   auto error_path = [&](const json& bad) -> std::string {
     try {

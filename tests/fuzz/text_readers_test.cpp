@@ -74,7 +74,9 @@ void scenario(bool tokens, const fs::path& file, bool reader_accepted) {
     EXPECT_EQ(what.rfind("/workload/", 0), 0u) << printable(what);
     // A file the reader accepts may still be refused for the model (too short for context
     // 2, tokens beyond the vocabulary): at the workload's fields, never at the file.
-    if (reader_accepted) EXPECT_EQ(e.path().find(tokens ? "tokens_file" : "text_path"), std::string::npos) << what;
+    if (reader_accepted) {
+      EXPECT_EQ(e.path().find(tokens ? "tokens_file" : "text_path"), std::string::npos) << what;
+    }
   } catch (const std::exception& e) {
     ADD_FAILURE() << "not a ScenarioError: " << printable(e.what());
   }
@@ -132,7 +134,7 @@ TEST_P(TextReaders, MutatedInputsKeepTheContract) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Readers, TextReaders, ::testing::Values(true, false),
-                         [](const auto& info) { return std::string(info.param ? "tokens" : "text"); });
+                         [](const ::testing::TestParamInfo<bool>& p) { return std::string(p.param ? "tokens" : "text"); });
 
 }  // namespace
 }  // namespace dtsim::fuzz
