@@ -37,7 +37,7 @@ void check_output(const at::Tensor& out, std::int64_t numel, const at::Device& d
 
 // Runs `on_cuda(stream)` for a CUDA tensor (refused in a CPU build), else `on_cpu()`.
 template <class Cpu, class Cuda>
-void dispatch(const at::Tensor& x, const char* what, Cpu&& on_cpu, Cuda&& on_cuda) {
+void dispatch(const at::Tensor& x, [[maybe_unused]] const char* what, Cpu&& on_cpu, Cuda&& on_cuda) {
   if (x.is_cuda()) {
 #if DTSIM_TORCH_CUDA
     const c10::cuda::CUDAGuard on_device(x.device());
