@@ -1,5 +1,7 @@
 #include "algorithms/lr_schedule.hpp"
 
+#include "algorithms/lr_warmup_cosine.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -26,7 +28,8 @@ const std::vector<LrScheduleTypeInfo>& lr_schedule_types() {
       {LrScheduleType::constant, "constant", {}},
       {LrScheduleType::multistep, "multistep", {"milestones", "gamma"}},
       {LrScheduleType::cosine, "cosine", {"total_epochs", "lr_min"}},
-      {LrScheduleType::convex_decay, "convex_decay", {"a", "b"}}};
+      {LrScheduleType::convex_decay, "convex_decay", {"a", "b"}},
+      {LrScheduleType::warmup_cosine, "warmup_cosine", {"warmup_steps", "total_steps", "lr_min"}}};
   return types;
 }
 
@@ -128,6 +131,17 @@ LrScheduleSpec parse_lr_schedule(ObjectReader& a, double lr) {
         throw ScenarioError(o.where("lr_scaleup"), ErrorKind::inconsistent,
                             "convex_decay sets lr = a / (t + b) itself (it does not use lr): fold a scale-up into a");
       break;
+    case LrScheduleType::warmup_cosine:
+      if (s.warmup_epochs != 0.0)
+        throw ScenarioError(o.where("warmup_epochs"), ErrorKind::inconsistent,
+                            "warmup_cosine counts its warm-up in steps: set warmup_steps instead");
+      s.warmup_steps = o.integer("warmup_steps", 0, 0, kIntMax);
+      s.total_steps = o.integer("total_steps", 0, 0, kIntMax);
+      if (s.total_steps != 0 && s.total_steps <= s.warmup_steps)
+        throw ScenarioError(o.where("total_steps"), ErrorKind::inconsistent,
+                            fmt::format("expected more than warmup_steps ({}), got {}", s.warmup_steps, s.total_steps));
+      s.lr_min = o.number("lr_min", 0.0, 0.0, kInf);
+      break;
   }
   o.finish();
   return s;
@@ -155,6 +169,11 @@ json lr_schedule_json(const LrScheduleSpec& s) {
       out["a"] = s.a;
       out["b"] = s.b;
       break;
+    case LrScheduleType::warmup_cosine:
+      out["warmup_steps"] = s.warmup_steps;
+      out["total_steps"] = s.total_steps;  // 0: the run's steps
+      out["lr_min"] = s.lr_min;
+      break;
   }
   return out;
 }
@@ -181,6 +200,13 @@ LrSchedule::LrSchedule(double lr, const LrScheduleSpec& spec, const LrScheduleRa
   }
   warmup_steps_ = spec.warmup_epochs * steps_per_epoch_;
   total_steps_ = spec.total_epochs > 0.0 ? spec.total_epochs * steps_per_epoch_ : static_cast<double>(rank.run_steps);
+  if (spec.type == LrScheduleType::warmup_cosine) {
+    total_steps_ = static_cast<double>(spec.total_steps > 0 ? spec.total_steps : rank.run_steps);
+    if (total_steps_ <= static_cast<double>(spec.warmup_steps))  // the loader checks total_steps
+      throw std::invalid_argument(fmt::format("warmup_cosine over the run's {} steps: expected more steps than the "
+                                              "warm-up's {}",
+                                              rank.run_steps, spec.warmup_steps));
+  }
   if (spec.type == LrScheduleType::cosine && total_steps_ <= warmup_steps_)  // the loader checks total_epochs
     throw std::invalid_argument(fmt::format("cosine over the run's {} steps: expected more steps than the warm-up's {}",
                                             rank.run_steps, warmup_steps_));
@@ -204,6 +230,9 @@ double LrSchedule::main_schedule(double t) const {
     }
     case LrScheduleType::convex_decay:
       return spec_.a / (t - 1.0 + spec_.b);
+    case LrScheduleType::warmup_cosine:
+      return warmup_cosine_lr(t, peak_, spec_.warmup_init_lr, spec_.lr_min, static_cast<double>(spec_.warmup_steps),
+                              total_steps_);
   }
   throw std::logic_error("lr_schedule: unknown type");
 }

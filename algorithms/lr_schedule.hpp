@@ -17,6 +17,9 @@
 //                 clamped to [0, 1]; T = total_epochs S, or the run's steps
 //   convex_decay  m(t) = a / (t - 1 + b)  (t - 1: the convex code's iteration, from 0; the
 //                 paper's lr = 0.1 / (lambda (t + d)) is a = 0.1 / lambda, b = d)
+//   warmup_cosine the language-model default, in steps: linear warm-up over warmup_steps,
+//                 then cosine to lr_min at total_steps (or the run's steps):
+//                 lr_warmup_cosine.hpp (it takes no warmup_epochs)
 //
 // Warm-up (warmup_epochs E > 0, W = E S steps): lr_t = lr_0 + (m(W) - lr_0) t / W for
 // t < W, then m(t). lr_0 = warmup_init_lr; its default is the unscaled lr with a graph
@@ -35,7 +38,7 @@
 
 namespace dtsim::algorithms {
 
-enum class LrScheduleType { constant, multistep, cosine, convex_decay };
+enum class LrScheduleType { constant, multistep, cosine, convex_decay, warmup_cosine };
 enum class LrScaleup { none, graph };
 
 // The "lr_schedule" object, as the loader checked it. Epochs are fractional numbers.
@@ -48,7 +51,9 @@ struct LrScheduleSpec {
   std::vector<double> milestones;          // multistep: epochs, strictly ascending
   double gamma = 0.1;                      // multistep
   double total_epochs = 0.0;               // cosine: 0 for the run's steps
-  double lr_min = 0.0;                     // cosine
+  double lr_min = 0.0;                     // cosine, warmup_cosine
+  std::int64_t warmup_steps = 0;           // warmup_cosine: W
+  std::int64_t total_steps = 0;            // warmup_cosine: T, 0 for the run's steps (echoed as 0)
   double a = 0.0, b = 0.0;                 // convex_decay
 
   // Constant, no warm-up, no scale-up: every step runs at lr, as before schedules

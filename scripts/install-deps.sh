@@ -18,6 +18,7 @@ packages=(
   zlib1g-dev dataset-fashion-mnist    # Fashion-MNIST IDX files (gzip) for the mlp and cnn workloads
   libopenblas0-serial                 # LibTorch's BLAS: OpenBLAS instead of the reference BLAS (17x faster GEMM)
   python3-torch                       # PyTorch itself, the reference for the DDP hooks' tests
+  fortunes                            # about 2.5 MB of English text: the gpt workload's default corpus (data text)
 )
 
 for arg in "$@"; do

@@ -401,6 +401,14 @@ TEST(Registry, EveryFieldOfEveryWorkloadTypeAndDataSourceIsEchoedAndSweepable) {
     const auto bytes = torch::jit::pickle_save(dict);
     std::ofstream(tensors, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }
+  const auto tokens = (dir / "tokens.pt").string();  // gpt's data tokens: 8 rows of 16 tokens
+  {
+    c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+    dict.insert("x", at::arange(128, at::kLong).view({8, 16}));
+    dict.insert("y", at::arange(1, 129, at::kLong).view({8, 16}));
+    const auto bytes = torch::jit::pickle_save(dict);
+    std::ofstream(tokens, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
   // A TorchScript model for any input shape: the mean of a sample times 10 weights.
   const auto model = (dir / "any_shape.pt").string();
   {
@@ -432,6 +440,7 @@ TEST(Registry, EveryFieldOfEveryWorkloadTypeAndDataSourceIsEchoedAndSweepable) {
       if (source == "libsvm") workload["libsvm_file"] = libsvm;
       if (source == "cifar10") workload["data_dir"] = dir.string();  // read when the run loads it
       if (source == "tensors") workload["tensors_file"] = tensors;
+      if (source == "tokens") workload["tokens_file"] = tokens;
       if (e->name == "torchscript") {
         workload["model_file"] = model;
         workload["input_shape"] = source == "fashion_mnist" ? json{1, 28, 28} : source == "cifar10" ? json{3, 32, 32}

@@ -23,6 +23,7 @@
 
 #include "config/object_reader.hpp"
 #include "workloads/labelled_data.hpp"
+#include "workloads/text_data.hpp"
 
 namespace dtsim::workloads {
 
@@ -58,6 +59,7 @@ struct DataSpec {
   std::string tensors_file;
   std::vector<std::int64_t> sample_shape;
   std::int64_t classes = 0;
+  TextDataSpec text;  // text, tokens (text_data.hpp); counts, shape and classes as tensors'
 };
 
 // A source's data as counts and shapes, known without loading it. The counts are the

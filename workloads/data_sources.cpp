@@ -14,10 +14,13 @@ const DataSourceEntry& libsvm_source();         // sources/libsvm.cpp
 const DataSourceEntry& fashion_mnist_source();  // sources/fashion_mnist.cpp
 const DataSourceEntry& cifar10_source();        // sources/cifar10.cpp
 const DataSourceEntry& tensors_source();        // sources/tensors.cpp
+const DataSourceEntry& text_source();           // sources/text.cpp
+const DataSourceEntry& tokens_source();         // sources/tokens.cpp
 
 std::span<const DataSourceEntry* const> data_source_entries() {
   static const std::vector<const DataSourceEntry*> table{&synthetic_source(), &libsvm_source(), &fashion_mnist_source(),
-                                                         &cifar10_source(), &tensors_source()};
+                                                         &cifar10_source(), &tensors_source(),
+                                                         &text_source(),    &tokens_source()};
   return table;
 }
 

@@ -175,7 +175,7 @@ std::pair<at::Tensor, at::Tensor> split(const at::Tensor& x_in, const at::Tensor
 
 }  // namespace
 
-std::shared_ptr<const LabelledData> read_tensor_file(const std::string& path) {
+c10::impl::GenericDict read_saved_dict(const std::string& path) {
   if (const auto why = config::not_a_regular_file(path)) throw std::invalid_argument(fmt::format("{} {}", path, *why));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::invalid_argument(fmt::format("{}: cannot read", path));
@@ -191,7 +191,15 @@ std::shared_ptr<const LabelledData> read_tensor_file(const std::string& path) {
   if (!value.isGenericDict())
     throw std::invalid_argument(
         fmt::format("{}: expected a dict of tensors (torch.save({{\"x\": X, \"y\": Y}})), got {}", path, value.tagKind()));
-  const auto dict = value.toGenericDict();
+  return value.toGenericDict();
+}
+
+const at::Tensor* find_saved_tensor(const c10::impl::GenericDict& dict, const std::string& key, const std::string& path) {
+  return find_tensor(dict, key, path);
+}
+
+std::shared_ptr<const LabelledData> read_tensor_file(const std::string& path) {
+  const auto dict = read_saved_dict(path);
   const auto* x = find_tensor(dict, "x", path);
   const auto* y = find_tensor(dict, "y", path);
   if (!x || !y) throw std::invalid_argument(fmt::format("{}: expected tensors \"x\" and \"y\" in the dict", path));

@@ -19,13 +19,15 @@ const WorkloadEntry& gpt2_small_entry();           // shape_models.cpp
 const WorkloadEntry& resnet20_real_entry();        // resnet20_model.cpp
 const WorkloadEntry& vgg11_real_entry();           // vgg11_model.cpp
 const WorkloadEntry& torchscript_entry();          // torchscript_model.cpp
+const WorkloadEntry& gpt_entry();                  // gpt_workload.cpp
 
 std::span<const WorkloadEntry* const> workload_entries() {
   static const std::vector<const WorkloadEntry*> table{&logistic_regression_entry(), &mlp_entry(),
                                                        &cnn_entry(),                 &resnet20_entry(),
                                                        &resnet50_entry(),            &bert_base_entry(),
                                                        &gpt2_small_entry(),          &resnet20_real_entry(),
-                                                       &vgg11_real_entry(),          &torchscript_entry()};
+                                                       &vgg11_real_entry(),          &torchscript_entry(),
+                                                       &gpt_entry()};
   return table;
 }
 

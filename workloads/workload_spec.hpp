@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "workloads/data_source.hpp"
+#include "workloads/gpt_spec.hpp"
 #include "workloads/logistic_regression.hpp"
 #include "workloads/workload.hpp"
 
@@ -38,6 +39,8 @@ struct WorkloadSpec {
   // Shape-only models: per-rank batch (images, or sequences for the transformers) and
   // sequence length, which set the per-layer FLOPs of the cost model.
   std::int64_t sequence_length = 128;
+
+  GptSpec gpt;  // gpt (gpt_model.hpp): sizes and evaluation windows; its batch is batch_size
 
   // Where every tensor lives: parameters, gradients, the dataset or value pool (one copy
   // per process, shared by the ranks) and so whatever an algorithm allocates like them.

@@ -1,0 +1,140 @@
+// The language model's readers against mutated inputs, under the contract of the other
+// readers (readers.hpp): accept, or throw std::invalid_argument with one line that starts
+// with the file's path. Kept in a file of its own (the Reader enum and the corpus folders are
+// readers.cpp's), with mutate.hpp's mutations: a token tensors file mutated as the `tensors`
+// reader's torch.save files are, a text corpus as the `libsvm` reader's text is. Each input is
+// also given to the scenario loader behind /workload/tokens_file or /workload/text_path,
+// whose rejection must be a one-line ScenarioError naming that field.
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runner/scenario.hpp"
+#include "tests/fuzz/mutate.hpp"
+#include "workloads/text_data.hpp"
+
+namespace dtsim::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+
+void write_bytes(const fs::path& file, const std::string& bytes) {
+  std::ofstream(file, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string pickled(const std::vector<std::pair<std::string, at::Tensor>>& items) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& [k, v] : items) dict.insert(k, v);
+  const auto bytes = torch::jit::pickle_save(dict);
+  return {bytes.begin(), bytes.end()};
+}
+
+// The reader's verdict on a file: "" accepted, else the message (checked here).
+std::string read(bool tokens, const fs::path& file) {
+  try {
+    if (tokens)
+      (void)workloads::read_token_file(file.string());
+    else
+      (void)workloads::read_text_corpus(file.string(), 0.1);
+    return "";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find('\n'), std::string::npos) << printable(what);
+    EXPECT_EQ(what.rfind(file.string(), 0), 0u) << printable(what);
+    return what.empty() ? "?" : what;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not std::invalid_argument: " << printable(e.what());
+    return "?";
+  }
+}
+
+// The same file behind a gpt scenario: accepted, or a ScenarioError at the field.
+void scenario(bool tokens, const fs::path& file, bool reader_accepted) {
+  const nlohmann::json doc = {
+      {"name", "fuzz"}, {"ranks", 1}, {"steps", 1},
+      {"workload", {{"type", "gpt"}, {tokens ? "tokens_file" : "text_path", file.string()}, {"context", 2},
+                    {"vocab", 1 << 20}, {"layers", 1}, {"heads", 1}, {"width", 4}}},
+      {"algorithm", {{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}}},
+      {"topology", {{"kind", "ring"}}},
+      {"network", {{"model", "alpha_beta"}, {"latency_us", 5}, {"bandwidth_GBps", 1.25}}}};
+  try {
+    (void)runner::parse_scenario(doc);
+  } catch (const runner::ScenarioError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find('\n'), std::string::npos) << printable(what);
+    EXPECT_EQ(what.rfind("/workload/", 0), 0u) << printable(what);
+    // A file the reader accepts may still be refused for the model (too short for context
+    // 2, tokens beyond the vocabulary): at the workload's fields, never at the file.
+    if (reader_accepted) {
+      EXPECT_EQ(e.path().find(tokens ? "tokens_file" : "text_path"), std::string::npos) << what;
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not a ScenarioError: " << printable(e.what());
+  }
+}
+
+std::vector<std::string> token_seeds() {
+  auto gen = at::detail::createCPUGenerator(1);
+  const auto x = at::randint(0, 256, {4, 8}, gen, at::kLong);
+  return {pickled({{"x", x}, {"y", x.roll(-1, 1)}}),
+          pickled({{"x", x}, {"y", x}, {"test_x", x.narrow(0, 0, 2)}, {"test_y", x.narrow(0, 0, 2)}}),
+          pickled({{"x", x.to(at::kInt)}, {"y", x.to(at::kShort)}})};
+}
+
+std::vector<std::string> text_seeds() {
+  std::vector<std::string> seeds{"Hello, world.\n%\nA second fortune, longer than the first one.\n%\n",
+                                 std::string(300, 'x') + "\n", "\xc3\xa9t\xc3\xa9 \xe2\x82\xac\n"};
+  const fs::path fortunes = "/usr/share/games/fortunes/fortunes";
+  if (fs::exists(fortunes)) {
+    std::ifstream in(fortunes, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    seeds.push_back(text.substr(0, 4000));
+  }
+  return seeds;
+}
+
+class TextReaders : public ::testing::TestWithParam<bool> {};  // true: tokens, false: text
+
+TEST_P(TextReaders, MutatedInputsKeepTheContract) {
+  const bool tokens = GetParam();
+  const auto dir = fs::temp_directory_path() / fmt::format("dtsim-fuzz-text-{}", ::getpid());
+  fs::create_directories(dir);
+  const fs::path file = dir / (tokens ? "t.pt" : "t.txt");
+  const auto seeds = tokens ? token_seeds() : text_seeds();
+  for (const auto& s : seeds) {
+    write_bytes(file, s);
+    EXPECT_EQ(read(tokens, file), "") << "a seed is refused";
+  }
+  Rng rng(tokens ? 48 : 49);
+  std::vector<std::string> pool(seeds);
+  int accepted = 0, rejected = 0;
+  for (int i = 0; i < 300; ++i) {
+    const bool from_seed = i < 40 || rng.chance(30);
+    const std::string& base = from_seed ? rng.pick(seeds) : rng.pick(pool);
+    const auto input = mutate(tokens ? Reader::tensors : Reader::libsvm, base, from_seed, pool, rng);
+    write_bytes(file, input);
+    const auto verdict = read(tokens, file);
+    (verdict.empty() ? accepted : rejected) += 1;
+    if (i % 10 == 0) scenario(tokens, file, verdict.empty());
+    if (pool.size() < 64) pool.push_back(input);
+    else pool[rng.below(pool.size())] = input;
+  }
+  std::printf("%s: %d accepted, %d rejected of 300 mutated inputs\n", tokens ? "tokens" : "text", accepted, rejected);
+  EXPECT_GT(rejected, 0);
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Readers, TextReaders, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& p) { return std::string(p.param ? "tokens" : "text"); });
+
+}  // namespace
+}  // namespace dtsim::fuzz

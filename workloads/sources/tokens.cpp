@@ -1,0 +1,66 @@
+// Data source "tokens": token sequences a user saved from Python, torch.save({"x": X, "y": Y})
+// with X the input tokens and Y the targets, int64 [N, T] (workloads/text_data.hpp's reader,
+// with tensor_file.hpp's checks). The parse reads the file once, for the counts, the row
+// length and the vocabulary the workload checks.
+#include <fmt/format.h>
+
+#include "workloads/data_source.hpp"
+#include "workloads/text_data.hpp"
+
+namespace dtsim::workloads {
+
+namespace {
+
+using config::ErrorKind;
+using config::ScenarioError;
+
+void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) {
+  spec.text.tokens_file = w.string("tokens_file", std::nullopt);
+  if (spec.text.tokens_file.empty())
+    throw ScenarioError(w.where("tokens_file"), ErrorKind::out_of_range, "expected a non-empty path");
+  std::shared_ptr<const LabelledData> data;
+  try {
+    data = read_token_file(spec.text.tokens_file);
+  } catch (const std::invalid_argument& e) {
+    throw ScenarioError(w.where("tokens_file"), ErrorKind::bad_file, e.what());
+  }
+  spec.samples = data->train_x.size(0);
+  spec.test_samples = data->has_test() ? data->test_x.size(0) : 0;
+  spec.sample_shape = {data->train_x.size(1)};
+  spec.classes = data->classes;
+  if (spec.samples < ctx.ranks)
+    throw ScenarioError(w.where("tokens_file"), ErrorKind::inconsistent,
+                        fmt::format("expected at least one row per rank ({}), got {}", ctx.ranks, spec.samples));
+}
+
+void to_json(const DataSpec& spec, nlohmann::json& out) { out["tokens_file"] = spec.text.tokens_file; }
+
+DataShape shape(const DataSpec& spec) {
+  DataShape s{.train = spec.samples, .test = spec.test_samples, .sample = spec.sample_shape, .classes = spec.classes};
+  s.file_bytes = 2.0 * static_cast<double>(s.train + s.test) * static_cast<double>(s.sample_elements()) * 8;
+  return s;
+}
+
+std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
+  return read_token_file(spec.text.tokens_file);
+}
+
+}  // namespace
+
+const DataSourceEntry& tokens_source() {
+  static const DataSourceEntry entry{
+      .name = "tokens",
+      .description = "a torch.save({\"x\": X, \"y\": Y}) file of int64 [N, T] input tokens and next-token targets "
+                     "(optional test_x, test_y)",
+      .fields = {"tokens_file"},
+      .selected_by = "tokens_file",
+      .path_fields = {"tokens_file"},
+      .data_path = "/workload/tokens_file",
+      .parse = parse,
+      .to_json = to_json,
+      .shape = shape,
+      .load = load};
+  return entry;
+}
+
+}  // namespace dtsim::workloads
