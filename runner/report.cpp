@@ -22,6 +22,15 @@ std::string human_time(double s) {
   return fmt::format("{:.1f} ns", s * 1e9);
 }
 
+// A figure of the training math, or "NaN" (a diverged run's, whatever its sign bit).
+std::string figure(double x, const char* spec) {
+  return std::isnan(x) ? std::string("NaN") : fmt::format(fmt::runtime(spec), x);
+}
+
+std::string percent(double fraction) {
+  return std::isnan(fraction) ? std::string("NaN") : fmt::format("{:.2f}%", 100.0 * fraction);
+}
+
 }  // namespace
 
 std::string format_table(const RunResult& r) {
@@ -100,12 +109,12 @@ std::string format_table(const RunResult& r) {
     out += fmt::format("DIVERGED at step {} (training loss not finite or over {:g}x the first step's); the figures "
                        "below are after it\n",
                        r.diverged_at_step, kDivergenceFactor);
-  out += fmt::format("final training loss (rank-averaged model): {:.6f}   training accuracy: {:.2f}%", r.final_loss,
-                     100.0 * r.final_accuracy);
+  out += fmt::format("final training loss (rank-averaged model): {}   training accuracy: {}",
+                     figure(r.final_loss, "{:.6f}"), percent(r.final_accuracy));
   if (!std::isnan(r.final_test_accuracy))
-    out += fmt::format("   test loss: {:.6f}   test accuracy: {:.2f}%", r.final_test_loss,
-                       100.0 * r.final_test_accuracy);
-  out += fmt::format("   consensus distance: {:.3g}\n", r.consensus_distance);
+    out += fmt::format("   test loss: {}   test accuracy: {}", figure(r.final_test_loss, "{:.6f}"),
+                       percent(r.final_test_accuracy));
+  out += fmt::format("   consensus distance: {}\n", figure(r.consensus_distance, "{:.3g}"));
   if (r.eval.size() > 1) {
     out += "\n| step | time | train loss | test accuracy |\n|---:|---:|---:|---:|\n";
     for (const auto& p : r.eval)
