@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "cli/exit_codes.hpp"
+#include "config/closest_name.hpp"
 #include "config/json_input.hpp"
 #include "config/closest_name.hpp"
 #include "config/scenario_error.hpp"
@@ -93,7 +94,8 @@ runner::CollectiveSweep CollectiveCommand::sweep() const {
   sweep.kind = flag("--op", [&] { return runner::parse_collective(op_); });
   if (!net::find_network_model(model_))
     throw config::InputError(
-        config::one_line(fmt::format("--model: expected one of {}, got \"{}\"", net::network_model_names(), model_)));
+        config::one_line(fmt::format("--model: expected one of {}, got \"{}\"{}", net::network_model_names(), model_,
+                                     config::did_you_mean(model_, net::network_models()))));
   if (net::network_model(model_).make_clock) return machine_sweep(std::move(sweep));
   for (const char* f : {"--system", "--nodes", "--nccl-algo", "--nccl-proto", "--ngpus"})
     if (cmd_->count(f) > 0) throw config::InputError(fmt::format("{}: only --model nccl reads it", f));

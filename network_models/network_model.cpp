@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "config/closest_name.hpp"
 #include "network_models/nccl/nccl_model.hpp"
 
 namespace dtsim::net {
@@ -66,7 +67,8 @@ const NetworkModel* find_network_model(std::string_view name) {
 const NetworkModel& network_model(std::string_view name) {
   if (const auto* m = find_network_model(name)) return *m;
   throw std::invalid_argument(
-      fmt::format("unknown network model \"{}\" (expected one of {})", name, network_model_names()));
+      fmt::format("unknown network model \"{}\"{} (expected one of {})", name,
+                  config::did_you_mean(name, network_models()), network_model_names()));
 }
 
 const std::vector<std::string>& network_models() {

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "config/closest_name.hpp"
+
 namespace dtsim::net {
 
 namespace {
@@ -265,10 +267,13 @@ std::string algorithm_names(const char* separator, const char* last_separator) {
 }
 
 Algorithm parse_algorithm(const std::string& name) {
-  for (const auto& entry : collective_algorithms())
+  std::vector<std::string> names;
+  for (const auto& entry : collective_algorithms()) {
     if (name == entry.name) return entry.id;
-  throw std::invalid_argument(
-      fmt::format("unknown collective algorithm \"{}\" (expected one of: {})", name, algorithm_names()));
+    names.emplace_back(entry.name);
+  }
+  throw std::invalid_argument(fmt::format("unknown collective algorithm \"{}\"{} (expected one of: {})", name,
+                                          config::did_you_mean(name, names), algorithm_names()));
 }
 
 std::vector<Algorithm> algorithms_for(CollectiveKind kind) {

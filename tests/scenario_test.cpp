@@ -194,6 +194,10 @@ TEST(ScenarioCli, BadCommandLineExitsTwoWithOneLine) {
       {"run --qiuet x.json", "dtsim: error: The following argument was not expected: --qiuet (did you mean `--quiet`?) "
                              "(see dtsim run --help)"},
       {"swep x.json", "dtsim: error: unknown command 'swep' (did you mean `sweep`?) (expected one of run, live, "},
+      {"collective --algo rnig", "dtsim: error: --algo: unknown collective algorithm \"rnig\" (did you mean `ring`?)"},
+      {"collective --model flwo", "dtsim: error: --model: expected one of analytical, alpha_beta, flow, nccl, got "
+                                  "\"flwo\" (did you mean `flow`?)"},
+      {"collective --topology ringg", "dtsim: error: --topology: topology \"ringg\" (did you mean `ring`?): expected "},
       {"frobnicate", "dtsim: error: unknown command 'frobnicate' (expected one of run, live, "}};
   for (const auto& [args, starts] : cases) {
     // Appended, not `std::string(DTSIM_BINARY) + " " + args`: GCC 12 at -O1 warns about
