@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <any>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -79,7 +80,17 @@ struct AlgorithmSpec {
   bool warm_start = true;
   double orthogonalization_epsilon = 0.0;
   std::uint64_t random_seed = 0;             // Q's initial draws (an at::Generator, the same on every rank)
+  // The entry's own settings struct, for algorithms whose fields are not among the shared
+  // ones above: the entry's parse stores it, its to_json, memory and factory read it back
+  // with settings_of<T>. A default is written once, in that struct.
+  std::any settings;
 };
+
+// The settings struct an entry's parse stored in spec.settings (std::bad_any_cast for another type).
+template <class Settings>
+const Settings& settings_of(const AlgorithmSpec& spec) {
+  return std::any_cast<const Settings&>(spec.settings);
+}
 
 // The backward pass of the current step, for algorithms that overlap communication with
 // it (Algorithm::drives_backward). Stage k computes the gradients of stage_params(k) into
