@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "comm/emulated.hpp"
+#include "comm/compute_timing.hpp"
 #include "config/object_reader.hpp"
 
 namespace dtsim::comm {

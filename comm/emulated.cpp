@@ -170,18 +170,6 @@ class EmulatedCommunicator final : public Communicator {
   std::uint64_t collective_seq_ = 0;
 };
 
-double ComputeTiming::run(const sim::ComputeCost& cost, const std::function<void()>& work) const {
-  if (kind == Kind::CostModel) {
-    work();
-    return model.seconds(cost);
-  }
-  wait_for_device();
-  const auto start = std::chrono::steady_clock::now();
-  work();
-  wait_for_device();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 EmulatedWorld::EmulatedWorld(sim::Engine& engine, std::shared_ptr<net::Network> network, ComputeTiming timing)
     : engine_(engine), network_(std::move(network)), timing_(std::move(timing)) {
   if (!timing_.slowdown.empty() && static_cast<int>(timing_.slowdown.size()) != network_->size())

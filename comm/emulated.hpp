@@ -21,24 +21,11 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "comm/compute_timing.hpp"
 #include "network_models/network.hpp"
 #include "sim/engine.hpp"
 
 namespace dtsim::comm {
-
-// How compute phases advance a rank's simulated clock.
-struct ComputeTiming {
-  enum class Kind { CostModel, Measured };
-  Kind kind = Kind::CostModel;  // the default: deterministic, reproducible outputs
-  sim::ComputeModel model;
-  // Per-rank slowdown factors (stragglers): rank r's compute takes slowdown[r] times
-  // longer. Empty means 1 for every rank.
-  std::vector<double> slowdown;
-
-  // Runs `work` and returns its seconds: measured (waiting for a GPU's queued work around
-  // it), or the cost model's for `cost`. Before any straggler slowdown.
-  double run(const sim::ComputeCost& cost, const std::function<void()>& work) const;
-};
 
 class EmulatedWorld {
  public:

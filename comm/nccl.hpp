@@ -39,7 +39,7 @@
 
 #include "comm/communicator.hpp"
 #include "comm/live_env.hpp"
-#include "network_models/network.hpp"
+#include "network_models/network_config.hpp"
 
 namespace dtsim::comm {
 

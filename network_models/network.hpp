@@ -17,6 +17,7 @@
 #include "network_models/collective_reuse.hpp"
 #include "network_models/fastest_algorithm.hpp"
 #include "network_models/machine_clock.hpp"
+#include "network_models/network_config.hpp"
 #include "network_models/network_model.hpp"
 #include "network_models/schedule.hpp"
 #include "network_models/topology.hpp"
@@ -24,37 +25,6 @@
 
 namespace dtsim::net {
 
-namespace nccl {
-struct Config;
-}
-
-struct NetworkConfig {
-  std::string model = "alpha_beta";  // a name from network_model_table(), looked up by Network
-  LinkParams nominal;                // alpha and beta of the closed forms
-  Perturbations perturbations;
-  // Algorithm per collective kind; Auto: the fastest candidate on the network in use
-  // (Network::resolve).
-  std::map<CollectiveKind, Algorithm> algorithms = {{CollectiveKind::AllReduce, Algorithm::Ring},
-                                                    {CollectiveKind::ReduceScatter, Algorithm::Ring},
-                                                    {CollectiveKind::AllGather, Algorithm::Ring},
-                                                    {CollectiveKind::Broadcast, Algorithm::Binomial}};
-  // Replay collectives simulated before instead of simulating them again, where that is
-  // exact (collective_reuse.hpp); the figures are the same either way.
-  bool reuse_collectives = true;
-  // Compute ring collectives on the uncontended model from their recurrence
-  // (ring_recurrence.hpp) instead of simulating their messages; the figures are the
-  // same either way.
-  bool evaluate_rings = true;
-  // The nccl model's machine and NCCL_ALGO / NCCL_PROTO (nccl/nccl_model.hpp); null for the others.
-  std::shared_ptr<const nccl::Config> nccl;
-};
-
-// `spec` over `ranks` ranks with its algorithm resolved where there is no network to
-// simulate on (a live run's byte accounting, resource estimates): an explicit algorithm
-// stays, Auto takes the config's choice for the kind, and a configured Auto the
-// cheapest by closed-form cost, which is what Network::resolve picks only where the
-// model's collectives are closed forms.
-CollectiveSpec resolve_collective(CollectiveSpec spec, int ranks, const NetworkConfig& config);
 
 // A resolved collective's schedule and what each run of it needs besides: every rank's
 // bytes sent (Schedule::bytes_sent) and its reuse shape (reuse_shape).

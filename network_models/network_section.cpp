@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "network_models/nccl/nccl_model.hpp"
+#include "network_models/network_model.hpp"
 #include "network_models/topology_section.hpp"
 
 namespace dtsim::net {

@@ -8,7 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "config/object_reader.hpp"
-#include "network_models/network.hpp"
+#include "network_models/network_config.hpp"
+#include "network_models/topology.hpp"
 
 namespace dtsim::net {
 

@@ -27,12 +27,9 @@
 #include <string>
 #include <vector>
 
-namespace dtsim::net {
+#include "network_models/link_params.hpp"
 
-struct LinkParams {
-  double latency_s = 0.0;
-  double bandwidth_bytes_per_s = 1e9;
-};
+namespace dtsim::net {
 
 struct Link {
   int src;

@@ -31,30 +31,12 @@
 
 #include "network_models/due_queue.hpp"
 #include "network_models/link_holds.hpp"
+#include "network_models/perturbations.hpp"
 #include "network_models/topology.hpp"
 #include "sim/engine.hpp"
 #include "sim/trace_writer.hpp"
 
 namespace dtsim::net {
-
-struct BandwidthChange {
-  double time_s;
-  int a, b;  // the cable between nodes a and b (both directions)
-  double bandwidth_bytes_per_s;
-};
-
-struct LinkFailure {
-  double time_s;
-  int a, b;
-};
-
-struct Perturbations {
-  double overhead_s = 0.0;
-  double jitter_s = 0.0;
-  std::uint64_t jitter_seed = 0;
-  std::vector<BandwidthChange> bandwidth_trace;
-  std::vector<LinkFailure> failures;
-};
 
 class Transport : private sim::Engine::Handler {
  public:

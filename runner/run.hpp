@@ -13,6 +13,7 @@
 
 #include "comm/live_env.hpp"
 #include "comm/op_trace.hpp"
+#include "network_models/collective_reuse.hpp"
 #include "runner/scenario.hpp"
 
 namespace dtsim::runner {

@@ -19,8 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "algorithms/algorithm.hpp"
-#include "comm/emulated.hpp"
-#include "network_models/network.hpp"
+#include "comm/compute_timing.hpp"
+#include "network_models/network_config.hpp"
 #include "network_models/topology_spec.hpp"
 #include "config/scenario_error.hpp"
 #include "sim/time_grid.hpp"

@@ -12,6 +12,8 @@ import sys
 
 
 def deps(build_dir):
+    """Per object, its dependencies as absolute paths (ninja records them as the compiler
+    was given them: relative to the build directory under ccache's base_dir)."""
     text = subprocess.run(["ninja", "-C", build_dir, "-t", "deps"], capture_output=True, text=True, check=True).stdout
     objects, current = {}, None
     for line in text.splitlines():
@@ -19,7 +21,7 @@ def deps(build_dir):
             current = line.split(": #deps")[0]
             objects[current] = set()
         elif line.strip() and current:
-            objects[current].add(os.path.normpath(line.strip()))
+            objects[current].add(os.path.normpath(os.path.join(os.path.abspath(build_dir), line.strip())))
     return objects
 
 
