@@ -53,6 +53,23 @@ std::unique_ptr<TrainableModule> trainable(torch::nn::AnyModule module) {
   return std::make_unique<NnModule>(std::move(module));
 }
 
+namespace {
+
+// Evaluation's chunk: as many samples as keep the widest layer's activations within a few
+// MiB, near the caches, between 16 and 2,000. LibTorch's CPU convolutions slow down when a
+// batch's activations leave the caches (ResNet-20 on 2,048 images, python3-torch 1.13: 12.1 s
+// in chunks of 2,000 against 0.76 s in chunks of 32 on an AMD EPYC).
+std::int64_t evaluation_chunk(const std::vector<ShapeLayer>& layers) {
+  constexpr double kChunkBytes = 4.0 * (1 << 20);
+  constexpr std::int64_t kMost = 2000, kLeast = 16;
+  double widest = 0.0;
+  for (const auto& layer : layers) widest = std::max(widest, layer.bytes);
+  if (widest <= 0.0) return kMost;
+  return std::clamp(static_cast<std::int64_t>(kChunkBytes / widest), kLeast, kMost);
+}
+
+}  // namespace
+
 ModuleWorkload::ModuleWorkload(ModuleModel model, std::shared_ptr<const LabelledData> data, std::int64_t batch_size,
                                const std::string& partition, std::uint64_t seed, int rank, int ranks)
     : module_(model.other ? std::move(model.other) : std::shared_ptr<TrainableModule>(trainable(std::move(model.module)))),
@@ -74,6 +91,7 @@ ModuleWorkload::ModuleWorkload(ModuleModel model, std::shared_ptr<const Labelled
   batches_ = ShardBatches(partition_indices(data_->train_y.to(at::kCPU), partition, seed, rank, ranks), batch_size);
   probe({data_->train_x.sizes().begin() + 1, data_->train_x.sizes().end()}, layers_.empty());
   build_stages();
+  eval_chunk_ = evaluation_chunk(layers_);
 }
 
 const torch::nn::Module& ModuleWorkload::module() const {
@@ -252,7 +270,7 @@ Evaluation ModuleWorkload::evaluate_on(const std::vector<at::Tensor>& params, co
   const auto dtype = load_parameters(params);
   torch::NoGradGuard no_grad;
   module_->train(false);
-  constexpr std::int64_t kChunk = 2000;
+  const std::int64_t kChunk = eval_chunk_;
   const std::int64_t n = x.size(0);
   double loss = 0.0;
   std::int64_t correct = 0;
@@ -263,7 +281,8 @@ Evaluation ModuleWorkload::evaluate_on(const std::vector<at::Tensor>& params, co
     at::Tensor z;
     if (loss_kind_ == ModuleModel::Loss::cross_entropy) {
       z = module_->forward(xb);
-      loss += at::nll_loss(at::log_softmax(z, 1), yb, {}, at::Reduction::Sum).item<double>();
+      // Per sample, summed in double: the figure does not depend on the chunk.
+      loss += at::nll_loss(at::log_softmax(z, 1), yb, {}, at::Reduction::None).to(at::kDouble).sum().item<double>();
     } else {
       const auto [mean_loss, logits] = module_->forward_loss(xb, yb);
       loss += mean_loss.item<double>() * static_cast<double>(len);

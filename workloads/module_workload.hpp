@@ -28,7 +28,8 @@
 // the inputs), so tests can check gradients in double precision.
 //
 // Evaluation: the module in eval() mode (running statistics, no updates), under
-// NoGradGuard, over the whole training and test sets in chunks of 2,000.
+// NoGradGuard, over the whole training and test sets in chunks whose widest activations
+// take a few MiB (16 to 2,000 samples: evaluation_chunk in the .cpp).
 #pragma once
 
 #include <torch/nn/modules/container/any.h>
@@ -144,6 +145,7 @@ class ModuleWorkload final : public Workload {
   std::shared_ptr<const LabelledData> data_;
   at::Generator gen_;
   ShardBatches batches_;
+  std::int64_t eval_chunk_ = 2000;  // samples per evaluation chunk
   at::Tensor loss_;  // of the last forward, until backward stage 0 consumes its graph
 };
 
