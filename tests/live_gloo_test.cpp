@@ -54,6 +54,19 @@ json centralized_local_algorithm(const std::string& name) {
   return a;
 }
 
+// The low-communication LLM methods (issue 48) on the centralized scenario, AdamW inner
+// steps (they take no momentum field): outer steps every 3 or 4 of the 20 steps.
+json low_communication_algorithm(const std::string& name) {
+  const std::map<std::string, json> algorithms = {
+      {"diloco", {{"name", "diloco"}, {"lr", 0.05}, {"local_steps", 3}}},
+      {"diloco_int8", {{"name", "diloco"}, {"lr", 0.05}, {"local_steps", 3}, {"outer_codec", "int8"}}},
+      {"streaming_diloco",
+       {{"name", "streaming_diloco"}, {"lr", 0.05}, {"local_steps", 4}, {"fragments", 2}, {"overlap_steps", 1}}},
+      {"sparseloco", {{"name", "sparseloco"}, {"lr", 0.05}, {"local_steps", 3}, {"density", 0.25}}}};
+  auto it = algorithms.find(name);
+  return it == algorithms.end() ? json(nullptr) : it->second;
+}
+
 // The compressed gossip algorithms on the ring of 4, by test parameter name: each
 // exchanges real packed payloads with its neighbours (CHOCO also with the exchange held
 // across steps).
@@ -181,6 +194,12 @@ json scenario(const std::string& variant) {
     doc["algorithm"] = a;
     return doc;
   }
+  if (json a = low_communication_algorithm(variant); !a.is_null()) {
+    json doc = scenario("centralized");
+    doc["name"] = "live-" + variant;
+    doc["algorithm"] = a;
+    return doc;
+  }
   if (json a = centralized_local_algorithm(variant); !a.is_null()) {
     json doc = scenario("centralized");
     doc["name"] = "live-" + variant;
@@ -268,6 +287,8 @@ INSTANTIATE_TEST_SUITE_P(CentralizedLocal, LiveVersusEmulated,
                          ::testing::Values("sparsified_top_k", "sparsified_qsgd", "sparsified_one_bit", "parallel_sgd_powersgd",
                                            "sparsified_warmup_clipped", "sign_sgd", "ef_sign_sgd", "local_sgd",
                                            "local_sign_sgd", "local_ef_sign_sgd", "local_ef_sign_sgd_packed"));
+INSTANTIATE_TEST_SUITE_P(LowCommunication, LiveVersusEmulated,
+                         ::testing::Values("diloco", "diloco_int8", "streaming_diloco", "sparseloco"));
 INSTANTIATE_TEST_SUITE_P(DistOpt, LiveVersusEmulated,
                          ::testing::Values("distopt_sync", "distopt_half", "distopt_partial", "distopt_sparse_top_k",
                                            "distopt_sparse_threshold"));
