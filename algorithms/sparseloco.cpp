@@ -168,7 +168,7 @@ const AlgorithmEntry& sparseloco_entry() {
       .name = "sparseloco",
       .description = "SparseLoCo: H inner AdamW steps, then the outer gradient's top-k per chunk in 2 bits with error "
                      "feedback, all-gathered and averaged (no outer momentum)",
-      .paper = "Sarfi, Thérien, Lidin, Belilovsky, SparseLoCo, arXiv 2508.15706 (2025)",
+      .paper = "Communication Efficient LLM Pre-training with SparseLoCo, arXiv 2508.15706 (2025)",
       .fields = {"lr", "lr_schedule", "local_steps", "inner_optimizer", "outer_lr", "error_decay", "chunk", "density"},
       .parse =
           [](ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) {

@@ -1,5 +1,5 @@
-// SparseLoCo (Sarfi, Thérien, Lidin, Belilovsky, "Communication Efficient LLM Pre-training
-// with SparseLoCo", arXiv 2508.15706): DiLoCo whose outer gradient is sparsified, quantised to
+// SparseLoCo ("Communication Efficient LLM Pre-training with SparseLoCo", arXiv 2508.15706,
+// 2025): DiLoCo whose outer gradient is sparsified, quantised to
 // 2 bits and error-compensated, with no outer momentum. Rank r, outer step k (every H-th
 // inner step):
 //

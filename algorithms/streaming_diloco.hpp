@@ -1,5 +1,5 @@
-// Streaming DiLoCo (Douillard, Donchev, Rush, Kale, Rusu, Shen, ..., "Streaming DiLoCo with
-// overlapping communication: Towards a Distributed Free Lunch", arXiv 2501.18512): DiLoCo
+// Streaming DiLoCo (Douillard et al., "Streaming DiLoCo with overlapping communication:
+// Towards a Distributed Free Lunch", arXiv 2501.18512, 2025): DiLoCo
 // (diloco.hpp) synchronising one fragment of the model at a time, overlapped with training.
 // Rank r, inner step t (from 1), fragments p = 0..P-1:
 //
