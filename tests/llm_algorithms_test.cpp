@@ -16,6 +16,7 @@
 #include "comm/emulated.hpp"
 #include "comm/phase_timer.hpp"
 #include "config/scenario_error.hpp"
+#include "kernels/llm_codecs.hpp"
 #include "network_models/network.hpp"
 #include "network_models/topology_spec.hpp"
 #include "runner/run.hpp"
@@ -223,6 +224,34 @@ TEST(Diloco, CodecsStayCloseToFp32) {
   }
 }
 
+// The averaged outer gradient is the fp32 mean, in rank order, of what each codec's kernel
+// decodes from Delta_r = x_0 - theta_r(H): the messages' layouts lose nothing on the way.
+// theta_r(H) is a run without outer steps (H = 100).
+TEST(Diloco, OuterGradientIsTheMeanOfTheDecodedMessages) {
+  namespace llm = kernels::llm;
+  const int R = 4, H = 3;
+  const auto no_sync = run_steps({{"name", "diloco"}, {"lr", 0.02}, {"local_steps", 100}}, R, H, 300);
+  for (const std::string codec : {"none", "bf16", "int8", "fp4"}) {
+    const auto trace = run_steps({{"name", "diloco"}, {"lr", 0.02}, {"local_steps", H}, {"outer_codec", codec}}, R, H, 300);
+    const auto& got = dynamic_cast<algorithms::Diloco&>(*trace.algorithms[1]).outer_gradient();
+    for (std::size_t i = 0; i < trace.initial.size(); ++i) {
+      at::Tensor sum;
+      for (int r = 0; r < R; ++r) {
+        const auto delta = (trace.initial[i] - no_sync.steps[H - 1][r].params[i]).reshape({-1}).contiguous();
+        at::Tensor decoded = at::empty_like(delta);
+        if (codec == "none") decoded = delta;
+        if (codec == "bf16") decoded = delta.to(at::kBFloat16).to(at::kFloat);
+        if (codec == "int8") llm::int8_decode(llm::int8_encode(delta), decoded);
+        if (codec == "fp4") llm::fp4_decode(llm::fp4_encode(delta, 256), decoded);
+        if (r == 0) sum = decoded.clone();
+        else sum.add_(decoded);
+      }
+      sum.div_(R);
+      EXPECT_TRUE(bitwise_equal(got[i].reshape({-1}), sum)) << codec << " tensor " << i;
+    }
+  }
+}
+
 // Streaming DiLoCo's schedule: fragment p starts its exchange at t mod H = floor(p H / P).
 TEST(StreamingDiloco, FragmentScheduleClosedForm) {
   const std::int64_t H = 12, P = 3;
@@ -289,6 +318,41 @@ TEST(StreamingDiloco, StaggeredFragmentsSendTheirOwnBits) {
     const auto step = static_cast<std::int64_t>(t + 1);
     const std::uint64_t expected = step % 4 == 0 ? weight_bits : step % 4 == 2 ? bias_bits : 0;
     EXPECT_EQ(trace.steps[t][0].n_bits, expected) << "step " << step;
+  }
+}
+
+// The overlap and the merge, at the first outer step (H = 3, one fragment): the exchange
+// started at t = 3 carries Delta from the ranks' theta_r(3), the rank keeps training tau
+// steps untouched, and at t = 3 + tau its parameters become alpha theta_r(3 + tau) +
+// (1 - alpha) theta', theta' DiLoCo's global model after its first outer step. theta_r(t)
+// is a run without outer steps (H = 100), theta' DiLoCo's own at t = 3.
+TEST(StreamingDiloco, OverlapThenMergeWithAlpha) {
+  const double alpha = 0.25;
+  const int R = 4;
+  const json inner = {{"lr", 0.02}, {"outer_codec", "none"}};
+  json d = inner, local = inner;
+  d["name"] = local["name"] = "diloco";
+  d["local_steps"] = 3;
+  local["local_steps"] = 100;
+  const auto diloco = run_steps(d, R, 4);
+  const auto no_sync = run_steps(local, R, 4);
+  for (const int tau : {0, 1}) {
+    json s = inner;
+    s["name"] = "streaming_diloco";
+    s["local_steps"] = 3;
+    s["fragments"] = 1;
+    s["overlap_steps"] = tau;
+    s["mixing"] = alpha;
+    const auto streaming = run_steps(s, R, 4);
+    const std::size_t join = 2 + static_cast<std::size_t>(tau);  // step 3 + tau, 0-based
+    for (int r = 0; r < R; ++r) {
+      std::vector<at::Tensor> expected;
+      for (std::size_t i = 0; i < diloco.initial.size(); ++i)
+        expected.push_back(no_sync.steps[join][r].params[i].mul(alpha).add(diloco.steps[2][r].params[i], 1.0 - alpha));
+      expect_bitwise(streaming.steps[join][r].params, expected, "tau " + std::to_string(tau) + " rank " + std::to_string(r));
+      if (tau == 1)  // the step between start and join leaves the rank's training alone
+        expect_bitwise(streaming.steps[2][r].params, no_sync.steps[2][r].params, "before the join");
+    }
   }
 }
 
