@@ -11,8 +11,8 @@
 //
 // InnerOpt: any optimizer of the registry (algorithms/optimizers/), AdamW by default, its
 // state kept across outer steps and counting its own steps. OuterOpt: the registry's
-// optimizer on the flat outer gradient, torch.optim.SGD with Nesterov momentum 0.9 at lr
-// 0.7 by default (the paper's). Delta may travel in bf16, int8 (INTELLECT-1's codebook) or
+// optimizer on Delta, tensor by tensor (so the weight-decay mask applies), torch.optim.SGD
+// with Nesterov momentum 0.9 at lr 0.7 by default (the paper's). Delta may travel in bf16, int8 (INTELLECT-1's codebook) or
 // FP4 E3M0 (outer_exchange.hpp), decoded and averaged in fp32.
 //
 // n_bits: 0 on an inner step, the outer gradient's message on an outer step (32 d for
@@ -22,9 +22,10 @@
 // DiLoCo adds on each worker.
 //
 // With H = 1, outer SGD at lr 1 without momentum: theta^(k) = theta - (1/R) sum_r (theta -
-// InnerOpt_r(theta)), i.e. every inner step is averaged: data-parallel AdamW exactly when
-// the ranks' gradients and AdamW states agree (R = 1), since each rank keeps its own AdamW
-// moments (tests/llm_algorithms_test.cpp states the relations it checks).
+// InnerOpt_r(theta)), i.e. every rank's inner step averaged. That is data-parallel AdamW
+// only where the ranks' gradients agree (each rank keeps its own AdamW moments, and AdamW is
+// not linear in g): on one rank, up to the rounding of theta - (theta - A(theta))
+// (tests/llm_algorithms_test.cpp states the relations it checks).
 #pragma once
 
 #include <cstdint>

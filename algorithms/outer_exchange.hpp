@@ -64,7 +64,7 @@ class OuterExchange {
   OuterCodec codec_;
   std::int64_t fp4_block_;
   std::vector<at::Tensor>* delta_ = nullptr;
-  kernels::TensorBuffer flat_;          // codec none: the fp32 all-reduce's buffer
+  kernels::TensorBuffer flat_;          // the fp32 all-reduce's buffer, or the decoded messages' sum
   at::Tensor message_;                  // this rank's encoded message (uint8)
   std::vector<at::Tensor> gathered_;    // every rank's message
   comm::Op op_;
