@@ -84,6 +84,10 @@ struct AlgorithmSpec {
   // ones above: the entry's parse stores it, its to_json, memory and factory read it back
   // with settings_of<T>. A default is written once, in that struct.
   std::any settings;
+  // The workload's parameter names, in parameter order. Not a scenario field: the training
+  // loop fills it (runner/rank_program.cpp) for the algorithms that group tensors by name
+  // (Streaming DiLoCo's fragments of transformer blocks); empty where nobody filled it.
+  std::vector<std::string> parameter_names;
 };
 
 // The settings struct an entry's parse stored in spec.settings (std::bad_any_cast for another type).

@@ -41,6 +41,10 @@ struct AlgorithmEntry {
   void (*to_json)(const AlgorithmSpec& spec, nlohmann::json& out);
   std::unique_ptr<Algorithm> (*make)(const AlgorithmSpec& spec, const net::Topology& topology, int rank);
   MemoryFootprint (*memory)(const AlgorithmSpec& spec, std::span<const std::int64_t> sizes, std::int64_t steps);
+  // Optional: checks the spec against the workload's parameter names (in parameter order)
+  // before any rank starts, throwing config::ScenarioError naming the field to change
+  // (Streaming DiLoCo's fragments against the model's blocks). nullptr: nothing to check.
+  void (*check_parameters)(const AlgorithmSpec& spec, const std::vector<std::string>& names) = nullptr;
 };
 
 // In table order.

@@ -10,6 +10,7 @@
 #include "algorithms/algorithm.hpp"
 #include "algorithms/apply_gradient.hpp"
 #include "algorithms/lr_schedule.hpp"
+#include "algorithms/registry.hpp"
 #include "comm/phase_timer.hpp"
 #include "kernels/tensor_buffer.hpp"
 #include "runner/divergence.hpp"
@@ -239,6 +240,7 @@ class RankState {
   std::unique_ptr<algorithms::Algorithm> make_rank_algorithm() const {
     auto spec = s_.algorithm;
     spec.optimizer.weight_decay_mask = algorithms::weight_decay_mask(workload_->parameter_names());
+    spec.parameter_names = workload_->parameter_names();
     return algorithms::make_algorithm(spec, job_.topology, rank_);
   }
 
@@ -353,6 +355,8 @@ class RankState {
 
 void check_epoch_counting(const Scenario& s, const net::Topology& topology,
                        const std::shared_ptr<const workloads::WorkloadData>& data) {
+  if (const auto* entry = algorithms::find_algorithm(s.algorithm.name); entry && entry->check_parameters)
+    entry->check_parameters(s.algorithm, workloads::make_workload(s.workload, data, s.seed, 0, s.ranks)->parameter_names());
   const bool warmup = s.algorithm.compress_warmup_epochs > 0.0;
   if (s.algorithm.optimizer.lr_schedule.is_default() && !warmup) return;
   const auto workload = workloads::make_workload(s.workload, data, s.seed, 0, s.ranks);

@@ -37,7 +37,8 @@ sim::Task<void> rank_program(comm::Communicator& comm, RankJob job, RunResult& r
 
 // Before any rank starts (whose errors the engine reports as a rank's failure): what counts
 // epochs (the lr schedule, sparsified SGD's compression-ratio warm-up) needs a workload with
-// data; rank 0's fails as every rank's would.
+// data; rank 0's fails as every rank's would. Also the algorithm entry's check of the
+// workload's parameters (AlgorithmEntry::check_parameters), where it has one.
 void check_epoch_counting(const Scenario& s, const net::Topology& topology,
                           const std::shared_ptr<const workloads::WorkloadData>& data);
 

@@ -39,6 +39,8 @@ constexpr std::array kFields{
     ResultField{"/step_percentiles_s/max", "number", "The longest step, seconds."},
     ResultField{"/n_bits_per_step", "number", "Bits a rank sends per step by the reference's convention (the compressor's payload: 32 per fp32 value, what the CHOCO-SGD line reports as n_bits)."},
     ResultField{"/wire_bytes_per_step", "number", "Bytes a rank puts on the wire per step, as the collectives' schedules move them (what the network model times)."},
+    ResultField{"/peak_n_bits_per_s", "number", "Peak bandwidth by the reference's convention: the largest over steps of `per_step.n_bits` / `per_step.time_s` (rank means), the rate the busiest step sends at. An exchange overlapped with later steps (Streaming DiLoCo, CHOCO-SGD) is charged to the step that starts it, so this is the rate that hides it behind one step; a method that spreads its bits over more steps (Streaming DiLoCo's fragments) shows a lower peak at the same total."},
+    ResultField{"/peak_wire_bytes_per_s", "number", "The same peak for the bytes on the wire: the largest `per_step.wire_bytes` / `per_step.time_s`."},
     ResultField{"/calls_per_step", "number", "Communication calls (collectives, exchanges, sends) per step, per rank."},
     ResultField{"/compute_s_per_step", "number", "Seconds per step a rank spends computing (forward, backward, optimizer and compression kernels): under emulation the compute timing's (the cost model by default: `scenario.compute`), not measured."},
     ResultField{"/exposed_comm_s_per_step", "number", "Step time minus compute time: communication not hidden behind compute, and waiting for other ranks."},

@@ -339,6 +339,21 @@ double RunResult::mean_step_time_s() const { return mean(step_time_s); }
 double RunResult::mean_n_bits() const { return mean(n_bits); }
 double RunResult::mean_wire_bytes() const { return mean(wire_bytes); }
 double RunResult::mean_calls() const { return mean(calls); }
+
+namespace {
+
+// max over steps of amount[t] / step_time_s[t]; steps of no time count as none.
+double peak_rate(const std::vector<double>& amount, const std::vector<double>& step_time_s) {
+  double peak = 0.0;
+  for (std::size_t t = 0; t < amount.size() && t < step_time_s.size(); ++t)
+    if (step_time_s[t] > 0.0) peak = std::max(peak, amount[t] / step_time_s[t]);
+  return peak;
+}
+
+}  // namespace
+
+double RunResult::peak_n_bits_per_s() const { return peak_rate(n_bits, step_time_s); }
+double RunResult::peak_wire_bytes_per_s() const { return peak_rate(wire_bytes, step_time_s); }
 double RunResult::mean_compute_time_s() const { return mean(compute_time_s); }
 
 static RunResult emulated_attempt(const Scenario& s, const RunOptions& options, const std::shared_ptr<net::CollectiveReuse>& reuse) {
@@ -498,6 +513,8 @@ json RunResult::to_json() const {
             {"max", nearest_rank_percentile(step_time_s, 100)}}},
           {"n_bits_per_step", mean_n_bits()},
           {"wire_bytes_per_step", mean_wire_bytes()},
+          {"peak_n_bits_per_s", peak_n_bits_per_s()},
+          {"peak_wire_bytes_per_s", peak_wire_bytes_per_s()},
           {"calls_per_step", mean_calls()},
           {"compute_s_per_step", mean_compute_time_s()},
           {"exposed_comm_s_per_step", std::max(0.0, step - mean_compute_time_s())},

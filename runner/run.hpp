@@ -135,6 +135,10 @@ struct RunResult {
   double mean_wire_bytes() const;
   double mean_calls() const;
   double mean_compute_time_s() const;
+  // The busiest step's rate: max over steps of n_bits[t] / step_time_s[t] (and of the wire
+  // bytes); 0 without steps or bits.
+  double peak_n_bits_per_s() const;
+  double peak_wire_bytes_per_s() const;
   nlohmann::json to_json() const;
 };
 

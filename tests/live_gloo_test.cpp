@@ -54,6 +54,20 @@ json centralized_local_algorithm(const std::string& name) {
   return a;
 }
 
+// The low-communication LLM methods (issue 48) on the centralized scenario, AdamW inner
+// steps (they take no momentum field): outer steps every 3 of the 20 steps; Streaming DiLoCo's
+// fragments start at steps 3, 6, ..., 18, each joined a step later, none left in flight at the end.
+json low_communication_algorithm(const std::string& name) {
+  const std::map<std::string, json> algorithms = {
+      {"diloco", {{"name", "diloco"}, {"lr", 0.05}, {"local_steps", 3}}},
+      {"diloco_int8", {{"name", "diloco"}, {"lr", 0.05}, {"local_steps", 3}, {"outer_codec", "int8"}}},
+      {"streaming_diloco",
+       {{"name", "streaming_diloco"}, {"lr", 0.05}, {"local_steps", 6}, {"fragments", 2}, {"overlap_steps", 1}}},
+      {"sparseloco", {{"name", "sparseloco"}, {"lr", 0.05}, {"local_steps", 3}, {"density", 0.25}}}};
+  auto it = algorithms.find(name);
+  return it == algorithms.end() ? json(nullptr) : it->second;
+}
+
 // The compressed gossip algorithms on the ring of 4, by test parameter name: each
 // exchanges real packed payloads with its neighbours (CHOCO also with the exchange held
 // across steps).
@@ -181,6 +195,12 @@ json scenario(const std::string& variant) {
     doc["algorithm"] = a;
     return doc;
   }
+  if (json a = low_communication_algorithm(variant); !a.is_null()) {
+    json doc = scenario("centralized");
+    doc["name"] = "live-" + variant;
+    doc["algorithm"] = a;
+    return doc;
+  }
   if (json a = centralized_local_algorithm(variant); !a.is_null()) {
     json doc = scenario("centralized");
     doc["name"] = "live-" + variant;
@@ -253,10 +273,24 @@ TEST_P(LiveVersusEmulated, SameParametersAndBytes) {
   auto emu_result = testing::read_json(dir / "emu" / "s.result.json");
   EXPECT_EQ(live_result["mode"], "live");
   EXPECT_EQ(live_result["backend"], "gloo");
-  EXPECT_EQ(live_result["per_step"]["wire_bytes"], emu_result["per_step"]["wire_bytes"]);
+  // An all-gather left in flight past its step (Streaming DiLoCo's overlap): the emulated
+  // backend charges its bytes when the last rank arrives, which for the ranks that had
+  // moved on is the next step; live charges the issuing step. The totals agree (the last
+  // exchange is joined before the last step ends).
+  const auto& live_bytes = live_result["per_step"]["wire_bytes"];
+  const auto& emu_bytes = emu_result["per_step"]["wire_bytes"];
+  auto total = [](const json& series) {
+    double sum = 0.0;
+    for (const auto& v : series) sum += v.get<double>();
+    return sum;
+  };
+  if (variant == "streaming_diloco")
+    EXPECT_DOUBLE_EQ(total(live_bytes), total(emu_bytes));
+  else
+    EXPECT_EQ(live_bytes, emu_bytes);
   EXPECT_EQ(live_result["per_step"]["n_bits"], emu_result["per_step"]["n_bits"]);
   EXPECT_EQ(live_result["per_step"]["calls"], emu_result["per_step"]["calls"]);
-  EXPECT_GT(emu_result["per_step"]["wire_bytes"][0].get<double>(), 0.0);
+  EXPECT_GT(total(emu_bytes), 0.0);  // the local methods' first steps send nothing
 }
 
 INSTANTIATE_TEST_SUITE_P(Gloo, LiveVersusEmulated, ::testing::Values("centralized", "decentralized"));
@@ -268,6 +302,8 @@ INSTANTIATE_TEST_SUITE_P(CentralizedLocal, LiveVersusEmulated,
                          ::testing::Values("sparsified_top_k", "sparsified_qsgd", "sparsified_one_bit", "parallel_sgd_powersgd",
                                            "sparsified_warmup_clipped", "sign_sgd", "ef_sign_sgd", "local_sgd",
                                            "local_sign_sgd", "local_ef_sign_sgd", "local_ef_sign_sgd_packed"));
+INSTANTIATE_TEST_SUITE_P(LowCommunication, LiveVersusEmulated,
+                         ::testing::Values("diloco", "diloco_int8", "streaming_diloco", "sparseloco"));
 INSTANTIATE_TEST_SUITE_P(DistOpt, LiveVersusEmulated,
                          ::testing::Values("distopt_sync", "distopt_half", "distopt_partial", "distopt_sparse_top_k",
                                            "distopt_sparse_threshold"));

@@ -259,6 +259,7 @@ json minimal_algorithm(const std::string& name) {
   json a = {{"name", name}, {"lr", 0.1}};
   if (name == "parallel_sgd") a["variant"] = "decentralized";
   if (name == "sparsified_sgd") a["compressor"] = {{"kind", "top_k"}};  // identity is refused at load
+  if (name == "diloco") a["outer_codec"] = "fp4";  // fp4_block is read (and echoed) with fp4 only
   return a;
 }
 
