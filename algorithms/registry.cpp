@@ -23,13 +23,17 @@ const AlgorithmEntry& local_sign_sgd_entry();     // local_sign_sgd.cpp
 const AlgorithmEntry& local_ef_sign_sgd_entry();  // local_ef_sign_sgd.cpp
 const AlgorithmEntry& distopt_entry();            // distopt.cpp
 const AlgorithmEntry& ddp_entry();                // ddp.cpp
+const AlgorithmEntry& demo_entry();               // demo.cpp
+const AlgorithmEntry& one_bit_adam_entry();       // one_bit_adam.cpp
 
 std::span<const AlgorithmEntry* const> algorithm_entries() {
   static const std::vector<const AlgorithmEntry*> table{
       &parallel_sgd_entry(),   &choco_sgd_entry(),      &dcd_psgd_entry(),       &ecd_psgd_entry(),
       &deepsqueeze_entry(),    &sparsified_sgd_entry(), &sign_sgd_entry(),       &ef_sign_sgd_entry(),
       &local_sgd_entry(),      &local_sign_sgd_entry(), &local_ef_sign_sgd_entry(), &distopt_entry(),
-      &ddp_entry()};
+      &ddp_entry(),
+      &demo_entry(),
+      &one_bit_adam_entry()};
   return table;
 }
 
@@ -77,7 +81,12 @@ AlgorithmSpec parse_algorithm_section(config::ObjectReader& a, const SpecContext
 nlohmann::json algorithm_section_json(const AlgorithmSpec& spec) {
   nlohmann::json out = {{"name", spec.name}};
   optimizer_json(spec.optimizer, out);
-  entry_of(spec.name).to_json(spec, out);
+  const auto& entry = entry_of(spec.name);
+  // An entry that reads only some of the optimizer's fields (DeMo and 1-bit Adam take no
+  // SGD momentum) echoes only those, so that its echo parses again.
+  for (const auto& field : optimizer_fields())
+    if (std::find(entry.fields.begin(), entry.fields.end(), field) == entry.fields.end()) out.erase(field);
+  entry.to_json(spec, out);
   return out;
 }
 
