@@ -166,7 +166,9 @@ TEST(Demo, FollowsAPlainReferenceForThreeSteps) {
         for (int r = 0; r < ranks; ++r) {
           SCOPED_TRACE(::testing::Message() << ranks << " ranks, step " << t << ", tensor " << i << ", rank " << r);
           EXPECT_LE((run.params[t - 1][r][i].to(at::kDouble) - theta[i]).abs().max().item<double>(), 1e-5);
-          if (t == 3) EXPECT_LE((demo_of(run, r).delta(i).to(at::kDouble) - delta[r][i]).abs().max().item<double>(), 1e-6);
+          if (t == 3) {
+            EXPECT_LE((demo_of(run, r).delta(i).to(at::kDouble) - delta[r][i]).abs().max().item<double>(), 1e-6);
+          }
         }
       }
     }
