@@ -39,6 +39,9 @@
 // to a multiple of R lcm(R, 8) (bytes of packbits), this to 32 R (whole 32-bit words of the
 // sign kernel per chunk; the padded zeros enter the scales and errors as in DeepSpeed); its
 // exp_avg_mask is not offered. With R = 1 nothing is compressed (DeepSpeed: size > 1).
+// Phase 1 sends to every rank, not only to gossip neighbours, so the timing-only mode
+// (comm/representative.hpp, which mirrors messages to neighbours only) cannot replay the
+// compressed steps yet: it stops there with an internal error naming the ranks.
 //
 // Messages: the sign kernel's words (kernels/compressor.hpp `sign`: bit set iff x < 0).
 // Phase 1, to each other rank j: the T worker scales (fp32), then tensor by tensor the
