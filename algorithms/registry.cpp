@@ -26,6 +26,8 @@ const AlgorithmEntry& ddp_entry();                // ddp.cpp
 const AlgorithmEntry& diloco_entry();             // diloco.cpp
 const AlgorithmEntry& streaming_diloco_entry();   // streaming_diloco.cpp
 const AlgorithmEntry& sparseloco_entry();         // sparseloco.cpp
+const AlgorithmEntry& demo_entry();               // demo.cpp
+const AlgorithmEntry& one_bit_adam_entry();       // one_bit_adam.cpp
 
 std::span<const AlgorithmEntry* const> algorithm_entries() {
   static const std::vector<const AlgorithmEntry*> table{
@@ -33,7 +35,8 @@ std::span<const AlgorithmEntry* const> algorithm_entries() {
       &deepsqueeze_entry(),    &sparsified_sgd_entry(), &sign_sgd_entry(),       &ef_sign_sgd_entry(),
       &local_sgd_entry(),      &local_sign_sgd_entry(), &local_ef_sign_sgd_entry(), &distopt_entry(),
       &ddp_entry(),
-      &diloco_entry(), &streaming_diloco_entry(), &sparseloco_entry()};
+      &diloco_entry(), &streaming_diloco_entry(), &sparseloco_entry(),
+      &demo_entry(),           &one_bit_adam_entry()};
   return table;
 }
 
@@ -82,7 +85,8 @@ nlohmann::json algorithm_section_json(const AlgorithmSpec& spec) {
   nlohmann::json out = {{"name", spec.name}};
   optimizer_json(spec.optimizer, out);
   const auto& entry = entry_of(spec.name);
-  // An entry that refuses some of the optimizer fields (an inner AdamW has no momentum) does not echo them.
+  // An entry that reads only some of the optimizer's fields (DeMo and 1-bit Adam take no
+  // SGD momentum) echoes only those, so that its echo parses again.
   for (const auto& field : optimizer_fields())
     if (std::find(entry.fields.begin(), entry.fields.end(), field) == entry.fields.end()) out.erase(field);
   entry.to_json(spec, out);

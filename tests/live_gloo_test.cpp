@@ -140,6 +140,18 @@ json ddp_algorithm(const std::string& name) {
   return a;
 }
 
+// DeMo and 1-bit Adam (their own fields; no SGD momentum): DeMo's all-gathered DCT
+// payloads every step; 1-bit Adam's warm-up all-reduces, then from step 6 its two-phase
+// compressed all-reduce (point-to-point chunks, all-gathered server chunks).
+json demo_one_bit_adam_algorithm(const std::string& name) {
+  const std::map<std::string, json> algorithms = {
+      {"demo", {{"name", "demo"}, {"lr", 0.01}, {"weight_decay", 1e-4}, {"compression_decay", 0.9},
+                {"compression_chunk", 4}, {"compression_topk", 2}}},
+      {"one_bit_adam", {{"name", "one_bit_adam"}, {"lr", 0.01}, {"weight_decay", 1e-4}, {"freeze_step", 5}}}};
+  auto it = algorithms.find(name);
+  return it == algorithms.end() ? json(nullptr) : it->second;
+}
+
 // The TorchScript MLP: scripts/export_model.py's export of the built-in mlp for 1 x 4 x 4
 // images (tests/data/mlp_4x4_seed5.pt, 16-256-128-10) on 64 random images, both files
 // copied next to the scenario and named relative to it.
@@ -181,6 +193,12 @@ json scenario(const std::string& variant) {
                        {"test_samples", 32}, {"batch_size", 8}, {"partition", "iid"}};
     doc["algorithm"] = {{"name", "choco_sgd"}, {"lr", 0.1}, {"momentum", 0.9}, {"nesterov", true},
                         {"weight_decay", 1e-4}, {"consensus_stepsize", 0.45}, {"compressor", {{"kind", "scaled_sign"}}}};
+    return doc;
+  }
+  if (json a = demo_one_bit_adam_algorithm(variant); !a.is_null()) {
+    json doc = scenario("centralized");
+    doc["name"] = "live-" + variant;
+    doc["algorithm"] = a;
     return doc;
   }
   if (json a = distopt_algorithm(variant); !a.is_null()) {
@@ -308,6 +326,7 @@ INSTANTIATE_TEST_SUITE_P(DistOpt, LiveVersusEmulated,
                          ::testing::Values("distopt_sync", "distopt_half", "distopt_partial", "distopt_sparse_top_k",
                                            "distopt_sparse_threshold"));
 INSTANTIATE_TEST_SUITE_P(Ddp, LiveVersusEmulated, ::testing::Values("ddp_allreduce", "ddp_fp16", "ddp_bf16", "ddp_powersgd"));
+INSTANTIATE_TEST_SUITE_P(DemoOneBitAdam, LiveVersusEmulated, ::testing::Values("demo", "one_bit_adam"));
 INSTANTIATE_TEST_SUITE_P(Decentralized, LiveVersusEmulated,
                          ::testing::Values("choco_sgd_sign", "choco_sgd_top_k_blocking", "dcd_psgd_qsgd",
                                            "ecd_psgd_random_k", "deepsqueeze_top_k", "deepsqueeze_one_bit",
