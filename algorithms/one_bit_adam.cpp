@@ -327,7 +327,8 @@ const AlgorithmEntry& one_bit_adam_entry() {
       .make = [](const AlgorithmSpec& spec, const net::Topology&, int) -> std::unique_ptr<Algorithm> {
         return std::make_unique<OneBitAdam>(spec);
       },
-      .memory = one_bit_adam_memory};
+      .memory = one_bit_adam_memory,
+      .replays_from_one_rank = false};
   return entry;
 }
 

@@ -41,7 +41,8 @@
 // exp_avg_mask is not offered. With R = 1 nothing is compressed (DeepSpeed: size > 1).
 // Phase 1 sends to every rank, not only to gossip neighbours, so the timing-only mode
 // (comm/representative.hpp, which mirrors messages to neighbours only) cannot replay the
-// compressed steps yet: it stops there with an internal error naming the ranks.
+// compressed steps: its entry says so (replays_from_one_rank), and timing-only mode refuses
+// it with a one-line error before running anything.
 //
 // Messages: the sign kernel's words (kernels/compressor.hpp `sign`: bit set iff x < 0).
 // Phase 1, to each other rank j: the T worker scales (fp32), then tensor by tensor the

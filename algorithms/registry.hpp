@@ -45,6 +45,10 @@ struct AlgorithmEntry {
   // before any rank starts, throwing config::ScenarioError naming the field to change
   // (Streaming DiLoCo's fragments against the model's blocks). nullptr: nothing to check.
   void (*check_parameters)(const AlgorithmSpec& spec, const std::vector<std::string>& names) = nullptr;
+  // False when its ranks send point to point to ranks that are not their topology
+  // neighbours (1-bit Adam's phase 1 to every chunk's server): one representative rank's
+  // trace cannot stand for them, so timing-only mode refuses it before running anything.
+  bool replays_from_one_rank = true;
 };
 
 // In table order.

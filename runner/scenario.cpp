@@ -148,6 +148,13 @@ Scenario parse_scenario_fields(const json& doc) {
     auto a = root.object("algorithm", true);
     s.algorithm = algorithms::parse_algorithm_section(a, {.seed = s.seed});
   }
+  // Timing-only mode replays rank 0's trace on every rank, which holds only where each rank
+  // sends what rank 0 sends, to its own topology neighbours.
+  if (const auto* entry = algorithms::find_algorithm(s.algorithm.name); s.timing_only && entry && !entry->replays_from_one_rank)
+    throw ScenarioError("/timing_only", ErrorKind::inconsistent,
+                        fmt::format("algorithm {} sends to ranks that are not topology neighbours, which one rank's "
+                                    "trace cannot stand for: run it without timing-only mode",
+                                    s.algorithm.name));
   {
     auto t = root.object("topology", true);
     s.topology = net::parse_topology_section(t, s.ranks);

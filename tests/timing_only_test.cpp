@@ -104,6 +104,27 @@ TEST(TimingOnly, IrregularGossipGraphIsRefused) {
   EXPECT_EQ(runner::run_emulated(central).step_time_s, full.step_time_s);
 }
 
+// 1-bit Adam's phase 1 sends to every chunk's server, not to ring neighbours: its entry says
+// one rank's trace cannot stand for the others, and the run stops before it starts.
+// 1-bit Adam's compressed phase sends to every rank, not only rank 0's ring neighbours, so
+// rank 0's trace cannot stand for the others: the scenario is refused when it is loaded
+// (before a sweep runs any point), and runs in full without timing_only.
+TEST(TimingOnly, AlgorithmThatSendsBeyondItsNeighboursIsRefused) {
+  auto doc = scenario(4, logistic(), {{"name", "one_bit_adam"}, {"lr", 0.01}, {"freeze_step", 1}}, {{"kind", "ring"}});
+  doc["timing_only"] = true;
+  try {
+    runner::parse_scenario(doc);
+    FAIL() << "expected an error";
+  } catch (const runner::ScenarioError& e) {
+    EXPECT_EQ(e.path(), "/timing_only");
+    EXPECT_NE(std::string(e.what()).find("one_bit_adam sends to ranks that are not topology neighbours"), std::string::npos)
+        << e.what();
+  }
+  doc["timing_only"] = false;
+  const auto full = runner::run_emulated(runner::parse_scenario(doc));
+  EXPECT_GT(full.mean_step_time_s(), 0.0);
+}
+
 // The representative's collectives return what they would if every rank held its data.
 TEST(RepresentativeCommunicator, MirrorsEveryRankAndRecordsTheTrace) {
   comm::ComputeTiming timing;
