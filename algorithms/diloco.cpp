@@ -64,12 +64,6 @@ void diloco_settings_json(const DilocoSettings& s, nlohmann::json& out) {
   if (s.outer_codec == OuterCodec::fp4) out["fp4_block"] = s.fp4_block;
 }
 
-std::unique_ptr<optimizers::Optimizer> make_rank_optimizer(optimizers::OptimizerConfig config,
-                                                           const AlgorithmSpec& spec) {
-  config.weight_decay_mask = spec.optimizer.weight_decay_mask;
-  return optimizers::make_optimizer(config);
-}
-
 Diloco::Diloco(const AlgorithmSpec& spec)
     : s_(settings_of<DilocoSettings>(spec)),
       inner_(make_rank_optimizer(s_.inner_optimizer, spec)),
@@ -124,11 +118,6 @@ sim::Task<std::uint64_t> Diloco::step(StepContext& ctx) {
 
 double outer_step_share(std::int64_t local_steps, std::int64_t steps) {
   return steps > 0 ? static_cast<double>(steps / local_steps) / static_cast<double>(steps) : 0.0;
-}
-
-double extra_optimizer_buffers(const optimizers::OptimizerConfig& c) {
-  if (c.name == "sgd") return 0.0;
-  return c.amsgrad ? 2.0 : 1.0;
 }
 
 MemoryFootprint diloco_memory(const DilocoSettings& s, std::span<const std::int64_t> sizes, std::int64_t steps) {

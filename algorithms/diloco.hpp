@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/local_update.hpp"
 #include "algorithms/optimizers/optimizer.hpp"
 #include "algorithms/outer_exchange.hpp"
 #include "algorithms/registry.hpp"
@@ -60,14 +61,8 @@ void diloco_settings_json(const DilocoSettings& s, nlohmann::json& out);
 void parse_inner_fields(config::ObjectReader& a, std::int64_t& local_steps, optimizers::OptimizerConfig& inner);
 void inner_fields_json(std::int64_t local_steps, const optimizers::OptimizerConfig& inner, nlohmann::json& out);
 
-// The inner (or outer) optimizer for a rank: `config` with the training loop's weight-decay
-// mask (the reference's parameter groups, OptimizerSpec::weight_decay_mask).
-std::unique_ptr<optimizers::Optimizer> make_rank_optimizer(optimizers::OptimizerConfig config, const AlgorithmSpec& spec);
-
-// For the memory footprints: model-sized buffers an optimizer keeps beyond the one momentum
-// buffer the resource estimate already counts (Adam's v, and v_max with AMSGrad; SGD none),
-// and the share of `steps` steps that are outer steps.
-double extra_optimizer_buffers(const optimizers::OptimizerConfig& c);
+// For the memory footprints: the share of `steps` steps that are outer steps
+// (extra_optimizer_buffers, in local_update.hpp, gives an optimizer's extra moments).
 double outer_step_share(std::int64_t local_steps, std::int64_t steps);
 // DiLoCo's entry's memory footprint (registry.hpp's MemoryFootprint) for these settings.
 MemoryFootprint diloco_memory(const DilocoSettings& s, std::span<const std::int64_t> sizes, std::int64_t steps);

@@ -11,13 +11,19 @@
 namespace dtsim::algorithms {
 
 namespace {
+// The optimizer object of the scenario, if it gave one (a spec built without the loader has no settings).
+std::optional<optimizers::OptimizerConfig> optimizer_object(const AlgorithmSpec& spec) {
+  const auto* settings = std::any_cast<ParallelSgdSettings>(&spec.settings);
+  return settings ? settings->optimizer : std::nullopt;
+}
+
 // Copying d fp32 values reads and writes 8 d bytes.
 sim::ComputeCost copy_cost(std::int64_t elements) { return {0.0, 8.0 * static_cast<double>(elements)}; }
 std::uint64_t fp32_bits(std::int64_t elements) { return 32ULL * static_cast<std::uint64_t>(elements); }
 }  // namespace
 
 CentralizedSgd::CentralizedSgd(const AlgorithmSpec& spec)
-    : optimizer_(spec.optimizer),
+    : update_(spec, optimizer_object(spec)),
       use_powersgd_(spec.gradient_compression == "powersgd"),
       settings_(powersgd_settings(spec)),
       start_iter_(spec.start_powerSGD_iter),
@@ -92,13 +98,13 @@ sim::Task<std::uint64_t> CentralizedSgd::step(StepContext& ctx) {
   }
   {
     auto phase = ctx.timer.phase("sync/apply_grad");
-    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, ctx.lr); });
+    co_await comm.compute(update_.cost(d), [&] { update_.apply(ctx.params, ctx.grads, ctx.lr); });
   }
   co_return n_bits;
 }
 
 DecentralizedSgd::DecentralizedSgd(const AlgorithmSpec& spec, const net::Topology& topology, int rank)
-    : optimizer_(spec.optimizer), peers_(topology.neighbors(rank)) {
+    : update_(spec, optimizer_object(spec)), peers_(topology.neighbors(rank)) {
   const auto& row = topology.mixing_row(rank);
   weights_.push_back(row[rank]);
   for (int peer : peers_) weights_.push_back(row[peer]);
@@ -111,7 +117,7 @@ sim::Task<std::uint64_t> DecentralizedSgd::step(StepContext& ctx) {
   const auto d = total_elements(ctx.params);
   {
     auto phase = ctx.timer.phase("sync/apply_grad");
-    co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.apply_gradient(ctx.params, ctx.grads, ctx.lr); });
+    co_await comm.compute(update_.cost(d), [&] { update_.apply(ctx.params, ctx.grads, ctx.lr); });
   }
   {
     auto phase = ctx.timer.phase("sync/get_data");
@@ -159,12 +165,13 @@ const AlgorithmEntry& parallel_sgd_entry() {
   static const AlgorithmEntry entry{
       .name = "parallel_sgd",
       .description = "parallel SGD: centralized (all-reduce of gradients, optionally compressed with PowerSGD) or "
-                     "decentralized (gossip averaging of models, optionally compressed)",
+                     "decentralized (gossip averaging of models, optionally compressed); each rank's update is the "
+                     "reference's SGD or an optimizer object (centralized with adamw: data-parallel AdamW)",
       .paper = "the ChocoSGD reference code's sgd.py (decentralized: Lian et al., NeurIPS 2017, D-PSGD; PowerSGD: "
                "Vogels, Karimireddy, Jaggi, NeurIPS 2019)",
       .fields = with_optimizer_fields({"variant", "compressor", "gradient_compression", "matrix_approximation_rank",
                                        "start_powerSGD_iter", "min_compression_rate", "use_error_feedback", "warm_start",
-                                       "orthogonalization_epsilon", "random_seed"}),
+                                       "orthogonalization_epsilon", "random_seed", "optimizer"}),
       .parse =
           [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
             spec.variant = a.choice("variant", std::nullopt, {"centralized", "decentralized"});
@@ -183,11 +190,13 @@ const AlgorithmEntry& parallel_sgd_entry() {
                                           "decentralized one takes a compressor)");
             parse_powersgd(a, spec, spec.gradient_compression == "powersgd",
                            "only parallel_sgd with gradient_compression \"powersgd\" reads it");
+            spec.settings = ParallelSgdSettings{parse_optimizer_object(a, spec.optimizer)};
           },
       .to_json =
           [](const AlgorithmSpec& spec, nlohmann::json& out) {
             out["variant"] = spec.variant;
             out["compressor"] = compressor_json(spec.compressor);
+            if (const auto object = optimizer_object(spec)) out["optimizer"] = optimizers::optimizer_json(*object);
             if (spec.gradient_compression != "powersgd") return;  // "none" is not echoed: results stay as they were
             out["gradient_compression"] = spec.gradient_compression;
             powersgd_json(spec, out);
@@ -203,15 +212,17 @@ const AlgorithmEntry& parallel_sgd_entry() {
       },
       .memory = [](const AlgorithmSpec& spec, std::span<const std::int64_t>, std::int64_t) {
         MemoryFootprint f;
+        const auto object = optimizer_object(spec);
+        const double moments = object ? extra_optimizer_buffers(*object) : 0.0;
         if (spec.variant == "centralized") {
-          f.model_buffers = 1;  // flat_grads_
+          f.model_buffers = 1 + moments;  // flat_grads_
           if (spec.gradient_compression == "powersgd") {  // e and M0 (with error feedback), the uncompressed copy
             f.model_buffers += (spec.use_error_feedback ? 2.0 : 0.0) + 1.0;
             f.collectives_per_step = 3.0;
           }
           return f;
         }
-        f.model_buffers = 2;  // flat_params_, mixed_
+        f.model_buffers = 2 + moments;  // flat_params_, mixed_
         f.gossips = true;     // identity: the model itself in received_; else GossipMessage's payloads
         f.payload_fraction =
             spec.compressor.kind == kernels::CompressorKind::identity ? 1.0 : payload_fraction(spec.compressor);

@@ -30,17 +30,24 @@
 
 #include "algorithms/algorithm.hpp"
 #include "algorithms/apply_gradient.hpp"
+#include "algorithms/local_update.hpp"
 #include "algorithms/gossip.hpp"
 #include "algorithms/powersgd.hpp"
 #include "kernels/tensor_buffer.hpp"
 
 namespace dtsim::algorithms {
 
+// parallel_sgd's own settings (AlgorithmSpec::settings): the optimizer object
+// (/algorithm/optimizer) each rank applies instead of the reference's SGD, if given.
+struct ParallelSgdSettings {
+  std::optional<optimizers::OptimizerConfig> optimizer;
+};
+
 class CentralizedSgd final : public Algorithm {
  public:
   explicit CentralizedSgd(const AlgorithmSpec& spec);
   sim::Task<std::uint64_t> step(StepContext& ctx) override;
-  std::uint64_t state_bytes() const override { return powersgd_.state_bytes(); }
+  std::uint64_t state_bytes() const override { return powersgd_.state_bytes() + update_.state_bytes(); }
   // PowerSGD's P and Q (n x r, m x r per compressed tensor, in parameter order).
   std::vector<at::Tensor> ps() const { return powersgd_.ps(); }
   std::vector<at::Tensor> qs() const { return powersgd_.qs(); }
@@ -50,7 +57,7 @@ class CentralizedSgd final : public Algorithm {
  private:
   sim::Task<std::uint64_t> powersgd_all_reduce(StepContext& ctx);
 
-  LocalOptimizer optimizer_;
+  LocalUpdate update_;
   kernels::TensorBuffer flat_grads_;
   // gradient_compression "powersgd":
   bool use_powersgd_;
@@ -65,9 +72,10 @@ class DecentralizedSgd final : public Algorithm {
  public:
   DecentralizedSgd(const AlgorithmSpec& spec, const net::Topology& topology, int rank);
   sim::Task<std::uint64_t> step(StepContext& ctx) override;
+  std::uint64_t state_bytes() const override { return update_.state_bytes(); }
 
  private:
-  LocalOptimizer optimizer_;
+  LocalUpdate update_;
   std::vector<int> peers_;
   std::vector<double> weights_;  // w_ii first, then w_ij in peers_ order
   kernels::TensorBuffer flat_params_;

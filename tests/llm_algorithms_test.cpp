@@ -1,4 +1,4 @@
-// DiLoCo, Streaming DiLoCo and SparseLoCo (issue 48) on emulated ranks of logistic
+// DiLoCo, Streaming DiLoCo, SparseLoCo (issue 48) and data-parallel AdamW on emulated ranks of logistic
 // regression: their relations to AdamW, the bits of every outer step in closed form, the
 // fragment schedule, SparseLoCo's error-feedback invariant, one-line scenario errors.
 #include <gtest/gtest.h>
@@ -415,6 +415,38 @@ TEST(SparseLoco, ErrorFeedbackInvariantAndUpdate) {
   EXPECT_GT(alg.state_bytes(), 0u);
 }
 
+// Centralized parallel SGD with an AdamW optimizer object is data-parallel AdamW: every rank
+// applies AdamW (one set of moments per rank, all equal) to the all-reduced average of the
+// ranks' gradients, summed in rank order. So every rank's parameters are, bit for bit,
+// those of one AdamW fed with that average.
+TEST(ParallelSgd, AdamWObjectIsDataParallelAdamW) {
+  constexpr int ranks = 4, steps = 10;
+  const auto trace = run_steps({{"name", "parallel_sgd"},
+                                {"variant", "centralized"},
+                                {"lr", 0.01},
+                                {"optimizer", {{"name", "adamw"}, {"weight_decay", 0.01}}}},
+                               ranks, steps);
+  auto adamw = algorithms::optimizers::make_optimizer(default_adamw());
+  auto theta = clones(trace.initial);
+  for (int t = 1; t <= steps; ++t) {
+    const auto& step = trace.steps[t - 1];
+    std::vector<at::Tensor> mean;
+    for (std::size_t i = 0; i < theta.size(); ++i) {
+      auto sum = step[0].grads[i].clone();
+      for (int r = 1; r < ranks; ++r) sum.add_(step[r].grads[i]);
+      mean.push_back(sum.div_(ranks));
+    }
+    adamw->step(theta, mean, 0.01);
+    for (int r = 0; r < ranks; ++r) expect_bitwise(step[r].params, theta, fmt::format("step {} rank {}", t, r));
+    EXPECT_EQ(step[0].n_bits, 32u * static_cast<std::uint64_t>(theta[0].numel() + theta[1].numel()));
+  }
+  // Not SGD: the same run without the object takes other steps.
+  const auto sgd = run_steps({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.01}}, ranks, 2);
+  EXPECT_FALSE(bitwise_equal(sgd.steps[1][0].params[0], trace.steps[1][0].params[0]));
+  // Its moments are its state: two fp32 tensors per parameter, on every rank.
+  EXPECT_EQ(trace.algorithms[0]->state_bytes(), adamw->state_bytes());
+}
+
 // Bad settings: one line naming the JSON path.
 TEST(LlmAlgorithms, ScenarioErrorsNameThePath) {
   auto error_at = [](json algorithm) {
@@ -441,6 +473,16 @@ TEST(LlmAlgorithms, ScenarioErrorsNameThePath) {
   EXPECT_EQ(error_at({{"name", "sparseloco"}, {"lr", 0.1}, {"error_decay", -0.1}}), "/algorithm/error_decay");
   EXPECT_EQ(error_at({{"name", "sparseloco"}, {"lr", 0.1}, {"chunk", 65}}), "/algorithm/chunk");
   EXPECT_EQ(error_at({{"name", "sparseloco"}, {"lr", 0.1}, {"outer_codec", "fp4"}}), "/algorithm/outer_codec");
+  // An optimizer object replaces the algorithm-level SGD fields.
+  EXPECT_EQ(error_at({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}, {"momentum", 0.9},
+                      {"optimizer", {{"name", "adamw"}}}}),
+            "/algorithm/momentum");
+  EXPECT_EQ(error_at({{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1},
+                      {"optimizer", {{"name", "adamw"}, {"beta1", 1.5}}}}),
+            "/algorithm/optimizer/beta1");
+  EXPECT_EQ(error_at({{"name", "parallel_sgd"}, {"variant", "decentralized"}, {"lr", 0.1},
+                      {"optimizer", {{"name", "lion"}}}}),
+            "/algorithm/optimizer/name");
 }
 
 // More fragments than the model has transformer blocks: a scenario error at /algorithm/fragments

@@ -257,7 +257,10 @@ void expect_sweepable(const json& base, const json& echoed, const std::string& p
 // Required fields of an entry that has no default, with a value it accepts.
 json minimal_algorithm(const std::string& name) {
   json a = {{"name", name}, {"lr", 0.1}};
-  if (name == "parallel_sgd") a["variant"] = "decentralized";
+  if (name == "parallel_sgd") {
+    a["variant"] = "decentralized";
+    a["optimizer"] = {{"name", "adamw"}};  // read and echoed only when given
+  }
   if (name == "sparsified_sgd") a["compressor"] = {{"kind", "top_k"}};  // identity is refused at load
   if (name == "diloco") a["outer_codec"] = "fp4";  // fp4_block is read (and echoed) with fp4 only
   return a;

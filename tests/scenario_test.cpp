@@ -117,7 +117,7 @@ const std::vector<BadCase>& bad_cases() {
        "/algorithm/momentun: not a field of algorithm parallel_sgd (did you mean `momentum`?) (its fields: lr, "
        "momentum, dampening, weight_decay, nesterov, lr_schedule, variant, compressor, gradient_compression, "
        "matrix_approximation_rank, start_powerSGD_iter, min_compression_rate, use_error_feedback, warm_start, "
-       "orthogonalization_epsilon, random_seed)"},
+       "orthogonalization_epsilon, random_seed, optimizer)"},
       // A compressor the algorithm cannot use is refused at load, with its path.
       {"data-dependent compressor on gossip", [](json& d) {
          d["algorithm"]["variant"] = "decentralized";
@@ -128,7 +128,7 @@ const std::vector<BadCase>& bad_cases() {
        "/algorithm/consensus_stepsize: not a field of algorithm parallel_sgd (its fields: lr, momentum, dampening, "
        "weight_decay, nesterov, lr_schedule, variant, compressor, gradient_compression, matrix_approximation_rank, "
        "start_powerSGD_iter, min_compression_rate, use_error_feedback, warm_start, orthogonalization_epsilon, "
-       "random_seed)"},
+       "random_seed, optimizer)"},
       {"fractional steps", [](json& d) { d["steps"] = 2.5; }, "/steps: expected an integer, got number 2.5"},
       {"zero bandwidth", [](json& d) { d["network"]["bandwidth_GBps"] = 0; },
        "/network/bandwidth_GBps: expected a number in [1e-09, 1000000], got 0"},
