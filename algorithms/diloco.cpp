@@ -85,7 +85,7 @@ sim::Task<std::uint64_t> Diloco::step(StepContext& ctx) {
   auto& comm = ctx.comm;
   const auto d = total_elements(ctx.params);
   {
-    auto phase = ctx.timer.phase("inner.update");
+    auto phase = ctx.timer.phase("inner/update");
     co_await comm.compute(inner_->cost(d), [&] {
       if (theta_.empty()) first_step(ctx.params);
       inner_->step(ctx.params, ctx.grads, ctx.lr);
@@ -93,19 +93,19 @@ sim::Task<std::uint64_t> Diloco::step(StepContext& ctx) {
   }
   if (ctx.local_index % s_.local_steps != 0) co_return 0;
   {
-    auto phase = ctx.timer.phase("outer.pseudo_gradient");
+    auto phase = ctx.timer.phase("outer/pseudo_gradient");
     co_await comm.compute(elementwise_cost(d, 1.0, 12.0), [&] {
       for (std::size_t i = 0; i < theta_.size(); ++i) at::sub_out(delta_[i], theta_[i], ctx.params[i]);
     });
   }
   std::uint64_t bits = 0;
   {
-    auto phase = ctx.timer.phase("outer.exchange");
+    auto phase = ctx.timer.phase("outer/exchange");
     bits = co_await exchange_.start(comm, delta_);
     co_await exchange_.join(comm);
   }
   {
-    auto phase = ctx.timer.phase("outer.update");
+    auto phase = ctx.timer.phase("outer/update");
     auto cost = outer_->cost(d);
     cost.bytes += 8.0 * static_cast<double>(d);  // theta copied into the parameters
     co_await comm.compute(cost, [&] {

@@ -3,10 +3,10 @@
 // Algorithm 1). Rank r, outer step k (every H-th inner step t = k H):
 //
 //   theta_r <- theta^(k-1)                          the global model (x_0 at the start)
-//   H times:  theta_r <- InnerOpt(theta_r, g_r)     inner.update, at the step's lr
+//   H times:  theta_r <- InnerOpt(theta_r, g_r)     inner/update, at the step's lr
 //                                                   (algorithm.lr, lr_schedule)
-//   Delta^(k) = (1/R) sum_r (theta^(k-1) - theta_r) outer.pseudo_gradient, outer.exchange
-//   theta^(k) <- OuterOpt(theta^(k-1), Delta^(k))   outer.update, at outer_lr
+//   Delta^(k) = (1/R) sum_r (theta^(k-1) - theta_r) outer/pseudo_gradient, outer/exchange
+//   theta^(k) <- OuterOpt(theta^(k-1), Delta^(k))   outer/update, at outer_lr
 //   theta_r <- theta^(k)
 //
 // InnerOpt: any optimizer of the registry (algorithms/optimizers/), AdamW by default, its

@@ -26,11 +26,11 @@ sim::Task<std::uint64_t> EfSignSgd::step(StepContext& ctx) {
   const auto dd = static_cast<double>(d);
   const double n = static_cast<double>(comm.size());
   {
-    auto phase = ctx.timer.phase("sync.apply_grad");
+    auto phase = ctx.timer.phase("sync/apply_grad");
     co_await comm.compute(optimizer_.cost(d), [&] { optimizer_.transform_gradient(ctx.params, ctx.grads); });
   }
   {
-    auto phase = ctx.timer.phase("sync.get_data");
+    auto phase = ctx.timer.phase("sync/get_data");
     co_await comm.compute(copy_cost(d), [&] {
       if (flat_.count() == 0) {
         flat_ = kernels::TensorBuffer(ctx.grads);
@@ -43,26 +43,26 @@ sim::Task<std::uint64_t> EfSignSgd::step(StepContext& ctx) {
     });
   }
   {
-    auto phase = ctx.timer.phase("sync.use_memory");
+    auto phase = ctx.timer.phase("sync/use_memory");
     co_await comm.compute({dd, 12.0 * dd}, [&] { flat_.buffer().add_(memory_); });
   }
   {
-    auto phase = ctx.timer.phase("sync.compress");
+    auto phase = ctx.timer.phase("sync/compress");
     co_await comm.compute({2.0 * dd, 4.5 * dd}, [&] { compressor_.compress(flat_.buffer(), segments_, payload_); });
   }
   {
-    auto phase = ctx.timer.phase("sync.sync");
+    auto phase = ctx.timer.phase("sync/sync");
     co_await comm.all_gather(payload_.bytes, gathered_);
   }
   {
-    auto phase = ctx.timer.phase("sync.update_memory");
+    auto phase = ctx.timer.phase("sync/update_memory");
     co_await comm.compute({2.0 * dd, 12.0 * dd}, [&] {
       memory_.copy_(flat_.buffer());
       compressor_.decompress_add(payload_, -1.0, memory_);
     });
   }
   {
-    auto phase = ctx.timer.phase("sync.decompress");
+    auto phase = ctx.timer.phase("sync/decompress");
     co_await comm.compute({2.0 * n * dd, n * dd / 8.0 + 8.0 * dd}, [&] {
       update_.zero_();
       received_ = payload_;
@@ -74,7 +74,7 @@ sim::Task<std::uint64_t> EfSignSgd::step(StepContext& ctx) {
     });
   }
   {
-    auto phase = ctx.timer.phase("sync.apply_grad");
+    auto phase = ctx.timer.phase("sync/apply_grad");
     co_await comm.compute({2.0 * dd, 12.0 * dd}, [&] {
       std::int64_t offset = 0;
       for (auto& p : ctx.params) {

@@ -2,13 +2,13 @@
 // Jaggi, "Error Feedback Fixes SignSGD and other Gradient Compression Schemes", ICML
 // 2019): the reference code's ef_sign_sgd.py::EF_SignSGD. Rank i, per tensor l:
 //
-//   d_i   = apply_gradient(g_i)                    (sync.apply_grad, sync.get_data)
-//   p_i   = d_i + e_i                              (sync.use_memory)
-//   c_i,l = (||p_i,l||_1 / numel_l) sign(p_i,l)    (sync.compress; sign(0) = +1)
-//   all-gather of every rank's norms and packed signs (one scaled_sign payload)  (sync.sync)
-//   e_i   = p_i - c_i                              (sync.update_memory)
-//   u     = (1/n) sum_r decode(c_r)                (sync.decompress)
-//   x    -= lr * u                                 (sync.apply_grad)
+//   d_i   = apply_gradient(g_i)                    (sync/apply_grad, sync/get_data)
+//   p_i   = d_i + e_i                              (sync/use_memory)
+//   c_i,l = (||p_i,l||_1 / numel_l) sign(p_i,l)    (sync/compress; sign(0) = +1)
+//   all-gather of every rank's norms and packed signs (one scaled_sign payload)  (sync/sync)
+//   e_i   = p_i - c_i                              (sync/update_memory)
+//   u     = (1/n) sum_r decode(c_r)                (sync/decompress)
+//   x    -= lr * u                                 (sync/apply_grad)
 //
 // The memory is in gradient units and lr is applied afterwards, as in the reference (the
 // paper stores lr * g; the two differ only when lr changes).

@@ -28,7 +28,7 @@ sim::Task<std::uint64_t> LocalEfSignSgd::step(StepContext& ctx) {
   const auto L = static_cast<std::int64_t>(ctx.params.size());
   const double n = static_cast<double>(comm.size());
   {
-    auto phase = ctx.timer.phase("sync.local_update");
+    auto phase = ctx.timer.phase("sync/local_update");
     co_await comm.compute(optimizer_.cost(d), [&] {
       if (consensus_.count() == 0) {  // x_bar = x_0, e = 0
         consensus_ = kernels::TensorBuffer(ctx.params);
@@ -47,11 +47,11 @@ sim::Task<std::uint64_t> LocalEfSignSgd::step(StepContext& ctx) {
   }
   if (!schedule_.sync_step(ctx.local_index)) co_return 0;
   {
-    auto phase = ctx.timer.phase("sync.get_params");
+    auto phase = ctx.timer.phase("sync/get_params");
     co_await comm.compute({0.0, 8.0 * dd}, [&] { flat_params_.pack(ctx.params); });
   }
   {
-    auto phase = ctx.timer.phase("sync.memory_and_compress");
+    auto phase = ctx.timer.phase("sync/memory_and_compress");
     co_await comm.compute({6.0 * dd, 40.0 * dd}, [&] {
       at::sub_out(input_, consensus_.buffer(), flat_params_.buffer());
       memory_.add_(input_);
@@ -75,7 +75,7 @@ sim::Task<std::uint64_t> LocalEfSignSgd::step(StepContext& ctx) {
     });
   }
   if (packed_) {
-    auto phase = ctx.timer.phase("sync.directions_1bit");
+    auto phase = ctx.timer.phase("sync/directions_1bit");
     co_await comm.all_gather(payload_.bytes, gathered_);
     co_await comm.compute({2.0 * n * dd, n * dd / 8.0 + 8.0 * dd}, [&] {
       signs_.zero_();
@@ -87,15 +87,15 @@ sim::Task<std::uint64_t> LocalEfSignSgd::step(StepContext& ctx) {
       signs_.div_(n);
     });
   } else {
-    auto phase = ctx.timer.phase("sync.directions");
+    auto phase = ctx.timer.phase("sync/directions");
     co_await comm.all_reduce(signs_, comm::ReduceOp::Average);
   }
   {
-    auto phase = ctx.timer.phase("sync.magnitudes");
+    auto phase = ctx.timer.phase("sync/magnitudes");
     co_await comm.all_reduce(scales_, comm::ReduceOp::Average);
   }
   {
-    auto phase = ctx.timer.phase("sync.update_consensus");
+    auto phase = ctx.timer.phase("sync/update_consensus");
     co_await comm.compute({2.0 * dd, 20.0 * dd},
                           [&] { apply_scaled_signs(consensus_, signs_, scales_, offsets_, ctx.params); });
   }

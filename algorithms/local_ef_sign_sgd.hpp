@@ -2,19 +2,19 @@
 // ICLR 2020; error feedback as in Karimireddy, Rebjock, Stich, Jaggi, ICML 2019): the
 // LocalSGD-Code repository's local_ef_sign_sgd.py::Local_EFSignSGD. Rank i, step t >= 1:
 //
-//   x_i -= lr * d_i                                  every step (sync.local_update)
+//   x_i -= lr * d_i                                  every step (sync/local_update)
 //   sync step (the local_sgd schedule), per tensor l:
-//     e_i      <- (x_bar - x_i) + e_i                 (sync.get_params,
-//     s_i,l     = ||e_i,l||_1 / numel_l ;  sigma_i = sign(e_i)     sync.memory_and_compress)
+//     e_i      <- (x_bar - x_i) + e_i                 (sync/get_params,
+//     s_i,l     = ||e_i,l||_1 / numel_l ;  sigma_i = sign(e_i)     sync/memory_and_compress)
 //     e_i      <- e_i - s_i,l sigma_i,l
-//     sigma_bar = (1/n) sum_r sigma_r                 (sync.directions | sync.directions_1bit)
-//     s_bar_l   = (1/n) sum_r s_r,l                   (sync.magnitudes)
-//     x_bar_l  -= s_bar_l sigma_bar_l ; x_i = x_bar   (sync.update_consensus)
+//     sigma_bar = (1/n) sum_r sigma_r                 (sync/directions | sync/directions_1bit)
+//     s_bar_l   = (1/n) sum_r s_r,l                   (sync/magnitudes)
+//     x_bar_l  -= s_bar_l sigma_bar_l ; x_i = x_bar   (sync/update_consensus)
 //
 // The directions travel either as the reference does, an fp32 all-reduce of the signs
-// (sign(0) = 0; phase "sync.directions"; n_bits = 32 d + 32 L), or with packed_signs as
+// (sign(0) = 0; phase "sync/directions"; n_bits = 32 d + 32 L), or with packed_signs as
 // real 1-bit payloads: an all-gather of packed signs, each decoded to +-1 and averaged
-// (sign(0) = +1, on the wire and in the memory update; phase "sync.directions_1bit";
+// (sign(0) = +1, on the wire and in the memory update; phase "sync/directions_1bit";
 // n_bits = 32 ceil(d / 32) + 32 L). The scales are an fp32 all-reduce either way.
 // 0 bits on a local step.
 #pragma once

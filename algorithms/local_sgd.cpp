@@ -12,7 +12,7 @@ sim::Task<std::uint64_t> LocalSgd::step(StepContext& ctx) {
   const auto d = total_elements(ctx.params);
   const auto dd = static_cast<double>(d);
   {
-    auto phase = ctx.timer.phase("sync.local_update");
+    auto phase = ctx.timer.phase("sync/local_update");
     co_await comm.compute(optimizer_.cost(d), [&] {
       if (consensus_.count() == 0) {  // x_bar = x_0
         consensus_ = kernels::TensorBuffer(ctx.params);
@@ -24,7 +24,7 @@ sim::Task<std::uint64_t> LocalSgd::step(StepContext& ctx) {
   }
   if (!schedule_.sync_step(ctx.local_index)) co_return 0;
   {
-    auto phase = ctx.timer.phase("sync.sync_and_update");
+    auto phase = ctx.timer.phase("sync/sync_and_update");
     co_await comm.compute({dd, 20.0 * dd}, [&] {
       flat_params_.pack(ctx.params);
       at::sub_out(diff_, consensus_.buffer(), flat_params_.buffer());

@@ -4,8 +4,8 @@
 //
 //   x_i   -= lr * d_i                         every step; d_i after weight decay and
 //                                             local momentum (never synchronised)
-//                                             (sync.local_update)
-//   sync step (t < turn_on_local_steps_from, or t mod H == 0):   (sync.sync_and_update)
+//                                             (sync/local_update)
+//   sync step (t < turn_on_local_steps_from, or t mod H == 0):   (sync/sync_and_update)
 //     Delta  = (1/n) sum_r (x_bar - x_r)       fp32 all-reduce
 //     x_bar -= Delta                           (= the mean of the x_r)
 //     x_i    = x_bar

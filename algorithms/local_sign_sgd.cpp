@@ -13,7 +13,7 @@ sim::Task<std::uint64_t> LocalSignSgd::step(StepContext& ctx) {
   const auto dd = static_cast<double>(d);
   const auto L = static_cast<std::int64_t>(ctx.params.size());
   {
-    auto phase = ctx.timer.phase("sync.local_update");
+    auto phase = ctx.timer.phase("sync/local_update");
     co_await comm.compute({optimizer_.cost(d).flops + 2.0 * dd, optimizer_.cost(d).bytes + 12.0 * dd}, [&] {
       if (consensus_.count() == 0) {  // x_bar = x_0
         consensus_ = kernels::TensorBuffer(ctx.params);
@@ -28,7 +28,7 @@ sim::Task<std::uint64_t> LocalSignSgd::step(StepContext& ctx) {
   }
   if (!schedule_.sync_step(ctx.local_index)) co_return 0;
   {
-    auto phase = ctx.timer.phase("sync.get_params");
+    auto phase = ctx.timer.phase("sync/get_params");
     co_await comm.compute({3.0 * dd, 20.0 * dd}, [&] {
       flat_params_.pack(ctx.params);
       at::sub_out(signs_, consensus_.buffer(), flat_params_.buffer());  // x_bar - x
@@ -43,12 +43,12 @@ sim::Task<std::uint64_t> LocalSignSgd::step(StepContext& ctx) {
     });
   }
   {
-    auto phase = ctx.timer.phase("sync.sync_and_decompress");
+    auto phase = ctx.timer.phase("sync/sync_and_decompress");
     co_await comm.all_reduce(signs_, comm::ReduceOp::Average);
     co_await comm.all_reduce(scales_, comm::ReduceOp::Average);
   }
   {
-    auto phase = ctx.timer.phase("sync.update_consensus");
+    auto phase = ctx.timer.phase("sync/update_consensus");
     co_await comm.compute({2.0 * dd, 20.0 * dd},
                           [&] { apply_scaled_signs(consensus_, signs_, scales_, offsets_, ctx.params); });
   }

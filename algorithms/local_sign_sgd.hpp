@@ -3,13 +3,13 @@
 // local_sign_sgd.py::Local_SignSGD). Rank i, step t >= 1:
 //
 //   x_i -= lr * sign(d_i)                       every step (torch sign: sign(0) = 0)
-//                                               (sync.local_update)
+//                                               (sync/local_update)
 //   sync step (the local_sgd schedule), per tensor l:
 //     s_i,l     = ||x_bar_l - x_i,l||_1 / numel_l ;  sigma_i = sign(x_bar - x_i)
-//                                               (sync.get_params)
+//                                               (sync/get_params)
 //     s_bar_l   = (1/n) sum_r s_r,l ; sigma_bar = (1/n) sum_r sigma_r
-//                                               two fp32 all-reduces (sync.sync_and_decompress)
-//     x_bar_l  -= s_bar_l * sigma_bar_l ; x_i = x_bar   (sync.update_consensus)
+//                                               two fp32 all-reduces (sync/sync_and_decompress)
+//     x_bar_l  -= s_bar_l * sigma_bar_l ; x_i = x_bar   (sync/update_consensus)
 //
 // No memory; note mean(s) mean(sigma) != mean(s sigma), as in the reference.
 // n_bits = 32 d + 32 L on a sync step (the fp32 signs and the L scales), 0 otherwise.

@@ -106,7 +106,7 @@ sim::Task<std::uint64_t> SparseLoco::step(StepContext& ctx) {
   const auto d = total_elements(ctx.params);
   const auto dd = static_cast<double>(d);
   {
-    auto phase = ctx.timer.phase("inner.update");
+    auto phase = ctx.timer.phase("inner/update");
     co_await comm.compute(inner_->cost(d), [&] {
       if (theta_.empty()) first_step(ctx.params);
       inner_->step(ctx.params, ctx.grads, ctx.lr);
@@ -114,7 +114,7 @@ sim::Task<std::uint64_t> SparseLoco::step(StepContext& ctx) {
   }
   if (ctx.local_index % s_.local_steps != 0) co_return 0;
   {
-    auto phase = ctx.timer.phase("outer.pseudo_gradient");
+    auto phase = ctx.timer.phase("outer/pseudo_gradient");
     co_await comm.compute(elementwise_cost(d, 3.0, 24.0), [&] {
       for (std::size_t i = 0; i < theta_.size(); ++i) {
         at::sub_out(delta_[i], theta_[i], ctx.params[i]);
@@ -124,7 +124,7 @@ sim::Task<std::uint64_t> SparseLoco::step(StepContext& ctx) {
   }
   std::vector<std::vector<std::int64_t>> shapes;
   {
-    auto phase = ctx.timer.phase("outer.compress");
+    auto phase = ctx.timer.phase("outer/compress");
     // Top-k per chunk reads every element a few times; the decode of what is sent and
     // e_r -= Delta_hat_r are two more passes.
     co_await comm.compute(elementwise_cost(d, 12.0, 28.0), [&] {
@@ -138,11 +138,11 @@ sim::Task<std::uint64_t> SparseLoco::step(StepContext& ctx) {
     });
   }
   {
-    auto phase = ctx.timer.phase("outer.exchange");
+    auto phase = ctx.timer.phase("outer/exchange");
     co_await comm.all_gather(message_, gathered_);
   }
   {
-    auto phase = ctx.timer.phase("outer.update");
+    auto phase = ctx.timer.phase("outer/update");
     const double R = static_cast<double>(comm.size());
     co_await comm.compute({2.0 * R * dd + 2.0 * dd, R * 8.0 * dd + 20.0 * dd}, [&] {
       for (std::size_t r = 0; r < gathered_.size(); ++r) {

@@ -3,13 +3,13 @@
 // 2 bits and error-compensated, with no outer momentum. Rank r, outer step k (every H-th
 // inner step):
 //
-//   H times:  theta_r <- AdamW(theta_r, g_r)            inner.update (the step's lr)
-//   Delta_r = theta - theta_r                           outer.pseudo_gradient
+//   H times:  theta_r <- AdamW(theta_r, g_r)            inner/update (the step's lr)
+//   Delta_r = theta - theta_r                           outer/pseudo_gradient
 //   e_r <- beta e_r + Delta_r                           error feedback (e_r = 0 at the start)
-//   Delta_hat_r = Q2(TopK_chunk(e_r))                   outer.compress
+//   Delta_hat_r = Q2(TopK_chunk(e_r))                   outer/compress
 //   e_r <- e_r - Delta_hat_r
-//   all-gather the Delta_hat_r                          outer.exchange
-//   theta <- theta - alpha (1/R) sum_r Delta_hat_r      outer.update; theta_r <- theta
+//   all-gather the Delta_hat_r                          outer/exchange
+//   theta <- theta - alpha (1/R) sum_r Delta_hat_r      outer/update; theta_r <- theta
 //
 // TopK_chunk (kernels/llm_codecs.hpp sparse_encode): every parameter tensor cut into chunks
 // (a matrix into chunk x chunk tiles, a vector into runs of chunk^2 elements, at most 4096),

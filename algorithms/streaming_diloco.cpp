@@ -136,14 +136,14 @@ sim::Task<std::uint64_t> StreamingDiloco::step(StepContext& ctx) {
   params_ = &ctx.params;
   const auto t = ctx.local_index;
   {
-    auto phase = ctx.timer.phase("inner.update");
+    auto phase = ctx.timer.phase("inner/update");
     co_await comm.compute(inner_->cost(total_elements(ctx.params)), [&] {
       if (theta_.empty()) first_step(ctx.params);
       inner_->step(ctx.params, ctx.grads, ctx.lr);
     });
   }
   if (pending_ >= 0 && t >= join_at_) {
-    auto phase = ctx.timer.phase("outer.join");
+    auto phase = ctx.timer.phase("outer/join");
     co_await join(comm);
   }
   const auto p = streaming_fragment_at(t, s_.diloco.local_steps, s_.fragments);
@@ -151,7 +151,7 @@ sim::Task<std::uint64_t> StreamingDiloco::step(StepContext& ctx) {
   const auto f = static_cast<std::size_t>(p);
   std::uint64_t bits = 0;
   {
-    auto phase = ctx.timer.phase("outer.start");
+    auto phase = ctx.timer.phase("outer/start");
     std::int64_t d = 0;
     for (auto i : fragments_[f]) d += ctx.params[i].numel();
     co_await comm.compute(elementwise_cost(d, 1.0, 12.0), [&] {
@@ -163,7 +163,7 @@ sim::Task<std::uint64_t> StreamingDiloco::step(StepContext& ctx) {
     join_at_ = t + s_.overlap_steps;
   }
   if (s_.overlap_steps == 0) {
-    auto phase = ctx.timer.phase("outer.join");
+    auto phase = ctx.timer.phase("outer/join");
     co_await join(comm);
   }
   co_return bits;

@@ -3,12 +3,12 @@
 // (diloco.hpp) synchronising one fragment of the model at a time, overlapped with training.
 // Rank r, inner step t (from 1), fragments p = 0..P-1:
 //
-//   theta_r <- InnerOpt(theta_r, g_r)                      inner.update (AdamW by default)
-//   t = t_p + tau (fragment p's exchange started at t_p):  outer.join
+//   theta_r <- InnerOpt(theta_r, g_r)                      inner/update (AdamW by default)
+//   t = t_p + tau (fragment p's exchange started at t_p):  outer/join
 //     Delta_p = (1/R) sum_r Delta_p,r  (decoded, fp32)
 //     theta_p <- OuterOpt_p(theta_p, Delta_p)              the global fragment (Nesterov SGD)
 //     theta_p,r <- alpha theta_p,r + (1 - alpha) theta_p   merge into the local fragment
-//   t mod H = floor(p H / P):                              outer.start, fragment p
+//   t mod H = floor(p H / P):                              outer/start, fragment p
 //     Delta_p,r = theta_p - theta_p,r; encode (FP4 E3M0 by default), start the all-gather
 //
 // (1) Fragments in the strided pattern: fragment p holds transformer blocks p, p + P, p + 2P,

@@ -49,6 +49,8 @@ class PhaseTimer {
   };
 
   // Times the enclosing scope under `name` (accumulated if the name repeats in a step).
+  // `name`: lowercase words, a '/' between the group and the step ("sync/compress",
+  // "forward_pass"); std::logic_error otherwise.
   Scope phase(std::string_view name);
   // The index of phase `name` (a new one if it is new), for Scope(timer, index): a
   // replay that opens the same phases millions of times looks each up once.

@@ -523,10 +523,10 @@ TEST(CentralizedLocalRuns, LocalEfSignSgdNamesItsExchange) {
   auto has = [](const runner::RunResult& r, const std::string& name) {
     return std::find(r.phase_names.begin(), r.phase_names.end(), name) != r.phase_names.end();
   };
-  EXPECT_TRUE(has(fp32, "sync.directions"));
-  EXPECT_FALSE(has(fp32, "sync.directions_1bit"));
-  EXPECT_TRUE(has(packed, "sync.directions_1bit"));
-  EXPECT_FALSE(has(packed, "sync.directions"));
+  EXPECT_TRUE(has(fp32, "sync/directions"));
+  EXPECT_FALSE(has(fp32, "sync/directions_1bit"));
+  EXPECT_TRUE(has(packed, "sync/directions_1bit"));
+  EXPECT_FALSE(has(packed, "sync/directions"));
   // d = 33, L = 2: 32 d + 32 L versus 32 ceil(d / 32) + 32 L on the sync steps 2 and 4.
   EXPECT_EQ(fp32.n_bits, (std::vector<double>{0, 32 * 35, 0, 32 * 35}));
   EXPECT_EQ(packed.n_bits, (std::vector<double>{0, 32 * 4, 0, 32 * 4}));

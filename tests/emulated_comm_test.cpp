@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/emulated.hpp"
+#include "comm/phase_timer.hpp"
 #include "comm/wire_bytes.hpp"
 #include "network_models/topology_spec.hpp"
 #include "sim/engine.hpp"
@@ -69,6 +70,16 @@ TEST(Emulated, AllReduceComputesTheSumAtTheClosedFormTime) {
       EXPECT_EQ(total_traffic, static_cast<std::uint64_t>(2 * (n - 1) * m * 4));
     }
   }
+}
+
+// Phase names follow one rule (group/step), so every algorithm's phases read alike.
+TEST(PhaseTimer, NamesAreGroupSlashStep) {
+  World w(2);
+  PhaseTimer timer(w.world->communicator(0));
+  EXPECT_NO_THROW(timer.index_of("sync/compress"));
+  EXPECT_NO_THROW(timer.index_of("forward_pass"));
+  for (const char* bad : {"sync.sync", "Sync/compress", "a/b/c", "/sync", "sync/", ""})
+    EXPECT_THROW(timer.index_of(bad), std::logic_error) << bad;
 }
 
 TEST(Emulated, AllReduceAverage) {
