@@ -6,7 +6,7 @@ std::span<const config::FieldDoc> algorithm_docs() {
   static constexpr config::FieldDoc docs[] = {
     {"algorithm", "", "The distributed algorithm; each reads only its own fields (algorithms/README.md), any other is "
         "an error.",
-     R"({"allOf": [{"if": {"properties": {"nesterov": {"const": true}}, "required": ["nesterov"]}, "then": {"required": ["momentum"], "properties": {"momentum": {"exclusiveMinimum": 0}, "dampening": {"maximum": 0}}}}]})"},
+     R"json({"allOf": [{"if": {"properties": {"nesterov": {"const": true}}, "required": ["nesterov"]}, "then": {"required": ["momentum"], "properties": {"momentum": {"exclusiveMinimum": 0}, "dampening": {"maximum": 0}}}}]})json"},
     {"algorithm", "name", "the algorithm"},
     {"algorithm", "variant", "parallel_sgd (required): centralized (all-reduce of gradients) or decentralized (D-PSGD gossip "
         "of models); distopt: sync, half (fp16), partial (partial model averaging) or sparse (default "
@@ -32,7 +32,7 @@ std::span<const config::FieldDoc> algorithm_docs() {
     {"algorithm", "compress_warmup_ratios", "sparsified_sgd: fractions kept during the warm-up, decreasing; those at least the compressor's "
         "ratio are used, each for an equal share of the warm-up epochs (the reference's "
         "compress_warmup_values are the fractions dropped)",
-     R"({"type": "array", "items": {"type": "number", "exclusiveMinimum": 0, "maximum": 1}, "minItems": 1, "default": [0.25, 0.0625, 0.015625, 0.004, 0.001]})"},
+     R"json({"type": "array", "items": {"type": "number", "exclusiveMinimum": 0, "maximum": 1}, "minItems": 1, "default": [0.25, 0.0625, 0.015625, 0.004, 0.001]})json"},
     {"algorithm", "packed_signs", "local_ef_sign_sgd: 1-bit packed signs (all-gather) instead of an fp32 all-reduce"},
     {"algorithm", "threshold", "distopt: tensors with more elements are reduced alone, smaller ones fused (at most buffer_size / "
         "2)"},
@@ -84,9 +84,9 @@ std::span<const config::FieldDoc> algorithm_docs() {
         "compression_chunk^2"},
     {"algorithm", "compression_chunk", "demo: chunk length along each dimension (vectors in chunks of c, matrices in c x c tiles)"},
     {"algorithm", "beta1", "one_bit_adam: Adam's b1",
-     R"({"type": "number", "minimum": 0, "exclusiveMaximum": 1, "default": 0.9})"},
+     R"json({"type": "number", "minimum": 0, "exclusiveMaximum": 1, "default": 0.9})json"},
     {"algorithm", "beta2", "one_bit_adam: Adam's b2",
-     R"({"type": "number", "minimum": 0, "exclusiveMaximum": 1, "default": 0.999})"},
+     R"json({"type": "number", "minimum": 0, "exclusiveMaximum": 1, "default": 0.999})json"},
     {"algorithm", "eps", "one_bit_adam: Adam's eps, outside the square root"},
     {"algorithm", "freeze_step", "one_bit_adam: warm-up steps of Adam on all-reduced gradients; then v freezes and the momentum is "
         "averaged by the 1-bit compressed all-reduce (DeepSpeed's default 100000)"},
@@ -108,7 +108,7 @@ std::span<const config::FieldDoc> algorithm_docs() {
     {"lr_schedule", "lr_scaleup", ""},
     {"lr_schedule", "milestones", "multistep (required): epochs, strictly ascending; the lr is multiplied by gamma from step t = M "
         "S on",
-     R"({"type": "array", "minItems": 1, "items": {"type": "number", "exclusiveMinimum": 0}})"},
+     R"json({"type": "array", "minItems": 1, "items": {"type": "number", "exclusiveMinimum": 0}})json"},
     {"lr_schedule", "gamma", "multistep: factor per milestone"},
     {"lr_schedule", "total_epochs", "cosine: epochs at which the lr reaches lr_min (more than warmup_epochs); default: the run's "
         "steps"},
@@ -131,9 +131,9 @@ std::span<const config::FieldDoc> algorithm_docs() {
     {"optimizer", "dampening", ""},
     {"optimizer", "nesterov", ""},
     {"optimizer", "beta1", "",
-     R"({"type": "number", "minimum": 0, "exclusiveMaximum": 1})"},
+     R"json({"type": "number", "minimum": 0, "exclusiveMaximum": 1})json"},
     {"optimizer", "beta2", "",
-     R"({"type": "number", "minimum": 0, "exclusiveMaximum": 1})"},
+     R"json({"type": "number", "minimum": 0, "exclusiveMaximum": 1})json"},
     {"optimizer", "eps", ""},
     {"optimizer", "amsgrad", ""},
   };

@@ -9,7 +9,7 @@ std::span<const config::FieldDoc> compute_docs() {
     {"compute", "gflops", "cost model: flop rate, 1e9 per second"},
     {"compute", "memory_GBps", "cost model: memory bandwidth, 1e9 bytes per second"},
     {"compute", "stragglers", "slow ranks",
-     R"({"type": "array", "items": {"type": "object", "additionalProperties": false, "description": "rank's compute takes slowdown times longer", "required": ["rank", "slowdown"], "properties": {"rank": {"type": "integer", "description": "rank (< ranks)", "minimum": 0}, "slowdown": {"type": "number", "description": "factor", "exclusiveMinimum": 0}}}})"},
+     R"json({"type": "array", "items": {"type": "object", "additionalProperties": false, "description": "rank's compute takes slowdown times longer", "required": ["rank", "slowdown"], "properties": {"rank": {"type": "integer", "description": "rank (< ranks)", "minimum": 0}, "slowdown": {"type": "number", "description": "factor", "exclusiveMinimum": 0}}}})json"},
   };
   return docs;
 }

@@ -5,11 +5,11 @@ namespace dtsim::net {
 std::span<const config::FieldDoc> network_docs() {
   static constexpr config::FieldDoc docs[] = {
     {"topology", "", "The physical network; gossip uses its rank graph with Metropolis-Hastings weights.",
-     R"({"allOf": [{"if": {"properties": {"kind": {"const": "fat_tree"}}, "required": ["kind"]}, "then": {"properties": {"k": {"multipleOf": 2}}}}]})"},
+     R"json({"allOf": [{"if": {"properties": {"kind": {"const": "fat_tree"}}, "required": ["kind"]}, "then": {"properties": {"k": {"multipleOf": 2}}}}]})json"},
     {"topology", "kind", "ring, complete, torus (dims), hypercube (power-of-two ranks), exponential, star (one switch), "
         "fat_tree (k), hierarchical (nodes of gpus_per_node), edges (an explicit cable list)"},
     {"topology", "dims", "torus: shape, row-major ranks; the product must equal ranks",
-     R"({"type": "array", "minItems": 1, "items": {"type": "integer", "description": "dimension size", "minimum": 1}})"},
+     R"json({"type": "array", "minItems": 1, "items": {"type": "integer", "description": "dimension size", "minimum": 1}})json"},
     {"topology", "k", "fat_tree: k-ary three-level fat-tree (even; up to k^3/4 ranks)"},
     {"topology", "gpus_per_node", "hierarchical: ranks per node"},
     {"topology", "nvswitch", "hierarchical: GPUs of a node on a switch (true) or fully connected with a NIC each (false)"},
@@ -17,24 +17,24 @@ std::span<const config::FieldDoc> network_docs() {
     {"topology", "intra_bandwidth_GBps", "hierarchical: bandwidth of the links inside a node, 1e9 bytes per second"},
     {"topology", "nodes", "edges: node count (ranks are nodes 0..ranks-1, the rest switches); at least ranks"},
     {"topology", "edges", "edges: the cables",
-     R"({"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/edge"}})"},
+     R"json({"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/edge"}})json"},
     {"edge", "", "a full-duplex cable between nodes a and b",
-     R"({"required": ["a", "b", "latency_us", "bandwidth_GBps"]})"},
+     R"json({"required": ["a", "b", "latency_us", "bandwidth_GBps"]})json"},
     {"edge", "a", "node",
-     R"({"type": "integer", "minimum": 0})"},
+     R"json({"type": "integer", "minimum": 0})json"},
     {"edge", "b", "node (other than a)",
-     R"({"type": "integer", "minimum": 0})"},
+     R"json({"type": "integer", "minimum": 0})json"},
     {"edge", "latency_us", "link latency, microseconds",
-     R"({"type": "number", "minimum": 0, "maximum": 1000000000})"},
+     R"json({"type": "number", "minimum": 0, "maximum": 1000000000})json"},
     {"edge", "bandwidth_GBps", "link bandwidth, 1e9 bytes per second",
-     R"({"type": "number", "minimum": 1e-09, "maximum": 1000000})"},
+     R"json({"type": "number", "minimum": 1e-09, "maximum": 1000000})json"},
     {"network", "", "The network model and the nominal link. model, latency_us and bandwidth_GBps are required unless "
         "calibrated supplies them; the nccl model reads system (and optionally nccl_algo, nccl_proto) "
         "instead of latency_us and bandwidth_GBps.",
-     R"({"requiredUnless": "calibrated"})"},
+     R"json({"requiredUnless": "calibrated"})json"},
     {"network", "calibrated", "a network model file from `dtsim calibrate` (relative to the scenario file): supplies model, "
         "latency_us and bandwidth_GBps where the scenario does not set them (read by load_scenario)",
-     R"({"type": "string", "minLength": 1})"},
+     R"json({"type": "string", "minLength": 1})json"},
     {"network", "model", "analytical: closed forms, no contention; alpha_beta: point-to-point schedules without "
         "contention; flow: schedules as flows sharing links by max-min fairness; nccl: collectives as "
         "NCCL runs them on a described machine (algorithm, protocol, channels), no contention"},
@@ -42,7 +42,7 @@ std::span<const config::FieldDoc> network_docs() {
     {"network", "bandwidth_GBps", "beta of every link, 1e9 bytes per second"},
     {"network", "system", "nccl model: the machine, a preset's name (dtsim list systems) or a system object "
         "(network_models/nccl/system.hpp); the job's ranks are one node's first GPUs or whole nodes",
-     R"({"anyOf": [{"$ref": "#/$defs/nccl_system/properties/preset"}, {"$ref": "#/$defs/nccl_system"}]})"},
+     R"json({"anyOf": [{"$ref": "#/$defs/nccl_system/properties/preset"}, {"$ref": "#/$defs/nccl_system"}]})json"},
     {"network", "nccl_algo", "nccl model: as NCCL_ALGO, a comma-separated list of Tree, Ring, CollNetDirect, CollNetChain, "
         "NVLS, NVLSTree (any case), or ^ and the ones to leave out"},
     {"network", "nccl_proto", "nccl model: as NCCL_PROTO, a comma-separated list of LL, LL128, Simple, or ^ and the ones to "
@@ -68,9 +68,9 @@ std::span<const config::FieldDoc> network_docs() {
     {"network.algorithms", "all_gather", "all-gather schedule"},
     {"network.algorithms", "broadcast", "broadcast schedule"},
     {"network", "bandwidth_trace", "bandwidth changes of existing cables",
-     R"({"type": "array", "items": {"type": "object", "additionalProperties": false, "description": "the cable a-b changes bandwidth at time_s", "required": ["time_s", "a", "b", "bandwidth_GBps"], "properties": {"time_s": {"type": "number", "description": "simulated seconds", "minimum": 0}, "a": {"type": "integer", "description": "node", "minimum": 0}, "b": {"type": "integer", "description": "node", "minimum": 0}, "bandwidth_GBps": {"type": "number", "description": "new bandwidth, 1e9 bytes per second", "minimum": 1e-09, "maximum": 1000000}}}})"},
+     R"json({"type": "array", "items": {"type": "object", "additionalProperties": false, "description": "the cable a-b changes bandwidth at time_s", "required": ["time_s", "a", "b", "bandwidth_GBps"], "properties": {"time_s": {"type": "number", "description": "simulated seconds", "minimum": 0}, "a": {"type": "integer", "description": "node", "minimum": 0}, "b": {"type": "integer", "description": "node", "minimum": 0}, "bandwidth_GBps": {"type": "number", "description": "new bandwidth, 1e9 bytes per second", "minimum": 1e-09, "maximum": 1000000}}}})json"},
     {"network", "failures", "cable failures of existing cables",
-     R"({"type": "array", "items": {"type": "object", "additionalProperties": false, "description": "the cable a-b fails at time_s; traffic reroutes, or the run stops naming the link", "required": ["time_s", "a", "b"], "properties": {"time_s": {"type": "number", "description": "simulated seconds", "minimum": 0}, "a": {"type": "integer", "description": "node", "minimum": 0}, "b": {"type": "integer", "description": "node", "minimum": 0}}}})"},
+     R"json({"type": "array", "items": {"type": "object", "additionalProperties": false, "description": "the cable a-b fails at time_s; traffic reroutes, or the run stops naming the link", "required": ["time_s", "a", "b"], "properties": {"time_s": {"type": "number", "description": "simulated seconds", "minimum": 0}, "a": {"type": "integer", "description": "node", "minimum": 0}, "b": {"type": "integer", "description": "node", "minimum": 0}}}})json"},
     {"nccl_system", "", "A machine for the nccl model: nodes of GPUs on an NVSwitch or on PCIe (NVLink bridges between "
         "pairs), NICs, the host's launch cost. Fields left out keep the preset's (preset) or the "
         "defaults."},
@@ -87,7 +87,7 @@ std::span<const config::FieldDoc> network_docs() {
     {"nccl_system.intra", "nvlink_GBps", "line rate per link and direction, GB/s"},
     {"nccl_system.intra", "nvls", "NVLink SHARP (NVSwitch 3, Hopper)"},
     {"nccl_system.intra", "nvlink_pairs", "pcie: node-local GPU pairs bridged by NVLink",
-     R"({"type": "array", "items": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2}, "maxItems": 1024})"},
+     R"json({"type": "array", "items": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2}, "maxItems": 1024})json"},
     {"nccl_system", "pcie", ""},
     {"nccl_system.pcie", "generation", "PCIe generation"},
     {"nccl_system.pcie", "lanes", "lanes"},

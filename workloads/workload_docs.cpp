@@ -5,7 +5,7 @@ namespace dtsim::workloads {
 std::span<const config::FieldDoc> workload_docs() {
   static constexpr config::FieldDoc docs[] = {
     {"workload", "", "What each rank trains; each type reads only its own fields.",
-     R"({"allOf": [{"if": {"required": ["kind"]}, "then": {"properties": {"type": false}}}]})"},
+     R"json({"allOf": [{"if": {"required": ["kind"]}, "then": {"properties": {"type": false}}}]})json"},
     {"workload", "type", "logistic_regression (synthetic or LIBSVM data); mlp, cnn (Fashion-MNIST); shape-only models for "
         "communication sweeps: resnet20, resnet50, bert_base, gpt2_small; resnet20_real, vgg11_real (a "
         "real ResNet-20 / VGG-11 with BatchNorm under autograd, 32 x 32 images); torchscript (your own "
@@ -22,12 +22,12 @@ std::span<const config::FieldDoc> workload_docs() {
         "file's largest index"},
     {"workload", "unit_norm", "data synthetic: scale every sample to unit L2 norm after its label is drawn (epsilon-like)"},
     {"workload", "batch_size", "per-rank mini-batch; logistic_regression also \"full\" or 0: the rank's whole shard every step",
-     R"({"anyOf": [{"type": "integer", "minimum": 0}, {"const": "full"}], "default": 32})"},
+     R"json({"anyOf": [{"type": "integer", "minimum": 0}, {"const": "full"}], "default": 32})json"},
     {"workload", "partition", "logistic_regression: iid or sorted (by label); mlp, cnn, resnet20_real, vgg11_real, torchscript: "
         "iid or by_label"},
     {"workload", "libsvm_file", "data libsvm: the LIBSVM file (relative to the scenario file); selects data libsvm when data is "
         "absent",
-     R"({"type": "string", "minLength": 1})"},
+     R"json({"type": "string", "minLength": 1})json"},
     {"workload", "data_dir", "data fashion_mnist: directory of the Fashion-MNIST IDX files (default Debian's); data cifar10 "
         "(required): directory of data_batch_1.bin .. data_batch_5.bin and test_batch.bin; relative to "
         "the scenario file"},
@@ -39,12 +39,12 @@ std::span<const config::FieldDoc> workload_docs() {
         "scenario file); selects data tensors when data is absent"},
     {"workload", "image_size", "data fashion_mnist: 28 (as stored) or 32 (padded by 2 background pixels on every side, for 32 x "
         "32 models); resnet20_real, vgg11_real: 32 only (its default there)",
-     R"({"type": "integer", "enum": [28, 32], "default": 28})"},
+     R"json({"type": "integer", "enum": [28, 32], "default": 28})json"},
     {"workload", "model_file", "torchscript (required): a module saved with torch.jit.save (scripted or traced), relative to the "
         "scenario file; forward(x) -> logits, or forward(x, y) -> loss with loss module"},
     {"workload", "input_shape", "torchscript (required): the per-sample shape the module takes, e.g. [1, 28, 28]; must be the "
         "data source's",
-     R"({"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1, "maxItems": 4})"},
+     R"json({"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1, "maxItems": 4})json"},
     {"workload", "loss", "torchscript: cross_entropy (softmax cross-entropy on forward(x)'s logits) or module (forward(x, "
         "y) returns the mean loss, or (loss, logits))"},
     {"workload", "cost", "torchscript: where its compute costs come from (echoed; the one choice): its convolutions' and "
