@@ -109,7 +109,8 @@ std::span<const config::FieldDoc> algorithm_docs() {
     {"lr_schedule", "milestones", "multistep (required): epochs, strictly ascending; the lr is multiplied by gamma from step t = M "
         "S on",
      R"json({"type": "array", "minItems": 1, "items": {"type": "number", "exclusiveMinimum": 0}})json"},
-    {"lr_schedule", "gamma", "multistep: factor per milestone"},
+    {"lr_schedule", "gamma", "multistep: factor per milestone",
+     R"json({"type": "number", "exclusiveMinimum": 0, "default": 0.1})json"},
     {"lr_schedule", "total_epochs", "cosine: epochs at which the lr reaches lr_min (more than warmup_epochs); default: the run's "
         "steps"},
     {"lr_schedule", "lr_min", "cosine, warmup_cosine: the final lr"},

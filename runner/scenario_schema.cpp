@@ -188,17 +188,15 @@ Entry record_entry(const Section& s, const std::string& name) {
   json doc = s.base;
   if (!s.selector.empty()) doc[s.selector] = name;
   e.runs.push_back(record(s, doc));
-  const Run& base = e.runs.front();
-  e.nested_source = base.fields;
-  e.notes.add(base.fields);
-  if (base.fields && base.fields->allowed()) e.fields = *base.fields->allowed();
-  if (base.fields)
-    for (const auto& n : base.fields->notes())
-      if (n.required && n.key != s.selector) e.required.push_back(n.key);
+  // The base run's notes (its recorder stays put while more runs are added).
+  const FieldRecorder* const base = e.runs.front().fields;
+  e.nested_source = base;
+  e.notes.add(base);
+  if (base && base->allowed()) e.fields = *base->allowed();
   // Each choice of the entry, value by value.
   std::vector<std::pair<FieldNote, std::map<std::string, std::size_t>>> choices;
-  if (base.fields)
-    for (const auto& c : base.fields->notes()) {
+  if (base)
+    for (const auto& c : base->notes()) {
       if (c.allowed.size() < 2 || c.key == s.selector || s.base.contains(c.key)) continue;
       const std::string read = doc.contains(c.key) ? doc[c.key].get<std::string>()
                                : c.fallback.is_string() ? c.fallback.get<std::string>()
@@ -217,6 +215,17 @@ Entry record_entry(const Section& s, const std::string& name) {
       choices.emplace_back(c, std::move(by_value));
     }
   for (std::size_t i = 1; i < e.runs.size(); ++i) e.notes.add(e.runs[i].fields);
+  // Required: what every run requires (a field one data source requires is not required
+  // with another); the generator's seeds (Section::base) never are.
+  if (base)
+    for (const auto& n : base->notes()) {
+      if (!n.required || n.key == s.selector || s.base.contains(n.key)) continue;
+      if (std::all_of(e.runs.begin() + 1, e.runs.end(), [&](const Run& r) {
+            const FieldNote* other = r.fields ? r.fields->find(n.key) : nullptr;
+            return other && other->required;
+          }))
+        e.required.push_back(n.key);
+    }
   if (e.fields.empty())
     for (const auto& n : e.notes.list) e.fields.push_back(n.key);
   for (const auto& [c, by_index] : choices) {

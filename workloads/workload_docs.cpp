@@ -34,14 +34,16 @@ std::span<const config::FieldDoc> workload_docs() {
     {"workload", "train_samples", "data fashion_mnist, cifar10: use the first N training images; 0: all (else at least ranks)"},
     {"workload", "test_samples", "data fashion_mnist, cifar10: use the first N test images; 0: all"},
     {"workload", "sequence_length", "bert_base, gpt2_small: tokens per sequence (sets the cost model's FLOPs)"},
-    {"workload", "augment", "data cifar10: random crop (4-pixel padding) and horizontal flip of every training batch"},
+    {"workload", "augment", "data cifar10: random crop (4-pixel padding) and horizontal flip of every training batch",
+     R"json({"type": "boolean", "default": true})json"},
     {"workload", "tensors_file", "data tensors: a torch.save({\"x\": X, \"y\": Y}) file (optional test_x, test_y; relative to the "
         "scenario file); selects data tensors when data is absent"},
     {"workload", "image_size", "data fashion_mnist: 28 (as stored) or 32 (padded by 2 background pixels on every side, for 32 x "
         "32 models); resnet20_real, vgg11_real: 32 only (its default there)",
      R"json({"type": "integer", "enum": [28, 32], "default": 28})json"},
     {"workload", "model_file", "torchscript (required): a module saved with torch.jit.save (scripted or traced), relative to the "
-        "scenario file; forward(x) -> logits, or forward(x, y) -> loss with loss module"},
+        "scenario file; forward(x) -> logits, or forward(x, y) -> loss with loss module",
+     R"json({"type": "string", "minLength": 1})json"},
     {"workload", "input_shape", "torchscript (required): the per-sample shape the module takes, e.g. [1, 28, 28]; must be the "
         "data source's",
      R"json({"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1, "maxItems": 4})json"},
