@@ -74,8 +74,8 @@ const json* ObjectReader::find(const std::string& key) {
 const json& ObjectReader::require(const std::string& key, const char* expected) {
   if (recorder_) recorder_->note({.key = key, .required = true});
   const json* v = find(key);
-  if (!v && recorder_) {
-    static const json nothing;
+  if (!v && recorder_) {  // an empty object: a required object reads on; an array or a value fails its own check
+    static const json nothing = json::object();
     return nothing;
   }
   if (!v) throw ScenarioError(where(key), ErrorKind::missing_field, fmt::format("missing required field (expected {})", expected));

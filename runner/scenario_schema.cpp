@@ -216,13 +216,14 @@ Entry record_entry(const Section& s, const std::string& name) {
     }
   for (std::size_t i = 1; i < e.runs.size(); ++i) e.notes.add(e.runs[i].fields);
   // Required: what every run requires (a field one data source requires is not required
-  // with another); the generator's seeds (Section::base) never are.
+  // with another), leaving out runs that stopped before reading it; the generator's
+  // seeds (Section::base) never are.
   if (base)
     for (const auto& n : base->notes()) {
       if (!n.required || n.key == s.selector || s.base.contains(n.key)) continue;
       if (std::all_of(e.runs.begin() + 1, e.runs.end(), [&](const Run& r) {
             const FieldNote* other = r.fields ? r.fields->find(n.key) : nullptr;
-            return other && other->required;
+            return other ? other->required : r.failed;  // a run that stopped early may not have got there
           }))
         e.required.push_back(n.key);
     }
@@ -303,6 +304,15 @@ class Generator {
     } else {
       entries.push_back(record_entry(s, ""));
     }
+    // An entry whose parse stopped before its last field and that names no field list
+    // (only_fields) may read any field of the section: allow them all rather than refuse
+    // one it reads.
+    std::vector<std::string> every;
+    for (const auto& e : entries)
+      for (const auto& f : e.fields)
+        if (std::find(every.begin(), every.end(), f) == every.end()) every.push_back(f);
+    for (auto& e : entries)
+      if (e.runs.front().failed && !(e.nested_source && e.nested_source->allowed())) e.fields = every;
     const auto unless = docs_.declared(s.name, "");
     const std::string required_unless = unless && unless->contains("requiredUnless") ? (*unless)["requiredUnless"].get<std::string>() : "";
 
