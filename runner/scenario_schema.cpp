@@ -149,36 +149,25 @@ struct Entry {
 };
 
 // The rules of a choice `c` the entry reads: a field that some of its values do not read
-// is forbidden with those values (with the default too, when it is one of them).
-json choice_rules(const FieldNote& c, const std::string& base_value, const std::map<std::string, const Run*>& by_value,
+// is forbidden where the choice names one of those values. Only where it names one: an
+// absent choice's value can depend on other fields (a data source's file field selects
+// it), so the schema says nothing about the default's fields.
+json choice_rules(const FieldNote& c, const std::map<std::string, const Run*>& by_value,
                   const std::vector<std::string>& fields) {
-  std::map<std::vector<std::string>, std::vector<std::string>> off_by_readers;  // readers -> fields
+  std::map<std::vector<std::string>, std::vector<std::string>> off_by_values;  // values that do not read -> fields
   for (const auto& f : fields) {
     if (f == c.key) continue;
-    std::vector<std::string> readers;
+    std::vector<std::string> others;
     for (const auto& v : c.allowed)
-      if (by_value.at(v)->reads(f)) readers.push_back(v);
-    if (readers.empty() || readers.size() == c.allowed.size()) continue;
-    off_by_readers[readers].push_back(f);
+      if (!by_value.at(v)->reads(f)) others.push_back(v);
+    if (!others.empty() && others.size() < c.allowed.size()) off_by_values[others].push_back(f);
   }
   json rules = json::array();
-  auto one_of = [](const std::vector<std::string>& values) {
-    return values.size() == 1 ? json{{"const", values[0]}} : json{{"enum", values}};
-  };
-  for (const auto& [readers, off] : off_by_readers) {
+  for (const auto& [others, off] : off_by_values) {
     json forbid = json::object();
     for (const auto& f : off) forbid[f] = false;
-    const bool default_reads = std::find(readers.begin(), readers.end(), base_value) != readers.end();
-    if (c.required || default_reads) {
-      std::vector<std::string> others;
-      for (const auto& v : c.allowed)
-        if (std::find(readers.begin(), readers.end(), v) == readers.end()) others.push_back(v);
-      rules.push_back({{"if", {{"properties", {{c.key, one_of(others)}}}, {"required", {c.key}}}},
-                       {"then", {{"properties", forbid}}}});
-    } else {
-      rules.push_back({{"if", {{"properties", {{c.key, one_of(readers)}}}, {"required", {c.key}}}},
-                       {"else", {{"properties", forbid}}}});
-    }
+    const json values = others.size() == 1 ? json{{"const", others[0]}} : json{{"enum", others}};
+    rules.push_back({{"if", {{"properties", {{c.key, values}}}, {"required", {c.key}}}}, {"then", {{"properties", forbid}}}});
   }
   return rules;
 }
@@ -227,13 +216,12 @@ Entry record_entry(const Section& s, const std::string& name) {
           }))
         e.required.push_back(n.key);
     }
-  if (e.fields.empty())
+  if (!(base && base->allowed()))  // no field list named (only_fields): what it read
     for (const auto& n : e.notes.list) e.fields.push_back(n.key);
   for (const auto& [c, by_index] : choices) {
     std::map<std::string, const Run*> by_value;
     for (const auto& [v, i] : by_index) by_value[v] = &e.runs[i];
-    const std::string read = c.fallback.is_string() ? c.fallback.get<std::string>() : c.allowed.front();
-    for (auto& rule : choice_rules(c, read, by_value, e.fields)) e.rules.push_back(std::move(rule));
+    for (auto& rule : choice_rules(c, by_value, e.fields)) e.rules.push_back(std::move(rule));
   }
   return e;
 }

@@ -81,12 +81,14 @@ Names if_values(const json& condition, const std::string& key) {
   return out;
 }
 
-// The field set the schema allows for the entry named `name`: the then-block whose
-// condition names it (exactly one must).
+// The field set the schema allows for the entry named `name`: the entry's then-block (the
+// one that closes the object) whose condition names it (exactly one must); a section's
+// cross-field rules (a fat-tree's even k) are not entry blocks.
 Names schema_fields_of(const json& def, const std::string& key, const std::string& name, const Names& except) {
   const json* found = nullptr;
   for (const auto& block : def.at("allOf"))
-    if (block.contains("if") && if_values(block["if"], key).count(name)) {
+    if (block.contains("if") && block.contains("then") && block["then"].contains("additionalProperties") &&
+        if_values(block["if"], key).count(name)) {
       EXPECT_EQ(found, nullptr) << key << " " << name << ": more than one schema block";
       found = &block;
     }
