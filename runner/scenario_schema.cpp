@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -390,7 +391,6 @@ class Generator {
   }
 
   std::vector<std::string> unused_docs() const { return docs_.unused(); }
-  std::string description(const std::string& section) const { return docs_.description(section, ""); }
 
  private:
   void with_description(json& p, const std::string& section, const std::string& field) const {
@@ -492,7 +492,7 @@ class Generator {
   Docs docs_;
 };
 
-// A section's parse, on `doc` at `key` of an object read by `reader_of`.
+// A section's parse of `doc` as the object at `key` of its parent (at `path`).
 template <class Parse>
 std::function<void(const json&, FieldRecorder&)> at_key(std::string path, std::string key, Parse parse) {
   return [path, key, parse](const json& doc, FieldRecorder& recorder) {
@@ -502,6 +502,7 @@ std::function<void(const json&, FieldRecorder&)> at_key(std::string path, std::s
   };
 }
 
+// A section's parse of `doc` as the object at `path`.
 template <class Parse>
 std::function<void(const json&, FieldRecorder&)> whole(std::string path, Parse parse) {
   return [path, parse](const json& doc, FieldRecorder& recorder) {
