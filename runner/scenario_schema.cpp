@@ -393,6 +393,10 @@ class Generator {
   std::vector<std::string> unused_docs() const { return docs_.unused(); }
 
  private:
+  // A section recorded from a seed (an nccl system from a preset) reads the seed's values
+  // as its defaults: they are not the section's own.
+  static bool stated_defaults(const Section& s) { return s.base.empty(); }
+
   void with_description(json& p, const std::string& section, const std::string& field) const {
     const std::string d = docs_.description(section, field);
     if (!d.empty()) p["description"] = d;
@@ -406,9 +410,9 @@ class Generator {
     } else if (auto declared = docs_.declared(s.name, f)) {
       p = *declared;
     } else if (note && note->type == "object") {
-      p = nested_object(s.name + "." + f, f, entries);
+      p = nested_object(s.name + "." + f, f, entries, stated_defaults(s));
     } else if (note && !note->type.empty()) {
-      p = schema_of(*note, true);
+      p = schema_of(*note, stated_defaults(s));
     } else {
       if (std::find(s.aliases.begin(), s.aliases.end(), f) == s.aliases.end() && f != s.selector)
         problems_.push_back(fmt::format("{}/{}: read by hand; declare its schema in the section's docs", s.name, f));
@@ -419,7 +423,7 @@ class Generator {
   }
 
   // An object inside a section, from the entries' base runs.
-  json nested_object(const std::string& name, const std::string& key, const std::vector<Entry>& entries) {
+  json nested_object(const std::string& name, const std::string& key, const std::vector<Entry>& entries, bool defaults) {
     Notes notes;
     for (const auto& e : entries)
       if (e.nested_source)
@@ -430,7 +434,7 @@ class Generator {
       if (auto declared = docs_.declared(name, n.key)) {
         p = *declared;
       } else if (!n.type.empty() && n.type != "object") {
-        p = schema_of(n, true);
+        p = schema_of(n, defaults);
       } else {
         problems_.push_back(fmt::format("{}/{}: read by hand; declare its schema in the section's docs", name, n.key));
         p = json::object();
