@@ -365,7 +365,7 @@ const AlgorithmEntry& distopt_entry() {
                 {"clipping", "half"}, {"clip_value", "half"}, {"spars", "sparse"}, {"top_k", "sparse"}, {"corr", "sparse"},
                 {"exchange", "sparse"}};
             for (const auto& [key, variant] : variant_only)
-              if (spec.variant != variant && a.find(key))
+              if (spec.variant != variant && a.value().contains(key))
                 throw ScenarioError(a.where(key), ErrorKind::unknown_field,
                                     fmt::format("only the {} variant of distopt reads it (this one is {})", variant,
                                                 spec.variant));
@@ -376,12 +376,18 @@ const AlgorithmEntry& distopt_entry() {
                                   fmt::format("expected at most buffer_size / 2 = {} elements (a fused group holds up "
                                               "to 2 * threshold elements and would overflow the {}-element buffer), got {}",
                                               spec.buffer_size / 2, spec.buffer_size, spec.threshold));
-            spec.clipping = a.boolean("clipping", false);
-            spec.clip_value = a.number("clip_value", 100.0, 0.0, config::kInf, true);
-            spec.top_k = a.boolean("top_k", false);
-            spec.spars = spec.top_k ? a.number("spars", 0.05, 0.0, 1.0) : a.number("spars", 0.05, 0.0, config::kInf);
-            spec.corr = a.boolean("corr", true);
-            spec.padded_exchange = a.choice("exchange", "padded", {"padded", "exact"}) == "padded";
+            // Each variant reads only its own fields (the others keep AlgorithmSpec's defaults,
+            // which are these), so a recording parse sees which variant reads which.
+            if (spec.variant == "half") {
+              spec.clipping = a.boolean("clipping", false);
+              spec.clip_value = a.number("clip_value", 100.0, 0.0, config::kInf, true);
+            }
+            if (spec.variant == "sparse") {
+              spec.top_k = a.boolean("top_k", false);
+              spec.spars = spec.top_k ? a.number("spars", 0.05, 0.0, 1.0) : a.number("spars", 0.05, 0.0, config::kInf);
+              spec.corr = a.boolean("corr", true);
+              spec.padded_exchange = a.choice("exchange", "padded", {"padded", "exact"}) == "padded";
+            }
           },
       .to_json =
           [](const AlgorithmSpec& spec, nlohmann::json& out) {

@@ -184,7 +184,7 @@ const AlgorithmEntry& parallel_sgd_entry() {
                                                       kernels::to_string(spec.compressor.kind)));
             if (spec.variant == "centralized")
               spec.gradient_compression = a.choice("gradient_compression", "none", {"none", "powersgd"});
-            else if (a.find("gradient_compression"))
+            else if (a.value().contains("gradient_compression"))  // a look: not this variant's field
               throw config::ScenarioError(a.where("gradient_compression"), config::ErrorKind::inconsistent,
                                           "only parallel_sgd's centralized variant compresses its all-reduce (the "
                                           "decentralized one takes a compressor)");

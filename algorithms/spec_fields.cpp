@@ -145,8 +145,8 @@ std::string powersgd_start_problem(const AlgorithmSpec& spec) {
 
 void parse_powersgd(ObjectReader& a, AlgorithmSpec& spec, bool reads_them, const std::string& why_not) {
   if (!reads_them) {
-    for (const auto& key : powersgd_fields())
-      if (a.find(key)) throw ScenarioError(a.where(key), ErrorKind::unknown_field, why_not);
+    for (const auto& key : powersgd_fields())  // a look, not a read: the fields are not this variant's
+      if (a.value().contains(key)) throw ScenarioError(a.where(key), ErrorKind::unknown_field, why_not);
     return;
   }
   spec.matrix_approximation_rank = a.integer("matrix_approximation_rank", 1, 1, kIntMax);

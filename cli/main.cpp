@@ -19,6 +19,7 @@
 #include "cli/collective_command.hpp"
 #include "cli/init_params_command.hpp"
 #include "cli/list_command.hpp"
+#include "cli/schema_command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/sweep_command.hpp"
 #include "config/closest_name.hpp"
@@ -132,6 +133,7 @@ int main(int argc, char** argv) {
   dtsim::cli::SweepCommands sweep_commands(app);  // sweep, merge, report
   dtsim::cli::CalibrateCommands calibrate_commands(app);  // calibrate, compare
   dtsim::cli::ListCommand list_command(app);  // list
+  dtsim::cli::SchemaCommand schema_command(app);  // schema
   dtsim::cli::InitParamsCommand init_params_command(app);  // init-params
   try {
     app.parse(argc, argv);
@@ -158,6 +160,7 @@ int main(int argc, char** argv) {
   if (auto rc = sweep_commands.run()) return *rc;
   if (auto rc = calibrate_commands.run()) return *rc;
   if (auto rc = list_command.run()) return *rc;
+  if (auto rc = schema_command.run()) return *rc;
   if (auto rc = init_params_command.run()) return *rc;
   if (!args.dump_params.empty()) options.dump_params_prefix = args.dump_params;
   if (!args.trace.empty()) options.trace_file = args.trace;

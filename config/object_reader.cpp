@@ -1,11 +1,13 @@
 #include "config/object_reader.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "config/closest_name.hpp"
+#include "config/field_recorder.hpp"
 
 namespace dtsim::config {
 
@@ -35,7 +37,26 @@ std::string describe(const json& v) {
   return fmt::format("{} {}", type, text);
 }
 
-ObjectReader::ObjectReader(const json& object, std::string path) : object_(object), path_(std::move(path)) {
+namespace {
+
+// A recorded read's bounds, infinite ones left out.
+void set_bounds(FieldNote& n, double lo, double hi, bool lo_open) {
+  if (std::isfinite(lo)) n.lo = lo;
+  if (std::isfinite(hi)) n.hi = hi;
+  n.lo_open = lo_open;
+}
+
+// What a recording parse reads for a missing required number: one inside the bounds.
+double placeholder(double lo, double hi, bool lo_open) {
+  if (!std::isfinite(lo)) return std::isfinite(hi) ? std::min(hi, 0.0) : 0.0;
+  if (!lo_open) return lo;
+  return std::isfinite(hi) ? (lo + hi) / 2 : lo + 1;
+}
+
+}  // namespace
+
+ObjectReader::ObjectReader(const json& object, std::string path, FieldRecorder* recorder)
+    : object_(object), path_(std::move(path)), recorder_(recorder) {
   if (!object_.is_object()) throw ScenarioError(where(), ErrorKind::wrong_type, "expected an object, got " + describe(object_));
 }
 
@@ -45,17 +66,29 @@ std::string ObjectReader::where(const std::string& key) const {
 
 const json* ObjectReader::find(const std::string& key) {
   seen_.insert(key);
+  if (recorder_) recorder_->note({.key = key});
   auto it = object_.find(key);
   return it == object_.end() ? nullptr : &*it;
 }
 
 const json& ObjectReader::require(const std::string& key, const char* expected) {
+  if (recorder_) recorder_->note({.key = key, .required = true});
   const json* v = find(key);
+  if (!v && recorder_) {  // an empty object: a required object reads on; an array or a value fails its own check
+    static const json nothing = json::object();
+    return nothing;
+  }
   if (!v) throw ScenarioError(where(key), ErrorKind::missing_field, fmt::format("missing required field (expected {})", expected));
   return *v;
 }
 
 double ObjectReader::number(const std::string& key, std::optional<double> fallback, double lo, double hi, bool lo_open) {
+  if (recorder_) {
+    FieldNote n{.key = key, .type = "number", .fallback = fallback ? json(*fallback) : json(), .required = !fallback};
+    set_bounds(n, lo, hi, lo_open);
+    recorder_->note(std::move(n));
+    if (!fallback && !object_.contains(key)) fallback = placeholder(lo, hi, lo_open);
+  }
   const json* v = fallback ? find(key) : &require(key, "a number");
   if (!v) return *fallback;
   if (!v->is_number()) throw ScenarioError(where(key), ErrorKind::wrong_type, "expected a number, got " + describe(*v));
@@ -68,6 +101,13 @@ double ObjectReader::number(const std::string& key, std::optional<double> fallba
 
 std::int64_t ObjectReader::integer(const std::string& key, std::optional<std::int64_t> fallback, std::int64_t lo,
                                    std::int64_t hi) {
+  if (recorder_) {
+    FieldNote n{.key = key, .type = "integer", .fallback = fallback ? json(*fallback) : json(), .required = !fallback};
+    n.lo = static_cast<double>(lo);
+    if (hi != kIntMax) n.hi = static_cast<double>(hi);
+    recorder_->note(std::move(n));
+    if (!fallback && !object_.contains(key)) fallback = lo;
+  }
   const json* v = fallback ? find(key) : &require(key, "an integer");
   if (!v) return *fallback;
   if (!v->is_number_integer()) throw ScenarioError(where(key), ErrorKind::wrong_type, "expected an integer, got " + describe(*v));
@@ -81,6 +121,7 @@ std::int64_t ObjectReader::integer(const std::string& key, std::optional<std::in
 }
 
 bool ObjectReader::boolean(const std::string& key, bool fallback) {
+  if (recorder_) recorder_->note({.key = key, .type = "boolean", .fallback = fallback});
   const json* v = find(key);
   if (!v) return fallback;
   if (!v->is_boolean()) throw ScenarioError(where(key), ErrorKind::wrong_type, "expected true or false, got " + describe(*v));
@@ -88,6 +129,10 @@ bool ObjectReader::boolean(const std::string& key, bool fallback) {
 }
 
 std::string ObjectReader::string(const std::string& key, std::optional<std::string> fallback) {
+  if (recorder_) {
+    recorder_->note({.key = key, .type = "string", .fallback = fallback ? json(*fallback) : json(), .required = !fallback});
+    if (!fallback && !object_.contains(key)) fallback = "";
+  }
   const json* v = fallback ? find(key) : &require(key, "a string");
   if (!v) return *fallback;
   if (!v->is_string()) throw ScenarioError(where(key), ErrorKind::wrong_type, "expected a string, got " + describe(*v));
@@ -96,6 +141,11 @@ std::string ObjectReader::string(const std::string& key, std::optional<std::stri
 
 std::string ObjectReader::choice(const std::string& key, std::optional<std::string> fallback,
                                  const std::vector<std::string>& allowed) {
+  if (recorder_) {
+    recorder_->note({.key = key, .type = "string", .fallback = fallback ? json(*fallback) : json(), .required = !fallback,
+                     .allowed = allowed});
+    if (!fallback && !object_.contains(key) && !allowed.empty()) fallback = allowed.front();
+  }
   std::string s = string(key, fallback);
   if (std::find(allowed.begin(), allowed.end(), s) == allowed.end())
     throw ScenarioError(where(key), ErrorKind::unknown_name,
@@ -107,12 +157,14 @@ std::string ObjectReader::choice(const std::string& key, std::optional<std::stri
 
 ObjectReader ObjectReader::object(const std::string& key, bool required) {
   static const json empty = json::object();
-  const json* v = required ? &require(key, "an object") : find(key);
-  return ObjectReader(v ? *v : empty, where(key));
+  if (recorder_) recorder_->note({.key = key, .type = "object", .required = required});
+  const json* v = required && !recorder_ ? &require(key, "an object") : find(key);
+  return ObjectReader(v ? *v : empty, where(key), recorder_ ? &recorder_->nested(key) : nullptr);
 }
 
 void ObjectReader::only_fields(std::span<const std::string> fields, std::span<const std::string> except,
                                const std::string& what) const {
+  if (recorder_) recorder_->allow(std::vector<std::string>(fields.begin(), fields.end()));
   auto listed = [](std::span<const std::string> list, const std::string& key) {
     return std::find(list.begin(), list.end(), key) != list.end();
   };

@@ -18,6 +18,8 @@
 
 namespace dtsim::config {
 
+class FieldRecorder;  // config/field_recorder.hpp: what a recording parse notes down
+
 // "type value" of a JSON value for messages ("string \"half\"", "number 2.5"), cut to 40 characters.
 std::string describe(const nlohmann::json& v);
 
@@ -26,12 +28,17 @@ inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 class ObjectReader {
  public:
-  // `path`: the object's JSON Pointer ("" for the document's root).
-  ObjectReader(const nlohmann::json& object, std::string path);
+  // `path`: the object's JSON Pointer ("" for the document's root). With a `recorder`
+  // the reader also notes every typed read (key, type, default, bounds, choices) there,
+  // and a missing required field reads as a placeholder instead of failing, so that the
+  // schema generator (runner/scenario_schema.hpp) learns a section's fields by parsing it.
+  ObjectReader(const nlohmann::json& object, std::string path, FieldRecorder* recorder = nullptr);
 
   // The JSON Pointer of `key` in this object (of the object itself for "").
   std::string where(const std::string& key = "") const;
   const nlohmann::json& value() const { return object_; }
+  // Set in a recording parse only; code that reads a field by hand declares it there.
+  FieldRecorder* recorder() const { return recorder_; }
 
   // The value at `key`, or nullptr; either way `key` counts as read.
   const nlohmann::json* find(const std::string& key);
@@ -58,6 +65,7 @@ class ObjectReader {
   const nlohmann::json& object_;
   std::string path_;
   std::set<std::string> seen_;
+  FieldRecorder* recorder_ = nullptr;
 };
 
 }  // namespace dtsim::config

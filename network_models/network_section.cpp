@@ -65,13 +65,15 @@ NetworkConfig parse_network_section(ObjectReader& n, int nodes, std::uint64_t se
     // A described machine (the nccl model, the only one): its links are the system's.
     net.nccl = nccl::parse_config(n);
     net.nominal = nccl::nominal_link(net.nccl->system);
+    // A look, not a read (ObjectReader::find would mark it read, and a schema recording
+    // would list it among the model's fields).
     for (const char* key : {"latency_us", "bandwidth_GBps"})
-      if (n.find(key))
+      if (n.value().contains(key))
         throw ScenarioError(n.where(key), ErrorKind::inconsistent,
                             fmt::format("the {} model takes its links from /network/system, not {}", net.model, key));
   } else {
     for (const char* key : {"system", "nccl_algo", "nccl_proto"})
-      if (n.find(key))
+      if (n.value().contains(key))
         throw ScenarioError(n.where(key), ErrorKind::inconsistent,
                             fmt::format("only the nccl model reads {} (this network's model is {})", key, net.model));
     net.nominal.latency_s = n.number("latency_us", std::nullopt, 0.0, kMaxLatencyUs) * 1e-6;

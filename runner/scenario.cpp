@@ -1,5 +1,6 @@
 #include "runner/scenario.hpp"
 #include "runner/schema.hpp"
+#include "runner/scenario_schema.hpp"
 #include "runner/resource_estimate.hpp"
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "algorithms/registry.hpp"
 #include "comm/compute_section.hpp"
 #include "config/closest_name.hpp"
+#include "config/field_recorder.hpp"
 #include "config/object_reader.hpp"
 #include "network_models/network_section.hpp"
 #include "network_models/topology.hpp"
@@ -112,7 +114,7 @@ void name_unknown_key_beside(const json& doc, const ScenarioError& missing) {
   }
 }
 
-Scenario parse_scenario_fields(const json& doc);
+Scenario parse_scenario_fields(const json& doc, config::FieldRecorder* recorder = nullptr);
 
 }  // namespace
 
@@ -127,11 +129,13 @@ Scenario parse_scenario(const json& doc) {
 
 namespace {
 
-Scenario parse_scenario_fields(const json& doc) {
+// With a recorder (the schema generator) it reads the fields and skips the checks across
+// sections, which need a whole scenario.
+Scenario parse_scenario_fields(const json& doc, config::FieldRecorder* recorder) {
   if (const auto deep = config::first_too_deep(doc))
     throw ScenarioError(*deep, ErrorKind::syntax, fmt::format("expected at most {} levels of nesting, got more", config::kMaxJsonDepth));
   Scenario s;
-  ObjectReader root(doc, "");
+  ObjectReader root(doc, "", recorder);
   s.name = root.string("name", "unnamed");
   s.ranks = static_cast<int>(root.integer("ranks", std::nullopt, 1, 1 << 20));
   s.steps = root.integer("steps", std::nullopt, 1, kIntMax);
@@ -163,22 +167,26 @@ Scenario parse_scenario_fields(const json& doc) {
     auto n = root.object("network", true);
     s.network = net::parse_network_section(n, std::max(s.ranks, s.topology.nodes), s.seed);
   }
-  check_topology_and_links(s);
+  if (!recorder) check_topology_and_links(s);
   {
     auto c = root.object("compute", false);
     s.compute = comm::parse_compute_section(c, s.ranks);
   }
   root.finish();
+  if (recorder) return s;
   // The typed parse above gives the precise messages; the schema (scenarios/
-  // scenario.schema.json) must accept whatever it accepts, so a loader change that the
-  // schema does not follow fails at once rather than leaving the documentation stale.
+  // scenario.schema.json, generated from these parse functions) must accept whatever it
+  // accepts, so a parse the generator misreads fails at once rather than leaving the
+  // schema wrong.
   if (const auto schema_error = validate_scenario_schema(doc))
-    throw std::logic_error("the scenario passes the loader but not scenarios/scenario.schema.json (update it): " +
+    throw std::logic_error("the scenario passes the loader but not the generated scenario schema (a dtsim bug): " +
                            *schema_error);
   return s;
 }
 
 }  // namespace
+
+void record_scenario_fields(const json& doc, config::FieldRecorder& recorder) { parse_scenario_fields(doc, &recorder); }
 
 void resolve_file_fields(json& doc, const std::filesystem::path& dir) {
   if (const auto deep = config::first_too_deep(doc))

@@ -6,11 +6,11 @@
 
 #include <fmt/format.h>
 
+#include "runner/scenario_schema.hpp"
+
 namespace dtsim::runner {
 
 using nlohmann::json;
-
-extern const char* const kScenarioSchemaText;  // generated from scenarios/scenario.schema.json
 
 namespace {
 
@@ -197,10 +197,7 @@ std::optional<std::string> validate_schema(const json& schema, const json& doc) 
   return Validator(schema).check(schema, doc, "");
 }
 
-const json& scenario_schema() {
-  static const json schema = json::parse(kScenarioSchemaText);
-  return schema;
-}
+const json& scenario_schema() { return generated_scenario_schema().schema; }
 
 std::optional<std::string> validate_scenario_schema(const json& doc) { return validate_schema(scenario_schema(), doc); }
 

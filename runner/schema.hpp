@@ -1,5 +1,5 @@
 // A validator for the subset of JSON Schema (2020-12) that scenarios/scenario.schema.json
-// uses, and that schema, compiled in.
+// uses, and the scenario schema (generated: runner/scenario_schema.hpp).
 //
 // Keywords: type (string or array; "integer" means a JSON integer, as the loader reads
 // it), enum, const, properties, required, additionalProperties (boolean or schema),
@@ -22,7 +22,8 @@ namespace dtsim::runner {
 // a schema that uses a keyword outside the subset or a $ref that does not resolve.
 std::optional<std::string> validate_schema(const nlohmann::json& schema, const nlohmann::json& doc);
 
-// scenarios/scenario.schema.json, as compiled into the library.
+// The scenario schema, generated from the parse functions (scenarios/scenario.schema.json
+// holds `dtsim schema`'s copy of it).
 const nlohmann::json& scenario_schema();
 
 // validate_schema(scenario_schema(), doc).

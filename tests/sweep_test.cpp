@@ -981,6 +981,12 @@ TEST(ScenarioSchema, MalformedScenariosAreRejectedByBoth) {
       {with("/compute", json{{"timing", "wall"}}), "/compute/timing"},
       {with("/compute", json{{"gflops", 0}}), "/compute/gflops"},
       {with("/compute", json{{"stragglers", json{{{"rank", 1}}}}}), "/compute/stragglers/0/slowdown"},
+      // Fields a choice's value turns off, as the generator recorded them from the parse.
+      {with("/algorithm", json{{"name", "distopt"}, {"lr", 0.1}, {"variant", "sync"}, {"clipping", true}}),
+       "/algorithm/clipping"},
+      {with("/workload", json{{"type", "logistic_regression"}, {"data", "synthetic"}, {"libsvm_file", "x.libsvm"}}),
+       "/workload/libsvm_file"},
+      {with("/network", json{{"model", "nccl"}, {"system", "h100_8x"}, {"latency_us", 1}}), "/network/latency_us"},
   };
   for (const auto& [doc, path] : cases) {
     const auto schema_error = validate_scenario_schema(doc);

@@ -75,14 +75,15 @@ std::vector<std::string> with_data_fields(std::vector<std::string> own, const st
 DataSpec parse_data_fields(config::ObjectReader& w, const std::vector<std::string>& sources, const std::string& type,
                            const WorkloadContext& ctx) {
   DataSpec spec;
-  if (const auto* data = w.find("data"); data && data->is_string() && find_data_source(data->get<std::string>()) &&
+  // Looks, not reads (the choice below reads "data"; the chosen source its fields).
+  if (const auto data = w.value().find("data"); data != w.value().end() && data->is_string() && find_data_source(data->get<std::string>()) &&
                                          !contains(sources, data->get<std::string>()))
     throw config::ScenarioError(w.where("data"), config::ErrorKind::unknown_name,
                                 fmt::format("workload type {} trains on {}, not {}", type, fmt::join(sources, " or "),
                                             data->get<std::string>()));
   std::string fallback = sources.front();
   for (const auto& name : sources)
-    if (const auto& by = data_source_entry(name).selected_by; !by.empty() && w.find(by)) {
+    if (const auto& by = data_source_entry(name).selected_by; !by.empty() && w.value().contains(by)) {
       fallback = name;
       break;
     }

@@ -57,8 +57,8 @@ const WorkloadEntry& workload_entry(const std::string& type) {
 WorkloadSpec parse_workload_section(config::ObjectReader& w, const WorkloadContext& ctx) {
   WorkloadSpec spec;
   // "type" (default logistic_regression); "kind" is its older name.
-  const auto* kind = w.find("kind");
-  if (kind && w.find("type"))
+  const bool kind = w.value().contains("kind");
+  if (kind && w.value().contains("type"))
     throw config::ScenarioError(w.where("kind"), config::ErrorKind::inconsistent,
                                 "expected type or kind, not both (kind is the older name of type)");
   spec.type = w.choice(kind ? "kind" : "type", "logistic_regression", workload_types());

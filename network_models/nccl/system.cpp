@@ -130,7 +130,7 @@ void check(const System& s, const std::string& path) {
 
 }  // namespace
 
-System parse_system(const json& value, const std::string& path) {
+System parse_system(const json& value, const std::string& path, config::FieldRecorder* recorder) {
   if (value.is_string()) {
     const std::string name = value.get<std::string>();
     if (const System* p = find_system_preset(name)) return *p;
@@ -139,7 +139,7 @@ System parse_system(const json& value, const std::string& path) {
                                     json(name).dump(-1, ' ', false, json::error_handler_t::replace),
                                     config::did_you_mean(name, system_preset_list())));
   }
-  ObjectReader r(value, path);
+  ObjectReader r(value, path, recorder);
   System s;
   if (r.find("preset")) {
     const std::string name = r.choice("preset", std::nullopt, system_preset_list());

@@ -79,8 +79,9 @@ struct System {
 };
 
 // Parses a system: a preset's name (a string) or an object at `r`'s path (see above).
-// Throws config::ScenarioError naming the JSON path.
-System parse_system(const nlohmann::json& value, const std::string& path);
+// Throws config::ScenarioError naming the JSON path. `recorder`: a recording parse
+// (config/field_recorder.hpp), for the schema generator.
+System parse_system(const nlohmann::json& value, const std::string& path, config::FieldRecorder* recorder = nullptr);
 nlohmann::json system_json(const System& system);
 
 // A system JSON file (what `dtsim collective --system FILE` reads): throws

@@ -1,0 +1,52 @@
+// config::FieldRecorder: what a recording parse (config::ObjectReader with a recorder)
+// learns about one JSON object: each field it reads, with the JSON type, default, bounds
+// and allowed values the read checks, the fields the chosen entry names (only_fields),
+// and its nested objects. The scenario schema is generated from these notes
+// (runner/scenario_schema.hpp), so it states what the parse functions check.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dtsim::config {
+
+class FieldRecorder;
+
+struct FieldNote {
+  std::string key;
+  // "number", "integer", "boolean", "string", "object", or "" for a field found by hand
+  // (ObjectReader::find / require), whose shape the section declares itself.
+  std::string type;
+  nlohmann::json fallback;  // the default; null when there is none
+  bool required = false;
+  std::optional<double> lo, hi;  // bounds as the read checks them (infinite ones left out)
+  bool lo_open = false;
+  std::vector<std::string> allowed;  // a choice's values
+};
+
+class FieldRecorder {
+ public:
+  // A typed note replaces one found by hand; otherwise the first note of a key stays.
+  void note(FieldNote n);
+  // The recorder of the object at `key` (created on first use).
+  FieldRecorder& nested(const std::string& key);
+  // The fields the chosen entry names (ObjectReader::only_fields).
+  void allow(std::vector<std::string> fields) { allowed_ = std::move(fields); }
+
+  const std::vector<FieldNote>& notes() const { return notes_; }
+  const FieldNote* find(const std::string& key) const;
+  const FieldRecorder* nested_at(const std::string& key) const;
+  const std::optional<std::vector<std::string>>& allowed() const { return allowed_; }
+
+ private:
+  std::vector<FieldNote> notes_;
+  std::map<std::string, std::unique_ptr<FieldRecorder>> nested_;
+  std::optional<std::vector<std::string>> allowed_;
+};
+
+}  // namespace dtsim::config

@@ -1,0 +1,15 @@
+// The compressor object (/algorithm/compressor) of every compressor kind: one line per field for the generated scenario schema (config/field_doc.hpp;
+// runner/scenario_schema.hpp). Types, defaults, bounds and choices come from the parse
+// functions; a field's description, and its schema where the parse reads it by hand,
+// live here.
+#pragma once
+
+#include <span>
+
+#include "config/field_doc.hpp"
+
+namespace dtsim::kernels {
+
+std::span<const config::FieldDoc> compressor_docs();
+
+}  // namespace dtsim::kernels
