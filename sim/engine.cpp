@@ -1,4 +1,5 @@
 #include "sim/engine.hpp"
+#include "sim/event_queue_inline.hpp"
 
 #include <bit>
 #include <cmath>

@@ -1,4 +1,5 @@
 #include "sim/event_queue.hpp"
+#include "sim/event_queue_inline.hpp"
 
 #include <algorithm>
 #include <cmath>

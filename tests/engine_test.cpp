@@ -16,6 +16,7 @@
 
 #include "sim/engine.hpp"
 #include "sim/event_queue.hpp"
+#include "sim/event_queue_inline.hpp"
 #include "sim/task.hpp"
 
 namespace dtsim::sim {
