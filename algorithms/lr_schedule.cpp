@@ -25,11 +25,15 @@ bool LrScheduleSpec::counts_epochs() const {
 
 const std::vector<LrScheduleTypeInfo>& lr_schedule_types() {
   static const std::vector<LrScheduleTypeInfo> types{
-      {LrScheduleType::constant, "constant", {}},
-      {LrScheduleType::multistep, "multistep", {"milestones", "gamma"}},
-      {LrScheduleType::cosine, "cosine", {"total_epochs", "lr_min"}},
-      {LrScheduleType::convex_decay, "convex_decay", {"a", "b"}},
-      {LrScheduleType::warmup_cosine, "warmup_cosine", {"warmup_steps", "total_steps", "lr_min"}}};
+      {LrScheduleType::constant, "constant", {}, "the peak lr every step (after any warm-up)"},
+      {LrScheduleType::multistep, "multistep", {"milestones", "gamma"},
+       "the peak lr times gamma per milestone epoch passed (the reference's MultiStepLR)"},
+      {LrScheduleType::cosine, "cosine", {"total_epochs", "lr_min"},
+       "cosine from the peak lr to lr_min over total_epochs (or the run), after the warm-up"},
+      {LrScheduleType::convex_decay, "convex_decay", {"a", "b"}, "a / (t - 1 + b): the convex experiments' decay"},
+      {LrScheduleType::warmup_cosine, "warmup_cosine", {"warmup_steps", "total_steps", "lr_min"},
+       "linear warm-up over warmup_steps, then cosine to lr_min at total_steps (or the run's steps): the "
+       "language-model default"}};
   return types;
 }
 

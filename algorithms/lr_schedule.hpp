@@ -72,6 +72,7 @@ struct LrScheduleTypeInfo {
   LrScheduleType type;
   std::string_view name;
   std::vector<std::string> fields;
+  std::string_view description;  // one line, for dtsim list
 };
 const std::vector<LrScheduleTypeInfo>& lr_schedule_types();
 const std::vector<std::string>& lr_schedule_common_fields();

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "algorithms/lr_schedule.hpp"
+#include "algorithms/optimizers/optimizer.hpp"
 #include "algorithms/registry.hpp"
 #include "algorithms/spec_fields.hpp"
 #include "cli/exit_codes.hpp"
@@ -51,6 +53,22 @@ std::string algorithms_table() {
         own.push_back(f);
     out += fmt::format("| `{}` | {} | {} | {} |\n", e->name, cell(e->description), joined(own), cell(e->paper));
   }
+  return out;
+}
+
+std::string optimizers_table() {
+  std::string out = "| optimizer | what it does | fields besides `name` | after |\n|---|---|---|---|\n";
+  for (const auto* e : algorithms::optimizers::optimizer_entries())
+    out += fmt::format("| `{}` | {} | {} | {} |\n", e->name, cell(e->description), joined(e->fields), cell(e->paper));
+  return out;
+}
+
+std::string lr_schedules_table() {
+  std::string out = fmt::format("| lr schedule type | the lr of step t | fields besides those every type reads ({}) |\n"
+                                "|---|---|---|\n",
+                                joined(algorithms::lr_schedule_common_fields()));
+  for (const auto& t : algorithms::lr_schedule_types())
+    out += fmt::format("| `{}` | {} | {} |\n", t.name, cell(t.description), joined(t.fields));
   return out;
 }
 
@@ -125,6 +143,8 @@ struct Table {
 
 const std::vector<Table>& tables() {
   static const std::vector<Table> t{{"algorithms", algorithms_table},
+                                    {"optimizers", optimizers_table},
+                                    {"lr_schedules", lr_schedules_table},
                                     {"workloads", workloads_table},
                                     {"data", data_table},
                                     {"compressors", compressors_table},
@@ -148,7 +168,7 @@ std::string list_tables(const std::string& what) {
 }
 
 ListCommand::ListCommand(CLI::App& app) {
-  cmd_ = app.add_subcommand("list", "Print what this dtsim knows (algorithms, workload types, data sources, compressor "
+  cmd_ = app.add_subcommand("list", "Print what this dtsim knows (algorithms, their optimizers and lr schedules, workload types, data sources, compressor "
                                     "kinds, network models, topologies, the nccl model's systems) from its registries, and the result file's "
                                     "fields, as Markdown tables");
   std::vector<std::string> names;

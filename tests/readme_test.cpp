@@ -355,7 +355,7 @@ void expect_generated_tables(const fs::path& file, std::size_t at_least) {
   fs::remove_all(scratch.dir);
 }
 
-TEST(Readme, TablesAreWhatDtsimPrints) { expect_generated_tables(fs::path(DTSIM_SOURCE_DIR) / "README.md", 4); }
+TEST(Readme, TablesAreWhatDtsimPrints) { expect_generated_tables(fs::path(DTSIM_SOURCE_DIR) / "README.md", 9); }
 
 // docs/result_file.md describes the result file with `dtsim list results`' table.
 TEST(Readme, ResultFileDocumentationIsWhatDtsimPrints) {
