@@ -29,32 +29,12 @@ import math
 import pathlib
 import sys
 
+from sweep_output import human_time
+from sweep_output import points as sweep_points
+
 TOKENS_PER_STEP = 8 * 16 * 64  # ranks x windows per rank x context
 WAN, DC = "WAN 1 Gb/s 20 ms", "100 Gb/s 5 us"
 FULL_NETWORK = DC
-
-
-def points(out):
-    """Each point of a sweep output directory: ({axis name: label}, result), in the sweep's order."""
-    manifest = json.loads((out / "sweep.json").read_text())
-    names = [a.get("name", a["path"]) for a in manifest["axes"]]
-    found = []
-    for p in manifest["points"]:
-        f = out / "points" / (p["id"] + ".json")
-        if not f.exists():
-            sys.exit(f"lm_study: {f} is missing (the sweep has not finished)")
-        point = json.loads(f.read_text())
-        labels = dict(zip(names, map(str, point.get("labels", point["values"]))))
-        found.append((labels, point["result"]))
-    return found
-
-
-def human_time(s):
-    if s is None:
-        return "-"
-    if s >= 1:
-        return f"{s:.2f} s"
-    return f"{s * 1e3:.1f} ms"
 
 
 def human_bits(b):
@@ -175,13 +155,13 @@ def main():
     args = ap.parse_args()
     failures = []
 
-    full = {l["method"]: r for l, r in points(args.full)}
+    full = {l["method"]: r for l, r in sweep_points(args.full, "lm_study", labels=True)[1]}
     methods = list(full)
     timing = {}
     for d in [args.timing] + args.check:
-        for l, r in points(d):
+        for l, r in sweep_points(d, "lm_study", labels=True)[1]:
             timing[(l["method"], l["network"])] = r
-    onebit = {l["network"]: r for l, r in points(args.onebit)}
+    onebit = {l["network"]: r for l, r in sweep_points(args.onebit, "lm_study", labels=True)[1]}
 
     # Per method and network: the per-step times and the clock at each evaluation.
     clocks = {}  # (method, network) -> {step: clock}

@@ -25,27 +25,8 @@ import math
 import pathlib
 import sys
 
-
-def human(s):
-    if s is None:
-        return "-"
-    if s >= 1:
-        return f"{s:.2f} s"
-    return f"{s * 1e3:.1f} ms"
-
-
-def points(out):
-    """Each point of a sweep output directory: ({axis name: label}, result)."""
-    manifest = json.loads((out / "sweep.json").read_text())
-    names = [a["name"] for a in manifest["axes"]]
-    found = []
-    for p in manifest["points"]:
-        f = out / "points" / (p["id"] + ".json")
-        if not f.exists():
-            sys.exit(f"time_to_target: {f} is missing (the sweep has not finished)")
-        point = json.loads(f.read_text())
-        found.append((dict(zip(names, map(str, point["values"]))), point["result"]))
-    return manifest, found
+from sweep_output import human_time as human
+from sweep_output import points as sweep_points
 
 
 def target_step(result, target):
@@ -69,8 +50,8 @@ def main():
                     help="the timing sweep's link label of the network the convergence sweep ran on")
     args = ap.parse_args()
 
-    conv_manifest, conv = points(args.convergence)
-    _, timing = points(args.timing)
+    conv_manifest, conv = sweep_points(args.convergence, "time_to_target")
+    _, timing = sweep_points(args.timing, "time_to_target")
     target = args.target_accuracy or conv_manifest.get("target_accuracy")
     if not target:
         sys.exit("time_to_target: no target accuracy (--target-accuracy or the sweep's target_accuracy)")
