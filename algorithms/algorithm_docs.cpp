@@ -65,11 +65,14 @@ std::span<const config::FieldDoc> algorithm_docs() {
         "np.random.RandomState(random_seed) does (the same on every rank)"},
     {"algorithm", "optimizer", "parallel_sgd: an optimizer object each rank applies to its gradient (the all-reduced average "
         "when centralized: with adamw, data-parallel AdamW) instead of the algorithm-level SGD fields, which then keep "
-        "their defaults; its lr is the algorithm's lr and lr_schedule"},
+        "their defaults; its lr is the algorithm's lr and lr_schedule",
+     R"json({"$ref": "#/$defs/optimizer"})json"},
     {"algorithm", "inner_optimizer", "diloco, streaming_diloco, sparseloco: the inner optimizer (default adamw, weight_decay 0.01); "
-        "its lr is the algorithm's lr and lr_schedule"},
+        "its lr is the algorithm's lr and lr_schedule",
+     R"json({"$ref": "#/$defs/optimizer"})json"},
     {"algorithm", "outer_optimizer", "diloco, streaming_diloco: the outer optimizer on the averaged outer gradient (default sgd, "
-        "momentum 0.9, nesterov)"},
+        "momentum 0.9, nesterov)",
+     R"json({"$ref": "#/$defs/optimizer"})json"},
     {"algorithm", "outer_lr", "diloco, streaming_diloco: the outer optimizer's lr (default 0.7); sparseloco: alpha (default 1)"},
     {"algorithm", "outer_codec", "diloco, streaming_diloco: the outer gradient on the wire: fp32 all-reduce, or bf16 / int8 "
         "codebook / FP4 E3M0 all-gathered and averaged in fp32 (default none; streaming_diloco fp4)"},
