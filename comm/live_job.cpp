@@ -20,13 +20,6 @@ LiveJob::Timing LiveJob::timing_for(std::chrono::milliseconds timeout) {
 #include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +30,8 @@ LiveJob::Timing LiveJob::timing_for(std::chrono::milliseconds timeout) {
 #include <sstream>
 #include <thread>
 #include <vector>
+
+#include "comm/store_guard.hpp"
 
 namespace dtsim::comm {
 
@@ -68,63 +63,6 @@ std::string first_line(const std::exception& e) {
 bool timed_out(const std::exception& e) {
   const std::string what = e.what();
   return what.find("Socket Timeout") != std::string::npos || what.find("imed out") != std::string::npos;
-}
-
-// The local port of a TCP/IP socket, or -1 for any other descriptor.
-int local_port(int fd) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof addr;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return -1;
-  if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(addr).sin_port);
-  if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(addr).sin6_port);
-  return -1;
-}
-
-std::vector<int> open_descriptors() {
-  std::vector<int> fds;
-  if (DIR* dir = ::opendir("/proc/self/fd")) {
-    while (const dirent* entry = ::readdir(dir))
-      if (entry->d_name[0] != '.') fds.push_back(std::atoi(entry->d_name));
-    ::closedir(dir);
-  } else {
-    for (int fd = 0; fd < 4096; ++fd)
-      if (::fcntl(fd, F_GETFD) != -1) fds.push_back(fd);
-  }
-  return fds;
-}
-
-// Rank 0's defence of the store it serves (live_job.hpp, "Bad peers", garbage): every TCP socket
-// of this process bound to `port` (c10d's listening socket, and the connections it has
-// accepted so far) gets a receive and a send timeout of `limit`; connections accepted
-// later inherit them from the listening socket (Linux copies a listening socket's options
-// to the sockets accept() returns). A client that stops in the middle of a request, or
-// stops reading the replies, then makes the store's daemon thread fail that connection's
-// recv or send after `limit`, and it drops that client alone and goes on serving.
-// Two passes: the daemon accepts while the first runs, and a connection accepted after
-// the descriptors were listed but before the listening socket had its options would
-// keep none (a client already waiting at the port when rank 0 starts, as a stray does:
-// LiveBadPeer's garbage test once saw the store never answer again). Every connection
-// accepted after the first pass inherits the options; the second lists the rest.
-// Returns whether the listening socket was found.
-bool guard_store_sockets(std::uint16_t port, std::chrono::milliseconds limit) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(limit.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>(limit.count() % 1000 * 1000);
-  bool listening = false;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int fd : open_descriptors()) {
-      if (local_port(fd) != port) continue;
-      int type = 0, accepting = 0;
-      socklen_t len = sizeof type;
-      if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) continue;
-      if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
-          ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
-        continue;
-      len = sizeof accepting;
-      if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) == 0 && accepting) listening = true;
-    }
-  }
-  return listening;
 }
 
 // c10d's store daemon lets an exception escape its thread when accept() fails (a flood

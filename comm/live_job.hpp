@@ -41,7 +41,7 @@
 //   keeps the connection: every rank's store call then waits, and rank 0 cannot even
 //   exit (destroying the store joins the daemon). Defence: rank 0 sets a receive and a
 //   send timeout (Timing::stray, timeout / 2 between 0.5 s and 5 s) on the store's
-//   listening socket, which the connections it accepts inherit; a client stalled in the
+//   listening socket and on every connection (comm/store_guard.hpp); a client stalled in the
 //   middle of a request (or not reading its replies) that long is dropped by the daemon
 //   itself and the job goes on undisturbed. (A length prefix that can be allocated is
 //   allocated, and zeroed, before the read: a stray claiming gigabytes costs rank 0

@@ -33,6 +33,7 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -329,13 +330,13 @@ constexpr int kLongSteps = 2500;
 // other clients after Timing::stray (5 s at any timeout of 20 s or more), not never.
 // Rank 0 waits the timeout for the others, who start after the first stray is dropped,
 // up to 10.5 s into its wait; it waits 60 s, which changes no other timing of the test
-// (the stray timeout stays 5 s). Under `ctest -j 2` this test failed twice: "Connection
-// reset by peer" after 21.6 s (rank 0 then waited 20 s), and the observer's first check
-// unanswered for its whole 30 s. Both fit a stray connection accepted while rank 0 set
-// the store's socket timeouts, after it listed its descriptors but before the listening
-// socket had them, so that the daemon waited on it for ever; guard_store_sockets now
-// makes a second pass (comm/live_job.cpp). Not reproduced at will: the window is a few
-// microseconds wide unless the machine is loaded.
+// (the stray timeout stays 5 s). Under load this test failed with the observer's first
+// check unanswered for its whole 30 s: the strays wait at the port before rank 0 guards
+// its store, and Linux copies the listening socket's options into a connection when its
+// handshake completes, so a stray accepted late kept no timeout and held the daemon for
+// ever. comm/store_guard.hpp waits for the accept queue to drain before guarding the
+// accepted connections (reproduced with three busy loops on two cores, twice in 26 runs;
+// tests/store_guard_test.cpp reproduces it at will).
 TEST(LiveBadPeer, GarbageAtTheStorePortIsDroppedAndTheJobRunsOn) {
   Fixture f("garbage");
   const int timeout_s = 60;
@@ -370,15 +371,29 @@ TEST(LiveBadPeer, GarbageAtTheStorePortIsDroppedAndTheJobRunsOn) {
   ASSERT_TRUE(cut2.send(set_with_length(std::uint64_t{1} << 26, 0)));
   std::this_thread::sleep_for(milliseconds(200));
   asked = Clock::now();
-  // One request, queued while the stray holds the daemon: the job may end as soon as it
-  // is dropped (its ranks wait on the store too), and takes its store with it.
-  const auto before = ops_at_last_beat(*watch, 1);
+  // One request, queued while the stray holds the daemon. The ranks finish their steps
+  // meanwhile and wait on the store to end the job, so the job ends as soon as the stray
+  // is dropped, taking the store with it. The daemon then answers the queued requests in
+  // the order it accepted their connections, rank 0's first: on a loaded machine rank 0
+  // can exit before the daemon thread reaches ours, which then reads "Connection reset
+  // by peer". Either way the store was freed within the stray timeout.
+  std::optional<std::uint64_t> ops_seen;
+  std::string store_gone;
+  try {
+    ops_seen = ops_at_last_beat(*watch, 1);
+  } catch (const std::exception& e) {
+    store_gone = e.what();
+  }
   EXPECT_LE(since(asked), stray_s + 3);
   EXPECT_TRUE(cut2.closed_by_server_within(seconds(10)));
   watch.reset();
   Processes::finish_all({&rank0, &rank1, &rank2}, Clock::now() + seconds(120));
   for (Process* p : {&rank0, &rank1, &rank2}) expect_succeeded(*p, 150);
-  EXPECT_GT(before, 0u);
+  if (ops_seen) {
+    EXPECT_GT(*ops_seen, 0u);
+  } else {
+    EXPECT_NE(store_gone.find("Connection reset by peer"), std::string::npos) << store_gone;
+  }
   EXPECT_TRUE(fs::exists(f.dir / "out" / "s.live.result.json"));
 }
 
