@@ -1,6 +1,7 @@
 #include "workloads/gpt_model.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cmath>
 #include <limits>

@@ -1,6 +1,7 @@
 #include "workloads/gpt_workload.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/autograd.h>
 
 #include <algorithm>
