@@ -12,12 +12,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "network_models/ring_wavefront.hpp"
@@ -322,12 +325,14 @@ TEST(ResourceLimits, FormatsBytes) {
 struct Child {
   int exit_code = -1;
   std::string output;    // stdout and stderr together
-  double max_rss = 0.0;  // bytes (ru_maxrss)
+  double max_rss = 0.0;    // bytes (ru_maxrss)
+  double peak_anon = 0.0;  // bytes: the largest anonymous resident set sampled (RssAnon, every millisecond)
   double seconds = 0.0;
 };
 
 // Runs the dtsim binary with `args` (and `env` added), stdout and stderr into a pipe, under
-// an address-space limit when `address_space` > 0; waits for it with wait4 for its peak RSS.
+// an address-space limit when `address_space` > 0; waits for it with wait4 for its peak RSS,
+// and samples its anonymous resident set meanwhile.
 Child run_dtsim(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
                 double address_space = 0) {
   int fds[2];
@@ -353,9 +358,21 @@ Child run_dtsim(const std::vector<std::string>& args, const std::vector<std::str
   }
   ::close(fds[1]);
   Child c;
+  std::atomic<bool> ended{false};
+  std::thread sampler([&] {
+    const std::string status_file = "/proc/" + std::to_string(pid) + "/status";
+    while (!ended) {
+      std::ifstream in(status_file);
+      for (std::string line; std::getline(in, line);)
+        if (line.rfind("RssAnon:", 0) == 0) c.peak_anon = std::max(c.peak_anon, std::stod(line.substr(8)) * 1024);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
   char buf[4096];
   for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) c.output.append(buf, static_cast<std::size_t>(n));
   ::close(fds[0]);
+  ended = true;  // its output is closed: it is exiting (and not reaped yet, so the pid is still its)
+  sampler.join();
   int status = 0;
   rusage usage{};
   ::wait4(pid, &status, 0, &usage);
@@ -434,9 +451,14 @@ json tiny_model(int ranks, json topology, const char* model, const char* all_red
   return doc;
 }
 
-// The estimate against what runs use: the peak RSS of a dtsim run minus that of a one-rank
-// run of a two-feature model (LibTorch, the binary), over the estimate minus that run's.
-TEST(ResourceLimitsBinary, EstimateIsWithinAFactorOfThePeakRss) {
+// The estimate against what runs use: the peak anonymous resident set of a dtsim run minus
+// that of a one-rank run of a two-feature model (LibTorch, the binary), over the estimate
+// minus that run's. Anonymous memory, not the whole RSS: the libraries' pages count in the
+// RSS once touched, and with LibTorch 2.15 about 120 MiB of them become resident only as
+// the run goes on (file-backed RSS 180 MiB while complete_2048 builds its routes, 300 MiB
+// at its end and at the baseline's), so a run that peaks early peaks with fewer of them
+// than the baseline did. The peak RSS is printed too.
+TEST(ResourceLimitsBinary, EstimateIsWithinAFactorOfThePeakAnonymousMemory) {
   const auto dir = testing::fresh_dir("limits-rss");
   ScopedEnv unset("DTSIM_MEMORY_LIMIT", nullptr);
   const json choco = {{"name", "choco_sgd"}, {"lr", 0.1}, {"momentum", 0.9},
@@ -465,11 +487,12 @@ TEST(ResourceLimitsBinary, EstimateIsWithinAFactorOfThePeakRss) {
     if (name == "mlp_8" && !fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) continue;
     const auto r = run_dtsim({"run", write_scenario(dir, name, doc).string(), "--quiet", "--out", dir.string()});
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    const double measured = r.max_rss - tiny.max_rss;
+    const double measured = r.peak_anon - tiny.peak_anon;
     const double estimated = runner::estimate_resources(runner::parse_scenario(doc)).total_bytes() - tiny_estimate;
     const double ratio = estimated / measured;
-    std::printf("%-24s estimate %9s  peak RSS - baseline %9s  ratio %.2f  (%.1f s)\n", name.c_str(),
-                runner::format_bytes(estimated).c_str(), runner::format_bytes(measured).c_str(), ratio, r.seconds);
+    std::printf("%-24s estimate %9s  peak anonymous - baseline %9s  ratio %.2f  (peak RSS - baseline %9s; %.1f s)\n",
+                name.c_str(), runner::format_bytes(estimated).c_str(), runner::format_bytes(measured).c_str(), ratio,
+                runner::format_bytes(r.max_rss - tiny.max_rss).c_str(), r.seconds);
     EXPECT_GE(ratio, 0.5) << name;
     EXPECT_LE(ratio, 1.5) << name;
   }
