@@ -1,6 +1,8 @@
 #include "cli/init_params_command.hpp"
 
-#include <torch/csrc/jit/serialization/pickle.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 
 #include <fstream>
 
@@ -12,9 +14,34 @@
 
 namespace dtsim::cli {
 
+namespace {
+
+// torch.save's zip format, its containers untagged: torch::jit::pickle_save tags a typed
+// dict with torch.jit._pickle.restore_type_tag, a global torch.load refuses under its
+// weights_only default (PyTorch 2.6 on); a plain dict of tensors loads in every version.
+std::vector<char> save_for_torch_load(const c10::IValue& value) {
+  std::vector<char> pickled;
+  torch::jit::Pickler pickler([&](const char* bytes, std::size_t n) { pickled.insert(pickled.end(), bytes, bytes + n); },
+                              nullptr, nullptr, nullptr, nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  std::vector<char> file;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, std::size_t n) {
+    const char* bytes = static_cast<const char*>(data);
+    file.insert(file.end(), bytes, bytes + n);
+    return n;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(), writer);
+  writer.writeEndOfFile();
+  return file;
+}
+
+}  // namespace
+
 InitParamsCommand::InitParamsCommand(CLI::App& app) {
   cmd_ = app.add_subcommand("init-params", "Write the initial parameters of SCENARIO's model (every rank's) as a "
-                                           "torch.save dict of name -> tensor (torch.load reads it), for "
+                                           "torch.save dict of name -> tensor (torch.load reads it, weights_only or not), for "
                                            "scripts/export_model.py");
   cmd_->add_option("scenario", scenario_, "Scenario JSON file")->required();
   cmd_->add_option("--out", out_, "The file to write (.pt)")->required();
@@ -36,7 +63,7 @@ std::optional<int> InitParamsCommand::run() const {
     const auto params = w->initial_parameters();
     c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
     for (std::size_t i = 0; i < names.size(); ++i) dict.insert(names[i], params[i].to(at::kCPU).contiguous());
-    const auto bytes = torch::jit::pickle_save(dict);
+    const auto bytes = save_for_torch_load(dict);
     std::ofstream out(out_, std::ios::binary);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!out) throw config::InputError(fmt::format("--out {}: cannot write", config::one_line(out_)));

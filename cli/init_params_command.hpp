@@ -1,6 +1,6 @@
 // `dtsim init-params SCENARIO.json --out FILE.pt`: the initial parameters of the
 // scenario's model (rank 0's, which every rank starts from) as a dict of name -> tensor in
-// torch.save's format (torch::jit::pickle_save; torch.load reads it), for
+// torch.save's format (containers untagged, so torch.load reads it with weights_only), for
 // scripts/export_model.py to put the built-in models' initial weights into a TorchScript
 // export. Builds the workload as a run would (loads its data).
 #pragma once

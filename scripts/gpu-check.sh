@@ -181,7 +181,7 @@ targets=(kernels_compressor_test kernels_aggregation_test kernels_test emulated_
 built=0
 # scripts/torch2.sh's CMake options (scripts/torch2-config.sh), warnings not fatal unless
 # GPU_CHECK_WERROR=ON. Without PyTorch, CMake finds Debian's LibTorch or .devdeps'.
-torch2_cmake_args "$root"
+torch2_cmake_args "$root" "$torch_python"
 configure() {  # configure STEP [CMAKE ARGS...]
   local name=$1
   shift

@@ -39,12 +39,12 @@ EOF
   { read -r torch_version; read -r torch_cuda; read -r torch_abi; read -r torch_prefix; } <<<"$facts"
 }
 
-torch2_cmake_args() {
-  local root=$1 prefix=${torch_prefix:-}
+torch2_cmake_args() {  # torch2_cmake_args ROOT PYTHON
+  local root=$1 python=${2:-} prefix=${torch_prefix:-}
   [ -d "$root/.devdeps/usr" ] && prefix="${prefix:+$prefix;}$root/.devdeps/usr"
   # cmake/DtsimDeps.cmake derives Torch_ROOT and TORCH_CUDA_ARCH_LIST from these, and puts
   # the system's fmt headers before the copy the wheel ships.
   TORCH2_CMAKE_ARGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$prefix"
                      -DCMAKE_CUDA_ARCHITECTURES=90 -DDTSIM_CUDA=ON -DDTSIM_GLOO=ON
-                     -DDTSIM_BUILD_TESTS=ON -DDTSIM_BUILD_BENCH=ON)
+                     -DDTSIM_BUILD_TESTS=ON -DDTSIM_BUILD_BENCH=ON "-DDTSIM_TEST_PYTHON=$python")
 }

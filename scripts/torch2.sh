@@ -59,8 +59,8 @@ make_venv() {
     return 0
   fi
   python=$venv/bin/python
-  if [ -x "$python" ] && [ "$("$python" -c 'import torch;print(torch.__version__.split("+")[0])' 2>/dev/null)" = "$version" ]; then
-    say "$venv has torch $version"
+  if [ -x "$python" ] && [ "$("$python" -c 'import numpy, torch;print(torch.__version__.split("+")[0])' 2>/dev/null)" = "$version" ]; then
+    say "$venv has torch $version and numpy"
     return 0
   fi
   if [ ! -x "$python" ]; then
@@ -69,8 +69,9 @@ make_venv() {
       return 1
     }
   fi
-  say "installing torch==$version into $venv (about 5 GB with its nvidia-* wheels)"
-  "$python" -m pip install --no-input --disable-pip-version-check "torch==$version"
+  # NumPy too: the tests against PyTorch run its powerSGD_hook, which draws from NumPy.
+  say "installing torch==$version and numpy into $venv (about 5 GB with torch's nvidia-* wheels)"
+  "$python" -m pip install --no-input --disable-pip-version-check "torch==$version" numpy
 }
 timed venv make_venv
 torch2_facts "$python" || { say "$python cannot import torch"; exit 1; }
@@ -82,7 +83,7 @@ if [ "$torch_abi" != 1 ]; then
 fi
 
 # --- Configure, build, test ------------------------------------------------------------------
-torch2_cmake_args "$root"
+torch2_cmake_args "$root" "$python"
 timed configure cmake -S . -B "$build" "${TORCH2_CMAKE_ARGS[@]}"
 timed build cmake --build "$build" -j "$jobs"
 if [ "$run_tests" = 1 ]; then

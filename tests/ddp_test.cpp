@@ -33,6 +33,7 @@
 #include "runner/scenario.hpp"
 #include "sim/engine.hpp"
 #include "staged_backward.hpp"
+#include "python_torch.hpp"
 #include "test_util.hpp"
 #include "workloads/shape_models.hpp"
 
@@ -849,14 +850,9 @@ TEST(ParallelSgdPowerSgd, FieldsOnlyWhereTheyApply) {
 
 // ---------------------------------------------------------------------------------------
 // Against PyTorch itself: DDP over Gloo with its own hooks (tests/pytorch/ddp_hooks_reference.py,
-// Debian's python3-torch 1.13), dtsim's `cnn` on the same data, initial parameters, shards
-// and batch order, 12 steps of plain SGD.
-
-// Debian's python3 with torch, or "" where there is none.
-std::string python_with_torch() {
-  const std::string python = "/usr/bin/python3";
-  return testing::run_command(python + " -c 'import torch'").exit_code == 0 ? python : std::string();
-}
+// run by the PyTorch whose LibTorch these tests were built against: tests/python_torch.hpp),
+// dtsim's `cnn` on the same data, initial parameters, shards and batch order, 12 steps of
+// plain SGD.
 
 struct HookCase {
   std::string name;  // also the output files' stem
@@ -944,11 +940,12 @@ HookCase powersgd_case(std::int64_t rank, bool warm_start_and_error_feedback) {
 // PowerSGD at ranks 1, 2 and 4 (Gram-Schmidt, then QR), with and without warm start and
 // error feedback, on 4 ranks (fp32 sums, whose order Gloo and dtsim choose differently:
 // rounding), and the fp16 / bf16 hooks on 2 ranks (two addends: one rounding whatever the
-// order, so bit for bit). PowerSGD's own effect, its distance to the plain all-reduce,
+// order, so bit for bit where the model's own arithmetic is PyTorch's; below). PowerSGD's
+// own effect, its distance to the plain all-reduce,
 // is 10^3 to 10^5 times what separates dtsim from PyTorch.
 TEST(DdpAgainstPyTorch, PowerSgdAndHalfPrecisionHooks) {
-  const auto python = python_with_torch();
-  if (python.empty()) GTEST_SKIP() << "no /usr/bin/python3 with torch (scripts/install-deps.sh installs python3-torch)";
+  const auto python = testing::python_with_torch();
+  if (python.empty()) GTEST_SKIP() << testing::no_python_with_torch();
   std::vector<HookCase> powersgd;
   for (std::int64_t rank : {1, 2, 4})
     for (bool on : {true, false}) powersgd.push_back(powersgd_case(rank, on));
@@ -961,10 +958,20 @@ TEST(DdpAgainstPyTorch, PowerSgdAndHalfPrecisionHooks) {
   const std::vector<HookCase> half{
       {"fp16_compress", {{"name", "ddp"}, {"hook", "fp16_compress"}, {"lr", 0.1}}, {{"hook", "fp16_compress"}}},
       {"bf16_compress", {{"name", "ddp"}, {"hook", "bf16_compress"}, {"lr", 0.1}}, {{"hook", "bf16_compress"}}}};
-  for (const auto& [name, d] : against_pytorch(python, 2, half)) {
-    EXPECT_EQ(d.first, 0.0) << name;
+  // Bit for bit where dtsim's `cnn` and PyTorch's module compute the same float operations,
+  // which the plain all-reduce (no hook) shows: so with LibTorch 1.13. With 2.15 they part
+  // by an ulp or so in the model's own arithmetic (6e-8 after 12 steps without a hook), the
+  // fp16 / bf16 roundings carry that further (4e-7, 8e-7), and the hooks are held to
+  // PowerSGD's bound, far below the hooks' own effect (5e-4).
+  const auto results = against_pytorch(python, 2, half);
+  const bool same_arithmetic = results.at("allreduce").first == 0.0;
+  for (const auto& [name, d] : results) {
+    if (same_arithmetic)
+      EXPECT_EQ(d.first, 0.0) << name;
+    else
+      EXPECT_LE(d.first, 1e-6) << name;
     if (name != "allreduce") {
-      EXPECT_GT(d.second, 0.0) << name;  // the hook does change the training
+      EXPECT_GT(d.second, 100 * d.first) << name;  // the hook does change the training, by far more
     }
   }
 }

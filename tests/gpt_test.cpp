@@ -4,10 +4,11 @@
 // - The model has nanoGPT's parameter names, order and count (closed form), and the same loss
 //   and gradients as a torch.nn module written in Python (tests/pytorch/gpt_reference.py)
 //   from the same parameters on the same tokens. Tolerance: both run the same ATen kernels
-//   (Debian's libtorch 1.13 under python3-torch too), but the module's autograd graph is not
-//   the functional one op for op (nn.Linear and F.linear dispatch alike, the tied head's two
-//   gradient contributions may accumulate in either order), so fp32 results may differ by
-//   reassociation: 1e-5 of each tensor's largest gradient (about 100 fp32 ulps); fp64 1e-12.
+//   (the PyTorch of the LibTorch built against runs it: tests/python_torch.hpp), but the
+//   module's autograd graph is not the functional one op for op (nn.Linear and F.linear
+//   dispatch alike, the tied head's two gradient contributions may accumulate in either
+//   order), so fp32 results may differ by reassociation: 1e-5 of each tensor's largest
+//   gradient (about 100 fp32 ulps); fp64 1e-12.
 //   Measured here: 0 in both (the same kernels in the same order, bit for bit).
 // - The stages produce backward()'s gradients; the text split, shards and windows follow the
 //   stated rules; the readers refuse bad input with one line naming the file; a run on the
@@ -28,6 +29,7 @@
 
 #include "runner/run.hpp"
 #include "runner/scenario.hpp"
+#include "python_torch.hpp"
 #include "test_util.hpp"
 #include "workloads/gpt_model.hpp"
 #include "workloads/gpt_workload.hpp"
@@ -77,11 +79,6 @@ TEST(Gpt, ParameterNamesOrderAndCount) {
 }
 
 // --- against a PyTorch module ---------------------------------------------------------------
-
-std::string python_with_torch() {
-  const std::string python = "/usr/bin/python3";
-  return testing::run_command(python + " -c 'import torch'").exit_code == 0 ? python : std::string();
-}
 
 c10::impl::GenericDict load(const fs::path& file) {
   const auto text = testing::read_file(file);
@@ -145,8 +142,8 @@ Worst against_pytorch(const std::string& python, const GptSpec& s, at::ScalarTyp
 }
 
 TEST(GptAgainstPyTorch, SameLossAndGradients) {
-  const auto python = python_with_torch();
-  if (python.empty()) GTEST_SKIP() << "no /usr/bin/python3 with torch (scripts/install-deps.sh installs python3-torch)";
+  const auto python = testing::python_with_torch();
+  if (python.empty()) GTEST_SKIP() << testing::no_python_with_torch();
   const auto dir = testing::fresh_dir("gpt-pytorch");
   const GptSpec s{.layers = 2, .heads = 4, .width = 32, .context = 16, .vocab = 256};
   const auto f32 = against_pytorch(python, s, at::kFloat, dir);

@@ -1,12 +1,14 @@
 // algorithms/optimizers: sgd, adam and adamw against the reference's apply_gradient and against
-// torch.optim itself (tests/pytorch/optimizers_reference.py, Debian's python3-torch 1.13) on
-// the same fixed gradient sequences, and their registry, parse and state.
+// torch.optim itself (tests/pytorch/optimizers_reference.py, run by the PyTorch whose LibTorch
+// these tests were built against: tests/python_torch.hpp) on the same fixed gradient
+// sequences, and their registry, parse and state.
 //
-// Tolerance against PyTorch: none. Both sides run the same ATen operations (PyTorch 1.13's
+// Tolerance against PyTorch: none. Both sides run the same ATen operations (the
 // single-tensor code paths) on the same operands, with the scalars computed in double as
 // Python does, inside the same LibTorch library (Debian's libtorch 1.13 is what
-// python3-torch loads), so the trajectories must agree bit for bit. A rounding difference
-// would mean a different operation or order, which is what this test is for.
+// python3-torch loads; the torch2 venv's torch is what build/torch2 links), so the
+// trajectories must agree bit for bit. A rounding difference would mean a different
+// operation or order, which is what this test is for.
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
@@ -22,6 +24,7 @@
 #include "algorithms/apply_gradient.hpp"
 #include "algorithms/optimizers/optimizer.hpp"
 #include "config/scenario_error.hpp"
+#include "python_torch.hpp"
 #include "test_util.hpp"
 
 namespace dtsim {
@@ -194,11 +197,6 @@ TEST(Optimizers, RegistryParseAndErrors) {
 
 // --- against torch.optim ---------------------------------------------------------------
 
-std::string python_with_torch() {
-  const std::string python = "/usr/bin/python3";
-  return testing::run_command(python + " -c 'import torch'").exit_code == 0 ? python : std::string();
-}
-
 void save(const c10::impl::GenericDict& dict, const std::filesystem::path& file) {
   const auto bytes = torch::jit::pickle_save(dict);
   testing::write_file(file, std::string(bytes.begin(), bytes.end()));
@@ -245,8 +243,8 @@ double compare(const OptimizerConfig& c, const Sequence& s, const std::filesyste
 }
 
 TEST(OptimizersAgainstPyTorch, SameTrajectoriesBitForBit) {
-  const auto python = python_with_torch();
-  if (python.empty()) GTEST_SKIP() << "no /usr/bin/python3 with torch (scripts/install-deps.sh installs python3-torch)";
+  const auto python = testing::python_with_torch();
+  if (python.empty()) GTEST_SKIP() << testing::no_python_with_torch();
   const auto dir = testing::fresh_dir("optimizers-pytorch");
   const auto s = sequence(20);
   const auto d = sequence(20, at::kDouble);

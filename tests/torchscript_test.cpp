@@ -31,6 +31,7 @@
 
 #include "runner/run.hpp"
 #include "runner/scenario.hpp"
+#include "tests/python_torch.hpp"
 #include "tests/test_util.hpp"
 #include "tests/torchscript_util.hpp"
 #include "workloads/image_models.hpp"
@@ -230,21 +231,13 @@ TEST(TorchScript, InitParamsWritesTheInitialParameters) {
   fs::remove_all(dir);
 }
 
-// The Python interpreter with torch (Debian's python3-torch), or "" where there is none
-// (CI: these cases skip).
-std::string python_with_torch() {
-  for (const std::string python : {"python3", "/usr/bin/python3"})
-    if (testing::run_command(python + " -c 'import torch'").exit_code == 0) return python;
-  return "";
-}
-
 // With python3-torch: the script's exports, made here, of the full-size MLP (weights from
 // `dtsim init-params` of a Fashion-MNIST scenario) and of ResNet-20 (weights from
 // resnet20_real's) give the built-in mlp's and resnet20_real's losses, and resnet20_real's
 // parameter names, gradient ready order and conv FLOPs.
 TEST(TorchScript, ExportScriptMatchesTheBuiltIns) {
-  const auto python = python_with_torch();
-  if (python.empty()) GTEST_SKIP() << "no python3 with torch (python3-torch) here";
+  const auto python = testing::python_with_torch();
+  if (python.empty()) GTEST_SKIP() << testing::no_python_with_torch();
   const auto dir = testing::fresh_dir("torchscript-export");
   const auto script = (fs::path(DTSIM_SOURCE_DIR) / "scripts" / "export_model.py").string();
   const auto mlp = scenario(fashion_workload("mlp"), algorithm("parallel_sgd"), 4, 10);

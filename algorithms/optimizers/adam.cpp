@@ -1,6 +1,6 @@
 // adam and adamw: torch.optim.Adam and torch.optim.AdamW (Kingma & Ba, ICLR 2015; Loshchilov
-// & Hutter, ICLR 2019), PyTorch 1.13's _single_tensor_adam / _single_tensor_adamw, per
-// tensor, at this optimizer's own step t (from 1):
+// & Hutter, ICLR 2019), _single_tensor_adam / _single_tensor_adamw of the PyTorch whose
+// LibTorch dtsim is built with, per tensor, at this optimizer's own step t (from 1):
 //
 //   adamw:  p = p (1 - lr wd)                           decoupled weight decay
 //   adam:   g = g + wd p                                L2 weight decay (if wd != 0)
@@ -12,6 +12,11 @@
 //
 // The scalars (1 - b1, b1^t, lr / (1 - b1^t), sqrt(1 - b2^t), 1 - lr wd) are computed in
 // double as Python computes them; each tensor operation is the ATen call PyTorch makes.
+// PyTorch 2.x writes two of them differently from 1.13, with other roundings: m moves by
+// m.lerp_(g, 1 - b1), not m.mul_(b1).add_(g, 1 - b1), and sqrt(1 - b2^t) is (1 - b2^t) ** 0.5,
+// not math.sqrt (tests/optimizers_test.cpp, OptimizersAgainstPyTorch, bit for bit on both).
+#include <torch/version.h>
+
 #include <cmath>
 
 #include "algorithms/optimizers/optimizer.hpp"
@@ -19,6 +24,8 @@
 namespace dtsim::algorithms::optimizers {
 
 namespace {
+
+constexpr bool kTorch2 = TORCH_VERSION_MAJOR >= 2;
 
 class Adam final : public Optimizer {
  public:
@@ -61,13 +68,16 @@ class Adam final : public Optimizer {
       else
         g = g.add(p, c.weight_decay);
     }
-    m_[i].mul_(c.beta1).add_(g, 1.0 - c.beta1);
+    if constexpr (kTorch2)
+      m_[i].lerp_(g, 1.0 - c.beta1);
+    else
+      m_[i].mul_(c.beta1).add_(g, 1.0 - c.beta1);
     v_[i].mul_(c.beta2).addcmul_(g, g, 1.0 - c.beta2);
     const double t = static_cast<double>(steps());
     const double bias_correction1 = 1.0 - std::pow(c.beta1, t);
     const double bias_correction2 = 1.0 - std::pow(c.beta2, t);
     const double step_size = lr / bias_correction1;
-    const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+    const double bias_correction2_sqrt = kTorch2 ? std::pow(bias_correction2, 0.5) : std::sqrt(bias_correction2);
     at::Tensor denom;
     if (c.amsgrad) {
       at::maximum_out(v_max_[i], v_max_[i], v_[i]);

@@ -102,11 +102,11 @@ def worker(rank, spec, port):
     torch.set_num_threads(1)
     ranks = spec["ranks"]
     dist.init_process_group("gloo", rank=rank, world_size=ranks)
-    data = torch.load(spec["data"])
+    data = torch.load(spec["data"], weights_only=False)
     x, y = data["x"].float(), data["y"]
     if x.dim() == 3:
         x = x.unsqueeze(1)
-    init = torch.load(spec["init"])
+    init = torch.load(spec["init"], weights_only=False)
     shard = shard_of(len(y), rank, ranks, spec["seed"])
     for case in spec["cases"]:
         net = Cnn(x.shape[1], x.shape[2], int(y.max()) + 1)

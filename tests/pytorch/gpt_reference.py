@@ -71,7 +71,7 @@ class Gpt(nn.Module):
 
 def main():
     case = json.load(open(sys.argv[1]))
-    data = torch.load(case["in"])
+    data = torch.load(case["in"], weights_only=False)
     model = Gpt(case["layers"], case["heads"], case["width"], case["context"], case["vocab"])
     names = [n for n, _ in model.named_parameters()]
     dtype = data["transformer.wte.weight"].dtype

@@ -22,7 +22,7 @@ import torch
 
 
 def run(case):
-    data = torch.load(case["in"])
+    data = torch.load(case["in"], weights_only=False)
     n = sum(1 for k in data if k.startswith("p"))
     lrs = data["lr"].tolist()
     params = [torch.nn.Parameter(data[f"p{i}"].clone()) for i in range(n)]
