@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The 'does compression pay?' table from a `dtsim sweep scenarios/sweeps/compression_pays.json`
-output directory: per model, rank count and link, each algorithm's steady-state step time (the
-last step: PowerSGD's first steps are its plain all-reduce) and exposed communication (that
-step's time minus its compute), and the fastest algorithm of the row.
+"""The 'does compression pay?' table from a `dtsim sweep` output directory of
+scenarios/sweeps/compression_pays*.json: one row per combination of the other axes that vary
+(model, ranks, link; or model and GPUs), in the sweep's order, each algorithm's steady-state
+step time (the last step: PowerSGD's first steps are its plain all-reduce) and, in brackets,
+its exposed communication (that step's time minus its compute), and the fastest algorithm.
 
 Usage: scripts/study_table.py OUT_DIR > table.md
 """
@@ -21,34 +22,29 @@ def human(s):
 
 def main():
     out = pathlib.Path(sys.argv[1])
-    rows = {}
-    algorithms = []
-    for f in sorted((out / "points").glob("*.json")):
-        point = json.loads(f.read_text())
-        labels = {a["name"]: str(v) for a, v in zip(point["axes"], point["values"])}
-        result = point["result"]
-        key = (labels["model"], int(labels["ranks"]), labels["link"])
-        step = result["per_step"]["time_s"][-1]
-        compute = result["per_step"]["compute_time_s"][-1]
-        alg = labels["algorithm"]
-        if alg not in algorithms:
-            algorithms.append(alg)
-        rows.setdefault(key, {})[alg] = (step, step - compute)
-    order = ["1 Gb/s", "10 Gb/s", "25 Gb/s", "100 Gb/s"]
-    print("| model | ranks | link | " + " | ".join(algorithms) + " | fastest |")
-    print("|---|---|---|" + "---|" * (len(algorithms) + 1))
-    for key in sorted(rows, key=lambda k: (k[0], k[1], order.index(k[2]))):
-        cells = rows[key]
+    points = sorted((json.loads(f.read_text()) for f in (out / "points").glob("*.json")), key=lambda p: p["index"])
+    if not points:
+        sys.exit(f"{out}: no points")
+    names = [a["name"] for a in points[0]["axes"]]
+    varying = [n for i, n in enumerate(names)
+               if n != "algorithm" and len({str(p["values"][i]) for p in points}) > 1]
+    rows, algorithms = {}, []
+    for point in points:
+        labels = dict(zip(names, (str(v) for v in point["values"])))
+        key = tuple(labels[n] for n in varying)
+        steps = point["result"]["per_step"]
+        step, compute = steps["time_s"][-1], steps["compute_time_s"][-1]
+        if labels["algorithm"] not in algorithms:
+            algorithms.append(labels["algorithm"])
+        rows.setdefault(key, {})[labels["algorithm"]] = (step, step - compute)
+    print("| " + " | ".join(varying + algorithms) + " | fastest |")
+    print("|" + "---|" * (len(varying) + len(algorithms) + 1))
+    for key, cells in rows.items():
         fastest = min(cells, key=lambda a: cells[a][0])
-        line = [key[0], str(key[1]), key[2]]
+        line = list(key)
         for a in algorithms:
-            if a in cells:
-                step, exposed = cells[a]
-                line.append(f"{human(step)} ({human(exposed)})")
-            else:
-                line.append("-")
-        line.append(fastest)
-        print("| " + " | ".join(line) + " |")
+            line.append(f"{human(cells[a][0])} ({human(cells[a][1])})" if a in cells else "-")
+        print("| " + " | ".join(line + [fastest]) + " |")
 
 
 if __name__ == "__main__":
