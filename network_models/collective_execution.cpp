@@ -565,7 +565,7 @@ std::optional<std::vector<double>> run_alone(const NetworkModel& model, const To
                                             model.name));
   sim::Engine engine(grid);
   auto transport = model.make_transport(engine, topology, perturbations);
-  transport->evaluate_rings(evaluate_rings);
+  transport->evaluate_rings(evaluate_rings && model.rings_as_recurrence);
   std::vector<double> finish(schedule.size(), -1.0);
   int done = 0;
   auto exec = std::make_shared<ScheduledExecution>(*transport, std::make_shared<const Schedule>(schedule),

@@ -36,8 +36,9 @@ Network::Network(sim::Engine& engine, Topology topology, NetworkConfig config, s
     : config_(std::move(config)), model_(&network_model(config_.model)), reuse_(std::move(reuse)) {
   // Kept with reuse off too: it restarts the run when a ring computed on the flow model
   // meets other traffic (ring_wavefront.hpp).
-  if (!reuse_) reuse_ = std::make_shared<CollectiveReuse>(config_.reuse_collectives);
-  else if (!config_.reuse_collectives) reuse_->disable_replay();
+  const bool replay = config_.reuse_collectives && model_->exact_collective_reuse;
+  if (!reuse_) reuse_ = std::make_shared<CollectiveReuse>(replay);
+  else if (!replay) reuse_->disable_replay();
   if (!(config_.nominal.bandwidth_bytes_per_s > 0))
     throw std::invalid_argument(fmt::format("network: bandwidth must be > 0, got {}", config_.nominal.bandwidth_bytes_per_s));
   if (!(config_.nominal.latency_s >= 0))
@@ -48,7 +49,7 @@ Network::Network(sim::Engine& engine, Topology topology, NetworkConfig config, s
     fastest_ = std::make_unique<FastestAlgorithm>(*model_, topology, config_.nominal, engine.time_grid());
   transport_ = clock_ ? std::make_unique<ClockTransport>(engine, std::move(topology), config_.perturbations, clock_)
                       : model_->make_transport(engine, std::move(topology), config_.perturbations);
-  transport_->evaluate_rings(config_.evaluate_rings);
+  transport_->evaluate_rings(config_.evaluate_rings && model_->rings_as_recurrence);
 }
 
 CollectiveSpec resolve_collective(CollectiveSpec spec, int ranks, const NetworkConfig& config) {

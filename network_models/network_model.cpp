@@ -34,6 +34,7 @@ const std::vector<NetworkModel>& network_model_table() {
        .closed_form_collectives = false,
        .relative_events_per_message = 1.0,
        .rings_as_recurrence = true,
+       .exact_collective_reuse = true,
        .faster_alternative = "the analytical network model (closed-form collectives)"},
       {.name = "flow",
        .description = "schedules as flows sharing links by max-min fairness",
@@ -41,6 +42,7 @@ const std::vector<NetworkModel>& network_model_table() {
        .closed_form_collectives = false,
        .relative_events_per_message = 2.0,  // a flow's start after its latency, then its completion
        .rings_as_recurrence = true,
+       .exact_collective_reuse = true,
        .rings_simulate_coupled_senders = true,
        .messages_share_links = true,
        .faster_alternative = "the alpha_beta or analytical network model"},

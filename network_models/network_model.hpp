@@ -35,12 +35,21 @@ struct NetworkModel {
   // Engine events per point-to-point message, relative to the uncontended transport's
   // one (a flow also has its completion): scales runner::estimate_resources' event count.
   double relative_events_per_message;
+  // The exact shortcuts this model allows: each is taken only where the entry says its
+  // exactness argument holds for the model, so a new model runs the plain message path
+  // until it opts in (and the equivalence tests, which iterate this table, check it).
+  //
   // Whether ring collectives are computed from their recurrence instead of simulated
   // message by message: all of a ring where messages never interact (ring_recurrence.hpp);
   // on the flow model, its senders whose routes share no link with another's (all but a
   // few on rings, tori, stars and fat trees: ring_wavefront.hpp; a conflict restarts
-  // the run).
+  // the run). With NetworkConfig::evaluate_rings.
   bool rings_as_recurrence;
+  // Whether a collective whose ranks arrive as at a recorded one, on a network in the
+  // same state, may be replayed from the record (collective_reuse.hpp): true where the
+  // transport's times depend only on those offsets and the links' state, as on the
+  // uncontended and flow transports. With NetworkConfig::reuse_collectives.
+  bool exact_collective_reuse = false;
   // Whether a ring's senders whose routes share a link (coupled) are still simulated
   // message by message (the flow model: their messages share bandwidth).
   bool rings_simulate_coupled_senders = false;

@@ -631,7 +631,10 @@ void FlowTransport::complete_due() {
 
 std::unique_ptr<Transport> make_transport(const std::string& model, sim::Engine& engine, Topology topology,
                                           Perturbations perturbations) {
-  return network_model(model).make_transport(engine, std::move(topology), std::move(perturbations));
+  const auto& entry = network_model(model);
+  auto transport = entry.make_transport(engine, std::move(topology), std::move(perturbations));
+  transport->evaluate_rings(entry.rings_as_recurrence);
+  return transport;
 }
 
 }  // namespace dtsim::net

@@ -128,8 +128,9 @@ class Transport : private sim::Engine::Handler {
     const double start = later(t, path.delay);
     return path.to_self ? start : later(start, bytes / path.bottleneck);
   }
-  // Whether ScheduledExecution may compute ring collectives from their recurrence
-  // (NetworkConfig::evaluate_rings; on by default), where the transport allows it.
+  // Whether ScheduledExecution may compute ring collectives from their recurrence: set
+  // by whoever makes the transport for a model, from NetworkConfig::evaluate_rings and
+  // the model entry's rings_as_recurrence (network_model.hpp).
   void evaluate_rings(bool on) { evaluate_rings_ = on; }
   bool evaluates_rings() const { return evaluate_rings_; }
 
@@ -413,7 +414,8 @@ class FlowTransport final : public Transport {
 };
 
 // The transport of the network model named `model` (network_model.hpp; the analytical
-// model's is the uncontended one); throws std::invalid_argument for an unknown name.
+// model's is the uncontended one), evaluating rings where the model's entry allows it;
+// throws std::invalid_argument for an unknown name.
 std::unique_ptr<Transport> make_transport(const std::string& model, sim::Engine& engine, Topology topology,
                                           Perturbations perturbations);
 

@@ -12,6 +12,7 @@
 
 #include "network_models/collective_reuse.hpp"
 #include "network_models/network.hpp"
+#include "network_models/network_model.hpp"
 #include "network_models/schedule.hpp"
 #include "network_models/topology.hpp"
 
@@ -33,6 +34,15 @@ struct Outcome {
 };
 
 using Extra = std::function<void(sim::Engine&, Network&, std::vector<double>& arrivals)>;
+
+// The models whose entries allow collective reuse (network_model.hpp): each must replay
+// exactly what it would simulate, which the tests below check for every one of them.
+std::vector<std::string> reusing_models() {
+  std::vector<std::string> names;
+  for (const auto& m : network_model_table())
+    if (m.exact_collective_reuse) names.emplace_back(m.name);
+  return names;
+}
 
 NetworkConfig config(const std::string& model) {
   NetworkConfig c;
@@ -138,15 +148,18 @@ std::vector<Job> repeated(int n, int count, double first, double gap, double spr
 }
 
 struct Case {
-  const char* model;
+  std::string model;
   Topology topology;
 };
 
+// A ring and a torus under every model that replays.
 std::vector<Case> cases() {
-  return {{"alpha_beta", Topology::ring(8, {5e-6, 1.25e9})},
-          {"flow", Topology::ring(8, {5e-6, 1.25e9})},
-          {"flow", Topology::torus({4, 4}, {5e-6, 1.25e9})},
-          {"alpha_beta", Topology::torus({4, 4}, {5e-6, 1.25e9})}};
+  std::vector<Case> all;
+  for (const auto& model : reusing_models()) {
+    all.push_back({model, Topology::ring(8, {5e-6, 1.25e9})});
+    all.push_back({model, Topology::torus({4, 4}, {5e-6, 1.25e9})});
+  }
+  return all;
 }
 
 // The same collective six times, ranks arriving with the same offsets each time, in
@@ -185,7 +198,7 @@ std::vector<Job> around(double boundary) {
 TEST(CollectiveReuse, WindowsAcrossAPowerOfTwoAreSimulated) {
   const auto topology = Topology::ring(8, {5e-6, 1.25e9});
   const auto jobs = around(2.0);
-  for (const char* model : {"alpha_beta", "flow"}) {
+  for (const auto& model : reusing_models()) {
     const auto with = run(topology, config(model), jobs, true);
     const auto without = run(topology, config(model), jobs, false);
     EXPECT_EQ(with.done, without.done) << model;
@@ -203,7 +216,7 @@ TEST(CollectiveReuse, WindowsAcrossAPowerOfTwoAreSimulated) {
 // simulation, under both models.
 void expect_on_the_grid(double boundary, sim::TimeGrid grid, std::uint64_t recorded, std::uint64_t replayed) {
   const auto topology = Topology::ring(8, {5e-6, 1.25e9});
-  for (const char* model : {"alpha_beta", "flow"}) {
+  for (const auto& model : reusing_models()) {
     const auto with = run(topology, config(model), around(boundary), true, {}, grid);
     const auto without = run(topology, config(model), around(boundary), false, {}, grid);
     EXPECT_EQ(with.done, without.done) << model;
@@ -358,7 +371,7 @@ TEST(CollectiveReuse, CrossTrafficAfterTheCommitRestartsTheRun) {
 TEST(CollectiveReuse, JitterAndBandwidthChangesDisableIt) {
   const auto topology = Topology::ring(8, {5e-6, 1.25e9});
   const auto jobs = repeated(8, 5, 1.0, 0.05, 0.0);
-  for (const char* model : {"alpha_beta", "flow"}) {
+  for (const auto& model : reusing_models()) {
     auto jittery = config(model);
     jittery.perturbations.jitter_s = 2e-6;
     jittery.perturbations.jitter_seed = 3;

@@ -486,6 +486,32 @@ TEST(NetworkModels, TableNamesEveryModel) {
   }
 }
 
+// The exact shortcuts are the model entry's to allow: a network computes rings from their
+// recurrence and replays collectives only where its model's entry says so and the config
+// asks for it; the models without machine clocks that have neither would run every
+// collective message by message. Today alpha_beta and flow allow both.
+TEST(NetworkModels, ShortcutsAreTheModelEntrysToAllow) {
+  sim::Engine engine;
+  for (const auto& m : network_model_table()) {
+    if (m.make_clock) continue;  // a described machine's (nccl): no /network/system here
+    for (bool asked : {true, false}) {
+      SCOPED_TRACE(fmt::format("{}, shortcuts asked {}", m.name, asked));
+      NetworkConfig config;
+      config.model = std::string(m.name);
+      config.nominal = kLink;
+      config.evaluate_rings = asked;
+      config.reuse_collectives = asked;
+      Network network(engine, Topology::ring(4, kLink), config);
+      EXPECT_EQ(network.transport().evaluates_rings(), asked && m.rings_as_recurrence);
+      EXPECT_EQ(network.reuse()->enabled(), asked && m.exact_collective_reuse);
+      EXPECT_EQ(make_transport(config.model, engine, Topology::ring(4, kLink), {})->evaluates_rings(),
+                m.rings_as_recurrence);
+    }
+  }
+  EXPECT_TRUE(network_model("alpha_beta").rings_as_recurrence && network_model("alpha_beta").exact_collective_reuse);
+  EXPECT_TRUE(network_model("flow").rings_as_recurrence && network_model("flow").exact_collective_reuse);
+}
+
 // The algorithms' table: names round-trip, the lists per collective and `auto`'s
 // candidates are the ones dtsim always had, in the same order.
 TEST(CollectiveAlgorithms, TableListsEveryAlgorithm) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "network_models/collective_execution.hpp"
+#include "network_models/network_model.hpp"
 #include "network_models/ring_recurrence.hpp"
 #include "network_models/schedule.hpp"
 #include "network_models/topology.hpp"
@@ -121,7 +122,9 @@ TEST(RingRecurrence, OnlyRingsThatWaitForEveryRank) {
 // arrival for a missing one's, so it says so instead: on the uncontended model, and on
 // the flow model's computed rings (ring_wavefront.hpp).
 TEST(RingRecurrence, ARankArrivingTwiceIsAnError) {
-  for (const std::string model : {"alpha_beta", "flow"}) {
+  for (const auto& entry : network_model_table()) {
+    if (!entry.rings_as_recurrence) continue;
+    const std::string model(entry.name);
     sim::Engine engine(sim::TimeGrid::from_resolution(1e-14));
     auto transport = make_transport(model, engine, Topology::ring(4, {.latency_s = 1e-6, .bandwidth_bytes_per_s = 1e9}), {});
     auto exec = std::make_shared<ScheduledExecution>(
