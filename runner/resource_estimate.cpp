@@ -585,10 +585,12 @@ const char* how_long(double work) { return work > 10 * kLongRun ? "hours" : work
 // The share of the steps whose collectives collective reuse may replay: on the time grid
 // a step whose ranks enter it as in a step before is replayed, which in training is
 // usually every step from the third (network_models/collective_reuse.hpp); none when
-// reuse is off, jitter consumes draws per message, or the model has closed forms.
+// reuse is off, jitter consumes draws per message, or the model does not replay (closed
+// forms, or an entry without exact_collective_reuse).
 double replayable_share(const Scenario& s) {
-  if (!s.network.reuse_collectives || s.network.perturbations.jitter_s > 0 ||
-      net::network_model(s.network.model).closed_form_collectives || s.steps <= 2)
+  const auto& model = net::network_model(s.network.model);
+  if (!s.network.reuse_collectives || s.network.perturbations.jitter_s > 0 || model.closed_form_collectives ||
+      !model.exact_collective_reuse || s.steps <= 2)
     return 0.0;
   return static_cast<double>(s.steps - 2) / static_cast<double>(s.steps);
 }
