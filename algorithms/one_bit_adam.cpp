@@ -6,6 +6,7 @@
 
 #include "algorithms/apply_gradient.hpp"
 #include "algorithms/gossip.hpp"
+#include "algorithms/optimizers/adam_moments.hpp"
 #include "algorithms/registry.hpp"
 
 namespace dtsim::algorithms {
@@ -70,12 +71,12 @@ void OneBitAdam::prepare(const std::vector<at::Tensor>& params, int ranks) {
 void OneBitAdam::adam_update(std::size_t i, at::Tensor& p, const at::Tensor& g, double lr, std::int64_t t, bool decays) {
   const auto& s = settings_;
   if (decays) p.mul_(1.0 - lr * weight_decay_);
-  m_[i].mul_(s.beta1).add_(g, 1.0 - s.beta1);
+  optimizers::adam_first_moment_(m_[i], g, s.beta1);
   v_[i].mul_(s.beta2).addcmul_(g, g, 1.0 - s.beta2);
   const double bias_correction1 = 1.0 - std::pow(s.beta1, static_cast<double>(t));
   const double bias_correction2 = 1.0 - std::pow(s.beta2, static_cast<double>(t));
   const double step_size = lr / bias_correction1;
-  const at::Tensor denom = (v_[i].sqrt() / std::sqrt(bias_correction2)).add_(s.eps);
+  const at::Tensor denom = (v_[i].sqrt() / optimizers::adam_bias_correction2_sqrt(bias_correction2)).add_(s.eps);
   p.addcdiv_(m_[i], denom, -step_size);
 }
 
@@ -84,7 +85,7 @@ void OneBitAdam::apply_frozen(std::size_t i, at::Tensor& p, double lr, std::int6
   const auto& s = settings_;
   const double bias_correction1 = 1.0 - std::pow(s.beta1, static_cast<double>(t));
   const double bias_correction2 = 1.0 - std::pow(s.beta2, static_cast<double>(s.freeze_step));
-  const at::Tensor denom = (v_[i].sqrt() / std::sqrt(bias_correction2)).add_(s.eps);
+  const at::Tensor denom = (v_[i].sqrt() / optimizers::adam_bias_correction2_sqrt(bias_correction2)).add_(s.eps);
   p.addcdiv_(m_[i], denom, -(lr / bias_correction1));
 }
 
@@ -133,7 +134,7 @@ sim::Task<std::uint64_t> OneBitAdam::compressed_step(StepContext& ctx) {
       for (std::size_t i = 0; i < tensors; ++i) {
         const bool decays = weight_decay_ != 0.0 && (weight_decay_mask_.empty() || weight_decay_mask_[i]);
         if (decays) ctx.params[i].mul_(1.0 - lr * weight_decay_);
-        m_[i].mul_(settings_.beta1).add_(ctx.grads[i], 1.0 - settings_.beta1);
+        optimizers::adam_first_moment_(m_[i], ctx.grads[i], settings_.beta1);
       }
     });
   }

@@ -41,6 +41,13 @@ EOF
 
 torch2_cmake_args() {  # torch2_cmake_args ROOT PYTHON
   local root=$1 python=${2:-} prefix=${torch_prefix:-}
+  # The tests run from their build directory: the Python they call must be an absolute path.
+  case "$python" in
+    "") ;;
+    /*) ;;
+    */*) python="$root/$python" ;;
+    *) python=$(command -v "$python" || echo "$python") ;;
+  esac
   [ -d "$root/.devdeps/usr" ] && prefix="${prefix:+$prefix;}$root/.devdeps/usr"
   # cmake/DtsimDeps.cmake derives Torch_ROOT and TORCH_CUDA_ARCH_LIST from these, and puts
   # the system's fmt headers before the copy the wheel ships.

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "algorithms/one_bit_adam.hpp"
+#include "algorithms/optimizers/adam_moments.hpp"
 #include "algorithms/optimizers/optimizer.hpp"
 #include "fixed_gradients.hpp"
 #include "runner/scenario.hpp"
@@ -127,7 +128,10 @@ TEST(OneBitAdam, CompressedStepsFollowTheTwoPhaseReference) {
         std::vector<at::Tensor> x(static_cast<std::size_t>(ranks)), scale(static_cast<std::size_t>(ranks));
         for (int r = 0; r < ranks; ++r) {
           const auto& b = before[{t, r}];
-          const auto m = b.m[i].mul(b1).add(testing::fixed_gradient(kShapes, r, t, i), 1.0 - b1);
+          // m = b1 m + (1 - b1) g, rounded as torch.optim.Adam of this LibTorch rounds it
+          // (adam_moments.hpp, held to torch.optim by OptimizersAgainstPyTorch).
+          auto m = b.m[i].clone();
+          algorithms::optimizers::adam_first_moment_(m, testing::fixed_gradient(kShapes, r, t, i), b1);
           auto padded = at::zeros({N});
           padded.narrow(0, 0, n).copy_(m.reshape({-1}));
           x[r] = b.e_w[i].defined() ? padded.add(b.e_w[i]) : padded;
@@ -157,7 +161,7 @@ TEST(OneBitAdam, CompressedStepsFollowTheTwoPhaseReference) {
           EXPECT_TRUE(at::equal(a.m[i], m_avg)) << "momentum, rank " << r;
           EXPECT_TRUE(at::equal(a.v[i], v_frozen)) << "variance, rank " << r;
           const double bc1 = 1.0 - std::pow(b1, static_cast<double>(t)), bc2 = 1.0 - std::pow(b2, 2.0);
-          const auto denom = (v_frozen.sqrt() / std::sqrt(bc2)).add_(eps);
+          const auto denom = (v_frozen.sqrt() / algorithms::optimizers::adam_bias_correction2_sqrt(bc2)).add_(eps);
           const auto want = before[{t, r}].params[i].addcdiv(m_avg, denom, -(lr / bc1));
           EXPECT_TRUE(at::equal(a.params[i], want)) << "parameters, rank " << r;
         }

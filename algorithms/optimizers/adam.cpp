@@ -12,20 +12,15 @@
 //
 // The scalars (1 - b1, b1^t, lr / (1 - b1^t), sqrt(1 - b2^t), 1 - lr wd) are computed in
 // double as Python computes them; each tensor operation is the ATen call PyTorch makes.
-// PyTorch 2.x writes two of them differently from 1.13, with other roundings: m moves by
-// m.lerp_(g, 1 - b1), not m.mul_(b1).add_(g, 1 - b1), and sqrt(1 - b2^t) is (1 - b2^t) ** 0.5,
-// not math.sqrt (tests/optimizers_test.cpp, OptimizersAgainstPyTorch, bit for bit on both).
-#include <torch/version.h>
-
+// PyTorch 2.x writes two of them differently from 1.13 (adam_moments.hpp).
 #include <cmath>
 
+#include "algorithms/optimizers/adam_moments.hpp"
 #include "algorithms/optimizers/optimizer.hpp"
 
 namespace dtsim::algorithms::optimizers {
 
 namespace {
-
-constexpr bool kTorch2 = TORCH_VERSION_MAJOR >= 2;
 
 class Adam final : public Optimizer {
  public:
@@ -68,16 +63,13 @@ class Adam final : public Optimizer {
       else
         g = g.add(p, c.weight_decay);
     }
-    if constexpr (kTorch2)
-      m_[i].lerp_(g, 1.0 - c.beta1);
-    else
-      m_[i].mul_(c.beta1).add_(g, 1.0 - c.beta1);
+    adam_first_moment_(m_[i], g, c.beta1);
     v_[i].mul_(c.beta2).addcmul_(g, g, 1.0 - c.beta2);
     const double t = static_cast<double>(steps());
     const double bias_correction1 = 1.0 - std::pow(c.beta1, t);
     const double bias_correction2 = 1.0 - std::pow(c.beta2, t);
     const double step_size = lr / bias_correction1;
-    const double bias_correction2_sqrt = kTorch2 ? std::pow(bias_correction2, 0.5) : std::sqrt(bias_correction2);
+    const double bias_correction2_sqrt = adam_bias_correction2_sqrt(bias_correction2);
     at::Tensor denom;
     if (c.amsgrad) {
       at::maximum_out(v_max_[i], v_max_[i], v_[i]);
