@@ -87,5 +87,6 @@ torch2_cmake_args "$root" "$python"
 timed configure cmake -S . -B "$build" "${TORCH2_CMAKE_ARGS[@]}"
 timed build cmake --build "$build" -j "$jobs"
 if [ "$run_tests" = 1 ]; then
-  timed test ctest --test-dir "$build" -j "$jobs" --output-on-failure
+  # The tests against PyTorch itself must find this venv's torch, not skip.
+  DTSIM_TEST_REQUIRE_TORCH_PYTHON=1 timed test ctest --test-dir "$build" -j "$jobs" --output-on-failure
 fi

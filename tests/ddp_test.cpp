@@ -945,6 +945,7 @@ HookCase powersgd_case(std::int64_t rank, bool warm_start_and_error_feedback) {
 // is 10^3 to 10^5 times what separates dtsim from PyTorch.
 TEST(DdpAgainstPyTorch, PowerSgdAndHalfPrecisionHooks) {
   const auto python = testing::python_with_torch();
+  if (python.empty() && testing::python_with_torch_required()) FAIL() << testing::no_python_with_torch();
   if (python.empty()) GTEST_SKIP() << testing::no_python_with_torch();
   std::vector<HookCase> powersgd;
   for (std::int64_t rank : {1, 2, 4})

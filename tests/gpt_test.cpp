@@ -143,6 +143,7 @@ Worst against_pytorch(const std::string& python, const GptSpec& s, at::ScalarTyp
 
 TEST(GptAgainstPyTorch, SameLossAndGradients) {
   const auto python = testing::python_with_torch();
+  if (python.empty() && testing::python_with_torch_required()) FAIL() << testing::no_python_with_torch();
   if (python.empty()) GTEST_SKIP() << testing::no_python_with_torch();
   const auto dir = testing::fresh_dir("gpt-pytorch");
   const GptSpec s{.layers = 2, .heads = 4, .width = 32, .context = 16, .vocab = 256};

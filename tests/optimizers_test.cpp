@@ -244,6 +244,7 @@ double compare(const OptimizerConfig& c, const Sequence& s, const std::filesyste
 
 TEST(OptimizersAgainstPyTorch, SameTrajectoriesBitForBit) {
   const auto python = testing::python_with_torch();
+  if (python.empty() && testing::python_with_torch_required()) FAIL() << testing::no_python_with_torch();
   if (python.empty()) GTEST_SKIP() << testing::no_python_with_torch();
   const auto dir = testing::fresh_dir("optimizers-pytorch");
   const auto s = sequence(20);

@@ -43,7 +43,15 @@ inline const std::string& python_with_torch() {
   return found;
 }
 
-// For GTEST_SKIP where python_with_torch() is "".
+// Whether a missing Python with the matching torch fails the tests against PyTorch instead
+// of skipping them: DTSIM_TEST_REQUIRE_TORCH_PYTHON=1 (scripts/torch2.sh sets it, where the
+// venv it made must be found).
+inline bool python_with_torch_required() {
+  const char* v = std::getenv("DTSIM_TEST_REQUIRE_TORCH_PYTHON");
+  return v && std::string(v) == "1";
+}
+
+// Why there is none, for GTEST_SKIP (or FAIL, where required).
 inline std::string no_python_with_torch() {
   return "no Python with torch " + built_torch_version() +
          " (the LibTorch these tests were built against): Debian's python3-torch for 1.13, the venv of "

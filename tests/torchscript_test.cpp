@@ -237,6 +237,7 @@ TEST(TorchScript, InitParamsWritesTheInitialParameters) {
 // parameter names, gradient ready order and conv FLOPs.
 TEST(TorchScript, ExportScriptMatchesTheBuiltIns) {
   const auto python = testing::python_with_torch();
+  if (python.empty() && testing::python_with_torch_required()) FAIL() << testing::no_python_with_torch();
   if (python.empty()) GTEST_SKIP() << testing::no_python_with_torch();
   const auto dir = testing::fresh_dir("torchscript-export");
   const auto script = (fs::path(DTSIM_SOURCE_DIR) / "scripts" / "export_model.py").string();
