@@ -198,6 +198,9 @@ class EventQueue {
   void free_chunks(Block& block) noexcept;
   void open_block();
   bool run_empty() const noexcept { return run_pos_ == run_.size(); }
+  // Appends e to a consumed-from-the-front sequence (now_ or run_, `pos` its first
+  // unconsumed event), first dropping the consumed front once it is most of the vector.
+  static void append_compacting(std::vector<QueuedEvent>& events, std::size_t& pos, const QueuedEvent& e);
   // Whether the next event is the first of now_: it has the time of the last pop, so
   // only events pending at that time from before (with smaller sequences) precede it,
   // and those are in the run or the heap.

@@ -39,15 +39,19 @@ inline void prefetch_target(const void* target) noexcept {
   prefetch_line(a + 64);
 }
 
+inline void EventQueue::append_compacting(std::vector<QueuedEvent>& events, std::size_t& pos, const QueuedEvent& e) {
+  if (pos >= 4096 && 2 * pos >= events.size()) {
+    events.erase(events.begin(), events.begin() + static_cast<std::ptrdiff_t>(pos));
+    pos = 0;
+  }
+  events.push_back(e);
+}
+
 inline void EventQueue::push(const QueuedEvent& e) {
   if (e.time_bits == now_bits_) {
     // At the time of the last popped event (a zero delay): after every event pending
     // at that time (pushed earlier) and before every later one, so in arrival order.
-    if (now_pos_ >= 4096 && 2 * now_pos_ >= now_.size()) {  // drop the consumed front
-      now_.erase(now_.begin(), now_.begin() + static_cast<std::ptrdiff_t>(now_pos_));
-      now_pos_ = 0;
-    }
-    now_.push_back(e);
+    append_compacting(now_, now_pos_, e);
     ++size_;
     return;
   }
@@ -65,11 +69,7 @@ inline void EventQueue::push(const QueuedEvent& e) {
         return;
       }
       if (key(run_.back()) < key(e)) {
-        if (run_pos_ >= 4096 && 2 * run_pos_ >= run_.size()) {  // drop the consumed front
-          run_.erase(run_.begin(), run_.begin() + static_cast<std::ptrdiff_t>(run_pos_));
-          run_pos_ = 0;
-        }
-        run_.push_back(e);
+        append_compacting(run_, run_pos_, e);
         ++size_;
         return;
       }
