@@ -330,13 +330,12 @@ constexpr int kLongSteps = 2500;
 // other clients after Timing::stray (5 s at any timeout of 20 s or more), not never.
 // Rank 0 waits the timeout for the others, who start after the first stray is dropped,
 // up to 10.5 s into its wait; it waits 60 s, which changes no other timing of the test
-// (the stray timeout stays 5 s). Under load this test failed with the observer's first
-// check unanswered for its whole 30 s: the strays wait at the port before rank 0 guards
-// its store, and Linux copies the listening socket's options into a connection when its
-// handshake completes, so a stray accepted late kept no timeout and held the daemon for
-// ever. comm/store_guard.hpp waits for the accept queue to drain before guarding the
-// accepted connections (reproduced with three busy loops on two cores, twice in 26 runs;
-// tests/store_guard_test.cpp reproduces it at will).
+// (the stray timeout stays 5 s). The strays wait at the port before rank 0 guards its
+// store, and Linux copies the listening socket's options into a connection when its
+// handshake completes: a stray accepted late would keep no timeout and hold the daemon
+// for ever (the observer's first check then goes unanswered for its 30 s), which is why
+// comm/store_guard.hpp waits for the accept queue to drain before guarding the accepted
+// connections (tests/store_guard_test.cpp checks that case directly).
 TEST(LiveBadPeer, GarbageAtTheStorePortIsDroppedAndTheJobRunsOn) {
   Fixture f("garbage");
   const int timeout_s = 60;
