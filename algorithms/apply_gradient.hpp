@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/algorithm.hpp"
+#include "algorithms/algorithm_spec.hpp"
 #include "sim/compute_cost.hpp"
 
 namespace dtsim::algorithms {

@@ -1,13 +1,14 @@
 #include "algorithms/choco_sgd.hpp"
 #include "algorithms/registry.hpp"
 #include "algorithms/spec_fields.hpp"
+#include "kernels/compressor_kinds.hpp"
 
 namespace dtsim::algorithms {
 
 ChocoSgd::ChocoSgd(const AlgorithmSpec& spec, const net::Topology& topology, int rank)
     : optimizer_(spec.optimizer),
-      gamma_(spec.consensus_stepsize),
-      overlap_(spec.overlap),
+      gamma_(settings_of<ChocoSgdSettings>(spec).consensus_stepsize),
+      overlap_(settings_of<ChocoSgdSettings>(spec).overlap),
       hood_(Neighborhood::of(topology, rank)),
       compressor_(make_gossip_compressor(spec.compressor, rank, "choco_sgd")) {}
 
@@ -101,14 +102,17 @@ const AlgorithmEntry& choco_sgd_entry() {
       .parse =
           [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
             spec.compressor = parse_gossip_compressor(a, ctx, "choco_sgd");
-            spec.consensus_stepsize = a.number("consensus_stepsize", 1.0, 0.0, 1.0, true);
-            spec.overlap = a.boolean("overlap", true);
+            ChocoSgdSettings s;
+            s.consensus_stepsize = a.number("consensus_stepsize", s.consensus_stepsize, 0.0, 1.0, true);
+            s.overlap = a.boolean("overlap", s.overlap);
+            spec.settings = s;
           },
       .to_json =
           [](const AlgorithmSpec& spec, nlohmann::json& out) {
             out["compressor"] = compressor_json(spec.compressor);
-            out["consensus_stepsize"] = spec.consensus_stepsize;
-            out["overlap"] = spec.overlap;
+            const auto& s = settings_of<ChocoSgdSettings>(spec);
+            out["consensus_stepsize"] = s.consensus_stepsize;
+            out["overlap"] = s.overlap;
           },
       .make = [](const AlgorithmSpec& spec, const net::Topology& topology, int rank) -> std::unique_ptr<Algorithm> {
         return std::make_unique<ChocoSgd>(spec, topology, rank);
@@ -117,7 +121,7 @@ const AlgorithmEntry& choco_sgd_entry() {
         MemoryFootprint f;
         f.model_buffers = 4;  // flat_params_, x_hat_, s_, diff_
         f.gossips = true;
-        f.payload_fraction = payload_fraction(spec.compressor);
+        f.payload_fraction = kernels::payload_fraction(spec.compressor);
         return f;
       }};
   return entry;

@@ -36,6 +36,12 @@
 
 namespace dtsim::algorithms {
 
+// CHOCO-SGD's own scenario fields (AlgorithmSpec::settings).
+struct ChocoSgdSettings {
+  double consensus_stepsize = 1.0;  // gamma, in (0, 1]
+  bool overlap = true;              // round t's exchange overlaps round t+1's compute
+};
+
 class ChocoSgd final : public Algorithm {
  public:
   ChocoSgd(const AlgorithmSpec& spec, const net::Topology& topology, int rank);

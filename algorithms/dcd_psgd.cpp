@@ -1,6 +1,7 @@
 #include "algorithms/dcd_psgd.hpp"
 #include "algorithms/registry.hpp"
 #include "algorithms/spec_fields.hpp"
+#include "kernels/compressor_kinds.hpp"
 
 #include "kernels/aggregation.hpp"
 
@@ -83,7 +84,7 @@ const AlgorithmEntry& dcd_psgd_entry() {
         f.model_buffers = 4;  // flat_params_, flat_grads_, half_, replicas_[0] (x^_i)
         f.model_buffers_per_peer = 1;  // replicas_ x^_j
         f.gossips = true;
-        f.payload_fraction = payload_fraction(spec.compressor);
+        f.payload_fraction = kernels::payload_fraction(spec.compressor);
         return f;
       }};
   return entry;

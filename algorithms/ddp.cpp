@@ -36,23 +36,25 @@ Ddp::Hook parse_hook(const std::string& h) {
 
 std::int64_t ddp_cap_bytes(double mb) { return static_cast<std::int64_t>(mb * 1024.0 * 1024.0); }
 
-Ddp::Ddp(const AlgorithmSpec& spec)
-    : hook_(parse_hook(spec.hook)),
-      first_cap_(ddp_cap_bytes(spec.first_bucket_mb)),
-      cap_(ddp_cap_bytes(spec.bucket_cap_mb)),
-      powersgd_(powersgd_settings(spec)),
-      start_iter_(spec.start_powerSGD_iter),
-      random_(static_cast<std::uint32_t>(spec.random_seed)),
+Ddp::Ddp(const AlgorithmSpec& spec) : Ddp(spec, settings_of<DdpSettings>(spec)) {}
+
+Ddp::Ddp(const AlgorithmSpec& spec, const DdpSettings& s)
+    : hook_(parse_hook(s.hook)),
+      first_cap_(ddp_cap_bytes(s.first_bucket_mb)),
+      cap_(ddp_cap_bytes(s.bucket_cap_mb)),
+      powersgd_(s.powersgd.group),
+      start_iter_(s.powersgd.start_powerSGD_iter),
+      random_(static_cast<std::uint32_t>(s.powersgd.random_seed)),
       optimizer_(spec.optimizer) {
   // Preconditions: the loader (ddp_entry's parse) refuses these with their JSON path.
-  if (!(spec.bucket_cap_mb >= 0.0) || !(spec.first_bucket_mb >= 0.0))
+  if (!(s.bucket_cap_mb >= 0.0) || !(s.first_bucket_mb >= 0.0))
     throw std::logic_error(fmt::format("/algorithm/bucket_cap_mb: ddp needs caps >= 0, got {} and {}",
-                                       spec.bucket_cap_mb, spec.first_bucket_mb));
+                                       s.bucket_cap_mb, s.first_bucket_mb));
   if (hook_ == Hook::powersgd) {
     if (powersgd_.rank < 1)
       throw std::logic_error(
           fmt::format("/algorithm/matrix_approximation_rank: expected >= 1, got {}", powersgd_.rank));
-    if (const auto problem = powersgd_start_problem(spec); !problem.empty())
+    if (const auto problem = powersgd_start_problem(s.powersgd); !problem.empty())
       throw std::logic_error("/algorithm/start_powerSGD_iter: " + problem);
   }
 }
@@ -216,19 +218,22 @@ const AlgorithmEntry& ddp_entry() {
                                        "orthogonalization_epsilon", "random_seed"}),
       .parse =
           [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) {
-            spec.hook = a.choice("hook", "allreduce", hook_names());
+            DdpSettings s;
+            s.hook = a.choice("hook", s.hook, hook_names());
             // Up to 2^20 MB: a cap of 2^40 bytes already holds any model in one bucket.
-            spec.bucket_cap_mb = a.number("bucket_cap_mb", 25.0, 0.0, 1048576.0);
-            spec.first_bucket_mb = a.number("first_bucket_mb", 1.0, 0.0, 1048576.0);
-            parse_powersgd(a, spec, spec.hook == "powersgd",
-                           fmt::format("only the powersgd hook of ddp reads it (this one is {})", spec.hook));
+            s.bucket_cap_mb = a.number("bucket_cap_mb", s.bucket_cap_mb, 0.0, 1048576.0);
+            s.first_bucket_mb = a.number("first_bucket_mb", s.first_bucket_mb, 0.0, 1048576.0);
+            parse_powersgd(a, s.powersgd, s.hook == "powersgd",
+                           fmt::format("only the powersgd hook of ddp reads it (this one is {})", s.hook));
+            spec.settings = s;
           },
       .to_json =
           [](const AlgorithmSpec& spec, nlohmann::json& out) {
-            out["hook"] = spec.hook;
-            out["bucket_cap_mb"] = spec.bucket_cap_mb;
-            out["first_bucket_mb"] = spec.first_bucket_mb;
-            if (spec.hook == "powersgd") powersgd_json(spec, out);
+            const auto& s = settings_of<DdpSettings>(spec);
+            out["hook"] = s.hook;
+            out["bucket_cap_mb"] = s.bucket_cap_mb;
+            out["first_bucket_mb"] = s.first_bucket_mb;
+            if (s.hook == "powersgd") powersgd_json(s.powersgd, out);
           },
       .make = [](const AlgorithmSpec& spec, const net::Topology&, int) -> std::unique_ptr<Algorithm> {
         return std::make_unique<Ddp>(spec);
@@ -236,18 +241,19 @@ const AlgorithmEntry& ddp_entry() {
       .memory = [](const AlgorithmSpec& spec, std::span<const std::int64_t> sizes, std::int64_t) {
         // Bucket buffers (fp32), the fp16 / bf16 payloads; PowerSGD: error, M0 and the
         // uncompressed copy (at most the model each; P and Q are smaller).
+        const auto& s = settings_of<DdpSettings>(spec);
         MemoryFootprint f;
         f.model_buffers = 1.0;
-        if (spec.hook == "fp16_compress" || spec.hook == "bf16_compress") {
+        if (s.hook == "fp16_compress" || s.hook == "bf16_compress") {
           f.model_buffers += 0.5;
           f.payload_fraction = 0.5;
         }
-        if (spec.hook == "powersgd") f.model_buffers += (spec.use_error_feedback ? 2.0 : 0.0) + 1.0;
+        if (s.hook == "powersgd") f.model_buffers += (s.powersgd.group.error_feedback ? 2.0 : 0.0) + 1.0;
         std::vector<std::int64_t> bytes;
         for (auto n : sizes) bytes.push_back(4 * n);
         const auto buckets = static_cast<double>(
-            kernels::ddp_buckets(bytes, ddp_cap_bytes(spec.first_bucket_mb), ddp_cap_bytes(spec.bucket_cap_mb)).size());
-        f.collectives_per_step = std::max(1.0, (spec.hook == "powersgd" ? 3.0 : 1.0) * buckets);
+            kernels::ddp_buckets(bytes, ddp_cap_bytes(s.first_bucket_mb), ddp_cap_bytes(s.bucket_cap_mb)).size());
+        f.collectives_per_step = std::max(1.0, (s.hook == "powersgd" ? 3.0 : 1.0) * buckets);
         return f;
       }};
   return entry;

@@ -73,6 +73,14 @@ namespace dtsim::algorithms {
 // bucket_cap_mb / first_bucket_mb in bytes as PyTorch converts them: int(mb * 1024 * 1024).
 std::int64_t ddp_cap_bytes(double mb);
 
+// DDP's own scenario fields (AlgorithmSpec::settings).
+struct DdpSettings {
+  std::string hook = "allreduce";  // "allreduce", "fp16_compress", "bf16_compress" or "powersgd"
+  double bucket_cap_mb = 25.0;     // every bucket after the first closes at this size (MB = 2^20 bytes)
+  double first_bucket_mb = 1.0;    // the first bucket's cap (PyTorch's _DEFAULT_FIRST_BUCKET_BYTES)
+  PowerSgdOptions powersgd;        // the powersgd hook's
+};
+
 class Ddp final : public Algorithm {
  public:
   enum class Hook { allreduce, fp16_compress, bf16_compress, powersgd };
@@ -80,6 +88,7 @@ class Ddp final : public Algorithm {
   // Throws std::logic_error naming the field for an unknown hook or a PowerSGD setting
   // PyTorch refuses (the loader refuses them first, with their JSON path).
   explicit Ddp(const AlgorithmSpec& spec);
+  Ddp(const AlgorithmSpec& spec, const DdpSettings& settings);
 
   sim::Task<std::uint64_t> step(StepContext& ctx) override;
   bool drives_backward() const override { return true; }

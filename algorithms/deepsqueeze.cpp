@@ -1,12 +1,13 @@
 #include "algorithms/deepsqueeze.hpp"
 #include "algorithms/registry.hpp"
 #include "algorithms/spec_fields.hpp"
+#include "kernels/compressor_kinds.hpp"
 
 namespace dtsim::algorithms {
 
 DeepSqueeze::DeepSqueeze(const AlgorithmSpec& spec, const net::Topology& topology, int rank)
     : optimizer_(spec.optimizer),
-      gamma_(spec.consensus_stepsize),
+      gamma_(settings_of<DeepSqueezeSettings>(spec).consensus_stepsize),
       hood_(Neighborhood::of(topology, rank)),
       compressor_(make_gossip_compressor(spec.compressor, rank, "deepsqueeze")) {}
 
@@ -72,12 +73,14 @@ const AlgorithmEntry& deepsqueeze_entry() {
       .parse =
           [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
             spec.compressor = parse_gossip_compressor(a, ctx, "deepsqueeze");
-            spec.consensus_stepsize = a.number("consensus_stepsize", 1.0, 0.0, 1.0, true);
+            DeepSqueezeSettings s;
+            s.consensus_stepsize = a.number("consensus_stepsize", s.consensus_stepsize, 0.0, 1.0, true);
+            spec.settings = s;
           },
       .to_json =
           [](const AlgorithmSpec& spec, nlohmann::json& out) {
             out["compressor"] = compressor_json(spec.compressor);
-            out["consensus_stepsize"] = spec.consensus_stepsize;
+            out["consensus_stepsize"] = settings_of<DeepSqueezeSettings>(spec).consensus_stepsize;
           },
       .make = [](const AlgorithmSpec& spec, const net::Topology& topology, int rank) -> std::unique_ptr<Algorithm> {
         return std::make_unique<DeepSqueeze>(spec, topology, rank);
@@ -86,7 +89,7 @@ const AlgorithmEntry& deepsqueeze_entry() {
         MemoryFootprint f;
         f.model_buffers = 2;  // flat_params_, memory_
         f.gossips = true;
-        f.payload_fraction = payload_fraction(spec.compressor);
+        f.payload_fraction = kernels::payload_fraction(spec.compressor);
         return f;
       }};
   return entry;

@@ -26,6 +26,11 @@
 
 namespace dtsim::algorithms {
 
+// DeepSqueeze's own scenario fields (AlgorithmSpec::settings).
+struct DeepSqueezeSettings {
+  double consensus_stepsize = 1.0;  // gamma, in (0, 1]
+};
+
 class DeepSqueeze final : public Algorithm {
  public:
   DeepSqueeze(const AlgorithmSpec& spec, const net::Topology& topology, int rank);

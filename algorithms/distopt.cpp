@@ -44,26 +44,28 @@ std::vector<std::vector<std::size_t>> distopt_partitions(std::span<const std::in
   return kernels::fusion_buckets(sizes, threshold);
 }
 
-DistOpt::DistOpt(const AlgorithmSpec& spec)
+DistOpt::DistOpt(const AlgorithmSpec& spec) : DistOpt(spec, settings_of<DistOptSettings>(spec)) {}
+
+DistOpt::DistOpt(const AlgorithmSpec& spec, const DistOptSettings& s)
     : variant_(parse_variant(spec.variant)),
-      threshold_(spec.threshold),
-      clipping_(spec.clipping),
-      clip_value_(spec.clip_value),
-      spars_(spec.spars),
-      top_k_(spec.top_k),
-      corr_(spec.corr),
-      padded_(spec.padded_exchange && !spec.top_k),
+      threshold_(s.threshold),
+      clipping_(s.clipping),
+      clip_value_(s.clip_value),
+      spars_(s.spars),
+      top_k_(s.top_k),
+      corr_(s.corr),
+      padded_(s.padded_exchange && !s.top_k),
       optimizer_(spec.optimizer) {
   // Preconditions: the loader (distopt_entry's parse) refuses these with their JSON path.
-  if (spec.threshold < 0 || spec.buffer_size < 0)
+  if (s.threshold < 0 || s.buffer_size < 0)
     throw std::logic_error(fmt::format("/algorithm/threshold: distopt needs threshold >= 0 and buffer_size >= 0, "
                                             "got {} and {}",
-                                            spec.threshold, spec.buffer_size));
-  if (spec.threshold > spec.buffer_size / 2)
+                                            s.threshold, s.buffer_size));
+  if (s.threshold > s.buffer_size / 2)
     throw std::logic_error(fmt::format(
         "/algorithm/threshold: {} elements exceeds buffer_size / 2 = {} (a fused group holds up to 2 * threshold "
         "elements and would overflow SINGA's {}-element buffer)",
-        spec.threshold, spec.buffer_size / 2, spec.buffer_size));
+        s.threshold, s.buffer_size / 2, s.buffer_size));
   if (variant_ == Variant::sparse && (spars_ < 0.0 || (top_k_ && spars_ > 1.0)))
     throw std::logic_error(
         fmt::format("/algorithm/spars: expected a fraction in [0, 1] with top_k, or a threshold >= 0, got {}", spars_));
@@ -369,40 +371,43 @@ const AlgorithmEntry& distopt_entry() {
                 throw ScenarioError(a.where(key), ErrorKind::unknown_field,
                                     fmt::format("only the {} variant of distopt reads it (this one is {})", variant,
                                                 spec.variant));
-            spec.buffer_size = a.integer("buffer_size", 4194304, 0, config::kIntMax);
-            spec.threshold = a.integer("threshold", 2097152, 0, config::kIntMax);
-            if (spec.threshold > spec.buffer_size / 2)
+            DistOptSettings s;
+            s.buffer_size = a.integer("buffer_size", s.buffer_size, 0, config::kIntMax);
+            s.threshold = a.integer("threshold", s.threshold, 0, config::kIntMax);
+            if (s.threshold > s.buffer_size / 2)
               throw ScenarioError(a.where("threshold"), ErrorKind::inconsistent,
                                   fmt::format("expected at most buffer_size / 2 = {} elements (a fused group holds up "
                                               "to 2 * threshold elements and would overflow the {}-element buffer), got {}",
-                                              spec.buffer_size / 2, spec.buffer_size, spec.threshold));
-            // Each variant reads only its own fields (the others keep AlgorithmSpec's defaults,
-            // which are these), so a recording parse sees which variant reads which.
+                                              s.buffer_size / 2, s.buffer_size, s.threshold));
+            // Each variant reads only its own fields (the others keep their defaults), so a
+            // recording parse sees which variant reads which.
             if (spec.variant == "half") {
-              spec.clipping = a.boolean("clipping", false);
-              spec.clip_value = a.number("clip_value", 100.0, 0.0, config::kInf, true);
+              s.clipping = a.boolean("clipping", s.clipping);
+              s.clip_value = a.number("clip_value", s.clip_value, 0.0, config::kInf, true);
             }
             if (spec.variant == "sparse") {
-              spec.top_k = a.boolean("top_k", false);
-              spec.spars = spec.top_k ? a.number("spars", 0.05, 0.0, 1.0) : a.number("spars", 0.05, 0.0, config::kInf);
-              spec.corr = a.boolean("corr", true);
-              spec.padded_exchange = a.choice("exchange", "padded", {"padded", "exact"}) == "padded";
+              s.top_k = a.boolean("top_k", s.top_k);
+              s.spars = a.number("spars", s.spars, 0.0, s.top_k ? 1.0 : config::kInf);
+              s.corr = a.boolean("corr", s.corr);
+              s.padded_exchange = a.choice("exchange", s.padded_exchange ? "padded" : "exact", {"padded", "exact"}) == "padded";
             }
+            spec.settings = s;
           },
       .to_json =
           [](const AlgorithmSpec& spec, nlohmann::json& out) {
+            const auto& s = settings_of<DistOptSettings>(spec);
             out["variant"] = spec.variant;
-            out["threshold"] = spec.threshold;
-            out["buffer_size"] = spec.buffer_size;
+            out["threshold"] = s.threshold;
+            out["buffer_size"] = s.buffer_size;
             if (spec.variant == "half") {
-              out["clipping"] = spec.clipping;
-              out["clip_value"] = spec.clip_value;
+              out["clipping"] = s.clipping;
+              out["clip_value"] = s.clip_value;
             }
             if (spec.variant == "sparse") {
-              out["spars"] = spec.spars;
-              out["top_k"] = spec.top_k;
-              out["corr"] = spec.corr;
-              out["exchange"] = spec.padded_exchange ? "padded" : "exact";
+              out["spars"] = s.spars;
+              out["top_k"] = s.top_k;
+              out["corr"] = s.corr;
+              out["exchange"] = s.padded_exchange ? "padded" : "exact";
             }
           },
       .make = [](const AlgorithmSpec& spec, const net::Topology&, int) -> std::unique_ptr<Algorithm> {
@@ -410,13 +415,14 @@ const AlgorithmEntry& distopt_entry() {
       },
       .memory = [](const AlgorithmSpec& spec, std::span<const std::int64_t> sizes, std::int64_t) {
         // Partition buffers (fp32; half: fp16), sparse: residuals (corr) and packed pairs.
+        const auto& s = settings_of<DistOptSettings>(spec);
         MemoryFootprint f;
         const bool sparse = spec.variant == "sparse";
         f.model_buffers = spec.variant == "half" ? 0.5 : 1.0;
-        if (sparse) f.model_buffers += spec.corr ? 1.0 : 0.0;
+        if (sparse) f.model_buffers += s.corr ? 1.0 : 0.0;
         f.gathers = sparse;
-        f.payload_fraction = spec.top_k ? 2.0 * spec.spars : 0.2;
-        const auto partitions = static_cast<double>(distopt_partitions(sizes, spec.threshold).size());
+        f.payload_fraction = s.top_k ? 2.0 * s.spars : 0.2;
+        const auto partitions = static_cast<double>(distopt_partitions(sizes, s.threshold).size());
         f.collectives_per_step = spec.variant == "partial" ? 1.0 : std::max(1.0, partitions);
         return f;
       }};

@@ -64,6 +64,18 @@ namespace dtsim::algorithms {
 // No group exceeds 2 * threshold elements.
 std::vector<std::vector<std::size_t>> distopt_partitions(std::span<const std::int64_t> sizes, std::int64_t threshold);
 
+// DistOpt's own scenario fields (AlgorithmSpec::settings) besides its variant.
+struct DistOptSettings {
+  std::int64_t threshold = 2097152;    // elements: larger tensors are reduced alone, smaller ones fused
+  std::int64_t buffer_size = 4194304;  // elements of the fused buffer; needs threshold <= buffer_size / 2
+  bool clipping = false;               // half: clip every gradient element to [-clip_value, clip_value]
+  double clip_value = 100.0;
+  double spars = 0.05;                 // sparse: fraction kept (top_k) or magnitude threshold
+  bool top_k = false;                  // sparse: top-k by magnitude instead of |g| >= spars
+  bool corr = true;                    // sparse: error-feedback residual per partition
+  bool padded_exchange = true;         // sparse threshold mode: SINGA's count all-gather and padded blocks
+};
+
 class DistOpt final : public Algorithm {
  public:
   enum class Variant { sync, half, partial, sparse };
@@ -71,6 +83,7 @@ class DistOpt final : public Algorithm {
   // Throws std::invalid_argument naming the field for an unknown variant or a threshold
   // above buffer_size / 2 (a fused group could overflow SINGA's buffer).
   explicit DistOpt(const AlgorithmSpec& spec);
+  DistOpt(const AlgorithmSpec& spec, const DistOptSettings& settings);
 
   sim::Task<std::uint64_t> step(StepContext& ctx) override;
   sim::Task<void> start(comm::Communicator& comm, std::vector<at::Tensor>& params) override;

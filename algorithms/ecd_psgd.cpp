@@ -1,6 +1,7 @@
 #include "algorithms/ecd_psgd.hpp"
 #include "algorithms/registry.hpp"
 #include "algorithms/spec_fields.hpp"
+#include "kernels/compressor_kinds.hpp"
 
 #include "kernels/aggregation.hpp"
 
@@ -91,7 +92,7 @@ const AlgorithmEntry& ecd_psgd_entry() {
         f.model_buffers = 5;  // flat_params_, flat_grads_, next_, z_, replicas_[0] (y^_i)
         f.model_buffers_per_peer = 1;  // replicas_ y^_j
         f.gossips = true;
-        f.payload_fraction = payload_fraction(spec.compressor);
+        f.payload_fraction = kernels::payload_fraction(spec.compressor);
         return f;
       }};
   return entry;

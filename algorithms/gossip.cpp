@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "kernels/compressor_kinds.hpp"
+
 namespace dtsim::algorithms {
 
 Neighborhood Neighborhood::of(const net::Topology& topology, int rank) {
@@ -17,11 +19,11 @@ Neighborhood Neighborhood::of(const net::Topology& topology, int rank) {
 }
 
 kernels::Compressor make_gossip_compressor(const kernels::CompressorSpec& spec, int rank, const char* algorithm) {
-  if (spec.kind == kernels::CompressorKind::threshold)
+  if (const auto& kind = kernels::compressor_kind_info(spec.kind); kind.size_depends_on_data)
     throw std::invalid_argument(fmt::format(
-        "{}: compressor threshold is not supported (its payload size depends on the data; gossip exchanges "
+        "{}: compressor {} is not supported (its payload size depends on the data; gossip exchanges "
         "equal-size messages)",
-        algorithm));
+        algorithm, kind.name));
   kernels::CompressorSpec own = spec;
   if (!spec.shared_seed) {
     // splitmix64 of (seed, rank): independent streams per rank.

@@ -17,8 +17,8 @@ kernels::CompressorSpec sign_spec() {
 
 LocalEfSignSgd::LocalEfSignSgd(const AlgorithmSpec& spec)
     : optimizer_(spec.optimizer),
-      schedule_(spec),
-      packed_(spec.packed_signs),
+      schedule_(settings_of<LocalEfSignSgdSettings>(spec).schedule),
+      packed_(settings_of<LocalEfSignSgdSettings>(spec).packed_signs),
       compressor_(kernels::make_compressor(sign_spec())) {}
 
 sim::Task<std::uint64_t> LocalEfSignSgd::step(StepContext& ctx) {
@@ -109,17 +109,29 @@ const AlgorithmEntry& local_ef_sign_sgd_entry() {
       .description = "local SGD whose periodic synchronisation sends error-feedback scaled signs of the model difference",
       .paper = "Lin, Stich, Patel, Jaggi, ICLR 2020; Karimireddy et al., ICML 2019; the LocalSGD-Code repository's local_ef_sign_sgd.py",
       .fields = with_optimizer_fields({"local_steps", "turn_on_local_steps_from", "packed_signs"}),
-      .parse = [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) { parse_local_schedule(a, spec); spec.packed_signs = a.boolean("packed_signs", false); },
-      .to_json = [](const AlgorithmSpec& spec, nlohmann::json& out) { local_schedule_json(spec, out); out["packed_signs"] = spec.packed_signs; },
+      .parse =
+          [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) {
+            LocalEfSignSgdSettings s;
+            parse_local_schedule(a, s.schedule);
+            s.packed_signs = a.boolean("packed_signs", s.packed_signs);
+            spec.settings = s;
+          },
+      .to_json =
+          [](const AlgorithmSpec& spec, nlohmann::json& out) {
+            const auto& s = settings_of<LocalEfSignSgdSettings>(spec);
+            local_schedule_json(s.schedule, out);
+            out["packed_signs"] = s.packed_signs;
+          },
       .make = [](const AlgorithmSpec& spec, const net::Topology&, int) -> std::unique_ptr<Algorithm> {
         return std::make_unique<LocalEfSignSgd>(spec);
       },
       .memory = [](const AlgorithmSpec& spec, std::span<const std::int64_t>, std::int64_t steps) {
         MemoryFootprint f;
         f.model_buffers = 6;  // consensus_, flat_params_, memory_, input_, own_signs_, signs_
-        f.gathers = spec.packed_signs;
+        const auto& s = settings_of<LocalEfSignSgdSettings>(spec);
+        f.gathers = s.packed_signs;
         f.payload_fraction = 1.0 / 32.0;
-        f.collectives_per_step = 2.0 * local_sync_share(spec, steps);  // signs (or their gather), scales
+        f.collectives_per_step = 2.0 * s.schedule.sync_share(steps);  // signs (or their gather), scales
         return f;
       }};
   return entry;

@@ -22,9 +22,16 @@
 #include "algorithms/algorithm.hpp"
 #include "algorithms/apply_gradient.hpp"
 #include "algorithms/local_sgd.hpp"
+#include "kernels/compressor.hpp"
 #include "kernels/tensor_buffer.hpp"
 
 namespace dtsim::algorithms {
+
+// Local EF-sign SGD's own scenario fields (AlgorithmSpec::settings).
+struct LocalEfSignSgdSettings {
+  LocalSchedule schedule;
+  bool packed_signs = false;  // 1-bit packed exchange instead of the fp32 all-reduce
+};
 
 class LocalEfSignSgd final : public Algorithm {
  public:

@@ -44,15 +44,20 @@ const AlgorithmEntry& local_sgd_entry() {
       .description = "local SGD / post-local SGD: H local steps between all-reduces of the model",
       .paper = "Stich, ICLR 2019; Lin, Stich, Patel, Jaggi, ICLR 2020; the reference code's local_sgd.py",
       .fields = with_optimizer_fields({"local_steps", "turn_on_local_steps_from"}),
-      .parse = [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) { parse_local_schedule(a, spec); },
-      .to_json = [](const AlgorithmSpec& spec, nlohmann::json& out) { local_schedule_json(spec, out); },
+      .parse =
+          [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) {
+            LocalSchedule s;
+            parse_local_schedule(a, s);
+            spec.settings = s;
+          },
+      .to_json = [](const AlgorithmSpec& spec, nlohmann::json& out) { local_schedule_json(settings_of<LocalSchedule>(spec), out); },
       .make = [](const AlgorithmSpec& spec, const net::Topology&, int) -> std::unique_ptr<Algorithm> {
         return std::make_unique<LocalSgd>(spec);
       },
       .memory = [](const AlgorithmSpec& spec, std::span<const std::int64_t>, std::int64_t steps) {
         MemoryFootprint f;
         f.model_buffers = 3;  // consensus_, flat_params_, diff_
-        f.collectives_per_step = local_sync_share(spec, steps);
+        f.collectives_per_step = settings_of<LocalSchedule>(spec).sync_share(steps);
         return f;
       }};
   return entry;

@@ -17,21 +17,10 @@
 
 #include "algorithms/algorithm.hpp"
 #include "algorithms/apply_gradient.hpp"
+#include "algorithms/local_schedule.hpp"
 #include "kernels/tensor_buffer.hpp"
 
 namespace dtsim::algorithms {
-
-// When the local-SGD family synchronises.
-class LocalSchedule {
- public:
-  explicit LocalSchedule(const AlgorithmSpec& spec) : h_(spec.local_steps), turn_on_(spec.turn_on_local_steps_from) {}
-  // True when step t (>= 1) synchronises.
-  bool sync_step(std::int64_t t) const { return t < turn_on_ || t % h_ == 0; }
-
- private:
-  std::int64_t h_;
-  std::int64_t turn_on_;
-};
 
 // Element offset of each tensor in the flat buffer; back() = total.
 inline std::vector<std::int64_t> flat_offsets(const std::vector<at::Tensor>& tensors) {
@@ -56,7 +45,7 @@ inline void apply_scaled_signs(kernels::TensorBuffer& consensus, const at::Tenso
 
 class LocalSgd final : public Algorithm {
  public:
-  explicit LocalSgd(const AlgorithmSpec& spec) : optimizer_(spec.optimizer), schedule_(spec) {}
+  explicit LocalSgd(const AlgorithmSpec& spec) : optimizer_(spec.optimizer), schedule_(settings_of<LocalSchedule>(spec)) {}
   sim::Task<std::uint64_t> step(StepContext& ctx) override;
 
   // x_bar, flat over all tensors.

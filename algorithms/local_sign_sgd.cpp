@@ -61,15 +61,20 @@ const AlgorithmEntry& local_sign_sgd_entry() {
       .description = "local signSGD: local steps along the gradient sign, periodic averaging of scaled signs of the model difference",
       .paper = "Lin, Stich, Patel, Jaggi, ICLR 2020; the LocalSGD-Code repository's local_sign_sgd.py",
       .fields = with_optimizer_fields({"local_steps", "turn_on_local_steps_from"}),
-      .parse = [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) { parse_local_schedule(a, spec); },
-      .to_json = [](const AlgorithmSpec& spec, nlohmann::json& out) { local_schedule_json(spec, out); },
+      .parse =
+          [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) {
+            LocalSchedule s;
+            parse_local_schedule(a, s);
+            spec.settings = s;
+          },
+      .to_json = [](const AlgorithmSpec& spec, nlohmann::json& out) { local_schedule_json(settings_of<LocalSchedule>(spec), out); },
       .make = [](const AlgorithmSpec& spec, const net::Topology&, int) -> std::unique_ptr<Algorithm> {
         return std::make_unique<LocalSignSgd>(spec);
       },
       .memory = [](const AlgorithmSpec& spec, std::span<const std::int64_t>, std::int64_t steps) {
         MemoryFootprint f;
         f.model_buffers = 3;                                           // consensus_, flat_params_, signs_
-        f.collectives_per_step = 2.0 * local_sync_share(spec, steps);  // signs, scales
+        f.collectives_per_step = 2.0 * settings_of<LocalSchedule>(spec).sync_share(steps);  // signs, scales
         return f;
       }};
   return entry;

@@ -24,7 +24,7 @@ namespace dtsim::algorithms {
 
 class LocalSignSgd final : public Algorithm {
  public:
-  explicit LocalSignSgd(const AlgorithmSpec& spec) : optimizer_(spec.optimizer), schedule_(spec) {}
+  explicit LocalSignSgd(const AlgorithmSpec& spec) : optimizer_(spec.optimizer), schedule_(settings_of<LocalSchedule>(spec)) {}
   sim::Task<std::uint64_t> step(StepContext& ctx) override;
 
   const at::Tensor& consensus() const { return consensus_.buffer(); }

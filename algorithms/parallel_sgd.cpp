@@ -1,6 +1,7 @@
 #include "algorithms/parallel_sgd.hpp"
 #include "algorithms/registry.hpp"
 #include "algorithms/spec_fields.hpp"
+#include "kernels/compressor_kinds.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -11,10 +12,9 @@
 namespace dtsim::algorithms {
 
 namespace {
-// The optimizer object of the scenario, if it gave one (a spec built without the loader has no settings).
+// The optimizer object of the scenario, if it gave one.
 std::optional<optimizers::OptimizerConfig> optimizer_object(const AlgorithmSpec& spec) {
-  const auto* settings = std::any_cast<ParallelSgdSettings>(&spec.settings);
-  return settings ? settings->optimizer : std::nullopt;
+  return settings_of<ParallelSgdSettings>(spec).optimizer;
 }
 
 // Copying d fp32 values reads and writes 8 d bytes.
@@ -24,12 +24,13 @@ std::uint64_t fp32_bits(std::int64_t elements) { return 32ULL * static_cast<std:
 
 CentralizedSgd::CentralizedSgd(const AlgorithmSpec& spec)
     : update_(spec, optimizer_object(spec)),
-      use_powersgd_(spec.gradient_compression == "powersgd"),
-      settings_(powersgd_settings(spec)),
-      start_iter_(spec.start_powerSGD_iter),
-      random_(static_cast<std::uint32_t>(spec.random_seed)) {
-  if (spec.gradient_compression != "none" && !use_powersgd_)
-    throw std::logic_error(fmt::format("parallel_sgd: unknown gradient_compression \"{}\"", spec.gradient_compression));
+      use_powersgd_(settings_of<ParallelSgdSettings>(spec).gradient_compression == "powersgd"),
+      settings_(settings_of<ParallelSgdSettings>(spec).powersgd.group),
+      start_iter_(settings_of<ParallelSgdSettings>(spec).powersgd.start_powerSGD_iter),
+      random_(static_cast<std::uint32_t>(settings_of<ParallelSgdSettings>(spec).powersgd.random_seed)) {
+  if (const auto& compression = settings_of<ParallelSgdSettings>(spec).gradient_compression;
+      compression != "none" && !use_powersgd_)
+    throw std::logic_error(fmt::format("parallel_sgd: unknown gradient_compression \"{}\"", compression));
   if (use_powersgd_ && settings_.rank < 1)
     throw std::logic_error(fmt::format("parallel_sgd: matrix_approximation_rank must be >= 1, got {}", settings_.rank));
 }
@@ -182,24 +183,27 @@ const AlgorithmEntry& parallel_sgd_entry() {
                                           fmt::format("parallel_sgd variant centralized takes no compressor (got {}; only "
                                                       "the decentralized variant does)",
                                                       kernels::to_string(spec.compressor.kind)));
+            ParallelSgdSettings s;
             if (spec.variant == "centralized")
-              spec.gradient_compression = a.choice("gradient_compression", "none", {"none", "powersgd"});
+              s.gradient_compression = a.choice("gradient_compression", s.gradient_compression, {"none", "powersgd"});
             else if (a.value().contains("gradient_compression"))  // a look: not this variant's field
               throw config::ScenarioError(a.where("gradient_compression"), config::ErrorKind::inconsistent,
                                           "only parallel_sgd's centralized variant compresses its all-reduce (the "
                                           "decentralized one takes a compressor)");
-            parse_powersgd(a, spec, spec.gradient_compression == "powersgd",
+            parse_powersgd(a, s.powersgd, s.gradient_compression == "powersgd",
                            "only parallel_sgd with gradient_compression \"powersgd\" reads it");
-            spec.settings = ParallelSgdSettings{parse_optimizer_object(a, spec.optimizer)};
+            s.optimizer = parse_optimizer_object(a, spec.optimizer);
+            spec.settings = s;
           },
       .to_json =
           [](const AlgorithmSpec& spec, nlohmann::json& out) {
             out["variant"] = spec.variant;
             out["compressor"] = compressor_json(spec.compressor);
-            if (const auto object = optimizer_object(spec)) out["optimizer"] = optimizers::optimizer_json(*object);
-            if (spec.gradient_compression != "powersgd") return;  // "none" is not echoed: results stay as they were
-            out["gradient_compression"] = spec.gradient_compression;
-            powersgd_json(spec, out);
+            const auto& s = settings_of<ParallelSgdSettings>(spec);
+            if (s.optimizer) out["optimizer"] = optimizers::optimizer_json(*s.optimizer);
+            if (s.gradient_compression != "powersgd") return;  // "none" is not echoed: results stay as they were
+            out["gradient_compression"] = s.gradient_compression;
+            powersgd_json(s.powersgd, out);
           },
       .make = [](const AlgorithmSpec& spec, const net::Topology& topology, int rank) -> std::unique_ptr<Algorithm> {
         if (spec.variant == "centralized") {
@@ -211,13 +215,14 @@ const AlgorithmEntry& parallel_sgd_entry() {
         throw std::logic_error(fmt::format("parallel_sgd: unknown variant \"{}\"", spec.variant));
       },
       .memory = [](const AlgorithmSpec& spec, std::span<const std::int64_t>, std::int64_t) {
+        const auto& s = settings_of<ParallelSgdSettings>(spec);
         MemoryFootprint f;
-        const auto object = optimizer_object(spec);
+        const auto& object = s.optimizer;
         const double moments = object ? extra_optimizer_buffers(*object) : 0.0;
         if (spec.variant == "centralized") {
           f.model_buffers = 1 + moments;  // flat_grads_
-          if (spec.gradient_compression == "powersgd") {  // e and M0 (with error feedback), the uncompressed copy
-            f.model_buffers += (spec.use_error_feedback ? 2.0 : 0.0) + 1.0;
+          if (s.gradient_compression == "powersgd") {  // e and M0 (with error feedback), the uncompressed copy
+            f.model_buffers += (s.powersgd.group.error_feedback ? 2.0 : 0.0) + 1.0;
             f.collectives_per_step = 3.0;
           }
           return f;
@@ -225,7 +230,7 @@ const AlgorithmEntry& parallel_sgd_entry() {
         f.model_buffers = 2 + moments;  // flat_params_, mixed_
         f.gossips = true;     // identity: the model itself in received_; else GossipMessage's payloads
         f.payload_fraction =
-            spec.compressor.kind == kernels::CompressorKind::identity ? 1.0 : payload_fraction(spec.compressor);
+            spec.compressor.kind == kernels::CompressorKind::identity ? 1.0 : kernels::payload_fraction(spec.compressor);
         return f;
       }};
   return entry;

@@ -37,10 +37,13 @@
 
 namespace dtsim::algorithms {
 
-// parallel_sgd's own settings (AlgorithmSpec::settings): the optimizer object
-// (/algorithm/optimizer) each rank applies instead of the reference's SGD, if given.
+// parallel_sgd's own settings (AlgorithmSpec::settings) besides its variant and compressor.
 struct ParallelSgdSettings {
+  // The optimizer object (/algorithm/optimizer) each rank applies instead of the
+  // reference's SGD, if given.
   std::optional<optimizers::OptimizerConfig> optimizer;
+  std::string gradient_compression = "none";  // centralized: "none" (the plain all-reduce) or "powersgd"
+  PowerSgdOptions powersgd;                   // gradient_compression "powersgd"'s
 };
 
 class CentralizedSgd final : public Algorithm {

@@ -30,17 +30,10 @@
 #include <vector>
 
 #include "algorithms/numpy_random_state.hpp"
+#include "algorithms/powersgd_options.hpp"
 #include "sim/compute_cost.hpp"
 
 namespace dtsim::algorithms {
-
-struct PowerSgdSettings {
-  std::int64_t rank = 1;              // matrix_approximation_rank
-  double min_compression_rate = 2.0;  // min_compression_rate
-  bool error_feedback = true;         // use_error_feedback
-  bool warm_start = true;             // warm_start
-  double epsilon = 0.0;               // orthogonalization_epsilon
-};
 
 // One tensor's place in the flat buffer and its matrix view.
 struct PowerSgdSlot {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "algorithms/algorithm.hpp"
 #include "algorithms/spec_fields.hpp"
 
 namespace dtsim::algorithms {

@@ -18,10 +18,17 @@
 
 #include <nlohmann/json.hpp>
 
-#include "algorithms/algorithm.hpp"
+#include "algorithms/algorithm_spec.hpp"
+#include "algorithms/memory_footprint.hpp"
 #include "config/object_reader.hpp"
 
+namespace dtsim::net {
+class Topology;
+}
+
 namespace dtsim::algorithms {
+
+class Algorithm;  // algorithm.hpp
 
 // What a section's parse may need from the rest of the scenario.
 struct SpecContext {
@@ -45,11 +52,24 @@ struct AlgorithmEntry {
   // before any rank starts, throwing config::ScenarioError naming the field to change
   // (Streaming DiLoCo's fragments against the model's blocks). nullptr: nothing to check.
   void (*check_parameters)(const AlgorithmSpec& spec, const std::vector<std::string>& names) = nullptr;
+  // Optional: the field (under /algorithm) of a schedule that `spec` counts in epochs of
+  // the rank's data shard (sparsified SGD's compress_warmup_epochs), "" when it counts
+  // none; the loader then refuses a workload without data. nullptr: never counts epochs.
+  std::string (*epoch_schedule_field)(const AlgorithmSpec& spec) = nullptr;
   // False when its ranks send point to point to ranks that are not their topology
   // neighbours (1-bit Adam's phase 1 to every chunk's server): one representative rank's
   // trace cannot stand for them, so timing-only mode refuses it before running anything.
   bool replays_from_one_rank = true;
 };
+
+// The names of registry.hpp's table (algorithm_entries()), in its order.
+const std::vector<std::string>& algorithm_names();
+// The scenario fields (keys of the "algorithm" object besides "name") that algorithm
+// `name` reads; setting any other is an error naming the field.
+const std::vector<std::string>& algorithm_fields(const std::string& name);
+
+// `sizes`: the workload's tensor sizes in backward order (DistOpt's partitions).
+MemoryFootprint memory_footprint(const AlgorithmSpec& spec, std::span<const std::int64_t> sizes, std::int64_t steps);
 
 // In table order.
 std::span<const AlgorithmEntry* const> algorithm_entries();

@@ -17,7 +17,7 @@ kernels::CompressorSpec sign_spec() {
 }  // namespace
 
 SignSgd::SignSgd(const AlgorithmSpec& spec)
-    : optimizer_(spec.optimizer), compressor_(kernels::make_compressor(sign_spec())), majority_vote_(spec.majority_vote) {}
+    : optimizer_(spec.optimizer), compressor_(kernels::make_compressor(sign_spec())), majority_vote_(settings_of<SignSgdSettings>(spec).majority_vote) {}
 
 sim::Task<std::uint64_t> SignSgd::step(StepContext& ctx) {
   auto& comm = ctx.comm;
@@ -84,8 +84,16 @@ const AlgorithmEntry& sign_sgd_entry() {
       .description = "signSGD / signum: all-gather of packed gradient signs, update along the majority vote (or the mean of signs)",
       .paper = "Bernstein, Wang, Azizzadenesheli, Anandkumar, ICML 2018; Bernstein, Zhao et al., ICLR 2019 (majority vote)",
       .fields = with_optimizer_fields({"majority_vote"}),
-      .parse = [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) { spec.majority_vote = a.boolean("majority_vote", true); },
-      .to_json = [](const AlgorithmSpec& spec, nlohmann::json& out) { out["majority_vote"] = spec.majority_vote; },
+      .parse =
+          [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) {
+            SignSgdSettings s;
+            s.majority_vote = a.boolean("majority_vote", s.majority_vote);
+            spec.settings = s;
+          },
+      .to_json =
+          [](const AlgorithmSpec& spec, nlohmann::json& out) {
+            out["majority_vote"] = settings_of<SignSgdSettings>(spec).majority_vote;
+          },
       .make = [](const AlgorithmSpec& spec, const net::Topology&, int) -> std::unique_ptr<Algorithm> {
         return std::make_unique<SignSgd>(spec);
       },

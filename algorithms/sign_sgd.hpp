@@ -16,9 +16,15 @@
 
 #include "algorithms/algorithm.hpp"
 #include "algorithms/apply_gradient.hpp"
+#include "kernels/compressor.hpp"
 #include "kernels/tensor_buffer.hpp"
 
 namespace dtsim::algorithms {
+
+// signSGD's own scenario field (AlgorithmSpec::settings).
+struct SignSgdSettings {
+  bool majority_vote = true;  // the sign of the sum (true) or the mean of signs
+};
 
 class SignSgd final : public Algorithm {
  public:

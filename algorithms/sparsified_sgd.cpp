@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/compressor_kinds.hpp"
 #include "kernels/error_feedback.hpp"
 
 namespace dtsim::algorithms {
@@ -22,9 +23,7 @@ using kernels::CompressorKind;
 sim::ComputeCost copy_cost(std::int64_t elements) { return {0.0, 8.0 * static_cast<double>(elements)}; }
 
 // The sparsifiers: memory, all-gather of (index, value) pairs.
-bool sends_indices(CompressorKind kind) {
-  return kind == CompressorKind::top_k || kind == CompressorKind::random_k || kind == CompressorKind::threshold;
-}
+bool sends_indices(CompressorKind kind) { return kernels::compressor_kind_info(kind).sends_indices; }
 // The quantizers that keep their error in the memory as 1-bit SGD does (Seide et al.
 // 2014: quantize gradient + residual, keep the new residual): memory, all-gather of every
 // rank's quantized gradient.
@@ -33,18 +32,19 @@ bool quantizes_with_memory(CompressorKind kind) {
 }
 
 kernels::CompressorSpec rank_compressor(const AlgorithmSpec& spec, int rank) {
+  const auto& s = settings_of<SparsifiedSgdSettings>(spec);
   auto c = spec.compressor;
   const auto kind = c.kind;
   if (!sends_indices(kind) && !quantizes_with_memory(kind) && kind != CompressorKind::qsgd)
     throw std::invalid_argument(fmt::format("sparsified_sgd: compressor.kind must be top_k, random_k, threshold, qsgd, "
                                             "one_bit, terngrad or natural, got {}",
                                             kernels::to_string(kind)));
-  if (spec.mask_momentum && kind == CompressorKind::random_k && c.shared_seed)
+  if (s.mask_momentum && kind == CompressorKind::random_k && c.shared_seed)
     throw std::invalid_argument("sparsified_sgd: mask_momentum needs the sent indices; random_k with shared_seed sends none");
-  if (spec.mask_momentum && !sends_indices(kind))
+  if (s.mask_momentum && !sends_indices(kind))
     throw std::invalid_argument(fmt::format("sparsified_sgd: mask_momentum needs the sent indices; {} sends every element",
                                             kernels::to_string(kind)));
-  if (spec.compress_warmup_epochs > 0.0 && kind != CompressorKind::top_k && kind != CompressorKind::random_k)
+  if (s.compress_warmup_epochs > 0.0 && !kernels::compressor_kind_info(kind).keeps_k)
     throw std::invalid_argument(fmt::format("sparsified_sgd: compress_warmup_epochs warms up a ratio: it needs top_k or "
                                             "random_k, got {}",
                                             kernels::to_string(kind)));
@@ -52,15 +52,10 @@ kernels::CompressorSpec rank_compressor(const AlgorithmSpec& spec, int rank) {
   return c;
 }
 
-// The reference's default compress_warmup_values 0.75, 0.9375, 0.984375, 0.996, 0.999
-// (fractions dropped) as the fractions kept.
-const std::vector<double> kDefaultWarmupRatios{0.25, 0.0625, 0.015625, 0.004, 0.001};
-
-// "compress_warmup_ratios": fractions kept in (0, 1], strictly decreasing; absent: the
-// reference's default.
-std::vector<double> parse_warmup_ratios(config::ObjectReader& a) {
+// "compress_warmup_ratios": fractions kept in (0, 1], strictly decreasing; absent: `fallback`.
+std::vector<double> parse_warmup_ratios(config::ObjectReader& a, const std::vector<double>& fallback) {
   const auto* items = a.find("compress_warmup_ratios");
-  if (!items) return kDefaultWarmupRatios;
+  if (!items) return fallback;
   if (!items->is_array() || items->empty())
     throw config::ScenarioError(a.where("compress_warmup_ratios"), config::ErrorKind::wrong_type,
                                 "expected a non-empty array of fractions kept, got " + config::describe(*items));
@@ -92,20 +87,21 @@ OptimizerSpec clipped(OptimizerSpec optimizer, double clip_grad_norm, int ranks)
 }  // namespace
 
 SparsifiedSgd::SparsifiedSgd(const AlgorithmSpec& spec, int rank, int ranks)
-    : optimizer_(clipped(spec.optimizer, spec.clip_grad_norm, ranks)),
+    : optimizer_(clipped(spec.optimizer, settings_of<SparsifiedSgdSettings>(spec).clip_grad_norm, ranks)),
       compressor_(kernels::make_compressor(rank_compressor(spec, rank))),
       quantized_(spec.compressor.kind == CompressorKind::qsgd),
-      mask_momentum_(spec.mask_momentum) {
-  if (spec.compress_warmup_epochs <= 0.0) return;
+      mask_momentum_(settings_of<SparsifiedSgdSettings>(spec).mask_momentum) {
+  const auto& s = settings_of<SparsifiedSgdSettings>(spec);
+  if (s.compress_warmup_epochs <= 0.0) return;
   std::vector<double> ratios;
-  for (double r : spec.compress_warmup_ratios)
+  for (double r : s.compress_warmup_ratios)
     if (r >= spec.compressor.ratio) ratios.push_back(r);
   const auto m = static_cast<double>(ratios.size());
   for (std::size_t i = 0; i < ratios.size(); ++i) {
     auto c = rank_compressor(spec, rank);
     c.ratio = ratios[i];
     warmup_.push_back(kernels::make_compressor(c));
-    warmup_ends_.push_back(static_cast<double>(i + 1) / m * spec.compress_warmup_epochs);
+    warmup_ends_.push_back(static_cast<double>(i + 1) / m * s.compress_warmup_epochs);
   }
 }
 
@@ -278,17 +274,19 @@ const AlgorithmEntry& sparsified_sgd_entry() {
       .parse =
           [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx) {
             spec.compressor = parse_compressor(a, ctx);
-            spec.mask_momentum = a.boolean("mask_momentum", false);
-            spec.clip_grad_norm = a.number("clip_grad_norm", 0.0, 0.0, config::kInf);
-            spec.compress_warmup_epochs = a.number("compress_warmup_epochs", 0.0, 0.0, config::kInf);
-            spec.compress_warmup_ratios = parse_warmup_ratios(a);
+            SparsifiedSgdSettings s;
+            s.mask_momentum = a.boolean("mask_momentum", s.mask_momentum);
+            s.clip_grad_norm = a.number("clip_grad_norm", s.clip_grad_norm, 0.0, config::kInf);
+            s.compress_warmup_epochs = a.number("compress_warmup_epochs", s.compress_warmup_epochs, 0.0, config::kInf);
+            s.compress_warmup_ratios = parse_warmup_ratios(a, s.compress_warmup_ratios);
+            spec.settings = s;
             // What the constructor refuses, refused here at the field (bad input, exit 2).
             try {
               rank_compressor(spec, 0);
             } catch (const std::invalid_argument& e) {
               const std::string_view what = e.what();
               const char* field = "compressor";
-              if (spec.mask_momentum && what.find("mask_momentum") != std::string_view::npos) field = "mask_momentum";
+              if (s.mask_momentum && what.find("mask_momentum") != std::string_view::npos) field = "mask_momentum";
               if (what.find("compress_warmup_epochs") != std::string_view::npos) field = "compress_warmup_epochs";
               throw config::ScenarioError(a.where(field), config::ErrorKind::inconsistent, e.what());
             }
@@ -296,10 +294,11 @@ const AlgorithmEntry& sparsified_sgd_entry() {
       .to_json =
           [](const AlgorithmSpec& spec, nlohmann::json& out) {
             out["compressor"] = compressor_json(spec.compressor);
-            out["mask_momentum"] = spec.mask_momentum;
-            out["clip_grad_norm"] = spec.clip_grad_norm;
-            out["compress_warmup_epochs"] = spec.compress_warmup_epochs;
-            out["compress_warmup_ratios"] = spec.compress_warmup_ratios;
+            const auto& s = settings_of<SparsifiedSgdSettings>(spec);
+            out["mask_momentum"] = s.mask_momentum;
+            out["clip_grad_norm"] = s.clip_grad_norm;
+            out["compress_warmup_epochs"] = s.compress_warmup_epochs;
+            out["compress_warmup_ratios"] = s.compress_warmup_ratios;
           },
       .make = [](const AlgorithmSpec& spec, const net::Topology& topology, int rank) -> std::unique_ptr<Algorithm> {
         return std::make_unique<SparsifiedSgd>(spec, rank, topology.size());
@@ -309,10 +308,14 @@ const AlgorithmEntry& sparsified_sgd_entry() {
         f.model_buffers = 3;  // flat_, memory_, update_
         f.gathers = spec.compressor.kind != kernels::CompressorKind::qsgd;  // qsgd all-reduces flat_
         auto largest = spec.compressor;  // the warm-up's first messages are the largest
-        if (spec.compress_warmup_epochs > 0.0)
-          for (double r : spec.compress_warmup_ratios) largest.ratio = std::max(largest.ratio, r);
-        f.payload_fraction = payload_fraction(largest);
+        const auto& s = settings_of<SparsifiedSgdSettings>(spec);
+        if (s.compress_warmup_epochs > 0.0)
+          for (double r : s.compress_warmup_ratios) largest.ratio = std::max(largest.ratio, r);
+        f.payload_fraction = kernels::payload_fraction(largest);
         return f;
+      },
+      .epoch_schedule_field = [](const AlgorithmSpec& spec) -> std::string {
+        return settings_of<SparsifiedSgdSettings>(spec).compress_warmup_epochs > 0.0 ? "compress_warmup_epochs" : "";
       }};
   return entry;
 }

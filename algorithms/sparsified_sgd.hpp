@@ -34,9 +34,20 @@
 
 #include "algorithms/algorithm.hpp"
 #include "algorithms/apply_gradient.hpp"
+#include "kernels/compressor.hpp"
 #include "kernels/tensor_buffer.hpp"
 
 namespace dtsim::algorithms {
+
+// Sparsified SGD's own scenario fields (AlgorithmSpec::settings) besides the compressor.
+struct SparsifiedSgdSettings {
+  bool mask_momentum = false;           // zero the momentum at the sent coordinates
+  double clip_grad_norm = 0.0;          // the reference's clip_grad_val (0: no clipping)
+  double compress_warmup_epochs = 0.0;  // the reference's compression-ratio warm-up (0: none)
+  // Fractions kept during the warm-up: the reference's default compress_warmup_values
+  // 0.75, 0.9375, 0.984375, 0.996, 0.999 (fractions dropped) as fractions kept.
+  std::vector<double> compress_warmup_ratios{0.25, 0.0625, 0.015625, 0.004, 0.001};
+};
 
 class SparsifiedSgd final : public Algorithm {
  public:

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/compressor.hpp"
 #include "kernels/compressor_kinds.hpp"
 
 namespace dtsim::algorithms {
@@ -28,10 +29,10 @@ std::vector<std::string> with_optimizer_fields(std::vector<std::string> own) {
 
 void parse_optimizer(ObjectReader& a, OptimizerSpec& o) {
   o.lr = a.number("lr", std::nullopt, 0.0, kInf);
-  o.momentum = a.number("momentum", 0.0, 0.0, 1.0);
-  o.dampening = a.number("dampening", 0.0, 0.0, 1.0);
-  o.weight_decay = a.number("weight_decay", 0.0, 0.0, kInf);
-  o.nesterov = a.boolean("nesterov", false);
+  o.momentum = a.number("momentum", o.momentum, 0.0, 1.0);
+  o.dampening = a.number("dampening", o.dampening, 0.0, 1.0);
+  o.weight_decay = a.number("weight_decay", o.weight_decay, 0.0, kInf);
+  o.nesterov = a.boolean("nesterov", o.nesterov);
   if (o.nesterov && (o.momentum == 0.0 || o.dampening != 0.0))
     throw ScenarioError(a.where("nesterov"), ErrorKind::inconsistent, "expected momentum > 0 and dampening 0 with nesterov");
   o.lr_schedule = parse_lr_schedule(a, o.lr);
@@ -105,77 +106,5 @@ void parse_gossip_compressor_field(ObjectReader& a, AlgorithmSpec& spec, const S
 }
 
 void compressor_field_json(const AlgorithmSpec& spec, json& out) { out["compressor"] = compressor_json(spec.compressor); }
-
-void parse_local_schedule(ObjectReader& a, AlgorithmSpec& spec) {
-  spec.local_steps = a.integer("local_steps", 1, 1, kIntMax);
-  spec.turn_on_local_steps_from = a.integer("turn_on_local_steps_from", 0, 0, kIntMax);
-}
-
-void local_schedule_json(const AlgorithmSpec& spec, json& out) {
-  out["local_steps"] = spec.local_steps;
-  out["turn_on_local_steps_from"] = spec.turn_on_local_steps_from;
-}
-
-double payload_fraction(const kernels::CompressorSpec& c) { return kernels::payload_fraction(c); }
-
-double local_sync_share(const AlgorithmSpec& spec, std::int64_t steps) {
-  if (steps < 1) return 1.0;
-  const double before = static_cast<double>(std::min(steps, std::max<std::int64_t>(spec.turn_on_local_steps_from - 1, 0)));
-  const double after = static_cast<double>(steps) - before;
-  return (before + after / static_cast<double>(spec.local_steps)) / static_cast<double>(steps);
-}
-
-const std::vector<std::string>& powersgd_fields() {
-  static const std::vector<std::string> fields{"matrix_approximation_rank", "start_powerSGD_iter", "min_compression_rate",
-                                               "use_error_feedback",        "warm_start",          "orthogonalization_epsilon",
-                                               "random_seed"};
-  return fields;
-}
-
-// PyTorch checks this in PowerSGDState (the buckets it rebuilds after the first iteration
-// would not match the error and Q memories); dtsim's buckets never change, but the rule is
-// PyTorch's.
-std::string powersgd_start_problem(const AlgorithmSpec& spec) {
-  if ((spec.use_error_feedback || spec.warm_start) && spec.start_powerSGD_iter <= 1)
-    return fmt::format("expected > 1 with use_error_feedback or warm_start (PyTorch's PowerSGDState: PowerSGD can only "
-                       "be applied after the first two iterations of DDP), got {}",
-                       spec.start_powerSGD_iter);
-  return {};
-}
-
-void parse_powersgd(ObjectReader& a, AlgorithmSpec& spec, bool reads_them, const std::string& why_not) {
-  if (!reads_them) {
-    for (const auto& key : powersgd_fields())  // a look, not a read: the fields are not this variant's
-      if (a.value().contains(key)) throw ScenarioError(a.where(key), ErrorKind::unknown_field, why_not);
-    return;
-  }
-  spec.matrix_approximation_rank = a.integer("matrix_approximation_rank", 1, 1, kIntMax);
-  spec.use_error_feedback = a.boolean("use_error_feedback", true);
-  spec.warm_start = a.boolean("warm_start", true);
-  spec.start_powerSGD_iter = a.integer("start_powerSGD_iter", 1000, 0, kIntMax);
-  if (const auto problem = powersgd_start_problem(spec); !problem.empty())
-    throw ScenarioError(a.where("start_powerSGD_iter"), ErrorKind::inconsistent, problem);
-  spec.min_compression_rate = a.number("min_compression_rate", 2.0, 0.0, kInf);
-  spec.orthogonalization_epsilon = a.number("orthogonalization_epsilon", 0.0, 0.0, kInf);
-  spec.random_seed = static_cast<std::uint64_t>(a.integer("random_seed", 0, 0, 4294967295));  // NumPy seeds take 32 bits
-}
-
-PowerSgdSettings powersgd_settings(const AlgorithmSpec& spec) {
-  return {.rank = spec.matrix_approximation_rank,
-          .min_compression_rate = spec.min_compression_rate,
-          .error_feedback = spec.use_error_feedback,
-          .warm_start = spec.warm_start,
-          .epsilon = spec.orthogonalization_epsilon};
-}
-
-void powersgd_json(const AlgorithmSpec& spec, nlohmann::json& out) {
-  out["matrix_approximation_rank"] = spec.matrix_approximation_rank;
-  out["start_powerSGD_iter"] = spec.start_powerSGD_iter;
-  out["min_compression_rate"] = spec.min_compression_rate;
-  out["use_error_feedback"] = spec.use_error_feedback;
-  out["warm_start"] = spec.warm_start;
-  out["orthogonalization_epsilon"] = spec.orthogonalization_epsilon;
-  out["random_seed"] = spec.random_seed;
-}
 
 }  // namespace dtsim::algorithms

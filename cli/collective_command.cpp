@@ -100,16 +100,7 @@ runner::CollectiveSweep CollectiveCommand::sweep() const {
   for (const char* f : {"--system", "--nodes", "--nccl-algo", "--nccl-proto", "--ngpus"})
     if (cmd_->count(f) > 0) throw config::InputError(fmt::format("{}: only --model nccl reads it", f));
   sweep.algorithm = flag("--algo", [&] { return net::parse_algorithm(algo_); });
-  sweep.topology = flag("--topology", [&] {
-    auto t = net::parse_topology(topology_);
-    // The limits a scenario's topology has (runner/scenario.cpp): beyond them the
-    // topology's node arithmetic overflows an int.
-    if (t.kind == "fat_tree" && (t.k < 2 || t.k > 256 || t.k % 2 != 0))
-      throw std::invalid_argument(fmt::format("fat_tree:K: expected an even K in [2, 256], got {}", t.k));
-    if (t.kind == "hierarchical" && t.gpus_per_node > (1 << 20))
-      throw std::invalid_argument(fmt::format("hierarchical:G: expected G <= {}, got {}", 1 << 20, t.gpus_per_node));
-    return t;
-  });
+  sweep.topology = flag("--topology", [&] { return net::parse_topology(topology_); });
   sweep.ranks = ranks_;
   if (sweep.ranks == 0 && sweep.topology.kind == "torus") {
     std::int64_t product = 1;

@@ -31,6 +31,7 @@ const std::vector<CompressorKindInfo>& kinds_table() {
        .paper = "Stich, Cordonnier, Jaggi 2018, Sparsified SGD with memory",
        .fields = {"ratio"},
        .keeps_k = true,
+       .sends_indices = true,
        .codec = &codecs::top_k_codec},
       {.kind = CompressorKind::random_k,
        .name = "random_k",
@@ -38,6 +39,7 @@ const std::vector<CompressorKindInfo>& kinds_table() {
        .paper = "Stich, Cordonnier, Jaggi 2018, Sparsified SGD with memory",
        .fields = {"ratio", "seed", "shared_seed", "unbiased"},
        .keeps_k = true,
+       .sends_indices = true,
        .codec = &codecs::random_k_codec},
       {.kind = CompressorKind::threshold,
        .name = "threshold",
@@ -45,6 +47,7 @@ const std::vector<CompressorKindInfo>& kinds_table() {
        .paper = "Strom 2015, Scalable distributed DNN training using commodity GPU cloud computing; "
                 "Aji, Heafield 2017, Sparse communication for distributed gradient descent",
        .fields = {"threshold"},
+       .sends_indices = true,
        .size_depends_on_data = true,
        .codec = &codecs::threshold_codec},
       {.kind = CompressorKind::sign,

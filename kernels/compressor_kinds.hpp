@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/compressor.hpp"
+#include "kernels/compressor_spec.hpp"
 
 namespace dtsim::kernels {
 
@@ -29,6 +29,9 @@ struct CompressorKindInfo {
   // k = max(1, floor(n * ratio)) of each tensor's n elements is sent (Compressor::k_for);
   // otherwise k_for(n) = n.
   bool keeps_k = false;
+  // The payload lists the kept elements' indices with their values (random_k with
+  // shared_seed sends the values only): a receiver learns which coordinates were sent.
+  bool sends_indices = false;
   // The payload's size depends on the data, not only on the shapes (threshold):
   // Compressor::payload_bytes throws, and gossip, which exchanges equal-size messages,
   // refuses the kind.

@@ -5,7 +5,8 @@
 // make_topology, parse_topology (the short form), `dtsim list topologies` and the schema
 // test read it; nothing else lists topology kinds.
 //
-// Adding a kind: its builder in topology.cpp and one entry in topology_kinds.cpp.
+// Adding a kind: its builder in topology.cpp and one entry in topology_kinds.cpp (with its
+// fields, short form and shape).
 #pragma once
 
 #include <span>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/object_reader.hpp"
+#include "network_models/topology_shape.hpp"
 #include "network_models/topology_spec.hpp"
 
 namespace dtsim::net {
@@ -35,11 +37,15 @@ struct TopologyKindEntry {
   void (*parse_short)(const std::string& rest, const std::string& whole, TopologySpec& spec);
   // Throws std::invalid_argument naming what does not fit `ranks`.
   Topology (*build)(const TopologySpec& spec, int ranks, LinkParams link);
+  // Its size and route lengths for `ranks` ranks, without building it (the resource estimate).
+  TopologyShape (*shape)(const TopologySpec& spec, int ranks);
 };
 
 // In table order.
 std::span<const TopologyKindEntry> topology_kind_table();
 // nullptr when no kind has that name.
 const TopologyKindEntry* find_topology_kind(std::string_view name);
+// The shape of `spec` by its kind's entry; std::invalid_argument for an unknown kind.
+TopologyShape topology_shape(const TopologySpec& spec, int ranks);
 
 }  // namespace dtsim::net

@@ -355,13 +355,14 @@ class RankState {
 
 void check_epoch_counting(const Scenario& s, const net::Topology& topology,
                        const std::shared_ptr<const workloads::WorkloadData>& data) {
-  if (const auto* entry = algorithms::find_algorithm(s.algorithm.name); entry && entry->check_parameters)
+  const auto* entry = algorithms::find_algorithm(s.algorithm.name);
+  if (entry && entry->check_parameters)
     entry->check_parameters(s.algorithm, workloads::make_workload(s.workload, data, s.seed, 0, s.ranks)->parameter_names());
-  const bool warmup = s.algorithm.compress_warmup_epochs > 0.0;
-  if (s.algorithm.optimizer.lr_schedule.is_default() && !warmup) return;
+  const std::string epoch_field = entry && entry->epoch_schedule_field ? entry->epoch_schedule_field(s.algorithm) : "";
+  if (s.algorithm.optimizer.lr_schedule.is_default() && epoch_field.empty()) return;
   const auto workload = workloads::make_workload(s.workload, data, s.seed, 0, s.ranks);
-  if (warmup && !(workload->data_shard().samples > 0 && workload->data_shard().batch > 0))
-    throw ScenarioError("/algorithm/compress_warmup_epochs", ErrorKind::inconsistent,
+  if (!epoch_field.empty() && !(workload->data_shard().samples > 0 && workload->data_shard().batch > 0))
+    throw ScenarioError("/algorithm/" + epoch_field, ErrorKind::inconsistent,
                         fmt::format("counts epochs, and workload {} has no data to count them in", s.workload.type));
   lr_schedule_of(s, topology, *workload, 0);
 }

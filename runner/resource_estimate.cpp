@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <deque>
 #include <fstream>
 #include <sstream>
 #include <string_view>
@@ -13,9 +12,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "algorithms/algorithm.hpp"
+#include "algorithms/registry.hpp"
 #include "network_models/network.hpp"
 #include "network_models/closed_form.hpp"
+#include "network_models/topology_kinds.hpp"
 #include "workloads/workload_registry.hpp"
 
 namespace dtsim::runner {
@@ -34,137 +34,10 @@ constexpr double kBookkeepingPerEvent = 10.0;     // bookkeeping steps as fast a
 constexpr double kRecurrencePerBookkeeping = 8.0;  // a ring recurrence's messages as fast as one bookkeeping step
 
 double d(std::int64_t x) { return static_cast<double>(x); }
-double log2_at_least_1(double n) { return n > 2.0 ? std::log2(n) : 1.0; }
-
-// --- the topology, from its spec ------------------------------------------------------
-
-struct TopologyShape {
-  double ranks = 1, nodes = 1, cables = 0;
-  double degree = 0;          // gossip neighbours of a rank (the largest)
-  double hops = 1;            // mean route length between two ranks
-  double neighbour_hops = 1;  // route length to a gossip neighbour (and to rank r + 1 on direct topologies)
-  // The share of a ring's senders (r -> r + 1) whose route shares a link with another
-  // sender's: the flow model simulates their messages (net::RingWavefront). Counted
-  // from the routes dtsim builds: none on rings, stars, fat trees, hierarchical nodes,
-  // complete and exponential graphs; 2 per 2-D torus ring, about 2 per d0 x d1 slice of
-  // a larger one; 3 in 8 on hypercubes of 8 to 4,096 ranks. A custom graph's routes are
-  // unknown here: all counted.
-  double coupled_ring_share = 0;
-  bool dedup = false;         // the builder de-duplicates cables through a std::set
-  std::string label;
-};
-
-// Mean BFS distance from rank 0 to the other ranks, and the largest rank degree when no
-// switch is present: a custom graph is given edge by edge, so this is cheap next to it.
-void measure_edges(const net::TopologySpec& t, TopologyShape& shape) {
-  const auto n = static_cast<std::size_t>(std::max<double>(shape.nodes, 1));
-  std::vector<std::vector<int>> adj(n);
-  for (const auto& e : t.edges)
-    if (e.a >= 0 && e.b >= 0 && static_cast<std::size_t>(e.a) < n && static_cast<std::size_t>(e.b) < n) {
-      adj[static_cast<std::size_t>(e.a)].push_back(e.b);
-      adj[static_cast<std::size_t>(e.b)].push_back(e.a);
-    }
-  const auto ranks = static_cast<std::size_t>(shape.ranks);
-  double largest = 0;
-  for (std::size_t r = 0; r < ranks && r < n; ++r) largest = std::max(largest, d(static_cast<std::int64_t>(adj[r].size())));
-  const bool switches = n > ranks;
-  shape.degree = switches ? shape.ranks - 1 : largest;
-  std::vector<int> dist(n, -1);
-  std::deque<int> frontier{0};
-  dist[0] = 0;
-  double sum = 0, reached = 0;
-  while (!frontier.empty()) {
-    const int u = frontier.front();
-    frontier.pop_front();
-    if (static_cast<std::size_t>(u) < ranks && u != 0) sum += dist[static_cast<std::size_t>(u)], ++reached;
-    for (int v : adj[static_cast<std::size_t>(u)])
-      if (dist[static_cast<std::size_t>(v)] < 0) {
-        dist[static_cast<std::size_t>(v)] = dist[static_cast<std::size_t>(u)] + 1;
-        frontier.push_back(v);
-      }
-  }
-  shape.hops = reached > 0 ? std::max(1.0, sum / reached) : 1.0;
-  shape.neighbour_hops = switches ? 2.0 : 1.0;
-}
-
-TopologyShape topology_shape(const net::TopologySpec& t, int ranks) {
-  TopologyShape s;
-  const double n = std::max(1, ranks);
-  s.ranks = s.nodes = n;
-  s.label = t.kind;
-  const auto& kind = t.kind;
-  if (kind == "ring") {
-    s.cables = n >= 3 ? n : n - 1;
-    s.degree = std::min(2.0, n - 1);
-    s.hops = std::max(1.0, n / 4);
-    s.dedup = true;
-  } else if (kind == "complete") {
-    s.cables = n * (n - 1) / 2;
-    s.degree = n - 1;
-    s.dedup = true;
-  } else if (kind == "torus") {
-    s.cables = s.degree = 0;
-    s.hops = 0;
-    for (int dim : t.dims) {
-      s.cables += dim >= 3 ? n : dim == 2 ? n / 2 : 0;
-      s.degree += dim >= 3 ? 2 : dim == 2 ? 1 : 0;
-      s.hops += dim / 4.0;
-    }
-    s.hops = std::max(1.0, s.hops);
-    if (t.dims.size() >= 2) s.coupled_ring_share = std::min(1.0, 2.0 / (d(t.dims[0]) * d(t.dims[1])));
-    s.label = fmt::format("torus {}", fmt::join(t.dims, "x"));
-    s.dedup = true;
-  } else if (kind == "hypercube") {
-    const double bits = n > 1 ? std::log2(n) : 0;
-    s.cables = n * bits / 2;
-    s.degree = bits;
-    s.hops = std::max(1.0, bits / 2);
-    s.neighbour_hops = 2;  // r -> r + 1 flips about two bits
-    s.coupled_ring_share = 0.375;
-    s.dedup = true;
-  } else if (kind == "exponential") {
-    double steps = 0;
-    for (double step = 1; step < n; step *= 2) ++steps;
-    s.cables = n * steps;
-    s.degree = std::min(n - 1, 2 * steps);
-    s.hops = std::max(1.0, log2_at_least_1(n) / 2);
-    s.dedup = true;
-  } else if (kind == "star") {
-    s.nodes = n + 1;
-    s.cables = n;
-    s.degree = n - 1;
-    s.hops = s.neighbour_hops = 2;
-  } else if (kind == "fat_tree") {
-    const double k = t.k, half = k / 2;
-    s.nodes = n + 2 * k * half + half * half;
-    s.cables = n + 2 * k * half * half;
-    s.degree = n - 1;
-    s.hops = s.neighbour_hops = 6;
-    s.label = fmt::format("fat_tree k={}", t.k);
-  } else if (kind == "hierarchical") {
-    const double g = std::max(1, t.gpus_per_node), nodes = std::ceil(n / g);
-    s.degree = n - 1;
-    if (t.nvswitch) {
-      s.nodes = n + nodes + 1;
-      s.cables = n + nodes;
-      s.hops = s.neighbour_hops = 4;
-    } else {
-      s.nodes = n + 1;
-      s.cables = n * (std::min(g, n) - 1) / 2 + n;
-      s.hops = s.neighbour_hops = 2;
-    }
-  } else if (kind == "edges") {
-    s.nodes = std::max<double>(n, t.nodes);
-    s.cables = d(static_cast<std::int64_t>(t.edges.size()));
-    s.coupled_ring_share = 1.0;
-    measure_edges(t, s);
-  }
-  return s;
-}
 
 // One copy of the topology: links, adjacency, failed flags; the gossip graph when it is
 // computed; the BFS trees when messages are routed.
-double topology_copy_bytes(const TopologyShape& t, bool gossip_graph, bool routed) {
+double topology_copy_bytes(const net::TopologyShape& t, bool gossip_graph, bool routed) {
   double b = 2 * t.cables * 24 + t.nodes * 40 + 2 * t.cables * 4 + 2 * t.cables / 8 + 256;
   if (gossip_graph) b += t.ranks * 40 + t.ranks * t.degree * 4 + 2 * t.nodes * 4 /* the BFS's distances */;
   if (routed) b += std::min(256.0, t.ranks) * (t.nodes * 4 + 64);
@@ -172,7 +45,7 @@ double topology_copy_bytes(const TopologyShape& t, bool gossip_graph, bool route
 }
 
 // What building it takes besides the result: the edge list (with growth) and the set.
-double topology_build_transient(const TopologyShape& t) { return t.cables * 48 + (t.dedup ? t.cables * 48 : 0); }
+double topology_build_transient(const net::TopologyShape& t) { return t.cables * 48 + (t.dedup ? t.cables * 48 : 0); }
 
 // --- collectives ------------------------------------------------------------------------
 
@@ -249,7 +122,7 @@ workloads::WorkloadFootprint workload_shape(const Scenario& s) {
 // What the estimate knows besides its numbers, for the refusal's message.
 struct Detail {
   ResourceEstimate e;
-  TopologyShape topology;
+  net::TopologyShape topology;
   std::string route_cause;  // what dominates route_bytes
   bool route_from_gossip = false;
 };
@@ -262,7 +135,7 @@ Detail estimate(const Scenario& s, RunKind kind) {
   const double R = std::max(1, s.ranks), steps = d(s.steps);
   const auto w = workload_shape(s);
   const auto f = algorithms::memory_footprint(s.algorithm, w.sizes_backward, s.steps);
-  const auto t = topology_shape(s.topology, s.ranks);
+  const auto t = net::topology_shape(s.topology, s.ranks);
   out.topology = t;
   const double M = w.elements * kFloat;  // bytes of the model
   const double P = f.payload_fraction * M + 8 * d(static_cast<std::int64_t>(w.sizes_backward.size()));
@@ -411,7 +284,7 @@ double ResourceEstimate::total_bytes() const {
 ResourceEstimate estimate_resources(const Scenario& s, RunKind kind) { return estimate(s, kind).e; }
 
 double topology_build_bytes(const net::TopologySpec& spec, int ranks) {
-  const auto t = topology_shape(spec, ranks);
+  const auto t = net::topology_shape(spec, ranks);
   return topology_copy_bytes(t, false, false) + topology_build_transient(t);
 }
 
@@ -481,7 +354,7 @@ void check_topology_fits(const Scenario& s) {
   if (bytes < 64.0 * 1024 * 1024) return;
   const auto limit = memory_limit();
   if (!limit || bytes <= limit->bytes) return;
-  const auto t = topology_shape(s.topology, s.ranks);
+  const auto t = net::topology_shape(s.topology, s.ranks);
   throw ScenarioError("/topology", ErrorKind::too_large, fmt::format("a {} topology of {} ranks ({} cables) needs about {} to build (links, "
                                                "adjacency lists and the builder's edge set), more than {}: use fewer "
                                                "ranks or a sparser topology (ring, torus, fat_tree)",
@@ -613,7 +486,7 @@ std::optional<std::string> long_run_note(const Scenario& s) {
     return fmt::format("note: about {} steps of bookkeeping (routes, the gossip graph, collective schedules and ring "
                        "recurrences over {} ranks on a {} topology); this run may take {}; fewer ranks or steps are "
                        "faster",
-                       count(e.bookkeeping_steps), s.ranks, topology_shape(s.topology, s.ranks).label, how_long(work));
+                       count(e.bookkeeping_steps), s.ranks, net::topology_shape(s.topology, s.ranks).label, how_long(work));
   const auto& alternative = net::network_model(s.network.model).faster_alternative;
   const std::string faster = alternative.empty() ? "" : fmt::format("{}, ", alternative);
   return fmt::format("note: about {} simulated network events; this run may take {}; {}fewer steps or fewer ranks are "

@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "algorithms/algorithm.hpp"
+#include "algorithms/algorithm_spec.hpp"
 #include "comm/compute_timing.hpp"
 #include "network_models/network_config.hpp"
 #include "network_models/topology_spec.hpp"

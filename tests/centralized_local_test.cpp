@@ -586,7 +586,7 @@ TEST(CentralizedLocalRuns, ExampleScenarios) {
                                        "post_local_sgd", "local_sign_sgd", "local_ef_sign_sgd"};
   for (const auto& name : names) EXPECT_EQ(runner::load_scenario(dir / (name + ".json")).name, name);
   auto s = runner::load_scenario(dir / "post_local_sgd.json");
-  EXPECT_EQ(s.algorithm.local_steps, 16);
+  EXPECT_EQ(algorithms::settings_of<algorithms::LocalSchedule>(s.algorithm).local_steps, 16);
   s.steps = 130;
   auto r = runner::run_emulated(s);
   for (std::int64_t t = 1; t <= 130; ++t)

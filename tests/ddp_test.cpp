@@ -725,8 +725,9 @@ TEST(DdpScenario, PowerSgdFieldsOnlyWithItsHookAndPyTorchsStartRule) {
   // The algorithm refuses too, as a broken precondition.
   algorithms::AlgorithmSpec spec;
   spec.name = "ddp";
-  spec.hook = "powersgd";
-  spec.start_powerSGD_iter = 0;
+  algorithms::DdpSettings settings{.hook = "powersgd"};
+  settings.powersgd.start_powerSGD_iter = 0;
+  spec.settings = settings;
   EXPECT_THROW(algorithms::Ddp{spec}, std::logic_error);
 }
 

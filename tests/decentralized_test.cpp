@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/choco_sgd.hpp"
+#include "algorithms/deepsqueeze.hpp"
 #include "comm/emulated.hpp"
 #include "comm/phase_timer.hpp"
 #include "network_models/network.hpp"
@@ -25,6 +27,8 @@ namespace dtsim {
 namespace {
 
 using algorithms::AlgorithmSpec;
+using algorithms::ChocoSgdSettings;
+using algorithms::DeepSqueezeSettings;
 using kernels::CompressorKind;
 using Gradient = std::function<std::vector<at::Tensor>(int rank, std::int64_t t, const std::vector<at::Tensor>& x)>;
 
@@ -145,8 +149,15 @@ AlgorithmSpec spec_of(const std::string& name, double lr, kernels::CompressorSpe
   s.name = name;
   s.optimizer.lr = lr;
   s.compressor = c;
-  s.consensus_stepsize = gamma;
+  if (name == "choco_sgd") s.settings = ChocoSgdSettings{.consensus_stepsize = gamma};
+  if (name == "deepsqueeze") s.settings = DeepSqueezeSettings{.consensus_stepsize = gamma};
   return s;
+}
+
+void set_overlap(AlgorithmSpec& choco, bool overlap) {
+  auto settings = settings_of<ChocoSgdSettings>(choco);
+  settings.overlap = overlap;
+  choco.settings = settings;
 }
 
 double max_abs(const at::Tensor& t) { return t.abs().max().item<double>(); }
@@ -186,7 +197,7 @@ TEST(Decentralized, IdentityCompressorRecursionsOnARingOf8) {
     }
     for (bool overlap : {true, false}) {
       auto s = spec_of("choco_sgd", kLr);
-      s.overlap = overlap;
+      set_overlap(s, overlap);
       const auto got = run_steps(s, ring, init, kSteps, grad);
       for (int t = 0; t < kSteps; ++t)
         EXPECT_LT(max_abs(got.history[t] - want_choco[t]), 1e-5) << "choco overlap=" << overlap << " step " << t + 1;
@@ -315,7 +326,7 @@ TEST(Decentralized, ChocoOverlapSameMathNoSlower) {
   c.ratio = 0.1;
   auto s = spec_of("choco_sgd", kLr, c, 0.5);
   const auto on = run_steps(s, ring, init, 5, fixed_gradients(3000, 1));
-  s.overlap = false;
+  set_overlap(s, false);
   const auto off = run_steps(s, ring, init, 5, fixed_gradients(3000, 1));
   EXPECT_TRUE(at::equal(on.history.back(), off.history.back()));
   EXPECT_LE(on.finish_time[0], off.finish_time[0]);

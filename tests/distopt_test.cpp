@@ -562,7 +562,7 @@ TEST(DistOptScenario, ThresholdAboveHalfTheBufferIsRejected) {
     EXPECT_NE(std::string(e.what()).find("buffer_size / 2 = 2097152"), std::string::npos) << e.what();
   }
   alg["threshold"] = 2097152;  // exactly half: accepted
-  EXPECT_EQ(make_scenario(alg, 2).algorithm.threshold, 2097152);
+  EXPECT_EQ(algorithms::settings_of<algorithms::DistOptSettings>(make_scenario(alg, 2).algorithm).threshold, 2097152);
   alg["threshold"] = 600;
   alg["buffer_size"] = 1000;
   EXPECT_THROW(make_scenario(alg, 2), runner::ScenarioError);
@@ -583,8 +583,7 @@ TEST(DistOptScenario, ThresholdAboveHalfTheBufferIsRejected) {
   algorithms::AlgorithmSpec spec;
   spec.name = "distopt";
   spec.variant = "sync";
-  spec.threshold = 10;
-  spec.buffer_size = 19;
+  spec.settings = algorithms::DistOptSettings{.threshold = 10, .buffer_size = 19};
   EXPECT_THROW(algorithms::DistOpt{spec}, std::logic_error);
 }
 

@@ -19,6 +19,7 @@
 #include "network_models/network_model.hpp"
 #include "network_models/schedule.hpp"
 #include "network_models/topology.hpp"
+#include "network_models/topology_kinds.hpp"
 #include "network_models/topology_spec.hpp"
 #include "network_models/transport.hpp"
 
@@ -626,6 +627,45 @@ TEST(Topology, UnknownKindNamesTheChoices) {
     EXPECT_NE(std::string(e.what()).find("expected ring, complete"), std::string::npos) << e.what();
   }
   EXPECT_THROW(make_topology(parse_topology("torus:3x3"), 8, kLink), std::invalid_argument);
+}
+
+// Each topology kind's entry states its shape without building it (the resource
+// estimate's input): the nodes, cables and the largest gossip degree of the topology the
+// same spec builds; for the exponential graph an upper bound.
+TEST(TopologyKinds, ShapeIsWhatTheBuilderBuilds) {
+  const std::vector<std::pair<std::string, int>> cases{
+      {"ring", 8},        {"ring", 2},          {"complete", 7},   {"torus:4x4", 16},    {"torus:2x3", 6},
+      {"hypercube", 16},  {"exponential", 12},  {"star", 6},       {"fat_tree:4", 12},   {"hierarchical:4", 8},
+      {"hierarchical:4:direct", 8}};
+  for (const auto& [text, ranks] : cases) {
+    SCOPED_TRACE(fmt::format("{} with {} ranks", text, ranks));
+    const auto spec = parse_topology(text);
+    const auto shape = topology_shape(spec, ranks);
+    const auto topology = make_topology(spec, ranks, kLink);
+    const auto cables = static_cast<double>(topology.links().size()) / 2;
+    std::size_t most = 0;
+    for (int r = 0; r < ranks; ++r) most = std::max(most, topology.neighbors(r).size());
+    const auto degree = static_cast<double>(most);
+    EXPECT_EQ(shape.nodes, topology.nodes());
+    if (spec.kind == "exponential") {  // each step's cables counted before the builder merges those that meet
+      EXPECT_GE(shape.cables, cables);
+      EXPECT_LE(shape.cables, 2 * cables);
+      EXPECT_GE(shape.degree, degree);
+      EXPECT_LE(shape.degree, 2 * degree);
+    } else {
+      EXPECT_EQ(shape.cables, cables);
+      EXPECT_EQ(shape.degree, degree);
+    }
+  }
+}
+
+// The command line's short forms keep the limits of the scenario fields.
+TEST(TopologyKinds, ShortFormsKeepTheFieldLimits) {
+  EXPECT_THROW(parse_topology("fat_tree:3"), std::invalid_argument);
+  EXPECT_THROW(parse_topology("fat_tree:258"), std::invalid_argument);
+  EXPECT_EQ(parse_topology("fat_tree:8").k, 8);
+  EXPECT_THROW(parse_topology("hierarchical:2000000"), std::invalid_argument);
+  EXPECT_EQ(parse_topology("hierarchical:16").gpus_per_node, 16);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 
 #include "algorithms/lr_schedule.hpp"
 #include "algorithms/registry.hpp"
+#include "algorithms/powersgd_options.hpp"
 #include "algorithms/spec_fields.hpp"
 #include "kernels/compressor_kinds.hpp"
 #include "network_models/network.hpp"

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "algorithms/registry.hpp"
 #include "config/closest_name.hpp"
 #include "runner/scenario.hpp"
 #include "runner/version.hpp"
