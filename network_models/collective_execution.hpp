@@ -121,7 +121,7 @@ class ScheduledExecution final : public Execution,
   bool alone_on_engine_ = false;
   std::vector<double> arrived_at_;  // per rank, while evaluated_ without a wavefront
   std::unique_ptr<RingWavefront> wavefront_;
-  int holder_ = -1;  // of the alone senders' links (Transport's link holds)
+  int holder_ = -1;  // of the alone senders' links (the transport's ExactShortcuts link holds)
   CollectiveReuse* restarts_ = nullptr;  // what a conflict on those links restarts the run through
 
   // Collective reuse: the window from the first arrival, while it may still be recorded

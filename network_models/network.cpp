@@ -49,7 +49,7 @@ Network::Network(sim::Engine& engine, Topology topology, NetworkConfig config, s
     fastest_ = std::make_unique<FastestAlgorithm>(*model_, topology, config_.nominal, engine.time_grid());
   transport_ = clock_ ? std::make_unique<ClockTransport>(engine, std::move(topology), config_.perturbations, clock_)
                       : model_->make_transport(engine, std::move(topology), config_.perturbations);
-  transport_->evaluate_rings(config_.evaluate_rings && model_->rings_as_recurrence);
+  transport_->shortcuts().evaluate_rings(config_.evaluate_rings && model_->rings_as_recurrence);
 }
 
 CollectiveSpec resolve_collective(CollectiveSpec spec, int ranks, const NetworkConfig& config) {

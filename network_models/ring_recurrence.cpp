@@ -38,7 +38,7 @@ AloneArrivals::AloneArrivals(const Schedule& schedule, Transport& transport, std
     : transport_(transport), grid_(transport.engine().time_grid()), chunk_bytes_(schedule.ring.chunk) {
   const int n = schedule.ring.ranks;
   path_.reserve(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r) path_.push_back(transport.alone_path(r, r + 1 == n ? 0 : r + 1));
+  for (int r = 0; r < n; ++r) path_.push_back(transport.shortcuts().alone_path(r, r + 1 == n ? 0 : r + 1));
   double bottleneck = -1.0;
   quantized_ = grid_.on();
   for (std::size_t r = 0; r < path_.size() && quantized_; ++r) {

@@ -7,13 +7,13 @@
 // messages, its own send and its receive, have arrived:
 //
 //   T[0][r]     = arrival of rank r in the collective
-//   a[k][r]     = arrival of the message r sends at T[k][r] (Transport::alone_arrival)
+//   a[k][r]     = arrival of the message r sends at T[k][r] (ExactShortcuts::alone_arrival)
 //   T[k + 1][r] = max(a[k][r], a[k][r - 1])
 //   done[r]     = T[steps][r]
 //
 // which ScheduledExecution's event simulation computes message by message, with two
 // events and a dozen calls per message where this is two additions and a max. Exact:
-// the same additions on the same times (Transport::alone_arrival), so the same results
+// the same additions on the same times (ExactShortcuts::alone_arrival), so the same results
 // bit for bit; on the engine's time grid, below its horizon, a message's arrival is
 // t + (rounded delay) + (rounded transfer), with the roundings computed once per path
 // and chunk instead of once per message (every operand the simulation's own).
@@ -28,7 +28,7 @@
 
 namespace dtsim::net {
 
-// What a ring's senders' messages cost sent alone: Transport::alone_arrival's additions,
+// What a ring's senders' messages cost sent alone: ExactShortcuts::alone_arrival's additions,
 // each sender's path looked up once. On the engine's time grid, below its horizon,
 // later(t, d) is t + quantize(d), so where every sender counted has one bottleneck the
 // roundings are made once per sender's delay and per chunk and a message costs two
@@ -40,7 +40,7 @@ class AloneArrivals {
   // `skip[r]` (if given): sender r's messages are not computed, so its bottleneck does
   // not matter.
   AloneArrivals(const Schedule& schedule, Transport& transport, std::span<const char> skip = {});
-  const Transport::AlonePath& path(int r) const { return path_[static_cast<std::size_t>(r)]; }
+  const ExactShortcuts::AlonePath& path(int r) const { return path_[static_cast<std::size_t>(r)]; }
   // A time that did not come from these sums (an arrival): off the grid, no shortcut.
   void note_time(double t) {
     if (quantized_ && !grid_.on_grid(t)) quantized_ = false;
@@ -51,14 +51,14 @@ class AloneArrivals {
       const double start = t + delay_[static_cast<std::size_t>(r)];
       if (start < horizon_) return start + transfer_[static_cast<std::size_t>(chunk)];
     }
-    return transport_.alone_arrival(path_[static_cast<std::size_t>(r)], t, chunk_bytes_[static_cast<std::size_t>(chunk)]);
+    return transport_.shortcuts().alone_arrival(path_[static_cast<std::size_t>(r)], t, chunk_bytes_[static_cast<std::size_t>(chunk)]);
   }
 
  private:
   Transport& transport_;
   const sim::TimeGrid& grid_;
   const std::vector<double>& chunk_bytes_;
-  std::vector<Transport::AlonePath> path_;  // per sender, to its successor
+  std::vector<ExactShortcuts::AlonePath> path_;  // per sender, to its successor
   bool quantized_ = false;
   double horizon_ = 0.0;
   std::vector<double> delay_, transfer_;  // quantized: per sender, per chunk

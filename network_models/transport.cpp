@@ -14,7 +14,8 @@ namespace dtsim::net {
 
 Transport::Transport(sim::Engine& engine, Topology topology, Perturbations perturbations)
     : engine_(engine), topology_(std::move(topology)), perturbations_(std::move(perturbations)),
-      jitter_rng_(perturbations_.jitter_seed), last_route_(static_cast<std::size_t>(topology_.nodes())) {
+      jitter_rng_(perturbations_.jitter_seed), shortcuts_(*this, engine),
+      last_route_(static_cast<std::size_t>(topology_.nodes())) {
   for (const auto& link : topology_.links()) bandwidth_.push_back(link.params.bandwidth_bytes_per_s);
   // On the engine's time grid, as every time the simulation computes.
   for (auto& change : perturbations_.bandwidth_trace) change.time_s = engine_.time_grid().round(change.time_s);
@@ -46,7 +47,6 @@ Transport::Transport(sim::Engine& engine, Topology topology, Perturbations pertu
 }
 
 int Transport::new_message(int src, int dst, double bytes) {
-  count_traffic();
   ++messages_;
   bytes_ += bytes;
   int id;
@@ -82,11 +82,6 @@ double Transport::bottleneck(std::span<const int> links) const {
   return smallest;
 }
 
-Transport::AlonePath Transport::alone_path(int src, int dst) const {
-  const Topology::Route& route = topology_.route_info(src, dst);  // throws, naming both, without one
-  return {.delay = fixed_delay(route.latency_s), .bottleneck = bottleneck(route.links), .to_self = src == dst};
-}
-
 namespace {
 // A namespace-scope object rather than a function-local static: on_event compares every
 // message's sink with its address, and a local static's initialisation guard would be a
@@ -105,33 +100,8 @@ void Transport::cancel(const Sink& sink) {
   on_cancel();
 }
 
-void Transport::guard_replay(const void* owner, CollectiveReuse& reuse, std::string shape, double until, bool inclusive) {
-  guard_ = true;
-  guard_owner_ = owner;
-  guard_reuse_ = &reuse;
-  guard_shape_ = std::move(shape);
-  guard_until_ = until;
-  guard_inclusive_ = inclusive;
-}
-
-void Transport::check_replay_guard() {
-  const double now = engine_.now();
-  if (now < guard_until_ || (guard_inclusive_ && now == guard_until_)) {
-    guard_ = false;
-    guard_reuse_->forbid(guard_shape_);
-    guard_reuse_->forbid_evaluation(guard_shape_);  // computed, it would meet that traffic too
-    throw ReuseConflict(guard_shape_);
-  }
-}
-
-bool Transport::claim_links(int holder, std::span<const int> links) {
-  if (!holds_.claim(holder, links, topology_.links().size(), [this](int l) { return carries_flow(l); })) return false;
-  count_traffic();
-  return true;
-}
-
 void Transport::send(int src, int dst, double bytes, std::function<void()> arrived) {
-  if (guard_) check_replay_guard();
+  shortcuts_.on_send();
   const int id = new_message(src, dst, bytes);
   in_flight_[id].sink = nullptr;
   arrived_[id] = std::move(arrived);
@@ -139,7 +109,7 @@ void Transport::send(int src, int dst, double bytes, std::function<void()> arriv
 }
 
 void Transport::send(int src, int dst, double bytes, Sink& sink, std::uint64_t tag) {
-  if (guard_) check_replay_guard();
+  shortcuts_.on_send();
   const int id = new_message(src, dst, bytes);
   in_flight_[id].sink = &sink;
   in_flight_[id].tag = tag;
@@ -633,7 +603,7 @@ std::unique_ptr<Transport> make_transport(const std::string& model, sim::Engine&
                                           Perturbations perturbations) {
   const auto& entry = network_model(model);
   auto transport = entry.make_transport(engine, std::move(topology), std::move(perturbations));
-  transport->evaluate_rings(entry.rings_as_recurrence);
+  transport->shortcuts().evaluate_rings(entry.rings_as_recurrence);
   return transport;
 }
 

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "network_models/due_queue.hpp"
-#include "network_models/link_holds.hpp"
+#include "network_models/exact_shortcuts.hpp"
 #include "network_models/perturbations.hpp"
 #include "network_models/topology.hpp"
 #include "sim/engine.hpp"
@@ -73,82 +73,26 @@ class Transport : private sim::Engine::Handler {
   // Messages in flight whose bytes have all arrived and whose receivers are being told
   // now (the flow model's batch of completions at this instant): they hold no link.
   virtual std::size_t messages_being_delivered() const { return 0; }
-  // What collective reuse counts as other traffic in a window: messages sent, and rings
-  // computed on the flow model that claimed links (link holds): in all, and before the
-  // current simulated instant.
-  std::uint64_t traffic() const { return traffic_; }
-  std::uint64_t traffic_before_now() const { return last_traffic_instant_ == engine_.now() ? traffic_before_instant_ : traffic_; }
-
-  // What collective reuse (collective_reuse.hpp) asks of a transport.
+  // What collective reuse (collective_reuse.hpp) asks of a transport besides its
+  // shortcuts' state (shortcuts()).
   // Whether messages in flight together change each other's times (the flow model).
   virtual bool messages_interact() const { return false; }
   bool jitters() const { return perturbations_.jitter_s > 0; }
   // Bandwidth changes and link failures fired so far.
   std::uint64_t perturbation_epoch() const { return perturbation_epoch_; }
-  // Times this transport computed since count_rounding_ties() that fell exactly halfway
-  // between two doubles and were rounded to the even one (later()): a window with none
-  // shifts exactly by any number of its binade's steps, one with any by an even number
-  // only. Counting costs an exact error term per computed time, so it is off until
-  // collective reuse asks for it, before the first collective it watches starts.
-  std::uint64_t rounding_ties() const { return rounding_ties_; }
-  void count_rounding_ties() { count_ties_ = true; }
   // The time of the first bandwidth change or failure at or after `t` (infinity if none).
   double next_perturbation_at_or_after(double t) const;
   // Drops every message in flight that tells `sink`: it never arrives, and frees the
   // links it holds (a replayed collective's own messages).
   void cancel(const Sink& sink);
-  // Until the replayed collective of `shape` is done: a message sent before `until`
-  // (or at `until` when `inclusive`) would have shared the network with it, so send()
-  // forbids the shape in `reuse` and throws ReuseConflict. Cleared by end_replay_guard().
-  void guard_replay(const void* owner, class CollectiveReuse& reuse, std::string shape, double until, bool inclusive);
-  void end_replay_guard(const void* owner) {
-    if (guard_owner_ == owner) guard_ = false;
-  }
   // Whether a message (and so a trace span) must exist for every transfer: a trace is
   // being recorded.
   bool records_messages() const { return trace_ != nullptr; }
 
-  // What a message sent alone costs, for a ring's recurrence (ring_recurrence.hpp),
-  // which computes a collective's times without sending its messages on a transport
-  // whose messages never interact. The route's fixed part is looked up once per sender;
-  // alone_arrival() then makes the very additions send() and the uncontended transmit()
-  // make, from the same fixed_delay() and bottleneck(), so its time is the delivery's to
-  // the last bit.
-  struct AlonePath {
-    double delay = 0.0;       // overhead + the route's latency
-    double bottleneck = 0.0;  // the route's smallest bandwidth now
-    bool to_self = false;     // delivered after the delay, no transfer
-  };
-  AlonePath alone_path(int src, int dst) const;
-  // A message's delay before its bytes flow, on a route of latency `route_latency_s`
-  // (jitter aside), and the smallest bandwidth now of `links` (infinity for none).
-  double fixed_delay(double route_latency_s) const { return perturbations_.overhead_s + route_latency_s; }
-  double bottleneck(std::span<const int> links) const;
-  double alone_arrival(const AlonePath& path, double t, double bytes) {
-    const double start = later(t, path.delay);
-    return path.to_self ? start : later(start, bytes / path.bottleneck);
-  }
-  // Whether ScheduledExecution may compute ring collectives from their recurrence: set
-  // by whoever makes the transport for a model, from NetworkConfig::evaluate_rings and
-  // the model entry's rings_as_recurrence (network_model.hpp).
-  void evaluate_rings(bool on) { evaluate_rings_ = on; }
-  bool evaluates_rings() const { return evaluate_rings_; }
-
-  // Link holds (link_holds.hpp) for rings computed on the flow model
-  // (ring_wavefront.hpp): claimed at a ring's first arrival, if none of the links carries
-  // a flow or is claimed by another ring (a claim counts as traffic: traffic()).
-  int new_holder(const std::string& shape, CollectiveReuse* restarts) { return holds_.new_holder(shape, restarts); }
-  bool claim_links(int holder, std::span<const int> links);
-  void take_links(int holder, std::span<const int> links, double first_use) { holds_.take(holder, links, first_use); }
-  void free_links_after(int holder, std::span<const int> links, double t) { holds_.free_after(holder, links, t); }
-  void release_links(int holder, std::span<const int> links) { holds_.release(holder, links); }
-  // Whether a link is held or claimed now (an evaluated ring is running), so that the
-  // network is not idle.
-  bool holds_live() const { return holds_.live(engine_.now()); }
-  // Whether a replayed collective holds the network now (guard_replay).
-  bool replay_guarded() const {
-    return guard_ && (engine_.now() < guard_until_ || (guard_inclusive_ && engine_.now() == guard_until_));
-  }
+  // The state the executor's exact shortcuts read and set (exact_shortcuts.hpp): traffic
+  // counts, rounding ties, the replay guard, ring evaluation, link holds, alone paths.
+  ExactShortcuts& shortcuts() { return shortcuts_; }
+  const ExactShortcuts& shortcuts() const { return shortcuts_; }
 
  protected:
   // Message `message` has paid its overhead and latency; its bytes start flowing now
@@ -161,15 +105,11 @@ class Transport : private sim::Engine::Handler {
   void deliver_at(double t, int message);
   // Time `t` plus duration `d` (both non-negative), as every time a transport computes:
   // t + d on the engine's time grid (d in whole ticks below its horizon, so the sum is
-  // exact: sim/time_grid.hpp), counting rounding_ties() when asked to.
+  // exact: sim/time_grid.hpp), counting the shortcuts' rounding ties when asked to.
   double later(double t, double d) {
     d = engine_.time_grid().duration_at(t, d);
     const double sum = t + d;
-    if (count_ties_) {
-      // Fast2Sum (the larger operand first): the rounding error of the sum, exactly.
-      const double error = std::min(t, d) - (sum - std::max(t, d));
-      if (error != 0.0 && is_half_step(sum, error)) ++rounding_ties_;
-    }
+    shortcuts_.on_sum(t, d, sum);
     return sum;
   }
   virtual void on_bandwidth_change() {}
@@ -180,7 +120,7 @@ class Transport : private sim::Engine::Handler {
   // Whether a flow is on `link` now.
   virtual bool carries_flow(int /*link*/) const { return false; }
   // A transfer starts on `links` now: a conflict if one is held (link holds).
-  void check_holds(std::span<const int> links) { holds_.check(links, engine_.now()); }
+  void check_holds(std::span<const int> links) { shortcuts_.on_transfer(links); }
   // A model's own events (a solve, a completion), as cheap as a message's: no
   // std::function to store. on_model_event(code) runs at absolute time `t`; code < 2^60.
   void model_event_at(double t, std::uint64_t code);
@@ -195,6 +135,10 @@ class Transport : private sim::Engine::Handler {
   bool cancelled(int message) const { return in_flight_[message].sink == &discarded_sink(); }
   void free_message(int message) { free_messages_.push_back(message); }
   double link_bandwidth(int link) const { return bandwidth_[link]; }
+  // A message's delay before its bytes flow, on a route of latency `route_latency_s`
+  // (jitter aside), and the smallest bandwidth now of `links` (infinity for none).
+  double fixed_delay(double route_latency_s) const { return perturbations_.overhead_s + route_latency_s; }
+  double bottleneck(std::span<const int> links) const;
   int message_src(int message) const { return in_flight_[message].src; }
   int message_dst(int message) const { return in_flight_[message].dst; }
 
@@ -206,14 +150,6 @@ class Transport : private sim::Engine::Handler {
   // one or two links, and a copy saves two dependent loads (the Route, its vector's
   // storage) per message when its bytes start to flow.
   static constexpr int kInlineLinks = 4;
-  // Whether |error| is half the spacing of doubles at `sum` (positive): the exact sum
-  // lay halfway between two of them. A sum rounded up onto a power of two came from the
-  // binade below, whose spacing is half.
-  static bool is_half_step(double sum, double error) {
-    const double binade_start = std::bit_cast<double>(std::bit_cast<std::uint64_t>(sum) & 0x7ff0000000000000u);
-    const double half_step = binade_start * 0x1p-53, e = std::abs(error);
-    return e == half_step || (e == half_step * 0.5 && sum == binade_start);
-  }
   Perturbations perturbations_;
   std::vector<double> bandwidth_;  // current bandwidth per directed link
   std::mt19937_64 jitter_rng_;
@@ -221,27 +157,8 @@ class Transport : private sim::Engine::Handler {
   std::uint64_t messages_ = 0;
   double bytes_ = 0.0;
   std::uint64_t perturbation_epoch_ = 0;
-  std::uint64_t rounding_ties_ = 0;
-  bool count_ties_ = false;
-  std::uint64_t traffic_ = 0;                 // messages sent and links claimed
-  double last_traffic_instant_ = -1.0;       // the time of the last of them
-  std::uint64_t traffic_before_instant_ = 0;  // traffic_ before that instant
-  void count_traffic() {
-    if (engine_.now() != last_traffic_instant_) {
-      last_traffic_instant_ = engine_.now();
-      traffic_before_instant_ = traffic_;
-    }
-    ++traffic_;
-  }
-  bool evaluate_rings_ = true;
-  bool guard_ = false;  // a replayed collective holds the network (guard_replay)
-  const void* guard_owner_ = nullptr;
-  double guard_until_ = 0.0;
-  bool guard_inclusive_ = false;
-  class CollectiveReuse* guard_reuse_ = nullptr;
-  std::string guard_shape_;
-  void check_replay_guard();
-  LinkHolds holds_;
+  friend class ExactShortcuts;  // alone paths read the routes and bandwidths, and add as later() does
+  ExactShortcuts shortcuts_;
   // Messages in flight, by id, recycled through a free list: the engine's events and the
   // flows refer to them by id, so a message costs no allocation once the pool has grown.
   // One cache line each; a function to call on arrival, rare in bulk traffic, lives
@@ -294,6 +211,11 @@ class Transport : private sim::Engine::Handler {
   std::vector<int> free_messages_;
   std::vector<LastRoute> last_route_;  // per source node
 };
+
+inline double ExactShortcuts::alone_arrival(const AlonePath& path, double t, double bytes) const {
+  const double start = transport_.later(t, path.delay);
+  return path.to_self ? start : transport_.later(start, bytes / path.bottleneck);
+}
 
 class UncontendedTransport final : public Transport {
  public:

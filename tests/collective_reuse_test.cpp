@@ -89,7 +89,7 @@ Outcome run_as(const Topology& topology, const NetworkConfig& cfg, const std::ve
     }
     if (extra) extra(engine, network, out.extra);
     engine.run();
-    out.traffic = network.transport().traffic();
+    out.traffic = network.transport().shortcuts().traffic();
   };
   run_attempts(*shared, attempt, out);
   return out;

@@ -503,9 +503,9 @@ TEST(NetworkModels, ShortcutsAreTheModelEntrysToAllow) {
       config.evaluate_rings = asked;
       config.reuse_collectives = asked;
       Network network(engine, Topology::ring(4, kLink), config);
-      EXPECT_EQ(network.transport().evaluates_rings(), asked && m.rings_as_recurrence);
+      EXPECT_EQ(network.transport().shortcuts().evaluates_rings(), asked && m.rings_as_recurrence);
       EXPECT_EQ(network.reuse()->enabled(), asked && m.exact_collective_reuse);
-      EXPECT_EQ(make_transport(config.model, engine, Topology::ring(4, kLink), {})->evaluates_rings(),
+      EXPECT_EQ(make_transport(config.model, engine, Topology::ring(4, kLink), {})->shortcuts().evaluates_rings(),
                 m.rings_as_recurrence);
     }
   }

@@ -51,7 +51,7 @@ inline RingRun run_ring(const std::string& model, const Topology& topology, cons
                         const Perturbations& perturbations, bool alone_on_engine) {
   sim::Engine engine(grid);
   auto transport = make_transport(model, engine, topology, perturbations);
-  transport->evaluate_rings(evaluate);
+  transport->shortcuts().evaluate_rings(evaluate);
   RingRun done;
   done.at.assign(static_cast<std::size_t>(schedule.size()), -1.0);
   auto exec = std::make_shared<ScheduledExecution>(*transport, std::make_shared<const Schedule>(schedule),
