@@ -106,7 +106,7 @@ double plain_resnet20(const runner::Scenario& s) {
 
 double plain_gpt(const runner::Scenario& s) {
   const auto data = workloads::load_data_source(s.workload.data, s.seed);
-  const auto& spec = s.workload.gpt;
+  const auto& spec = workloads::settings_of<workloads::GptSpec>(s.workload);
   std::vector<std::vector<at::Tensor>> replicas;
   std::vector<std::unique_ptr<torch::optim::SGD>> optimizers;
   const auto& a = s.algorithm.optimizer;

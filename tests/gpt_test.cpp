@@ -351,7 +351,7 @@ TEST(GptScenario, ParseEchoAndErrors) {
   const json w = {{"type", "gpt"}, {"data", "text"}, {"text_path", dir.string()}, {"layers", 1}, {"heads", 2},
                   {"width", 16}, {"context", 8}, {"batch_size", 4}};
   const auto s = runner::parse_scenario(gpt_scenario(w, 2, 4));
-  EXPECT_EQ(s.workload.gpt.context, 8);
+  EXPECT_EQ(workloads::settings_of<workloads::GptSpec>(s.workload).context, 8);
   EXPECT_EQ(s.workload.data.source, "text");
   const json echo = s.to_json();
   EXPECT_EQ(echo["workload"]["holdout"], 0.1);

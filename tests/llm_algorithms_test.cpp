@@ -64,7 +64,7 @@ struct Trace {
 sim::Task<void> rank_loop(comm::Communicator& comm, const runner::Scenario& s,
                           std::shared_ptr<const workloads::SyntheticDataset> data, Trace& trace, const Hook& hook) {
   const int rank = comm.rank();
-  auto workload = workloads::make_logistic_regression(s.workload.logistic, data, s.seed, rank, s.ranks);
+  auto workload = workloads::make_logistic_regression(workloads::settings_of<workloads::LogisticRegressionSpec>(s.workload), data, s.seed, rank, s.ranks);
   auto& algorithm = *trace.algorithms[rank];
   auto params = workload->initial_parameters();
   if (rank == 0) trace.initial = clones(params);

@@ -10,6 +10,7 @@
 #include "config/closest_name.hpp"
 #include "runner/scenario.hpp"
 #include "runner/version.hpp"
+#include "workloads/logistic_regression.hpp"
 #include "test_util.hpp"
 
 namespace dtsim::runner {
@@ -43,7 +44,7 @@ TEST(Scenario, ValidScenarioParsesWithDefaults) {
   EXPECT_DOUBLE_EQ(s.network.nominal.latency_s, 1e-6);
   EXPECT_DOUBLE_EQ(s.network.nominal.bandwidth_bytes_per_s, 1e10);
   EXPECT_EQ(s.compute.kind, comm::ComputeTiming::Kind::CostModel);  // the deterministic default
-  EXPECT_EQ(s.workload.logistic.partition, "iid");
+  EXPECT_EQ(workloads::settings_of<workloads::LogisticRegressionSpec>(s.workload).partition, "iid");
   // The resolved form parses back to the same scenario.
   EXPECT_EQ(parse_scenario(s.to_json()).to_json(), s.to_json());
 }

@@ -492,7 +492,7 @@ TEST(ShapeModels, ForwardFlopsMatchKnownFigures) {
     }
   }
   spec.type = "bert_base";
-  spec.sequence_length = 513;
+  spec.settings = ShapeModelSpec{.sequence_length = 513};
   EXPECT_NE(error_of([&] { load_workload_data(spec, 1); }).find("/workload/sequence_length: expected 1 to 512"),
             std::string::npos);
 }

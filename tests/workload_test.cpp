@@ -89,7 +89,7 @@ TEST(Libsvm, ScenarioFieldsAndErrors) {
   const auto s = runner::parse_scenario(tiny_scenario(kTiny, "full"));
   EXPECT_EQ(s.workload.data.samples, 12);
   EXPECT_EQ(s.workload.data.features, 3);
-  EXPECT_EQ(s.workload.logistic.batch_size, 0);
+  EXPECT_EQ(workloads::settings_of<workloads::LogisticRegressionSpec>(s.workload).batch_size, 0);
   EXPECT_EQ(runner::parse_scenario(s.to_json()).to_json(), s.to_json());  // round trip
 
   auto expect_error = [](const json& doc, const std::string& message) {

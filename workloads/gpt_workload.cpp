@@ -190,7 +190,7 @@ struct GptData : WorkloadData {
 };
 
 void parse(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext& ctx) {
-  auto& g = spec.gpt;
+  GptSpec g;
   g.layers = w.integer("layers", g.layers, 1, 1024);
   g.heads = w.integer("heads", g.heads, 1, 1 << 16);
   g.width = w.integer("width", g.width, 1, 1 << 20);
@@ -220,10 +220,11 @@ void parse(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext& c
                         fmt::format("expected at least the tokens file's rows of {} tokens, got {}",
                                     data.sample_shape[0], g.context));
   }
+  spec.settings = g;
 }
 
 void to_json(const WorkloadSpec& spec, nlohmann::json& out) {
-  const auto& g = spec.gpt;
+  const auto& g = settings_of<GptSpec>(spec);
   out["layers"] = g.layers;
   out["heads"] = g.heads;
   out["width"] = g.width;
@@ -261,12 +262,12 @@ std::shared_ptr<const WorkloadData> load(const WorkloadSpec& spec, std::uint64_t
 
 std::unique_ptr<Workload> make(const WorkloadSpec& spec, std::shared_ptr<const WorkloadData> data, std::uint64_t seed,
                                int rank, int ranks) {
-  return std::make_unique<GptWorkload>(spec.gpt, data_for<GptData>(data, spec.type).data, spec.batch_size, seed, rank,
+  return std::make_unique<GptWorkload>(settings_of<GptSpec>(spec), data_for<GptData>(data, spec.type).data, spec.batch_size, seed, rank,
                                        ranks);
 }
 
 WorkloadFootprint footprint(const WorkloadSpec& spec, int ranks) {
-  const auto& g = spec.gpt;
+  const auto& g = settings_of<GptSpec>(spec);
   const auto tensors = gpt_tensors(g);
   WorkloadFootprint w;
   w.elements = static_cast<double>(gpt_parameter_count(g));

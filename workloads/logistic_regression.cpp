@@ -239,30 +239,33 @@ struct LogisticData : WorkloadData {
 };
 
 // "batch_size": a positive integer, or "full" / 0 for the whole shard every step.
-std::int64_t parse_batch_size(config::ObjectReader& w) {
+std::int64_t parse_batch_size(config::ObjectReader& w, std::int64_t fallback) {
   if (const auto* b = w.find("batch_size"); b && b->is_string()) {
     if (b->get<std::string>() != "full")
       throw config::ScenarioError(w.where("batch_size"), config::ErrorKind::wrong_type,
                                   "expected a positive integer, 0 or \"full\", got " + config::describe(*b));
     return 0;
   }
-  return w.integer("batch_size", 32, 0, config::kIntMax);
+  return w.integer("batch_size", fallback, 0, config::kIntMax);
 }
 
 void parse_logistic(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext&) {
-  spec.logistic.batch_size = parse_batch_size(w);
-  spec.logistic.partition = w.choice("partition", "iid", {"iid", "sorted"});
+  LogisticRegressionSpec s;
+  s.batch_size = parse_batch_size(w, s.batch_size);
+  s.partition = w.choice("partition", s.partition, {"iid", "sorted"});
+  spec.settings = s;
 }
 
 void logistic_json(const WorkloadSpec& spec, nlohmann::json& out) {
-  out["batch_size"] = spec.logistic.batch_size;
-  out["partition"] = spec.logistic.partition;
+  const auto& s = settings_of<LogisticRegressionSpec>(spec);
+  out["batch_size"] = s.batch_size;
+  out["partition"] = s.partition;
 }
 
 WorkloadFootprint logistic_footprint(const WorkloadSpec& spec, int ranks) {
   constexpr double kFloat = 4;
   WorkloadFootprint w;
-  const auto& lr = spec.logistic;
+  const auto& lr = settings_of<LogisticRegressionSpec>(spec);
   const auto data = workload_data(spec);
   const auto shape = data_source_entry(data.source).shape(data);
   const double samples = static_cast<double>(shape.train), features = static_cast<double>(shape.sample_elements());
@@ -299,7 +302,7 @@ const WorkloadEntry& logistic_regression_entry() {
       },
       .make = [](const WorkloadSpec& spec, std::shared_ptr<const WorkloadData> data, std::uint64_t seed, int rank,
                  int ranks) {
-        return make_logistic_regression(spec.logistic, data_for<LogisticData>(data, spec.type).dataset, seed, rank, ranks);
+        return make_logistic_regression(settings_of<LogisticRegressionSpec>(spec), data_for<LogisticData>(data, spec.type).dataset, seed, rank, ranks);
       },
       .footprint = logistic_footprint};
   return entry;

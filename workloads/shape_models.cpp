@@ -405,17 +405,20 @@ struct ShapePoolData : WorkloadData {
 
 void parse_shape_workload(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext&) {
   spec.batch_size = w.integer("batch_size", spec.batch_size, 1, config::kIntMax);
+  ShapeModelSpec s;
   if (shape_model(spec.type, 1).sequence_length > 0)  // a transformer
-    spec.sequence_length = w.integer("sequence_length", spec.sequence_length, 1, config::kIntMax);
+    s.sequence_length = w.integer("sequence_length", s.sequence_length, 1, config::kIntMax);
+  spec.settings = s;
 }
 
 void shape_workload_json(const WorkloadSpec& spec, nlohmann::json& out) {
   out["batch_size"] = spec.batch_size;
-  if (shape_model(spec.type, 1).sequence_length > 0) out["sequence_length"] = spec.sequence_length;
+  if (shape_model(spec.type, 1).sequence_length > 0)
+    out["sequence_length"] = settings_of<ShapeModelSpec>(spec).sequence_length;
 }
 
 std::shared_ptr<const WorkloadData> load_shape_pool(const WorkloadSpec& spec, std::uint64_t seed) {
-  shape_model(spec.type, spec.sequence_length);  // validates the sequence length
+  shape_model(spec.type, settings_of<ShapeModelSpec>(spec).sequence_length);  // validates the sequence length
   auto data = std::make_shared<ShapePoolData>();
   data->pool = make_shape_pool(seed).to(spec.device);
   return data;
@@ -423,8 +426,8 @@ std::shared_ptr<const WorkloadData> load_shape_pool(const WorkloadSpec& spec, st
 
 std::unique_ptr<Workload> make_shape_model_workload(const WorkloadSpec& spec, std::shared_ptr<const WorkloadData> data,
                                                     std::uint64_t seed, int rank, int) {
-  return make_shape_workload(spec.type, spec.batch_size, spec.sequence_length, data_for<ShapePoolData>(data, spec.type).pool,
-                             seed, rank);
+  return make_shape_workload(spec.type, spec.batch_size, settings_of<ShapeModelSpec>(spec).sequence_length,
+                             data_for<ShapePoolData>(data, spec.type).pool, seed, rank);
 }
 
 WorkloadFootprint shape_workload_footprint(const WorkloadSpec& spec, int) {

@@ -42,6 +42,12 @@
 
 namespace dtsim::workloads {
 
+// The shape-only transformers' own setting (WorkloadSpec::settings): the sequence
+// length, which with the batch sets the per-layer FLOPs of the cost model.
+struct ShapeModelSpec {
+  std::int64_t sequence_length = 128;
+};
+
 struct TensorShape {
   std::string name;
   std::vector<std::int64_t> shape;

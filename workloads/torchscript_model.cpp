@@ -213,48 +213,53 @@ std::vector<std::int64_t> parse_input_shape(config::ObjectReader& w) {
 
 void parse(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext&) {
   spec.batch_size = w.integer("batch_size", spec.batch_size, 1, config::kIntMax);
-  spec.partition = w.choice("partition", "iid", {"iid", "by_label"});
-  spec.script.loss = w.choice("loss", "cross_entropy", {"cross_entropy", "module"});
+  spec.partition = w.choice("partition", spec.partition, {"iid", "by_label"});
+  TorchScriptSpec script;
+  script.loss = w.choice("loss", script.loss, {"cross_entropy", "module"});
   // The one cost source a TorchScript model has, echoed so that a result says where its
   // compute times come from.
   w.choice("cost", "estimated from ops", {"estimated from ops"});
-  spec.script.input_shape = parse_input_shape(w);
+  script.input_shape = parse_input_shape(w);
   const auto data = data_source_entry(spec.data.source).shape(spec.data);
-  if (data.sample != spec.script.input_shape)
+  if (data.sample != script.input_shape)
     throw ScenarioError(w.where("input_shape"), ErrorKind::inconsistent,
                         fmt::format("expected the data's sample shape [{}], got [{}]", fmt::join(data.sample, ", "),
-                                    fmt::join(spec.script.input_shape, ", ")));
-  spec.script.model_file = w.string("model_file", std::nullopt);
-  if (spec.script.model_file.empty())
+                                    fmt::join(script.input_shape, ", ")));
+  script.model_file = w.string("model_file", std::nullopt);
+  if (script.model_file.empty())
     throw ScenarioError(w.where("model_file"), ErrorKind::out_of_range, "expected a non-empty path");
   try {
-    load_torchscript_model(spec.script.model_file, spec.script.input_shape, spec.script.loss, data.classes);
+    load_torchscript_model(script.model_file, script.input_shape, script.loss, data.classes);
   } catch (const std::invalid_argument& e) {
     throw ScenarioError(w.where("model_file"), ErrorKind::bad_file, e.what());
   }
+  spec.settings = script;
 }
 
 void to_json(const WorkloadSpec& spec, nlohmann::json& out) {
-  out["model_file"] = spec.script.model_file;
-  out["input_shape"] = spec.script.input_shape;
-  out["loss"] = spec.script.loss;
+  const auto& script = settings_of<TorchScriptSpec>(spec);
+  out["model_file"] = script.model_file;
+  out["input_shape"] = script.input_shape;
+  out["loss"] = script.loss;
   out["cost"] = "estimated from ops";
   out["batch_size"] = spec.batch_size;
   out["partition"] = spec.partition;
 }
 
 std::shared_ptr<const WorkloadData> load(const WorkloadSpec& spec, std::uint64_t seed) {
+  const auto& script = settings_of<TorchScriptSpec>(spec);
   auto data = std::make_shared<TorchScriptData>();
   data->dataset = load_image_dataset(spec, seed);
-  data->module = load_torchscript_model(spec.script.model_file, spec.script.input_shape, spec.script.loss,
+  data->module = load_torchscript_model(script.model_file, script.input_shape, script.loss,
                                         data->dataset->classes);
   return data;
 }
 
 std::unique_ptr<Workload> make(const WorkloadSpec& spec, std::shared_ptr<const WorkloadData> data, std::uint64_t seed,
                                int rank, int ranks) {
+  const auto& script = settings_of<TorchScriptSpec>(spec);
   const auto& d = data_for<TorchScriptData>(data, spec.type);
-  return make_torchscript_workload(d.module, spec.script.loss, d.dataset, spec.batch_size, spec.partition, seed, rank,
+  return make_torchscript_workload(d.module, script.loss, d.dataset, spec.batch_size, spec.partition, seed, rank,
                                    ranks);
 }
 
@@ -262,13 +267,14 @@ std::unique_ptr<Workload> make(const WorkloadSpec& spec, std::shared_ptr<const W
 // not known without running the module, and are guessed at 16 fp32 values per input
 // element per sample (ResNet-20 has about 60).
 WorkloadFootprint footprint(const WorkloadSpec& spec, int ranks) {
+  const auto& script = settings_of<TorchScriptSpec>(spec);
   constexpr double kFloat = 4;
   const auto d = [](auto x) { return static_cast<double>(x); };
   const auto data = workload_data(spec);
   const auto shape = data_source_entry(data.source).shape(data);
   WorkloadFootprint w;
   try {
-    const auto module = torch::jit::load(spec.script.model_file, at::Device(at::kCPU));
+    const auto module = torch::jit::load(script.model_file, at::Device(at::kCPU));
     for (const auto& p : module.named_parameters(/*recurse=*/true)) {
       w.sizes_backward.insert(w.sizes_backward.begin(), p.value.numel());
       w.elements += d(p.value.numel());

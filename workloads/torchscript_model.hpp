@@ -40,6 +40,15 @@
 
 namespace dtsim::workloads {
 
+// The "torchscript" workload's own settings (WorkloadSpec::settings): the module file
+// (torch.jit.save), the per-sample input shape (the data source's), and the loss:
+// "cross_entropy" on the module's logits or "module" (its forward(x, y) is the loss).
+struct TorchScriptSpec {
+  std::string model_file;
+  std::vector<std::int64_t> input_shape;
+  std::string loss = "cross_entropy";
+};
+
 // The TorchScript module of `file`, checked: a forward method taking x (loss
 // "cross_entropy") or x and y ("module"); run once (without gradients, in eval mode) on
 // two zero samples of `input_shape` and labels 0, its result is logits [2, >= classes] or

@@ -3,14 +3,13 @@
 // ranks of an emulated run.
 #pragma once
 
+#include <any>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "workloads/data_source.hpp"
-#include "workloads/gpt_spec.hpp"
-#include "workloads/logistic_regression.hpp"
 #include "workloads/workload.hpp"
 
 namespace dtsim::workloads {
@@ -19,28 +18,20 @@ struct WorkloadSpec {
   // "logistic_regression"; "mlp", "cnn" (Fashion-MNIST); shape-only models for
   // communication sweeps: "resnet20", "resnet50", "bert_base", "gpt2_small".
   std::string type = "logistic_regression";
-  LogisticRegressionSpec logistic;  // type "logistic_regression"
   // The data set (data_source.hpp), for the types that train on one.
   DataSpec data;
 
-  // Image models (mlp, cnn).
-  std::int64_t batch_size = 32;       // per rank (also the shape-only models' batch)
-  std::string partition = "iid";      // "iid" or "by_label" (non-iid)
+  // Per rank, for the types that train in mini-batches of samples or sequences (the
+  // image and shape-only models, torchscript, gpt; logistic regression's own settings
+  // hold its own, which may be the full shard).
+  std::int64_t batch_size = 32;
+  std::string partition = "iid";  // "iid" or "by_label" (non-iid), for the image models
 
-  // torchscript: the module file (torch.jit.save), the per-sample input shape (the data
-  // source's), and the loss: "cross_entropy" on the module's logits or "module" (its
-  // forward(x, y) is the loss).
-  struct TorchScriptSpec {
-    std::string model_file;
-    std::vector<std::int64_t> input_shape;
-    std::string loss = "cross_entropy";
-  } script;
-
-  // Shape-only models: per-rank batch (images, or sequences for the transformers) and
-  // sequence length, which set the per-layer FLOPs of the cost model.
-  std::int64_t sequence_length = 128;
-
-  GptSpec gpt;  // gpt (gpt_model.hpp): sizes and evaluation windows; its batch is batch_size
+  // The type's own settings struct (its fields besides the shared ones above): its
+  // entry's parse stores it, its to_json, loader, factory and footprint read it back with
+  // settings_of<T> (LogisticRegressionSpec, TorchScriptSpec, ShapeModelSpec, GptSpec). A
+  // default is written once, in that struct.
+  std::any settings;
 
   // Where every tensor lives: parameters, gradients, the dataset or value pool (one copy
   // per process, shared by the ranks) and so whatever an algorithm allocates like them.
@@ -49,6 +40,15 @@ struct WorkloadSpec {
   // top-level "device" (runner/scenario.hpp); at::kCUDA means the current CUDA device.
   at::Device device = at::kCPU;
 };
+
+// The settings struct a type's parse stored in spec.settings; its defaults when nothing
+// was stored (a spec built in code); std::bad_any_cast for a struct of another type.
+template <class Settings>
+const Settings& settings_of(const WorkloadSpec& spec) {
+  static const Settings defaults{};
+  if (!spec.settings.has_value()) return defaults;
+  return std::any_cast<const Settings&>(spec.settings);
+}
 
 // The names make_workload knows, for error messages.
 const std::vector<std::string>& workload_types();
