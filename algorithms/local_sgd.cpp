@@ -44,13 +44,8 @@ const AlgorithmEntry& local_sgd_entry() {
       .description = "local SGD / post-local SGD: H local steps between all-reduces of the model",
       .paper = "Stich, ICLR 2019; Lin, Stich, Patel, Jaggi, ICLR 2020; the reference code's local_sgd.py",
       .fields = with_optimizer_fields({"local_steps", "turn_on_local_steps_from"}),
-      .parse =
-          [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) {
-            LocalSchedule s;
-            parse_local_schedule(a, s);
-            spec.settings = s;
-          },
-      .to_json = [](const AlgorithmSpec& spec, nlohmann::json& out) { local_schedule_json(settings_of<LocalSchedule>(spec), out); },
+      .parse = parse_local_schedule_field,
+      .to_json = local_schedule_field_json,
       .make = [](const AlgorithmSpec& spec, const net::Topology&, int) -> std::unique_ptr<Algorithm> {
         return std::make_unique<LocalSgd>(spec);
       },

@@ -61,13 +61,8 @@ const AlgorithmEntry& local_sign_sgd_entry() {
       .description = "local signSGD: local steps along the gradient sign, periodic averaging of scaled signs of the model difference",
       .paper = "Lin, Stich, Patel, Jaggi, ICLR 2020; the LocalSGD-Code repository's local_sign_sgd.py",
       .fields = with_optimizer_fields({"local_steps", "turn_on_local_steps_from"}),
-      .parse =
-          [](config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) {
-            LocalSchedule s;
-            parse_local_schedule(a, s);
-            spec.settings = s;
-          },
-      .to_json = [](const AlgorithmSpec& spec, nlohmann::json& out) { local_schedule_json(settings_of<LocalSchedule>(spec), out); },
+      .parse = parse_local_schedule_field,
+      .to_json = local_schedule_field_json,
       .make = [](const AlgorithmSpec& spec, const net::Topology&, int) -> std::unique_ptr<Algorithm> {
         return std::make_unique<LocalSignSgd>(spec);
       },

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "algorithms/local_schedule.hpp"
 #include "kernels/compressor.hpp"
 #include "kernels/compressor_kinds.hpp"
 
@@ -106,5 +107,15 @@ void parse_gossip_compressor_field(ObjectReader& a, AlgorithmSpec& spec, const S
 }
 
 void compressor_field_json(const AlgorithmSpec& spec, json& out) { out["compressor"] = compressor_json(spec.compressor); }
+
+void parse_local_schedule_field(ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) {
+  LocalSchedule s;
+  parse_local_schedule(a, s);
+  spec.settings = s;
+}
+
+void local_schedule_field_json(const AlgorithmSpec& spec, json& out) {
+  local_schedule_json(settings_of<LocalSchedule>(spec), out);
+}
 
 }  // namespace dtsim::algorithms

@@ -37,5 +37,9 @@ kernels::CompressorSpec parse_gossip_compressor(config::ObjectReader& a, const S
 // "compressor" (DCD-PSGD, ECD-PSGD).
 void parse_gossip_compressor_field(config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx);
 void compressor_field_json(const AlgorithmSpec& spec, nlohmann::json& out);
+// An entry's parse / to_json for an algorithm whose settings are a LocalSchedule
+// (local_schedule.hpp: local SGD, local sign SGD).
+void parse_local_schedule_field(config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext& ctx);
+void local_schedule_field_json(const AlgorithmSpec& spec, nlohmann::json& out);
 
 }  // namespace dtsim::algorithms

@@ -3,6 +3,7 @@
 // deterministic mode (reproducible losses, the closed-form gradient).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <sstream>
@@ -12,7 +13,9 @@
 #include "runner/run.hpp"
 #include "runner/scenario.hpp"
 #include "test_util.hpp"
+#include "workloads/data_source.hpp"
 #include "workloads/logistic_regression.hpp"
+#include "workloads/workload_registry.hpp"
 
 namespace dtsim {
 namespace {
@@ -50,6 +53,29 @@ json tiny_scenario(const std::string& file, const json& batch_size, const std::s
               {"algorithm", {{"name", "parallel_sgd"}, {"variant", variant}, {"lr", 0.5}}},
               {"topology", {{"kind", "ring"}}},
               {"network", {{"model", "alpha_beta"}, {"latency_us", 3}, {"bandwidth_GBps", 2}}}};
+}
+
+// A workload type trains on every source of the kind of samples its default yields, the
+// default first: a new source of that kind is accepted without naming it anywhere else.
+TEST(DataSources, ATypeAcceptsEverySourceOfItsKind) {
+  using workloads::SampleKind;
+  EXPECT_EQ(workloads::find_workload("mlp")->data_sources,
+            (std::vector<std::string>{"fashion_mnist", "cifar10", "tensors"}));
+  EXPECT_EQ(workloads::find_workload("logistic_regression")->data_sources,
+            (std::vector<std::string>{"synthetic", "libsvm"}));
+  EXPECT_EQ(workloads::find_workload("gpt")->data_sources, (std::vector<std::string>{"text", "tokens"}));
+  for (const auto* type : workloads::workload_entries()) {
+    if (type->data_sources.empty()) continue;  // a shape-only model
+    const auto kind = workloads::data_source_entry(type->data_sources.front()).yields;
+    std::vector<std::string> of_kind;
+    for (const auto* source : workloads::data_source_entries())
+      if (source->yields == kind) of_kind.push_back(source->name);
+    auto accepted = type->data_sources;
+    std::sort(accepted.begin(), accepted.end());
+    std::sort(of_kind.begin(), of_kind.end());
+    EXPECT_EQ(accepted, of_kind) << type->name;
+  }
+  EXPECT_THROW(workloads::sources_yielding(SampleKind::token_windows, "cifar10"), std::logic_error);
 }
 
 TEST(Libsvm, ParsesTheFileIntoTheHandWrittenTensors) {

@@ -1,15 +1,16 @@
 // workloads::DataSpec and the data-source registry: the one table of the data sets a
 // workload can train on (data_sources.cpp lists them; each source's entry lives in
-// sources/<name>.cpp with its reader or generator). A workload type's entry
-// (workload_registry.hpp) names the sources it accepts; a scenario picks one with
+// sources/<name>.cpp with its reader or generator). Each source says what kind of
+// samples it yields, and a workload type's entry (workload_registry.hpp) accepts every
+// source of the kind it trains on, its default first; a scenario picks one with
 // /workload/data, or by naming a field only that source reads (libsvm_file), or gets the
 // type's first. The scenario loader, its to_json, the resource estimate, the relative
 // path resolution, `dtsim list data` and the schema test read this table; nothing else
 // lists data sources.
 //
 // Adding a data source: sources/<name>.cpp (its entry function, parse / to_json / shape /
-// load) and one line in data_sources.cpp's table; then name it in the workload types that
-// accept it.
+// load, and the kind of samples it yields) and one line in data_sources.cpp's table; every
+// workload type that trains on that kind then accepts it.
 #pragma once
 
 #include <cstdint>
@@ -75,8 +76,16 @@ struct DataShape {
   std::int64_t sample_elements() const;
 };
 
+// What a source's samples are: what decides which workload types train on it.
+enum class SampleKind {
+  binary_vectors,    // feature vectors with 0 / 1 labels (logistic regression)
+  labelled_samples,  // samples of any shape with class labels (the image models, torchscript)
+  token_windows,     // token sequences with next-token targets (language models)
+};
+
 struct DataSourceEntry {
   std::string name;
+  SampleKind yields;
   std::string description;  // one line
   // The keys of /workload it reads.
   std::vector<std::string> fields;
@@ -104,6 +113,9 @@ std::vector<std::string> data_source_names();
 // Every path field of every source (runner::resolve_file_fields).
 std::vector<std::string> data_path_fields();
 
+// The sources yielding `kind`: `default_source` first, then the others in table order
+// (a workload entry's data_sources). std::logic_error when the default yields another kind.
+std::vector<std::string> sources_yielding(SampleKind kind, const std::string& default_source);
 // `own` fields, "data", then every field of the `sources` (a workload entry's field list).
 std::vector<std::string> with_data_fields(std::vector<std::string> own, const std::vector<std::string>& sources);
 

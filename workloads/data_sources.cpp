@@ -36,6 +36,15 @@ const DataSourceEntry* find_data_source(std::string_view name) {
   return nullptr;
 }
 
+std::vector<std::string> sources_yielding(SampleKind kind, const std::string& default_source) {
+  if (data_source_entry(default_source).yields != kind)
+    throw std::logic_error(fmt::format("data source {} yields another kind of samples", default_source));
+  std::vector<std::string> names{default_source};
+  for (const auto* e : data_source_entries())
+    if (e->yields == kind && e->name != default_source) names.push_back(e->name);
+  return names;
+}
+
 std::vector<std::string> data_source_names() {
   std::vector<std::string> names;
   for (const auto* entry : data_source_entries()) names.push_back(entry->name);

@@ -300,8 +300,8 @@ const WorkloadEntry& gpt_entry() {
       .description = "a GPT-2-style decoder (nanoGPT's shape: learned positions, pre-LayerNorm blocks, tied head) "
                      "under autograd, next-token loss on text bytes or token rows (real data, held-out loss)",
       .fields = with_data_fields({"layers", "heads", "width", "context", "vocab", "batch_size", "eval_windows"},
-                                 {"text", "tokens"}),
-      .data_sources = {"text", "tokens"},
+                                 sources_yielding(SampleKind::token_windows, "text")),
+      .data_sources = sources_yielding(SampleKind::token_windows, "text"),
       .parse = parse,
       .to_json = to_json,
       .load_data = load,

@@ -96,7 +96,7 @@ WorkloadFootprint image32_footprint(const Image32Model& model, const WorkloadSpe
 }
 
 WorkloadEntry image32_entry_fields(const Image32Model& model) {
-  const std::vector<std::string> sources{"cifar10", "fashion_mnist", "tensors"};
+  const auto sources = sources_yielding(SampleKind::labelled_samples, "cifar10");
   return {.name = model.name,
           .description = model.description,
           .fields = with_data_fields({"batch_size", "partition"}, sources),

@@ -452,10 +452,11 @@ WorkloadFootprint image_workload_footprint(const WorkloadSpec& spec, int ranks) 
 }
 
 WorkloadEntry image_workload_entry(std::string name, std::string description) {
+  const auto sources = sources_yielding(SampleKind::labelled_samples, "fashion_mnist");
   return {.name = std::move(name),
           .description = std::move(description),
-          .fields = with_data_fields({"batch_size", "partition"}, {"fashion_mnist", "cifar10", "tensors"}),
-          .data_sources = {"fashion_mnist", "cifar10", "tensors"},
+          .fields = with_data_fields({"batch_size", "partition"}, sources),
+          .data_sources = sources,
           .parse = parse_image_workload,
           .to_json = image_workload_json,
           .load_data = load_images,

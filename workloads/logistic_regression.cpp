@@ -287,8 +287,9 @@ const WorkloadEntry& logistic_regression_entry() {
       .name = "logistic_regression",
       .description = "logistic regression on synthetic data or a LIBSVM file (the convex problem of the CHOCO-SGD "
                      "experiments)",
-      .fields = with_data_fields({"batch_size", "partition"}, {"synthetic", "libsvm"}),
-      .data_sources = {"synthetic", "libsvm"},
+      .fields =
+          with_data_fields({"batch_size", "partition"}, sources_yielding(SampleKind::binary_vectors, "synthetic")),
+      .data_sources = sources_yielding(SampleKind::binary_vectors, "synthetic"),
       .parse = parse_logistic,
       .to_json = logistic_json,
       .load_data = [](const WorkloadSpec& spec, std::uint64_t seed) -> std::shared_ptr<const WorkloadData> {

@@ -292,7 +292,7 @@ WorkloadFootprint footprint(const WorkloadSpec& spec, int ranks) {
 }  // namespace
 
 const WorkloadEntry& torchscript_entry() {
-  const std::vector<std::string> sources{"fashion_mnist", "cifar10", "tensors"};
+  const auto sources = sources_yielding(SampleKind::labelled_samples, "fashion_mnist");
   static const WorkloadEntry entry{
       .name = "torchscript",
       .description = "your own model: a TorchScript module (torch.jit.save) under autograd, on an image data source; "

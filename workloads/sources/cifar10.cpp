@@ -41,6 +41,7 @@ std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
 const DataSourceEntry& cifar10_source() {
   static const DataSourceEntry entry{
       .name = "cifar10",
+      .yields = SampleKind::labelled_samples,
       .description = "CIFAR-10 binary files (3 x 32 x 32 images, 10 classes), random crop and flip while training",
       .fields = {"data_dir", "train_samples", "test_samples", "augment"},
       .selected_by = "",

@@ -48,6 +48,7 @@ std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
 const DataSourceEntry& fashion_mnist_source() {
   static const DataSourceEntry entry{
       .name = "fashion_mnist",
+      .yields = SampleKind::labelled_samples,
       .description = "Fashion-MNIST IDX files (1 x 28 x 28 images, or padded to 32 x 32; 10 classes; Debian's "
                      "dataset-fashion-mnist)",
       .fields = {"data_dir", "train_samples", "test_samples", "image_size"},

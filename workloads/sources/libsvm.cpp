@@ -62,6 +62,7 @@ std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
 
 const DataSourceEntry& libsvm_source() {
   static const DataSourceEntry entry{.name = "libsvm",
+                                     .yields = SampleKind::binary_vectors,
                                      .description = "a LIBSVM text file (binary labels, dense features), e.g. epsilon",
                                      .fields = {"libsvm_file", "features"},
                                      .selected_by = "libsvm_file",

@@ -51,6 +51,7 @@ std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t see
 const DataSourceEntry& synthetic_source() {
   static const DataSourceEntry entry{
       .name = "synthetic",
+      .yields = SampleKind::binary_vectors,
       .description = "seeded binary classification, x ~ N(0, I), y ~ Bernoulli(sigmoid(x.w* + 0.1))",
       .fields = {"samples", "features", "unit_norm"},
       .selected_by = "",

@@ -49,6 +49,7 @@ std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) { 
 const DataSourceEntry& tensors_source() {
   static const DataSourceEntry entry{
       .name = "tensors",
+      .yields = SampleKind::labelled_samples,
       .description = "a torch.save({\"x\": X, \"y\": Y}) file (any labelled set saved from Python; optional test_x, test_y)",
       .fields = {"tensors_file"},
       .selected_by = "tensors_file",

@@ -57,6 +57,7 @@ std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
 const DataSourceEntry& text_source() {
   static const DataSourceEntry entry{
       .name = "text",
+      .yields = SampleKind::token_windows,
       .description = "a text file or folder read as bytes (256 tokens), the last holdout of every file held out "
                      "(Debian's fortunes by default)",
       .fields = {"text_path", "holdout"},

@@ -50,6 +50,7 @@ std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
 const DataSourceEntry& tokens_source() {
   static const DataSourceEntry entry{
       .name = "tokens",
+      .yields = SampleKind::token_windows,
       .description = "a torch.save({\"x\": X, \"y\": Y}) file of int64 [N, T] input tokens and next-token targets "
                      "(optional test_x, test_y)",
       .fields = {"tokens_file"},
