@@ -4,9 +4,11 @@
 // one (cmake/DtsimTorchCudaCheck.cmake); fp32 buffers only.
 //
 // The planning is shared; each kind's launches are its CudaCodec below, the device twin
-// of its codecs/ file (kept here, the one file the compile check sees). A kind without
-// one is refused on CUDA tensors.
+// of its codecs/ file (kept here, the one file the compile check sees), which the kind's
+// registry entry names (codecs/cuda_codec.hpp). A kind without one is refused on CUDA
+// tensors.
 #include "kernels/compressor.hpp"
+#include "kernels/codecs/cuda_codec.hpp"
 
 #if DTSIM_TORCH_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -30,16 +32,11 @@
 
 namespace dtsim::kernels {
 
-namespace {
+// The calls a device codec (codecs/cuda_codec.hpp) takes, in the codecs namespace so that
+// the twins named by the kinds' registry entries can refer to them.
+namespace codecs {
 
-using codecs::ensure_bytes;
 using Workspace = detail::CompressorWorkspace;
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(fmt::format("{}: CUDA error {}", what, cudaGetErrorString(e)));
-}
-
-std::int64_t align256(std::int64_t b) { return (b + 255) / 256 * 256; }
 
 // Host tables copied to the front of the device workspace, and scratch regions after them.
 struct DeviceTables {
@@ -84,12 +81,24 @@ struct CudaDecode {
   const char* what;
 };
 
-struct CudaCodec {
-  bool selects = false;  // needs a selection scratch region per segment (top_k, threshold)
-  bool counts = false;   // needs L 64-bit counters of scratch (one_bit's negatives per segment)
-  void (*compress)(const CudaCompress& c, Payload& out);
-  void (*decode)(const CudaDecode& d);
-};
+}  // namespace codecs
+
+namespace {
+
+using codecs::CudaCodec;
+using codecs::CudaCompress;
+using codecs::CudaDecode;
+using codecs::DeviceTables;
+
+using codecs::ensure_bytes;
+using Workspace = detail::CompressorWorkspace;
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(fmt::format("{}: CUDA error {}", what, cudaGetErrorString(e)));
+}
+
+std::int64_t align256(std::int64_t b) { return (b + 255) / 256 * 256; }
+
 
 // --- identity, casts ---------------------------------------------------------------------
 
@@ -351,43 +360,29 @@ void threshold_decode(const CudaDecode& d) {
                    reinterpret_cast<const float*>(d.base + 4 * L + 4 * k[L]));
 }
 
-// The device twin of each kind's codec; nullptr for a kind without one.
-const CudaCodec* cuda_codec(CompressorKind kind) {
-  static const CudaCodec identity{.compress = identity_compress, .decode = identity_decode};
-  static const CudaCodec fp16{.compress = cast_compress<true>, .decode = cast_decode<true>};
-  static const CudaCodec bf16{.compress = cast_compress<false>, .decode = cast_decode<false>};
-  static const CudaCodec sign{.compress = sign_compress<false>, .decode = sign_decode<false>};
-  static const CudaCodec scaled_sign{.compress = sign_compress<true>, .decode = sign_decode<true>};
-  static const CudaCodec qsgd{.compress = qsgd_compress, .decode = qsgd_decode};
-  static const CudaCodec top_k{.selects = true, .compress = top_k_compress, .decode = indices_then_values_decode};
-  static const CudaCodec random_k{.compress = random_k_compress, .decode = random_k_decode};
-  static const CudaCodec threshold{.selects = true, .compress = threshold_compress, .decode = threshold_decode};
-  static const CudaCodec one_bit{.counts = true, .compress = one_bit_compress, .decode = one_bit_decode};
-  static const CudaCodec terngrad{.compress = terngrad_compress, .decode = terngrad_decode};
-  static const CudaCodec natural{.compress = natural_compress, .decode = natural_decode};
-  switch (kind) {
-    case CompressorKind::identity: return &identity;
-    case CompressorKind::fp16: return &fp16;
-    case CompressorKind::bf16: return &bf16;
-    case CompressorKind::sign: return &sign;
-    case CompressorKind::scaled_sign: return &scaled_sign;
-    case CompressorKind::qsgd: return &qsgd;
-    case CompressorKind::top_k: return &top_k;
-    case CompressorKind::random_k: return &random_k;
-    case CompressorKind::threshold: return &threshold;
-    case CompressorKind::one_bit: return &one_bit;
-    case CompressorKind::terngrad: return &terngrad;
-    case CompressorKind::natural: return &natural;
-  }
-  return nullptr;
-}
-
+// The kind's device twin, as its registry entry names it.
 const CudaCodec& cuda_codec_or_throw(CompressorKind kind, const char* what) {
-  if (const auto* codec = cuda_codec(kind)) return *codec;
+  if (const auto* codec = compressor_kind_info(kind).cuda_codec; codec && codec->compress) return *codec;
   throw std::invalid_argument(fmt::format("{}: {} has no CUDA path", what, to_string(kind)));
 }
 
 }  // namespace
+
+// Each kind's device twin, named by its registry entry (compressor_kinds.cpp).
+namespace codecs {
+const CudaCodec identity_cuda_codec{.compress = identity_compress, .decode = identity_decode};
+const CudaCodec fp16_cuda_codec{.compress = cast_compress<true>, .decode = cast_decode<true>};
+const CudaCodec bf16_cuda_codec{.compress = cast_compress<false>, .decode = cast_decode<false>};
+const CudaCodec sign_cuda_codec{.compress = sign_compress<false>, .decode = sign_decode<false>};
+const CudaCodec scaled_sign_cuda_codec{.compress = sign_compress<true>, .decode = sign_decode<true>};
+const CudaCodec qsgd_cuda_codec{.compress = qsgd_compress, .decode = qsgd_decode};
+const CudaCodec top_k_cuda_codec{.selects = true, .compress = top_k_compress, .decode = indices_then_values_decode};
+const CudaCodec random_k_cuda_codec{.compress = random_k_compress, .decode = random_k_decode};
+const CudaCodec threshold_cuda_codec{.selects = true, .compress = threshold_compress, .decode = threshold_decode};
+const CudaCodec one_bit_cuda_codec{.counts = true, .compress = one_bit_compress, .decode = one_bit_decode};
+const CudaCodec terngrad_cuda_codec{.compress = terngrad_compress, .decode = terngrad_decode};
+const CudaCodec natural_cuda_codec{.compress = natural_compress, .decode = natural_decode};
+}  // namespace codecs
 
 void Compressor::check_cuda_path(const char* what) const { cuda_codec_or_throw(spec_.kind, what); }
 
@@ -513,4 +508,12 @@ void Compressor::decode_cuda(const Payload& payload, float weight, bool accumula
 }
 
 }  // namespace dtsim::kernels
+#else
+// Without CUDA the twins launch nothing (a CPU tensor never takes the CUDA path), so the
+// registry names the same objects in every build.
+namespace dtsim::kernels::codecs {
+const CudaCodec identity_cuda_codec{}, fp16_cuda_codec{}, bf16_cuda_codec{}, sign_cuda_codec{}, scaled_sign_cuda_codec{},
+    qsgd_cuda_codec{}, top_k_cuda_codec{}, random_k_cuda_codec{}, threshold_cuda_codec{}, one_bit_cuda_codec{},
+    terngrad_cuda_codec{}, natural_cuda_codec{};
+}  // namespace dtsim::kernels::codecs
 #endif  // DTSIM_TORCH_CUDA

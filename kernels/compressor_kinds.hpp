@@ -15,7 +15,8 @@
 namespace dtsim::kernels {
 
 namespace codecs {
-struct Codec;  // codecs/codec.hpp: how a kind encodes and decodes
+struct Codec;      // codecs/codec.hpp: how a kind encodes and decodes
+struct CudaCodec;  // codecs/cuda_codec.hpp: its device twin
 }
 
 struct CompressorKindInfo {
@@ -39,6 +40,7 @@ struct CompressorKindInfo {
   // Takes fp32 input only (the casts); the others also take fp16 and bf16.
   bool fp32_input_only = false;
   const codecs::Codec* codec = nullptr;
+  const codecs::CudaCodec* cuda_codec = nullptr;  // null or without launches: no CUDA path
 
   bool reads(std::string_view field) const;
 };

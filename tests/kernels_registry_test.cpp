@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/cuda_codec.hpp"
 #include "kernels/compressor.hpp"
 #include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/qsgd.hpp"
@@ -62,6 +63,12 @@ CompressorSpec with_field_set(K kind, std::string_view field) {
   return s;
 }
 
+#if DTSIM_TORCH_CUDA
+constexpr bool kCudaBuild = true;
+#else
+constexpr bool kCudaBuild = false;
+#endif
+
 TEST(CompressorRegistry, EveryKindHasExactlyOneEntry) {
   const auto table = compressor_kinds();
   const auto all = enumerators();
@@ -94,7 +101,14 @@ TEST(CompressorRegistry, NamesAreUniqueAndRoundTrip) {
     EXPECT_NE(info.codec->payload_fraction, nullptr) << info.name;
     EXPECT_NE(info.codec->compress_cpu, nullptr) << info.name;
     EXPECT_NE(info.codec->decode_cpu, nullptr) << info.name;
+    // Every kind names its device twin, which launches in a CUDA build.
+    ASSERT_NE(info.cuda_codec, nullptr) << info.name;
+    EXPECT_EQ(info.cuda_codec->compress != nullptr, kCudaBuild) << info.name;
+    EXPECT_EQ(info.cuda_codec->decode != nullptr, kCudaBuild) << info.name;
   }
+  std::set<const codecs::CudaCodec*> twins;  // one twin per kind
+  for (const auto& info : compressor_kinds()) twins.insert(info.cuda_codec);
+  EXPECT_EQ(twins.size(), compressor_kinds().size());
   EXPECT_EQ(find_compressor_kind("top-k"), nullptr);
   EXPECT_EQ(find_compressor_kind(""), nullptr);
   EXPECT_THROW(compressor_kind_info(static_cast<K>(42)), std::invalid_argument);
