@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "algorithms/lr_schedule.hpp"
+#include "config/entry_settings.hpp"
 #include "kernels/compressor_spec.hpp"
 
 namespace dtsim::algorithms {
@@ -49,14 +50,10 @@ struct AlgorithmSpec {
   std::vector<std::string> parameter_names;
 };
 
-// The settings struct an entry's parse stored in spec.settings; its defaults when nothing
-// was stored (a spec built in code, as the tests build them); std::bad_any_cast for a
-// struct of another type.
+// The settings struct the entry's parse stored in spec.settings (config/entry_settings.hpp).
 template <class Settings>
 const Settings& settings_of(const AlgorithmSpec& spec) {
-  static const Settings defaults{};
-  if (!spec.settings.has_value()) return defaults;
-  return std::any_cast<const Settings&>(spec.settings);
+  return config::entry_settings<Settings>(spec.settings);
 }
 
 }  // namespace dtsim::algorithms

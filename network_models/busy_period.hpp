@@ -54,7 +54,7 @@ struct OpenPeriod {
   int last_bit = 0;
   std::uint64_t ties_before = 0;  // the transport's rounding ties before the head's first arrival
   std::uint64_t perturbation_epoch = 0;
-  std::uint64_t sends_before = 0;  // the transport's traffic() before the head's first arrival
+  std::uint64_t sends_before = 0;  // the transport's shortcuts().traffic() before the head's first arrival
   std::uint64_t member_sends = 0;  // the members' traffic since (their messages, their link claims)
   int open_members = 0;            // members not yet done or with messages in flight
   bool recording = true;

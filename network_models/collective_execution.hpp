@@ -137,7 +137,7 @@ class ScheduledExecution final : public Execution,
     int last_bit = 0;  // of the first arrival: collective_reuse.hpp
     std::uint64_t ties_before = 0;  // the transport's rounding ties before the first arrival
     std::uint64_t perturbation_epoch = 0;
-    std::uint64_t sends_before = 0;  // the transport's traffic() before the first arrival
+    std::uint64_t sends_before = 0;  // the transport's shortcuts().traffic() before the first arrival
     std::uint64_t own_sends = 0;
     double last_own_send = -1.0;
     int arrived = 0, done = 0;

@@ -25,7 +25,7 @@
 //   sum a tie). So a collective whose whole window (first arrival to last done) lies in
 //   the binade of the recorded one, and whose first arrival has the same last mantissa
 //   bit, computes exactly the recorded offsets, shifted. Whether a sum is a tie does not
-//   change with the shift, so a record whose window had none (Transport::rounding_ties,
+//   change with the shift, so a record whose window had none (ExactShortcuts::rounding_ties,
 //   nearly always, and always on the grid, where sums are exact) is replayed whatever
 //   the bit; one with a tie is keyed by the bit too.
 // Windows that straddle two shift domains (a power of two off the grid, the horizon on

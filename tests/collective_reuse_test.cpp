@@ -30,7 +30,7 @@ struct Outcome {
   std::vector<std::vector<double>> done;  // per job, per rank
   std::vector<double> extra;              // arrival times of the extra messages
   ReuseStats stats;
-  std::uint64_t traffic = 0;  // the last attempt's messages sent and rings' link claims (Transport::traffic)
+  std::uint64_t traffic = 0;  // the last attempt's messages sent and rings' link claims (ExactShortcuts::traffic)
 };
 
 using Extra = std::function<void(sim::Engine&, Network&, std::vector<double>& arrivals)>;

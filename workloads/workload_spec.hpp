@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "config/entry_settings.hpp"
 #include "workloads/data_source.hpp"
 #include "workloads/workload.hpp"
 
@@ -41,13 +42,10 @@ struct WorkloadSpec {
   at::Device device = at::kCPU;
 };
 
-// The settings struct a type's parse stored in spec.settings; its defaults when nothing
-// was stored (a spec built in code); std::bad_any_cast for a struct of another type.
+// The settings struct the type's parse stored in spec.settings (config/entry_settings.hpp).
 template <class Settings>
 const Settings& settings_of(const WorkloadSpec& spec) {
-  static const Settings defaults{};
-  if (!spec.settings.has_value()) return defaults;
-  return std::any_cast<const Settings&>(spec.settings);
+  return config::entry_settings<Settings>(spec.settings);
 }
 
 // The names make_workload knows, for error messages.
