@@ -12,25 +12,21 @@
 namespace dtsim::algorithms {
 
 namespace {
-// The optimizer object of the scenario, if it gave one.
-std::optional<optimizers::OptimizerConfig> optimizer_object(const AlgorithmSpec& spec) {
-  return settings_of<ParallelSgdSettings>(spec).optimizer;
-}
-
 // Copying d fp32 values reads and writes 8 d bytes.
 sim::ComputeCost copy_cost(std::int64_t elements) { return {0.0, 8.0 * static_cast<double>(elements)}; }
 std::uint64_t fp32_bits(std::int64_t elements) { return 32ULL * static_cast<std::uint64_t>(elements); }
 }  // namespace
 
-CentralizedSgd::CentralizedSgd(const AlgorithmSpec& spec)
-    : update_(spec, optimizer_object(spec)),
-      use_powersgd_(settings_of<ParallelSgdSettings>(spec).gradient_compression == "powersgd"),
-      settings_(settings_of<ParallelSgdSettings>(spec).powersgd.group),
-      start_iter_(settings_of<ParallelSgdSettings>(spec).powersgd.start_powerSGD_iter),
-      random_(static_cast<std::uint32_t>(settings_of<ParallelSgdSettings>(spec).powersgd.random_seed)) {
-  if (const auto& compression = settings_of<ParallelSgdSettings>(spec).gradient_compression;
-      compression != "none" && !use_powersgd_)
-    throw std::logic_error(fmt::format("parallel_sgd: unknown gradient_compression \"{}\"", compression));
+CentralizedSgd::CentralizedSgd(const AlgorithmSpec& spec) : CentralizedSgd(spec, settings_of<ParallelSgdSettings>(spec)) {}
+
+CentralizedSgd::CentralizedSgd(const AlgorithmSpec& spec, const ParallelSgdSettings& s)
+    : update_(spec, s.optimizer),
+      use_powersgd_(s.gradient_compression == "powersgd"),
+      settings_(s.powersgd.group),
+      start_iter_(s.powersgd.start_powerSGD_iter),
+      random_(static_cast<std::uint32_t>(s.powersgd.random_seed)) {
+  if (s.gradient_compression != "none" && !use_powersgd_)
+    throw std::logic_error(fmt::format("parallel_sgd: unknown gradient_compression \"{}\"", s.gradient_compression));
   if (use_powersgd_ && settings_.rank < 1)
     throw std::logic_error(fmt::format("parallel_sgd: matrix_approximation_rank must be >= 1, got {}", settings_.rank));
 }
@@ -105,7 +101,7 @@ sim::Task<std::uint64_t> CentralizedSgd::step(StepContext& ctx) {
 }
 
 DecentralizedSgd::DecentralizedSgd(const AlgorithmSpec& spec, const net::Topology& topology, int rank)
-    : update_(spec, optimizer_object(spec)), peers_(topology.neighbors(rank)) {
+    : update_(spec, settings_of<ParallelSgdSettings>(spec).optimizer), peers_(topology.neighbors(rank)) {
   const auto& row = topology.mixing_row(rank);
   weights_.push_back(row[rank]);
   for (int peer : peers_) weights_.push_back(row[peer]);

@@ -49,6 +49,7 @@ struct ParallelSgdSettings {
 class CentralizedSgd final : public Algorithm {
  public:
   explicit CentralizedSgd(const AlgorithmSpec& spec);
+  CentralizedSgd(const AlgorithmSpec& spec, const ParallelSgdSettings& settings);
   sim::Task<std::uint64_t> step(StepContext& ctx) override;
   std::uint64_t state_bytes() const override { return powersgd_.state_bytes() + update_.state_bytes(); }
   // PowerSGD's P and Q (n x r, m x r per compressed tensor, in parameter order).
