@@ -32,6 +32,7 @@
 #include "algorithms/algorithm.hpp"
 #include "algorithms/apply_gradient.hpp"
 #include "algorithms/gossip.hpp"
+#include "kernels/compressor.hpp"
 #include "kernels/tensor_buffer.hpp"
 
 namespace dtsim::algorithms {

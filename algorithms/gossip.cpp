@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/compressor.hpp"
 #include "kernels/compressor_kinds.hpp"
 
 namespace dtsim::algorithms {

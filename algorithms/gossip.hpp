@@ -33,9 +33,14 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "kernels/compressor.hpp"
+#include "kernels/compressor_spec.hpp"
+#include "kernels/payload.hpp"
 #include "network_models/topology.hpp"
 #include "sim/compute_cost.hpp"
+
+namespace dtsim::kernels {
+class Compressor;
+}
 
 namespace dtsim::algorithms {
 

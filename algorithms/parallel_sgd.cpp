@@ -1,6 +1,7 @@
 #include "algorithms/parallel_sgd.hpp"
 #include "algorithms/registry.hpp"
 #include "algorithms/spec_fields.hpp"
+#include "kernels/compressor.hpp"
 #include "kernels/compressor_kinds.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -106,8 +107,10 @@ DecentralizedSgd::DecentralizedSgd(const AlgorithmSpec& spec, const net::Topolog
   weights_.push_back(row[rank]);
   for (int peer : peers_) weights_.push_back(row[peer]);
   if (spec.compressor.kind != kernels::CompressorKind::identity)
-    compressor_.emplace(make_gossip_compressor(spec.compressor, rank, "parallel_sgd"));
+    compressor_ = std::make_unique<kernels::Compressor>(make_gossip_compressor(spec.compressor, rank, "parallel_sgd"));
 }
+
+DecentralizedSgd::~DecentralizedSgd() = default;
 
 sim::Task<std::uint64_t> DecentralizedSgd::step(StepContext& ctx) {
   auto& comm = ctx.comm;

@@ -26,6 +26,7 @@
 // overlap; n_bits 32 (n + m) r per compressed matrix plus 32 per uncompressed element.
 #pragma once
 
+#include <memory>
 #include <optional>
 
 #include "algorithms/algorithm.hpp"
@@ -75,6 +76,7 @@ class CentralizedSgd final : public Algorithm {
 class DecentralizedSgd final : public Algorithm {
  public:
   DecentralizedSgd(const AlgorithmSpec& spec, const net::Topology& topology, int rank);
+  ~DecentralizedSgd() override;
   sim::Task<std::uint64_t> step(StepContext& ctx) override;
   std::uint64_t state_bytes() const override { return update_.state_bytes(); }
 
@@ -86,7 +88,7 @@ class DecentralizedSgd final : public Algorithm {
   std::vector<at::Tensor> received_;
   at::Tensor mixed_;
   // Set when the spec's compressor is not identity (then the payload is exchanged).
-  std::optional<kernels::Compressor> compressor_;
+  std::unique_ptr<kernels::Compressor> compressor_;
   GossipMessage message_;
   std::vector<std::int64_t> segments_;
 };

@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include "algorithms/local_schedule.hpp"
-#include "kernels/compressor.hpp"
 #include "kernels/compressor_kinds.hpp"
 
 namespace dtsim::algorithms {
@@ -68,7 +67,7 @@ kernels::CompressorSpec parse_compressor(ObjectReader& a, const SpecContext& ctx
   cs.bucket = c.integer("bucket", cs.bucket, 0, std::int64_t{1} << 30);
   c.finish();
   try {  // the compressor's own checks (a bucket that is not a power of two, ...)
-    kernels::Compressor check(cs);
+    kernels::checked_compressor_kind(cs);
   } catch (const std::invalid_argument& e) {
     throw ScenarioError(a.where("compressor"), ErrorKind::out_of_range, e.what());
   }

@@ -7,6 +7,7 @@
 
 #include "comm/emulated.hpp"
 #include "network_models/network.hpp"
+#include "network_models/topology.hpp"
 #include "sim/engine.hpp"
 
 namespace {

@@ -15,6 +15,7 @@
 #include "network_models/network.hpp"
 #include "config/json_input.hpp"
 #include "config/scenario_error.hpp"
+#include "network_models/network_model.hpp"
 
 namespace dtsim::calibration {
 

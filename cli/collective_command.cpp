@@ -16,6 +16,7 @@
 #include "config/closest_name.hpp"
 #include "config/scenario_error.hpp"
 #include "network_models/nccl/presets.hpp"
+#include "network_models/network_model.hpp"
 
 namespace dtsim::cli {
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "comm/device_sync.hpp"
+#include "network_models/network.hpp"
 
 namespace dtsim::comm {
 
@@ -179,6 +180,8 @@ EmulatedWorld::EmulatedWorld(sim::Engine& engine, std::shared_ptr<net::Network> 
 }
 
 EmulatedWorld::~EmulatedWorld() = default;
+
+int EmulatedWorld::size() const { return network_->size(); }
 
 Communicator& EmulatedWorld::communicator(int rank) { return *ranks_.at(rank); }
 

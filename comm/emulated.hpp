@@ -22,8 +22,12 @@
 
 #include "comm/communicator.hpp"
 #include "comm/compute_timing.hpp"
-#include "network_models/network.hpp"
+#include "network_models/schedule.hpp"
 #include "sim/engine.hpp"
+
+namespace dtsim::net {
+class Network;
+}
 
 namespace dtsim::comm {
 
@@ -34,7 +38,7 @@ class EmulatedWorld {
   EmulatedWorld(const EmulatedWorld&) = delete;
   EmulatedWorld& operator=(const EmulatedWorld&) = delete;
 
-  int size() const { return network_->size(); }
+  int size() const;
   Communicator& communicator(int rank);
   sim::Engine& engine() { return engine_; }
   net::Network& network() { return *network_; }

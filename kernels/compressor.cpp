@@ -13,7 +13,7 @@
 
 namespace dtsim::kernels {
 
-Compressor::Compressor(const CompressorSpec& spec) : spec_(spec), info_(&detail::checked_compressor_kind(spec)) {}
+Compressor::Compressor(const CompressorSpec& spec) : spec_(spec), info_(&checked_compressor_kind(spec)) {}
 
 Compressor make_compressor(const CompressorSpec& spec) { return Compressor(spec); }
 

@@ -212,7 +212,7 @@ std::vector<std::string> compressor_kind_names() {
 
 std::span<const std::string_view> compressor_spec_fields() { return kSpecFieldNames; }
 
-const CompressorKindInfo& detail::checked_compressor_kind(const CompressorSpec& spec) {
+const CompressorKindInfo& checked_compressor_kind(const CompressorSpec& spec) {
   const auto* info = find_kind(spec.kind);
   if (!info)
     throw std::invalid_argument(fmt::format("CompressorSpec.kind: unknown value {}", static_cast<int>(spec.kind)));

@@ -64,11 +64,10 @@ std::span<const std::string_view> compressor_spec_fields();
 // k's rounding are left out.
 double payload_fraction(const CompressorSpec& spec);
 
-namespace detail {
-// The Compressor constructor's checks: `spec`'s kind is in the table, the fields it reads
-// are in range, and it sets no other (seed aside); std::invalid_argument naming the
-// field otherwise. Returns the kind's entry.
+// The Compressor constructor's checks, for readers that validate a spec without building
+// one: `spec`'s kind is in the table, the fields it reads are in range, and it sets no
+// other (seed aside); std::invalid_argument naming the field otherwise. Returns the
+// kind's entry.
 const CompressorKindInfo& checked_compressor_kind(const CompressorSpec& spec);
-}  // namespace detail
 
 }  // namespace dtsim::kernels

@@ -6,7 +6,7 @@
 
 #include <span>
 
-#include "kernels/compressor.hpp"
+#include "kernels/payload.hpp"
 
 namespace dtsim::kernels {
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "network_models/collective_reuse.hpp"
+#include "network_models/execution.hpp"
 #include "network_models/network_model.hpp"
 #include "network_models/ring_wavefront.hpp"
 #include "network_models/schedule.hpp"
@@ -24,14 +25,6 @@
 #include "sim/time_grid.hpp"
 
 namespace dtsim::net {
-
-class Execution {
- public:
-  using RankDone = std::function<void(int rank)>;
-  virtual ~Execution() = default;
-  // Rank `rank` enters the collective at the current simulated time.
-  virtual void arrive(int rank) = 0;
-};
 
 class ScheduledExecution final : public Execution,
                                  public Transport::Sink,

@@ -2,15 +2,14 @@
 // nccl model: nccl/nccl_model.hpp) in place of the alpha-beta closed forms and the
 // topology's links. Network builds one per job from its NetworkConfig (NetworkModel::
 // make_clock) and asks it for every collective's time (a closed form: the collective ends
-// that long after its last rank arrives) and, through ClockTransport, every point-to-point
-// message's.
+// that long after its last rank arrives) and, through ClockTransport (clock_transport.hpp),
+// every point-to-point message's.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "network_models/schedule.hpp"
-#include "network_models/transport.hpp"
 
 namespace dtsim::net {
 
@@ -27,23 +26,6 @@ class MachineClock {
   // How the collective runs, for tables ("Ring/LL128/24ch").
   virtual std::string describe(const CollectiveSpec& spec) const = 0;
   virtual double bytes_sent_per_rank(const CollectiveSpec& spec) const = 0;
-};
-
-// Messages timed by a MachineClock: a message from src to dst arrives the clock's time
-// after its route's fixed part (the perturbations' overhead and jitter, and the topology's
-// latencies: zero for the nccl model's topology) whatever else is in flight. The route
-// still has to exist (a failed link reroutes or stops the run, as for the other models).
-class ClockTransport final : public Transport {
- public:
-  ClockTransport(sim::Engine& engine, Topology topology, Perturbations perturbations,
-                 std::shared_ptr<const MachineClock> clock);
-  std::string name() const override { return "machine_clock"; }
-
- protected:
-  void transmit(std::span<const int> links, double bytes, int message) override;
-
- private:
-  std::shared_ptr<const MachineClock> clock_;
 };
 
 }  // namespace dtsim::net

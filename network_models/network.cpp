@@ -1,5 +1,14 @@
 #include "network_models/network.hpp"
 
+#include "network_models/closed_form.hpp"
+#include "network_models/collective_execution.hpp"
+#include "network_models/collective_reuse.hpp"
+#include "network_models/fastest_algorithm.hpp"
+#include "network_models/clock_transport.hpp"
+#include "network_models/network_model.hpp"
+#include "network_models/topology.hpp"
+#include "network_models/transport.hpp"
+
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -51,6 +60,12 @@ Network::Network(sim::Engine& engine, Topology topology, NetworkConfig config, s
                       : model_->make_transport(engine, std::move(topology), config_.perturbations);
   transport_->shortcuts().evaluate_rings(config_.evaluate_rings && model_->rings_as_recurrence);
 }
+
+Network::~Network() = default;
+
+const Topology& Network::topology() const { return transport_->topology(); }
+int Network::size() const { return topology().size(); }
+sim::Engine& Network::engine() { return transport_->engine(); }
 
 CollectiveSpec resolve_collective(CollectiveSpec spec, int ranks, const NetworkConfig& config) {
   spec = with_configured_algorithm(std::move(spec), ranks, config);

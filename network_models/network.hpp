@@ -12,18 +12,22 @@
 #include <string>
 #include <vector>
 
-#include "network_models/closed_form.hpp"
-#include "network_models/collective_execution.hpp"
-#include "network_models/collective_reuse.hpp"
-#include "network_models/fastest_algorithm.hpp"
-#include "network_models/machine_clock.hpp"
+#include "network_models/execution.hpp"
 #include "network_models/network_config.hpp"
-#include "network_models/network_model.hpp"
 #include "network_models/schedule.hpp"
-#include "network_models/topology.hpp"
-#include "network_models/transport.hpp"
+
+namespace dtsim::sim {
+class Engine;
+}
 
 namespace dtsim::net {
+
+class CollectiveReuse;
+class FastestAlgorithm;
+class MachineClock;
+struct NetworkModel;
+class Topology;
+class Transport;
 
 
 // A resolved collective's schedule and what each run of it needs besides: every rank's
@@ -42,12 +46,13 @@ class Network {
   // enables reuse.
   Network(sim::Engine& engine, Topology topology, NetworkConfig config,
           std::shared_ptr<CollectiveReuse> reuse = nullptr);
+  ~Network();
 
-  const Topology& topology() const { return transport_->topology(); }
+  const Topology& topology() const;
   const NetworkConfig& config() const { return config_; }
   const NetworkModel& model() const { return *model_; }
-  int size() const { return topology().size(); }
-  sim::Engine& engine() { return transport_->engine(); }
+  int size() const;
+  sim::Engine& engine();
   Transport& transport() { return *transport_; }
   // Its enabled() is false when reuse is off (it still restarts the run for a computed
   // ring's conflict).

@@ -6,6 +6,7 @@
 
 #include "config/closest_name.hpp"
 #include "network_models/nccl/nccl_model.hpp"
+#include "network_models/transport.hpp"
 
 namespace dtsim::net {
 

@@ -14,14 +14,18 @@
 #include <string_view>
 #include <vector>
 
-#include "network_models/topology.hpp"
-#include "network_models/transport.hpp"
-#include "sim/engine.hpp"
+#include "network_models/perturbations.hpp"
+
+namespace dtsim::sim {
+class Engine;
+}
 
 namespace dtsim::net {
 
 class MachineClock;
 struct NetworkConfig;
+class Topology;
+class Transport;
 
 struct NetworkModel {
   std::string_view name;         // as scenarios and the command line spell it

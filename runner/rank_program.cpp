@@ -313,12 +313,20 @@ class RankState {
     at::Tensor summary = layout.pack(records);
     co_await comm_.all_reduce(summary, comm::ReduceOp::Average);
 
-    kernels::TensorBuffer model(params_);
-    at::Tensor mean_model = model.buffer().clone();
-    co_await comm_.all_reduce(mean_model, comm::ReduceOp::Average);
-    at::Tensor distance = at::full({1}, (model.buffer() - mean_model).pow(2).sum().item<double>(), at::kDouble);
-    co_await comm_.all_reduce(distance, comm::ReduceOp::Average);
-    const auto final_figures = co_await evaluate_average(comm_, *algorithm_, *workload_, params_, evaluates_model());
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    std::array<double, 4> final_figures{nan, nan, nan, nan};
+    double consensus_distance = nan;
+    // The timing-only representative's model is not the algorithm's, and its
+    // communication after TraceMark::End is not replayed: nothing to average.
+    if (job_.evaluate) {
+      kernels::TensorBuffer model(params_);
+      at::Tensor mean_model = model.buffer().clone();
+      co_await comm_.all_reduce(mean_model, comm::ReduceOp::Average);
+      at::Tensor distance = at::full({1}, (model.buffer() - mean_model).pow(2).sum().item<double>(), at::kDouble);
+      co_await comm_.all_reduce(distance, comm::ReduceOp::Average);
+      consensus_distance = distance.item<double>();
+      final_figures = co_await evaluate_average(comm_, *algorithm_, *workload_, params_, evaluates_model());
+    }
 
     result.scenario = s_;
     result.backend = comm_.backend();
@@ -331,7 +339,7 @@ class RankState {
     result.final_accuracy = final_figures[1];
     result.final_test_loss = final_figures[2];
     result.final_test_accuracy = final_figures[3];
-    result.consensus_distance = distance.item<double>();
+    result.consensus_distance = consensus_distance;
     if (!workload_->computes_loss())
       result.no_loss_reason = fmt::format("workload {} has no real math (a shape-only model)", s_.workload.type);
     else if (job_.evaluate)

@@ -15,6 +15,7 @@
 #include "algorithms/registry.hpp"
 #include "network_models/network.hpp"
 #include "network_models/closed_form.hpp"
+#include "network_models/network_model.hpp"
 #include "network_models/topology_kinds.hpp"
 #include "workloads/workload_registry.hpp"
 

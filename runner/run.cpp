@@ -10,9 +10,6 @@
 
 #include <fmt/format.h>
 
-#include "algorithms/algorithm.hpp"
-#include "algorithms/apply_gradient.hpp"
-#include "algorithms/lr_schedule.hpp"
 #include "comm/emulated.hpp"
 #include "comm/gloo.hpp"
 #include "comm/nccl.hpp"
@@ -21,7 +18,11 @@
 #include "comm/representative.hpp"
 #include "comm/trace_replay.hpp"
 #include "kernels/tensor_buffer.hpp"
+#include "network_models/collective_reuse.hpp"
 #include "network_models/network.hpp"
+#include "network_models/network_model.hpp"
+#include "network_models/topology.hpp"
+#include "network_models/transport.hpp"
 #include "network_models/topology_spec.hpp"
 #include "runner/divergence.hpp"
 #include "runner/percentile.hpp"

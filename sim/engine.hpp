@@ -11,8 +11,10 @@
 //
 // The queue (event_queue.hpp) holds self-contained 32-byte entries (time, sequence, what
 // to resume or fire), so scheduling and firing a coroutine, a Completion or a Handler
-// allocates nothing and needs no lookup. trace_hash() folds every fired event into a
-// running hash so two runs can be checked for the same event order.
+// allocates nothing and needs no lookup. It is held by pointer so that only the engine's
+// own source (and the queue's tests) include its header: an edit to the queue rebuilds
+// the engine, not its users. trace_hash() folds every fired event into a running hash so
+// two runs can be checked for the same event order.
 #pragma once
 
 #include <coroutine>
@@ -26,13 +28,15 @@
 #include <string>
 #include <vector>
 
-#include "sim/event_queue.hpp"
 #include "sim/task.hpp"
 #include "sim/time_grid.hpp"
 
 namespace dtsim::sim {
 
 class Completion;
+class EventQueue;
+struct QueuedEvent;
+enum class EventKind : std::uint64_t;
 
 // Thrown by a model that finds, part-way through a run, that a shortcut it took cannot
 // be kept (net::ReuseConflict: a replayed collective met cross traffic): the run must
@@ -64,8 +68,8 @@ class Engine {
     virtual void on_event(std::uint64_t arg) = 0;
   };
 
-  Engine() = default;
-  explicit Engine(TimeGrid grid) : grid_(grid) {}
+  Engine();
+  explicit Engine(TimeGrid grid);
   ~Engine();
   // Scheduled coroutines, Completions and root programs point back at this engine.
   Engine(const Engine&) = delete;
@@ -81,7 +85,7 @@ class Engine {
   // nothing was scheduled in between, so an event scheduled then would have followed the
   // last one directly.
   std::uint64_t events_scheduled() const noexcept { return next_seq_; }
-  std::size_t events_pending() const noexcept { return queue_.size(); }
+  std::size_t events_pending() const noexcept;
 
   // A running hash of every event fired so far: its time, its insertion sequence and
   // its kind (resume / call / completion / handler), in firing order. Equal for two runs
@@ -109,7 +113,7 @@ class Engine {
   // Whether an event is due at the current time, besides the one firing: exact, so that
   // a model's choice by it (schedule an event or not) is the same whatever the queue's
   // layout.
-  bool events_pending_now() const noexcept { return queue_.pending_at_last_pop(); }
+  bool events_pending_now() const noexcept;
 
   // Starts `task` at the current time as a root program named `name` (e.g. "rank 3").
   void spawn(Task<void> task, std::string name);
@@ -148,7 +152,7 @@ class Engine {
   std::uint64_t next_seq_ = 0;  // events ever scheduled: the sequence of the next one
   std::uint64_t fired_ = 0;
   std::uint64_t trace_hash_ = 0x243F6A8885A308D3ull;
-  EventQueue queue_;
+  std::unique_ptr<EventQueue> queue_;
   // Functions of pending call events, by index, recycled through a free list.
   std::vector<Callback> callbacks_;
   std::vector<std::uint64_t> free_callbacks_;

@@ -28,9 +28,9 @@
 // sifting through log4(n) levels of one large heap. Bucket choice affects only speed:
 // equal times always share a bucket, and ties are ordered by sequence.
 //
-// This header holds the layout and the small accessors the engine's inline members use;
-// push, pop and what they call are in event_queue_inline.hpp, included only where events
-// are pushed and popped (the engine, the queue's tests and benchmark).
+// This header holds the layout and the small accessors; push, pop and what they call are
+// in event_queue_inline.hpp. Only the engine's source, the queue's tests and its
+// benchmark include them.
 #pragma once
 
 #include <bit>

@@ -1,8 +1,7 @@
 // sim::EventQueue's hot code: push, pop and what they call, inline where the engine fires
-// events (sim/engine.cpp), and for the queue's own tests and benchmark. Kept out of
-// event_queue.hpp, which every user of the engine includes (through engine.hpp), so
-// that tuning the queue recompiles the engine alone, not the dozens of files that only
-// hold an Engine&.
+// events (sim/engine.cpp), and for the queue's own tests and benchmark; event_queue.hpp
+// holds the layout. Neither reaches the engine's users (engine.hpp holds the queue by
+// pointer), so tuning the queue recompiles the engine alone.
 #pragma once
 
 #include <bit>

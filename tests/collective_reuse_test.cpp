@@ -15,6 +15,7 @@
 #include "network_models/network_model.hpp"
 #include "network_models/schedule.hpp"
 #include "network_models/topology.hpp"
+#include "network_models/transport.hpp"
 
 namespace dtsim::net {
 namespace {

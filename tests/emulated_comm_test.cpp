@@ -10,6 +10,7 @@
 #include "comm/emulated.hpp"
 #include "comm/phase_timer.hpp"
 #include "comm/wire_bytes.hpp"
+#include "network_models/network.hpp"
 #include "network_models/topology_spec.hpp"
 #include "sim/engine.hpp"
 

@@ -12,6 +12,8 @@
 
 #include "comm/emulated.hpp"
 #include "comm/gloo.hpp"
+#include "network_models/network.hpp"
+#include "network_models/topology.hpp"
 #include "sim/engine.hpp"
 #include "comm/live_env.hpp"
 #include "test_util.hpp"

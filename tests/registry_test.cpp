@@ -27,6 +27,7 @@
 #include "algorithms/spec_fields.hpp"
 #include "kernels/compressor_kinds.hpp"
 #include "network_models/network.hpp"
+#include "network_models/network_model.hpp"
 #include "network_models/topology.hpp"
 #include "network_models/topology_kinds.hpp"
 #include "runner/scenario.hpp"

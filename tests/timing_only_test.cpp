@@ -14,6 +14,7 @@
 #include "comm/representative.hpp"
 #include "comm/trace_replay.hpp"
 #include "network_models/closed_form.hpp"
+#include "network_models/network.hpp"
 #include "runner/run.hpp"
 #include "sim/engine.hpp"
 #include "scenario_cases.hpp"

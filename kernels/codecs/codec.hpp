@@ -14,7 +14,9 @@
 
 #include <fmt/format.h>
 
-#include "kernels/compressor.hpp"
+#include "kernels/compressor_spec.hpp"
+#include "kernels/detail/compressor_workspace.hpp"
+#include "kernels/payload.hpp"
 #include "kernels/detail/torch_compat.hpp"
 
 namespace dtsim::kernels::codecs {

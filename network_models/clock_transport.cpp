@@ -1,4 +1,4 @@
-#include "network_models/machine_clock.hpp"
+#include "network_models/clock_transport.hpp"
 
 namespace dtsim::net {
 

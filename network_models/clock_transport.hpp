@@ -1,0 +1,31 @@
+// net::ClockTransport: the transport of the models of a described machine (the nccl
+// model), each message timed by its MachineClock.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "network_models/machine_clock.hpp"
+#include "network_models/transport.hpp"
+
+namespace dtsim::net {
+
+// Messages timed by a MachineClock: a message from src to dst arrives the clock's time
+// after its route's fixed part (the perturbations' overhead and jitter, and the topology's
+// latencies: zero for the nccl model's topology) whatever else is in flight. The route
+// still has to exist (a failed link reroutes or stops the run, as for the other models).
+class ClockTransport final : public Transport {
+ public:
+  ClockTransport(sim::Engine& engine, Topology topology, Perturbations perturbations,
+                 std::shared_ptr<const MachineClock> clock);
+  std::string name() const override { return "machine_clock"; }
+
+ protected:
+  void transmit(std::span<const int> links, double bytes, int message) override;
+
+ private:
+  std::shared_ptr<const MachineClock> clock_;
+};
+
+}  // namespace dtsim::net
