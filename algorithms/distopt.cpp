@@ -424,6 +424,7 @@ const AlgorithmEntry& distopt_entry() {
         f.payload_fraction = s.top_k ? 2.0 * s.spars : 0.2;
         const auto partitions = static_cast<double>(distopt_partitions(sizes, s.threshold).size());
         f.collectives_per_step = spec.variant == "partial" ? 1.0 : std::max(1.0, partitions);
+        f.traced_ops_per_step += 6.0 * static_cast<double>(sizes.size());  // its trace grows with the tensors
         return f;
       }};
   return entry;

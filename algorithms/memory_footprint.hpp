@@ -25,6 +25,9 @@ struct MemoryFootprint {
   double payload_fraction = 1.0;
   // Collectives (all-reduces, all-gathers or exchanges) per step, on average over `steps`.
   double collectives_per_step = 1.0;
+  // Operations a timing-only trace records per step (phases, marks, collectives, waits),
+  // at most: a few dozen for most; more where they go per tensor or partition.
+  double traced_ops_per_step = 64.0;
 };
 
 }  // namespace dtsim::algorithms

@@ -1,5 +1,6 @@
 #include "network_models/schedule.hpp"
 
+#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -58,6 +59,13 @@ Schedule ring_all_gather(const CollectiveSpec& c) {
   return ring_schedule(c.ranks, c.ranks - 1, c.ranks, block_bytes(c));
 }
 
+// A ring's messages: `passes` times n - 1 steps, one message per rank each, to r + 1.
+ScheduleCounts ring_counts(double n, double passes) {
+  return {.messages = passes * n * (n - 1), .pairs = n, .in_flight = n, .schedule_transfers = 0, .neighbour_pairs = true};
+}
+ScheduleCounts ring_all_reduce_counts(int n) { return ring_counts(n, 2); }
+ScheduleCounts ring_one_pass_counts(int n) { return ring_counts(n, 1); }
+
 // Direct: one step in which every rank sends to every other rank at once (multi-port);
 // rank r sends bytes_of(r, p) to p and receives from every p.
 template <typename BytesOf>
@@ -98,6 +106,14 @@ Schedule direct_all_reduce(const CollectiveSpec& c) {
   return s;
 }
 
+// `steps` all-to-all steps: every rank to every other at once.
+ScheduleCounts direct_counts(double n, double steps) {
+  const double messages = steps * n * (n - 1);
+  return {.messages = messages, .pairs = n * (n - 1), .in_flight = n * (n - 1), .schedule_transfers = messages};
+}
+ScheduleCounts direct_all_reduce_counts(int n) { return direct_counts(n, 2); }
+ScheduleCounts direct_one_step_counts(int n) { return direct_counts(n, 1); }
+
 Schedule parameter_server_all_reduce(const CollectiveSpec& c) {
   auto s = empty_schedule("ps", c.ranks);
   const int n = c.ranks;
@@ -112,6 +128,11 @@ Schedule parameter_server_all_reduce(const CollectiveSpec& c) {
   }
   s.lanes[0][0] = {gather, scatter};
   return s;
+}
+
+ScheduleCounts parameter_server_all_reduce_counts(int ranks) {
+  const double n = ranks, messages = 2 * (n - 1);  // to rank 0 and back
+  return {.messages = messages, .pairs = messages, .in_flight = n, .schedule_transfers = messages};
 }
 
 // Rabenseifner: recursive-halving reduce-scatter then recursive-doubling all-gather
@@ -157,6 +178,14 @@ Schedule halving_doubling_all_reduce(const CollectiveSpec& c) {
   return s;
 }
 
+// The p ranks send one message per halving and per doubling round, to the same partners
+// (r ^ d); each of the n - p extra ranks sends its buffer and receives the result.
+ScheduleCounts halving_doubling_all_reduce_counts(int ranks) {
+  const double n = ranks, p = std::exp2(std::floor(std::log2(n))), rounds = std::log2(p);
+  const double messages = 2 * p * rounds + 2 * (n - p);
+  return {.messages = messages, .pairs = p * rounds + 2 * (n - p), .in_flight = n, .schedule_transfers = messages};
+}
+
 // Two binary trees, each reducing then broadcasting half the buffer: tree A is the
 // heap order over ranks 0..n-1 (parent of i is (i-1)/2), tree B the same over the
 // reversed order, so that most leaves of one tree are inner nodes of the other.
@@ -189,6 +218,13 @@ Schedule double_binary_tree_all_reduce(const CollectiveSpec& c) {
   return s;
 }
 
+// Per tree, every edge carries a partial sum up and the result down; the two trees can
+// share pairs (at two ranks they are the same edge), so pairs is a bound.
+ScheduleCounts double_binary_tree_all_reduce_counts(int ranks) {
+  const double n = ranks, messages = 4 * (n - 1);
+  return {.messages = messages, .pairs = messages, .in_flight = 2 * n, .schedule_transfers = messages};
+}
+
 // Binomial tree over ranks relative to the root: relative rank v receives from
 // v - 2^k (the highest set bit of v) and then sends to v + 2^j for each 2^j > v.
 Schedule binomial_broadcast(const CollectiveSpec& c) {
@@ -204,6 +240,12 @@ Schedule binomial_broadcast(const CollectiveSpec& c) {
     for (; v + mask < n; mask <<= 1) lane.push_back({{{mod(v + mask + c.root, n), bytes}}, {}});
   }
   return s;
+}
+
+// Every rank but the root receives the buffer once.
+ScheduleCounts binomial_broadcast_counts(int ranks) {
+  const double messages = ranks - 1.0;
+  return {.messages = messages, .pairs = messages, .in_flight = messages, .schedule_transfers = messages};
 }
 
 }  // namespace
@@ -230,18 +272,22 @@ const std::vector<CollectiveAlgorithm>& collective_algorithms() {
        "closed form where collectives are closed forms",
        {}, false},
       {Algorithm::Ring, "ring", "each rank passes chunks to its successor, n - 1 steps per reduce-scatter or all-gather",
-       {{K::AllReduce, ring_all_reduce}, {K::ReduceScatter, ring_reduce_scatter}, {K::AllGather, ring_all_gather}},
+       {{K::AllReduce, ring_all_reduce, ring_all_reduce_counts},
+        {K::ReduceScatter, ring_reduce_scatter, ring_one_pass_counts},
+        {K::AllGather, ring_all_gather, ring_one_pass_counts}},
        true},
       {Algorithm::HalvingDoubling, "halving_doubling", "recursive halving then doubling (Rabenseifner)",
-       {{K::AllReduce, halving_doubling_all_reduce}}, true},
+       {{K::AllReduce, halving_doubling_all_reduce, halving_doubling_all_reduce_counts}}, true},
       {Algorithm::DoubleBinaryTree, "tree", "two binary trees, half the buffer each (NCCL's double binary tree)",
-       {{K::AllReduce, double_binary_tree_all_reduce}}, true},
+       {{K::AllReduce, double_binary_tree_all_reduce, double_binary_tree_all_reduce_counts}}, true},
       {Algorithm::Direct, "direct", "every rank to every other rank at once (multi-port)",
-       {{K::AllReduce, direct_all_reduce}, {K::ReduceScatter, direct_reduce_scatter}, {K::AllGather, direct_all_gather}},
+       {{K::AllReduce, direct_all_reduce, direct_all_reduce_counts},
+        {K::ReduceScatter, direct_reduce_scatter, direct_one_step_counts},
+        {K::AllGather, direct_all_gather, direct_one_step_counts}},
        false},
       {Algorithm::ParameterServer, "ps", "every rank to rank 0 and back (a parameter server)",
-       {{K::AllReduce, parameter_server_all_reduce}}, false},
-      {Algorithm::Binomial, "binomial", "binomial tree from the root", {{K::Broadcast, binomial_broadcast}}, true},
+       {{K::AllReduce, parameter_server_all_reduce, parameter_server_all_reduce_counts}}, false},
+      {Algorithm::Binomial, "binomial", "binomial tree from the root", {{K::Broadcast, binomial_broadcast, binomial_broadcast_counts}}, true},
   };
   return table;
 }
@@ -289,6 +335,12 @@ std::vector<Algorithm> auto_candidates(CollectiveKind kind) {
   for (Algorithm a : algorithms_for(kind))
     if (collective_algorithm(a).auto_candidate) out.push_back(a);
   return out;
+}
+
+ScheduleCounts schedule_counts(Algorithm a, CollectiveKind kind, int ranks) {
+  for (const auto& impl : collective_algorithm(a).implementations)
+    if (impl.kind == kind) return ranks < 2 ? ScheduleCounts{} : impl.counts(ranks);
+  throw std::invalid_argument(fmt::format("{} has no \"{}\" algorithm", to_string(kind), to_string(a)));
 }
 
 Schedule make_schedule(const CollectiveSpec& c) {

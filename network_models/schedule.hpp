@@ -36,14 +36,27 @@ enum class Algorithm { Auto, Ring, HalvingDoubling, DoubleBinaryTree, Direct, Pa
 struct CollectiveSpec;
 struct Schedule;
 
+// What one call of an implementation moves over `ranks` ranks, without building its
+// schedule: for the up-front resource estimate (runner/resource_estimate.hpp), which
+// sizes routes, flights and events from it. Exact where it says so, else an upper bound
+// (tests/network_model_test.cpp holds each to the schedule it counts).
+struct ScheduleCounts {
+  double messages = 0;            // point-to-point messages (exact)
+  double pairs = 0;               // distinct (src, dst) pairs, at most
+  double in_flight = 0;           // messages in flight at once, at most
+  double schedule_transfers = 0;  // entries of the explicit schedule (exact; 0: the compact ring form)
+  bool neighbour_pairs = false;   // every message goes from rank r to r + 1 (mod ranks)
+};
+
 // One collective algorithm, an entry of collective_algorithms(): the only place its
-// name is spelled. Adding an algorithm: an Algorithm value, its schedule function(s) in
-// schedule.cpp (or a file of their own), one entry in the table there, and its closed
-// form in closed_form.cpp (what the analytical model and `auto` use).
+// name is spelled. Adding an algorithm: an Algorithm value, its schedule function(s) and
+// their counts in schedule.cpp (or a file of their own), one entry in the table there,
+// and its closed form in closed_form.cpp (what the analytical model and `auto` use).
 struct CollectiveAlgorithm {
   struct Implementation {
     CollectiveKind kind;
     Schedule (*schedule)(const CollectiveSpec& spec);
+    ScheduleCounts (*counts)(int ranks);
   };
   Algorithm id;
   const char* name;         // as scenarios and `--algo` spell it
@@ -64,6 +77,9 @@ const char* to_string(Algorithm a);
 // Parses an algorithm's name ("ring", "halving_doubling", "tree", ..., "auto");
 // throws std::invalid_argument listing the names.
 Algorithm parse_algorithm(const std::string& name);
+// The counts of `a`'s implementation of `kind` over `ranks` ranks (zero below two ranks);
+// throws std::invalid_argument where `a` does not implement `kind` (Auto included).
+ScheduleCounts schedule_counts(Algorithm a, CollectiveKind kind, int ranks);
 // The algorithms that implement `kind`, in table order.
 std::vector<Algorithm> algorithms_for(CollectiveKind kind);
 // Those of them that `auto` chooses among (their `auto_candidate`), in table order.

@@ -50,52 +50,10 @@ double topology_build_transient(const net::TopologyShape& t) { return t.cables *
 
 // --- collectives ------------------------------------------------------------------------
 
-struct CollectiveCost {
-  double messages = 0;   // point-to-point messages of one call
-  double pairs = 0;      // distinct (src, dst) pairs
-  double in_flight = 0;  // messages in flight at once, at most
-  double schedule_transfers = 0;  // explicit schedule entries (0: compact ring)
-  bool neighbour_pairs = false;   // pairs are r -> r + 1 (routes of neighbour_hops)
-};
-
-CollectiveCost collective_cost(net::Algorithm a, net::CollectiveKind kind, double n) {
-  CollectiveCost c;
-  const bool reduce = kind == net::CollectiveKind::AllReduce;
-  if (n <= 1) return c;
-  switch (a) {
-    case net::Algorithm::Ring:
-    case net::Algorithm::Auto:
-      c.messages = (reduce ? 2 : 1) * n * (n - 1);
-      c.pairs = n;
-      c.in_flight = n;
-      c.neighbour_pairs = true;
-      break;
-    case net::Algorithm::HalvingDoubling: {
-      const double p = std::exp2(std::floor(std::log2(n))), rounds = std::log2(p);
-      c.messages = 2 * p * rounds + 2 * (n - p);
-      c.pairs = p * rounds + 2 * (n - p);
-      c.in_flight = n;
-      c.schedule_transfers = c.messages;
-      break;
-    }
-    case net::Algorithm::DoubleBinaryTree:
-      c.messages = c.pairs = 4 * (n - 1);
-      c.in_flight = 2 * n;
-      c.schedule_transfers = c.messages;
-      break;
-    case net::Algorithm::Direct:
-      c.messages = (reduce ? 2 : 1) * n * (n - 1);
-      c.pairs = c.in_flight = n * (n - 1);
-      c.schedule_transfers = c.messages;
-      break;
-    case net::Algorithm::ParameterServer:
-    case net::Algorithm::Binomial:
-      c.messages = c.pairs = 2 * (n - 1);
-      c.in_flight = n;
-      c.schedule_transfers = c.messages;
-      break;
-  }
-  return c;
+// A collective's counts, from its algorithm's entry (network_models/schedule.hpp); `auto`
+// left unresolved counts as the ring.
+net::ScheduleCounts collective_cost(net::Algorithm a, net::CollectiveKind kind, double n) {
+  return net::schedule_counts(a == net::Algorithm::Auto ? net::Algorithm::Ring : a, kind, static_cast<int>(n));
 }
 
 net::Algorithm resolved(net::CollectiveKind kind, const Scenario& s, double elements) {
@@ -172,11 +130,11 @@ Detail estimate(const Scenario& s, RunKind kind) {
   const auto reduce_cost = collective_cost(all_reduce, net::CollectiveKind::AllReduce, R);
   const auto main_cost = f.gathers ? collective_cost(main_alg, main_kind, R) : reduce_cost;
   if (!live) {
-    auto route_bytes = [&](const CollectiveCost& c) {
+    auto route_bytes = [&](const net::ScheduleCounts& c) {
       const double hops = c.neighbour_pairs ? t.neighbour_hops : t.hops;
       return collectives_routed ? c.pairs * (80 + 4 * hops) : 0.0;
     };
-    auto flight = [&](const CollectiveCost& c) {
+    auto flight = [&](const net::ScheduleCounts& c) {
       return c.schedule_transfers * 20 + R * 8 + R * 200 + (collectives_routed ? c.in_flight * 128 : 0.0);
     };
     const double collective_routes = route_bytes(reduce_cost) + (f.gathers ? route_bytes(main_cost) : 0);
@@ -188,10 +146,9 @@ Detail estimate(const Scenario& s, RunKind kind) {
   }
 
   // Records.
-  const double ops_per_step = 64 + (s.algorithm.name == "distopt" ? 6 * d(static_cast<std::int64_t>(w.sizes_backward.size())) : 0);
   if (live) e.record_bytes = steps * kRecordPerRankStep;
   else if (timing_only)
-    e.record_bytes = steps * (kRecordPerRankStep + ops_per_step * kTracedOp) + R * steps * kReplayRecordPerRankStep;
+    e.record_bytes = steps * (kRecordPerRankStep + f.traced_ops_per_step * kTracedOp) + R * steps * kReplayRecordPerRankStep;
   else e.record_bytes = R * steps * kRecordPerRankStep;
   e.record_bytes += steps * kResultJsonPerStep;
   e.rank_bookkeeping_bytes = live ? kRankBookkeeping : timing_only ? kRankBookkeeping + R * kReplayRankBookkeeping
@@ -377,7 +334,6 @@ void check_resources(const Scenario& s, RunKind kind) {
   const double parts[] = {e.tensor_bytes, e.data_bytes, e.topology_bytes, e.route_bytes, e.record_bytes,
                           e.rank_bookkeeping_bytes};
   const auto largest = static_cast<int>(std::max_element(std::begin(parts), std::end(parts)) - std::begin(parts));
-  const auto& lr = s.workload.data;
   const bool logistic = s.workload.type == "logistic_regression";
   switch (largest) {
     case 0: {  // the ranks' tensors
@@ -416,11 +372,14 @@ void check_resources(const Scenario& s, RunKind kind) {
                                       logistic ? "fewer features" : "a smaller model"));
     }
     case 1:  // the data set
-      if (logistic)
-        throw ScenarioError(lr.features >= lr.samples ? "/workload/features" : "/workload/samples", ErrorKind::too_large, fmt::format("the logistic_regression data set ({} samples x {} features, fp32, one copy "
+      if (logistic) {
+        const auto set = workloads::data_source_entry(s.workload.data.source).shape(s.workload.data);
+        const std::int64_t samples = set.train, features = set.sample_elements();
+        throw ScenarioError(features >= samples ? "/workload/features" : "/workload/samples", ErrorKind::too_large, fmt::format("the logistic_regression data set ({} samples x {} features, fp32, one copy "
                                         "shared by the ranks) needs about {}, more than {}: use fewer samples or "
                                         "features",
-                                        lr.samples, lr.features, need, more));
+                                        samples, features, need, more));
+      }
       throw ScenarioError("/workload", ErrorKind::too_large, fmt::format("the {} data needs about {}, more than {}: use fewer samples",
                                                    s.workload.type, need, more));
     case 2:  // the topology

@@ -25,6 +25,8 @@
 #include "workloads/cifar10.hpp"
 #include "workloads/fashion_mnist.hpp"
 #include "workloads/image_models.hpp"
+#include "workloads/sources/cifar10.hpp"
+#include "workloads/sources/fashion_mnist.hpp"
 #include "workloads/tensor_file.hpp"
 #include "workloads/workload_registry.hpp"
 
@@ -261,7 +263,7 @@ TEST(ImageModels, TakeTheSourcesShapeAndClasses) {
                                 {"network", {{"model", "alpha_beta"}, {"latency_us", 5}, {"bandwidth_GBps", 1}}}};
     const auto s = runner::parse_scenario(doc);
     EXPECT_EQ(s.workload.data.source, "cifar10");
-    EXPECT_TRUE(s.workload.data.augment);
+    EXPECT_TRUE(workloads::data_settings<workloads::Cifar10Settings>(s.workload.data).augment);
     const auto data = workloads::load_workload_data(s.workload, 1);
     const auto w = workloads::make_workload(s.workload, data, 1, 0, 2);
     const auto params = w->initial_parameters();
@@ -298,10 +300,13 @@ TEST(FashionMnistSource, PaddedTo32x32) {
   workloads::WorkloadSpec spec;
   spec.type = "mlp";
   spec.data.source = "fashion_mnist";
-  spec.data.train_samples = 50;
-  spec.data.test_samples = 10;
+  workloads::FashionMnistSettings set;
+  set.files.train_samples = 50;
+  set.files.test_samples = 10;
+  spec.data.settings = set;
   const auto plain = workloads::load_data_source(spec.data, 1);
-  spec.data.image_size = 32;
+  set.image_size = 32;
+  spec.data.settings = set;
   const auto padded = workloads::load_data_source(spec.data, 1);
   ASSERT_EQ(padded->train_x.sizes(), (std::vector<std::int64_t>{50, 1, 32, 32}));
   ASSERT_EQ(padded->test_x.sizes(), (std::vector<std::int64_t>{10, 1, 32, 32}));

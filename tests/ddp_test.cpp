@@ -36,6 +36,7 @@
 #include "python_torch.hpp"
 #include "test_util.hpp"
 #include "workloads/shape_models.hpp"
+#include "workloads/sources/fashion_mnist.hpp"
 
 namespace dtsim {
 namespace {
@@ -225,8 +226,8 @@ json fashion_doc(const json& algorithm, int steps) {
 TEST(DdpAllreduce, FashionMnistMlpRunEqualsParallelSgdBitForBit) {
   const auto ddp_doc = fashion_doc(with({{"name", "ddp"}, {"bucket_cap_mb", 0.0625}, {"first_bucket_mb", 0.00390625}}, kOptimizer), 8);
   const auto s = runner::parse_scenario(ddp_doc);
-  if (!std::filesystem::exists(std::filesystem::path(s.workload.data.data_dir) / "train-images-idx3-ubyte.gz"))
-    GTEST_SKIP() << "no Fashion-MNIST at " << s.workload.data.data_dir;
+  if (!std::filesystem::exists(std::filesystem::path(workloads::data_settings<workloads::FashionMnistSettings>(s.workload.data).files.data_dir) / "train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "no Fashion-MNIST at " << workloads::data_settings<workloads::FashionMnistSettings>(s.workload.data).files.data_dir;
   const auto dir = testing::fresh_dir("ddp-fashion");
   runner::RunOptions a_opts, b_opts;
   a_opts.dump_params_prefix = dir / "ddp";

@@ -23,6 +23,7 @@
 #include "sim/engine.hpp"
 #include "staged_backward.hpp"
 #include "workloads/shape_models.hpp"
+#include "workloads/sources/fashion_mnist.hpp"
 #include "workloads/workload_spec.hpp"
 
 namespace dtsim {
@@ -432,8 +433,8 @@ TEST(DistOpt, AllReducesOverlapBackwardOnOneStream) {
 TEST(DistOptConvergence, FashionMnistMlpSyncAndPartial) {
   const std::filesystem::path scenarios = std::filesystem::path(DTSIM_SOURCE_DIR) / "scenarios";
   auto sync_s = runner::load_scenario(scenarios / "singa_mlp_fashion_mnist_sync.json");
-  if (!std::filesystem::exists(std::filesystem::path(sync_s.workload.data.data_dir) / "train-images-idx3-ubyte.gz"))
-    GTEST_SKIP() << "no Fashion-MNIST at " << sync_s.workload.data.data_dir;
+  if (!std::filesystem::exists(std::filesystem::path(workloads::data_settings<workloads::FashionMnistSettings>(sync_s.workload.data).files.data_dir) / "train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "no Fashion-MNIST at " << workloads::data_settings<workloads::FashionMnistSettings>(sync_s.workload.data).files.data_dir;
   const auto sync = runner::run_emulated(sync_s);
   const auto partial = runner::run_emulated(runner::load_scenario(scenarios / "singa_mlp_fashion_mnist_partial.json"));
   EXPECT_GE(sync.final_test_accuracy, 0.83);
@@ -542,7 +543,7 @@ TEST(WorkloadSpecScenario, TypesAndTheirFields) {
   EXPECT_EQ(s.workload.type, "mlp");
   EXPECT_EQ(s.workload.batch_size, 16);
   EXPECT_EQ(s.workload.partition, "by_label");
-  EXPECT_EQ(s.workload.data.train_samples, 1000);
+  EXPECT_EQ(workloads::data_settings<workloads::FashionMnistSettings>(s.workload.data).files.train_samples, 1000);
   EXPECT_EQ(s.to_json()["workload"], d["workload"]);
   EXPECT_EQ(runner::parse_scenario(s.to_json()).to_json(), s.to_json());
   d["workload"] = {{"type", "gpt2_small"}, {"batch_size", 2}, {"sequence_length", 64}};

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <numeric>
+#include <set>
+#include <utility>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -95,6 +97,44 @@ TEST(Collectives, BytesSentEqualBytesReceived) {
           EXPECT_DOUBLE_EQ(sent, 2.0 * (n - 1) * 1001 * 4);
         }
       }
+}
+
+// Each implementation's counts (what the resource estimate reads) are those of the
+// schedule it builds: messages and explicit entries exactly, distinct pairs and messages
+// in flight (every rank's first step at once) within their bounds, neighbour pairs where
+// said.
+TEST(Collectives, CountsAreThoseOfTheSchedule) {
+  for (const auto& entry : collective_algorithms())
+    for (const auto& impl : entry.implementations)
+      for (int n : {1, 2, 3, 5, 8, 12}) {
+        CollectiveSpec spec{.kind = impl.kind, .algorithm = entry.id, .ranks = n, .elements = 1001, .root = n / 2};
+        for (int r = 0; r < n; ++r) spec.block_elements.push_back(r + 3);
+        const auto s = make_schedule(spec);
+        const auto counts = schedule_counts(entry.id, impl.kind, n);
+        const auto what = fmt::format("{} {} n={}", entry.name, to_string(impl.kind), n);
+        std::set<std::pair<int, int>> pairs;
+        double first_steps = 0, transfers = 0;
+        bool neighbours = true;
+        Step scratch;
+        for (int r = 0; r < n; ++r)
+          for (int lane = 0; lane < s.lane_count(r); ++lane)
+            for (std::size_t k = 0; k < s.step_count(r, lane); ++k)
+              for (const auto& t : s.step(r, lane, k, scratch).sends) {
+                pairs.insert({r, t.peer});
+                neighbours = neighbours && t.peer == (r + 1) % n;
+                transfers += 1;
+                if (k == 0) first_steps += 1;
+              }
+        EXPECT_EQ(counts.messages, static_cast<double>(s.messages())) << what;
+        EXPECT_EQ(counts.schedule_transfers, s.compact_ring() ? 0.0 : transfers) << what;
+        EXPECT_GE(counts.pairs, static_cast<double>(pairs.size())) << what;
+        EXPECT_LE(counts.pairs, counts.messages) << what;
+        EXPECT_GE(counts.in_flight, first_steps) << what;
+        if (counts.neighbour_pairs) {
+          EXPECT_TRUE(neighbours) << what;
+        }
+      }
+  EXPECT_THROW(schedule_counts(Algorithm::Binomial, CollectiveKind::AllReduce, 4), std::invalid_argument);
 }
 
 // A late rank delays a ring all-reduce by exactly its lateness when everyone else

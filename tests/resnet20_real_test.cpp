@@ -28,6 +28,7 @@
 #include "tests/test_util.hpp"
 #include "workloads/resnet20_model.hpp"
 #include "workloads/shape_models.hpp"
+#include "workloads/sources/fashion_mnist.hpp"
 #include "workloads/vgg11_model.hpp"
 
 namespace dtsim {
@@ -319,14 +320,14 @@ json scenario(const json& workload, const json& algorithm, int ranks = 2, int st
 // 28 x 28 is one line at the field, as are other sources' images of another size.
 TEST(ResNet20Real, ScenarioRefusesImagesOtherThan32Pixels) {
   const json sgd = {{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}};
-  EXPECT_EQ(runner::parse_scenario(scenario({{"type", "resnet20_real"}, {"data", "fashion_mnist"}}, sgd))
-                .workload.data.image_size,
+  EXPECT_EQ(workloads::data_settings<workloads::FashionMnistSettings>(runner::parse_scenario(scenario({{"type", "resnet20_real"}, {"data", "fashion_mnist"}}, sgd)).workload.data)
+                .image_size,
             32);
   EXPECT_EQ(scenario_error(scenario({{"type", "resnet20_real"}, {"data", "fashion_mnist"}, {"image_size", 28}}, sgd)),
             "/workload/image_size: expected 32 for resnet20_real (a 32 x 32 model), got 28");
   const auto s = runner::parse_scenario(
       scenario({{"type", "resnet20_real"}, {"data", "fashion_mnist"}, {"image_size", 32}, {"batch_size", 8}}, sgd));
-  EXPECT_EQ(s.workload.data.image_size, 32);
+  EXPECT_EQ(workloads::data_settings<workloads::FashionMnistSettings>(s.workload.data).image_size, 32);
   EXPECT_EQ(runner::parse_scenario(s.to_json()).to_json(), s.to_json());  // round trip
   EXPECT_NE(scenario_error(scenario({{"type", "resnet20_real"}, {"data", "synthetic"}}, sgd)).find("/workload/data"),
             std::string::npos);

@@ -22,6 +22,7 @@
 #include "workloads/idx_reader.hpp"
 #include "workloads/image_models.hpp"
 #include "workloads/shape_models.hpp"
+#include "workloads/sources/fashion_mnist.hpp"
 #include "workloads/workload_spec.hpp"
 
 namespace dtsim::workloads {
@@ -280,7 +281,7 @@ struct FakeData {
   explicit FakeData(const std::string& type) {
     write_fake_fashion(dir, 200, 40);
     spec.type = type;
-    spec.data.data_dir = dir.string();
+    spec.data.settings = FashionMnistSettings{.files = {.data_dir = dir.string()}};
     spec.batch_size = 8;
     data = load_workload_data(spec, 1);
   }
@@ -385,9 +386,7 @@ TEST(ImageTraining, ShortSynchronousMlpRunIsWellAboveChance) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   WorkloadSpec spec;
   spec.type = "mlp";
-  spec.data.data_dir = kFashionDir;
-  spec.data.train_samples = 8000;
-  spec.data.test_samples = 2000;
+  spec.data.settings = FashionMnistSettings{.files = {.data_dir = kFashionDir, .train_samples = 8000, .test_samples = 2000}};
   spec.batch_size = 32;
   const auto data = load_workload_data(spec, 7);
   const auto params = make_workload(spec, data, 7, 0, 4)->initial_parameters();
@@ -407,7 +406,7 @@ void three_epochs(const std::string& type, double lr, double target) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   WorkloadSpec spec;
   spec.type = type;
-  spec.data.data_dir = kFashionDir;
+  spec.data.settings = FashionMnistSettings{.files = {.data_dir = kFashionDir}};
   spec.batch_size = 32;
   const auto data = load_workload_data(spec, 7);
   const auto start = std::chrono::steady_clock::now();
@@ -589,7 +588,7 @@ TEST(WorkloadSpecs, EveryTypeBuildsAndErrorsAreOneLine) {
             std::string::npos)
       << unknown;
   spec.type = "cnn";
-  spec.data.data_dir = "/nonexistent/fmnist";
+  spec.data.settings = FashionMnistSettings{.files = {.data_dir = "/nonexistent/fmnist"}};
   EXPECT_NE(error_of([&] { load_workload_data(spec, 1); })
                 .find("Fashion-MNIST file /nonexistent/fmnist/train-images-idx3-ubyte not found"),
             std::string::npos);

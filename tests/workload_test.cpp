@@ -15,6 +15,7 @@
 #include "test_util.hpp"
 #include "workloads/data_source.hpp"
 #include "workloads/logistic_regression.hpp"
+#include "workloads/sources/libsvm.hpp"
 #include "workloads/workload_registry.hpp"
 
 namespace dtsim {
@@ -113,8 +114,8 @@ TEST(Libsvm, MalformedLinesNameFileAndLine) {
 
 TEST(Libsvm, ScenarioFieldsAndErrors) {
   const auto s = runner::parse_scenario(tiny_scenario(kTiny, "full"));
-  EXPECT_EQ(s.workload.data.samples, 12);
-  EXPECT_EQ(s.workload.data.features, 3);
+  EXPECT_EQ(workloads::data_settings<workloads::LibsvmSettings>(s.workload.data).samples, 12);
+  EXPECT_EQ(workloads::data_settings<workloads::LibsvmSettings>(s.workload.data).features, 3);
   EXPECT_EQ(workloads::settings_of<workloads::LogisticRegressionSpec>(s.workload).batch_size, 0);
   EXPECT_EQ(runner::parse_scenario(s.to_json()).to_json(), s.to_json());  // round trip
 
@@ -151,8 +152,8 @@ TEST(Libsvm, RelativePathResolvesAgainstTheScenarioFile) {
   std::filesystem::copy_file(kTiny, dir / "data" / "tiny.libsvm");
   testing::write_file(dir / "s.json", tiny_scenario("data/tiny.libsvm", 4).dump());
   const auto s = runner::load_scenario(dir / "s.json");
-  EXPECT_EQ(std::filesystem::path(s.workload.data.libsvm_file), (dir / "data" / "tiny.libsvm").lexically_normal());
-  EXPECT_EQ(s.workload.data.samples, 12);
+  EXPECT_EQ(std::filesystem::path(workloads::data_settings<workloads::LibsvmSettings>(s.workload.data).libsvm_file), (dir / "data" / "tiny.libsvm").lexically_normal());
+  EXPECT_EQ(workloads::data_settings<workloads::LibsvmSettings>(s.workload.data).samples, 12);
 }
 
 TEST(Libsvm, RunOnTheFileLearns) {

@@ -8,11 +8,13 @@
 // path resolution, `dtsim list data` and the schema test read this table; nothing else
 // lists data sources.
 //
-// Adding a data source: sources/<name>.cpp (its entry function, parse / to_json / shape /
-// load, and the kind of samples it yields) and one line in data_sources.cpp's table; every
-// workload type that trains on that kind then accepts it.
+// Adding a data source: sources/<name>.hpp (its settings struct) and sources/<name>.cpp
+// (its entry function, parse / to_json / shape / load, and the kind of samples it
+// yields), and one line in data_sources.cpp's table; every workload type that trains on
+// that kind then accepts it.
 #pragma once
 
+#include <any>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -22,9 +24,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/entry_settings.hpp"
 #include "config/object_reader.hpp"
 #include "workloads/labelled_data.hpp"
-#include "workloads/text_data.hpp"
 
 namespace dtsim::workloads {
 
@@ -33,34 +35,28 @@ struct WorkloadContext {
   int ranks = 1;
 };
 
-// The fields of every data source; each source reads its own (DataSourceEntry::fields).
+// A workload's data: the source's name and its settings struct (sources/<name>.hpp), as
+// the source's parse stored it; read it back with data_settings<T>.
 struct DataSpec {
   // The source's name; empty in a WorkloadSpec built by hand: its type's default
   // (workload_data()). The scenario loader always sets it.
   std::string source;
-  // synthetic: the generated set's size and dimension. libsvm: samples is the file's
-  // line count and features its largest index (or the scenario's), both set at parse.
-  std::int64_t samples = 4096;
-  std::int64_t features = 32;
-  // synthetic: every sample scaled to unit L2 norm after its label is drawn (as the
-  // normalised epsilon set of the convex experiments).
-  bool unit_norm = false;
-  std::string libsvm_file;
-  // fashion_mnist, cifar10: the files' directory; keep the first N images (0: all).
-  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  // Empty in a spec built by hand: the struct's defaults.
+  std::any settings;
+};
+
+// The settings struct the source's parse stored in spec.settings (config/entry_settings.hpp).
+template <class Settings>
+const Settings& data_settings(const DataSpec& spec) {
+  return config::entry_settings<Settings>(spec.settings);
+}
+
+// The settings shared by the sources that read a directory of image files (fashion_mnist,
+// cifar10): the directory, and the first N training and test images kept (0: all).
+struct ImageFiles {
+  std::string data_dir;
   std::int64_t train_samples = 0;
   std::int64_t test_samples = 0;
-  // fashion_mnist: 28 (as stored) or 32 (padded by 2 background pixels on every side,
-  // for the 32 x 32 models).
-  std::int64_t image_size = 28;
-  // cifar10: the training batches' random crop and flip (augment.hpp).
-  bool augment = true;
-  // tensors: a torch.save({"x": X, "y": Y[, "test_x": ..., "test_y": ...]}) file; its
-  // counts, sample shape and classes are read at parse.
-  std::string tensors_file;
-  std::vector<std::int64_t> sample_shape;
-  std::int64_t classes = 0;
-  TextDataSpec text;  // text, tokens (text_data.hpp); counts, shape and classes as tensors'
 };
 
 // A source's data as counts and shapes, known without loading it. The counts are the
@@ -127,9 +123,8 @@ DataSpec parse_data_fields(config::ObjectReader& w, const std::vector<std::strin
 // The fields of a source that reads a directory of image files (fashion_mnist, cifar10):
 // data_dir (required when `default_dir` is empty), train_samples, test_samples (0: all,
 // else at least one per rank); and their echo.
-void parse_image_files(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx,
-                       const std::string& default_dir);
-void image_files_json(const DataSpec& spec, nlohmann::json& out);
+ImageFiles parse_image_files(config::ObjectReader& w, const WorkloadContext& ctx, const std::string& default_dir);
+void image_files_json(const ImageFiles& files, nlohmann::json& out);
 
 // "data" and the source's fields.
 void data_fields_json(const DataSpec& spec, nlohmann::json& out);

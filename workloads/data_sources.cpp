@@ -111,25 +111,24 @@ DataSpec parse_data_fields(config::ObjectReader& w, const std::vector<std::strin
   return spec;
 }
 
-void parse_image_files(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx,
-                       const std::string& default_dir) {
-  const std::string dir =
-      default_dir.empty() ? w.string("data_dir", std::nullopt) : w.string("data_dir", default_dir);
-  if (dir.empty())
+ImageFiles parse_image_files(config::ObjectReader& w, const WorkloadContext& ctx, const std::string& default_dir) {
+  ImageFiles files;
+  files.data_dir = default_dir.empty() ? w.string("data_dir", std::nullopt) : w.string("data_dir", default_dir);
+  if (files.data_dir.empty())
     throw config::ScenarioError(w.where("data_dir"), config::ErrorKind::out_of_range, "expected a non-empty directory path");
-  spec.data_dir = dir;
-  spec.train_samples = w.integer("train_samples", 0, 0, config::kIntMax);
-  spec.test_samples = w.integer("test_samples", 0, 0, config::kIntMax);
-  if (spec.train_samples != 0 && spec.train_samples < ctx.ranks)
+  files.train_samples = w.integer("train_samples", files.train_samples, 0, config::kIntMax);
+  files.test_samples = w.integer("test_samples", files.test_samples, 0, config::kIntMax);
+  if (files.train_samples != 0 && files.train_samples < ctx.ranks)
     throw config::ScenarioError(w.where("train_samples"), config::ErrorKind::inconsistent,
                                 fmt::format("expected 0 (all) or at least one sample per rank ({}), got {}", ctx.ranks,
-                                            spec.train_samples));
+                                            files.train_samples));
+  return files;
 }
 
-void image_files_json(const DataSpec& spec, nlohmann::json& out) {
-  out["data_dir"] = spec.data_dir;
-  out["train_samples"] = spec.train_samples;
-  out["test_samples"] = spec.test_samples;
+void image_files_json(const ImageFiles& files, nlohmann::json& out) {
+  out["data_dir"] = files.data_dir;
+  out["train_samples"] = files.train_samples;
+  out["test_samples"] = files.test_samples;
 }
 
 void data_fields_json(const DataSpec& spec, nlohmann::json& out) {

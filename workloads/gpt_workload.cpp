@@ -202,23 +202,24 @@ void parse(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext& c
   g.eval_windows = w.integer("eval_windows", g.eval_windows, 0, config::kIntMax);
   spec.batch_size = w.integer("batch_size", 16, 1, config::kIntMax);
   const auto& data = spec.data;
-  if (data.classes > g.vocab)
+  const auto shape = data_source_entry(data.source).shape(data);
+  if (shape.classes > g.vocab)
     throw ScenarioError(w.where("vocab"), ErrorKind::inconsistent,
-                        fmt::format("expected at least the data's {} tokens, got {}", data.classes, g.vocab));
+                        fmt::format("expected at least the data's {} tokens, got {}", shape.classes, g.vocab));
   if (data.source == "text") {
-    const std::int64_t shard = data.samples / ctx.ranks;
+    const std::int64_t shard = shape.train / ctx.ranks;
     if (shard < g.context)
       throw ScenarioError(w.where("context"), ErrorKind::inconsistent,
                           fmt::format("expected at most a rank's shard of the text ({} bytes over {} ranks: {}), got {}",
-                                      data.samples + 1, ctx.ranks, shard, g.context));
-    if (data.test_samples > 0 && data.test_samples < g.context)
+                                      shape.train + 1, ctx.ranks, shard, g.context));
+    if (shape.test > 0 && shape.test < g.context)
       throw ScenarioError(w.where("context"), ErrorKind::inconsistent,
                           fmt::format("expected at most the held-out text's {} positions (raise holdout), got {}",
-                                      data.test_samples, g.context));
-  } else if (!data.sample_shape.empty() && data.sample_shape[0] > g.context) {
+                                      shape.test, g.context));
+  } else if (!shape.sample.empty() && shape.sample[0] > g.context) {
     throw ScenarioError(w.where("context"), ErrorKind::inconsistent,
                         fmt::format("expected at least the tokens file's rows of {} tokens, got {}",
-                                    data.sample_shape[0], g.context));
+                                    shape.sample[0], g.context));
   }
   spec.settings = g;
 }

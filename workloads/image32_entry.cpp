@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "workloads/module_workload.hpp"
+#include "workloads/sources/fashion_mnist.hpp"
 
 namespace dtsim::workloads {
 
@@ -17,10 +18,14 @@ void parse_image32(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadCo
   spec.batch_size = w.integer("batch_size", spec.batch_size, 1, config::kIntMax);
   spec.partition = w.choice("partition", "iid", {"iid", "by_label"});
   auto& data = spec.data;
-  if (data.source == "fashion_mnist" && !w.value().contains("image_size")) data.image_size = 32;
-  if (data.source == "fashion_mnist" && data.image_size != 32)
-    throw config::ScenarioError(w.where("image_size"), config::ErrorKind::inconsistent,
-                                fmt::format("expected 32 for {} (a 32 x 32 model), got {}", spec.type, data.image_size));
+  if (data.source == "fashion_mnist") {
+    auto set = data_settings<FashionMnistSettings>(data);
+    if (!w.value().contains("image_size")) set.image_size = 32;
+    if (set.image_size != 32)
+      throw config::ScenarioError(w.where("image_size"), config::ErrorKind::inconsistent,
+                                  fmt::format("expected 32 for {} (a 32 x 32 model), got {}", spec.type, set.image_size));
+    data.settings = set;
+  }
   const auto sample = data_source_entry(data.source).shape(data).sample;
   if (sample.size() != 3 || sample[1] != 32 || sample[2] != 32)
     throw config::ScenarioError(w.where(data.source == "tensors" ? "tensors_file" : "data"),

@@ -50,7 +50,7 @@ std::vector<fs::path> candidates(const std::string& path) {
   const auto status = fs::status(path, ec);
   if (ec || !fs::exists(status))
     throw std::invalid_argument(fmt::format("{}: no such file or folder{}", path,
-                                            path == TextDataSpec{}.text_path ? " (apt-get install fortunes)" : ""));
+                                            path == kFortunesPath ? " (apt-get install fortunes)" : ""));
   if (fs::is_regular_file(status)) return {fs::path(path)};
   if (!fs::is_directory(status))
     throw std::invalid_argument(fmt::format("{}: expected a text file or a folder of them", path));

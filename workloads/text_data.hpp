@@ -28,11 +28,8 @@
 namespace dtsim::workloads {
 
 // The text and tokens sources' fields (a DataSpec member).
-struct TextDataSpec {
-  std::string text_path = "/usr/share/games/fortunes";  // Debian's fortunes package
-  double holdout = 0.1;                                  // fraction of every file held out
-  std::string tokens_file;
-};
+// Debian's fortunes package: the text source's default corpus.
+inline const std::string kFortunesPath = "/usr/share/games/fortunes";
 
 // The corpus's files, in the order they are read, and their sizes; throws
 // std::invalid_argument "<path>: ..." for a path that is missing, unreadable, or holds no text.

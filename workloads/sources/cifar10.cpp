@@ -6,33 +6,39 @@
 
 #include "workloads/cifar10.hpp"
 #include "workloads/data_source.hpp"
+#include "workloads/sources/cifar10.hpp"
 
 namespace dtsim::workloads {
 
 namespace {
 
 void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) {
-  parse_image_files(w, spec, ctx, "");  // no default: CIFAR-10 is wherever the user put it
-  spec.augment = w.boolean("augment", true);
+  Cifar10Settings set;
+  set.files = parse_image_files(w, ctx, set.files.data_dir);
+  set.augment = w.boolean("augment", set.augment);
+  spec.settings = set;
 }
 
 void to_json(const DataSpec& spec, nlohmann::json& out) {
-  image_files_json(spec, out);
-  out["augment"] = spec.augment;
+  const auto& set = data_settings<Cifar10Settings>(spec);
+  image_files_json(set.files, out);
+  out["augment"] = set.augment;
 }
 
 DataShape shape(const DataSpec& spec) {
+  const auto& set = data_settings<Cifar10Settings>(spec);
   constexpr std::int64_t kTrain = 50000, kTest = 10000;
-  const auto train = spec.train_samples > 0 ? std::min(spec.train_samples, kTrain) : kTrain;
-  const auto test = spec.test_samples > 0 ? std::min(spec.test_samples, kTest) : kTest;
+  const auto train = set.files.train_samples > 0 ? std::min(set.files.train_samples, kTrain) : kTrain;
+  const auto test = set.files.test_samples > 0 ? std::min(set.files.test_samples, kTest) : kTest;
   // Every training file's bytes while they are converted (the reader holds them whole).
   return {.train = train, .test = test, .sample = {3, 32, 32}, .classes = 10,
           .file_bytes = static_cast<double>(kTrain + kTest) * Cifar10::kRecordBytes};
 }
 
 std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
-  auto data = std::make_shared<LabelledData>(*Cifar10::load(spec.data_dir, spec.train_samples, spec.test_samples));
-  data->augment = spec.augment;
+  const auto& set = data_settings<Cifar10Settings>(spec);
+  auto data = std::make_shared<LabelledData>(*Cifar10::load(set.files.data_dir, set.files.train_samples, set.files.test_samples));
+  data->augment = set.augment;
   return data;
 }
 

@@ -6,35 +6,41 @@
 
 #include "workloads/data_source.hpp"
 #include "workloads/fashion_mnist.hpp"
+#include "workloads/sources/fashion_mnist.hpp"
 
 namespace dtsim::workloads {
 
 namespace {
 
 void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) {
-  parse_image_files(w, spec, ctx, spec.data_dir);  // default: Debian's dataset-fashion-mnist
-  spec.image_size = w.integer("image_size", 28, 28, 32);
-  if (spec.image_size != 28 && spec.image_size != 32)
+  FashionMnistSettings set;
+  set.files = parse_image_files(w, ctx, set.files.data_dir);
+  set.image_size = w.integer("image_size", set.image_size, 28, 32);
+  if (set.image_size != 28 && set.image_size != 32)
     throw config::ScenarioError(w.where("image_size"), config::ErrorKind::out_of_range,
-                                fmt::format("expected 28 (as stored) or 32 (padded), got {}", spec.image_size));
+                                fmt::format("expected 28 (as stored) or 32 (padded), got {}", set.image_size));
+  spec.settings = set;
 }
 
 void to_json(const DataSpec& spec, nlohmann::json& out) {
-  image_files_json(spec, out);
-  out["image_size"] = spec.image_size;
+  const auto& set = data_settings<FashionMnistSettings>(spec);
+  image_files_json(set.files, out);
+  out["image_size"] = set.image_size;
 }
 
 DataShape shape(const DataSpec& spec) {
+  const auto& set = data_settings<FashionMnistSettings>(spec);
   constexpr std::int64_t kTrain = 60000, kTest = 10000;
-  const auto train = spec.train_samples > 0 ? std::min(spec.train_samples, kTrain) : kTrain;
-  const auto test = spec.test_samples > 0 ? std::min(spec.test_samples, kTest) : kTest;
+  const auto train = set.files.train_samples > 0 ? std::min(set.files.train_samples, kTrain) : kTrain;
+  const auto test = set.files.test_samples > 0 ? std::min(set.files.test_samples, kTest) : kTest;
   // The training images' bytes while they are converted to fp32.
-  return {.train = train, .test = test, .sample = {1, spec.image_size, spec.image_size}, .classes = 10, .file_bytes = static_cast<double>(train) * 784};
+  return {.train = train, .test = test, .sample = {1, set.image_size, set.image_size}, .classes = 10, .file_bytes = static_cast<double>(train) * 784};
 }
 
 std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
-  auto data = FashionMnist::load(spec.data_dir, spec.train_samples, spec.test_samples);
-  if (spec.image_size == 28) return data;
+  const auto& set = data_settings<FashionMnistSettings>(spec);
+  auto data = FashionMnist::load(set.files.data_dir, set.files.train_samples, set.files.test_samples);
+  if (set.image_size == 28) return data;
   // Padded as torchvision's Pad(2) before Normalize: with the normalised value of a black pixel.
   const double background = (0.0 - FashionMnist::kMean) / FashionMnist::kStd;
   auto padded = std::make_shared<LabelledData>(*data);

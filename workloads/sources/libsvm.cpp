@@ -7,6 +7,7 @@
 #include "config/json_input.hpp"
 #include "workloads/data_source.hpp"
 #include "workloads/logistic_regression.hpp"
+#include "workloads/sources/libsvm.hpp"
 
 namespace dtsim::workloads {
 
@@ -16,6 +17,7 @@ using config::ErrorKind;
 using config::ScenarioError;
 
 void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) {
+  LibsvmSettings set;
   const auto* file = w.find("libsvm_file");
   if (!file)
     throw ScenarioError(w.where("libsvm_file"), ErrorKind::missing_field, "expected the LIBSVM file of data libsvm");
@@ -25,32 +27,38 @@ void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) 
   if (w.value().contains("samples"))
     throw ScenarioError(w.where("samples"), ErrorKind::inconsistent,
                         "expected no samples with libsvm_file (the file's lines are the samples)");
-  spec.libsvm_file = file->get<std::string>();
-  if (const auto why = config::not_a_regular_file(spec.libsvm_file))
+  set.libsvm_file = file->get<std::string>();
+  if (const auto why = config::not_a_regular_file(set.libsvm_file))
     throw ScenarioError(w.where("libsvm_file"), ErrorKind::bad_file,
-                        fmt::format("{} {}", config::one_line(spec.libsvm_file), *why));
-  spec.features = w.integer("features", 0, 1, config::kIntMax);
+                        fmt::format("{} {}", config::one_line(set.libsvm_file), *why));
+  set.features = w.integer("features", 0, 1, config::kIntMax);
   try {  // the file's shape, without building its (dense) data
-    const auto shape = libsvm_shape(spec.libsvm_file, spec.features);
-    spec.samples = shape.samples;
-    spec.features = shape.features;
+    const auto shape = libsvm_shape(set.libsvm_file, set.features);
+    set.samples = shape.samples;
+    set.features = shape.features;
   } catch (const std::invalid_argument& e) {
     throw ScenarioError(w.where("libsvm_file"), ErrorKind::bad_file, e.what());
   }
-  if (spec.samples < ctx.ranks)
+  if (set.samples < ctx.ranks)
     throw ScenarioError(w.where("libsvm_file"), ErrorKind::inconsistent,
-                        fmt::format("expected at least one sample per rank ({}), got {}", ctx.ranks, spec.samples));
+                        fmt::format("expected at least one sample per rank ({}), got {}", ctx.ranks, set.samples));
+  spec.settings = set;
 }
 
 void to_json(const DataSpec& spec, nlohmann::json& out) {
-  out["libsvm_file"] = spec.libsvm_file;  // the sample count is the file's (and not a field)
-  out["features"] = spec.features;
+  const auto& set = data_settings<LibsvmSettings>(spec);
+  out["libsvm_file"] = set.libsvm_file;  // the sample count is the file's (and not a field)
+  out["features"] = set.features;
 }
 
-DataShape shape(const DataSpec& spec) { return {.train = spec.samples, .sample = {spec.features}, .classes = 2}; }
+DataShape shape(const DataSpec& spec) {
+  const auto& set = data_settings<LibsvmSettings>(spec);
+  return {.train = set.samples, .sample = {set.features}, .classes = 2};
+}
 
 std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
-  const auto file = load_libsvm(spec.libsvm_file, spec.features);
+  const auto& set = data_settings<LibsvmSettings>(spec);
+  const auto file = load_libsvm(set.libsvm_file, set.features);
   auto data = std::make_shared<LabelledData>();
   data->train_x = file->x;
   data->train_y = file->y.to(at::kLong);

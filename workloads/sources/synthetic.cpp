@@ -11,37 +11,45 @@
 #include <fmt/format.h>
 
 #include "workloads/data_source.hpp"
+#include "workloads/sources/synthetic.hpp"
 
 namespace dtsim::workloads {
 
 namespace {
 
 void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) {
-  spec.samples = w.integer("samples", 4096, 1, config::kIntMax);
-  spec.features = w.integer("features", 32, 1, config::kIntMax);
-  spec.unit_norm = w.boolean("unit_norm", false);
-  if (spec.samples < ctx.ranks)
+  SyntheticSettings set;
+  set.samples = w.integer("samples", set.samples, 1, config::kIntMax);
+  set.features = w.integer("features", set.features, 1, config::kIntMax);
+  set.unit_norm = w.boolean("unit_norm", set.unit_norm);
+  if (set.samples < ctx.ranks)
     throw config::ScenarioError(w.where("samples"), config::ErrorKind::inconsistent,
-                                fmt::format("expected at least one sample per rank ({}), got {}", ctx.ranks, spec.samples));
+                                fmt::format("expected at least one sample per rank ({}), got {}", ctx.ranks, set.samples));
+  spec.settings = set;
 }
 
 void to_json(const DataSpec& spec, nlohmann::json& out) {
-  out["samples"] = spec.samples;
-  out["features"] = spec.features;
-  out["unit_norm"] = spec.unit_norm;
+  const auto& set = data_settings<SyntheticSettings>(spec);
+  out["samples"] = set.samples;
+  out["features"] = set.features;
+  out["unit_norm"] = set.unit_norm;
 }
 
-DataShape shape(const DataSpec& spec) { return {.train = spec.samples, .sample = {spec.features}, .classes = 2}; }
+DataShape shape(const DataSpec& spec) {
+  const auto& set = data_settings<SyntheticSettings>(spec);
+  return {.train = set.samples, .sample = {set.features}, .classes = 2};
+}
 
 std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t seed) {
+  const auto& set = data_settings<SyntheticSettings>(spec);
   auto gen = at::detail::createCPUGenerator(seed);
   auto data = std::make_shared<LabelledData>();
-  const double d = static_cast<double>(spec.features);
-  data->train_x = at::randn({spec.samples, spec.features}, gen, at::kFloat);
-  auto w_star = at::randn({spec.features}, gen, at::kFloat) * (3.0 / std::sqrt(d));
+  const double d = static_cast<double>(set.features);
+  data->train_x = at::randn({set.samples, set.features}, gen, at::kFloat);
+  auto w_star = at::randn({set.features}, gen, at::kFloat) * (3.0 / std::sqrt(d));
   auto p = at::sigmoid(at::mv(data->train_x, w_star) + 0.1);
   data->train_y = at::bernoulli(p, gen).to(at::kLong);
-  if (spec.unit_norm) data->train_x.div_(data->train_x.norm(2, {1}, true));
+  if (set.unit_norm) data->train_x.div_(data->train_x.norm(2, {1}, true));
   data->classes = 2;
   return data;
 }

@@ -5,6 +5,7 @@
 
 #include "config/json_input.hpp"
 #include "workloads/data_source.hpp"
+#include "workloads/sources/tensors.hpp"
 #include "workloads/tensor_file.hpp"
 
 namespace dtsim::workloads {
@@ -15,34 +16,40 @@ using config::ErrorKind;
 using config::ScenarioError;
 
 void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) {
-  spec.tensors_file = w.string("tensors_file", std::nullopt);
-  if (spec.tensors_file.empty())
+  TensorsSettings set;
+  set.tensors_file = w.string("tensors_file", std::nullopt);
+  if (set.tensors_file.empty())
     throw ScenarioError(w.where("tensors_file"), ErrorKind::out_of_range, "expected a non-empty path");
   std::shared_ptr<const LabelledData> data;
   try {
-    data = read_tensor_file(spec.tensors_file);
+    data = read_tensor_file(set.tensors_file);
   } catch (const std::invalid_argument& e) {
     throw ScenarioError(w.where("tensors_file"), ErrorKind::bad_file, e.what());
   }
-  spec.samples = data->train_x.size(0);
-  spec.test_samples = data->has_test() ? data->test_x.size(0) : 0;
-  spec.sample_shape.assign(data->train_x.sizes().begin() + 1, data->train_x.sizes().end());
-  spec.classes = data->classes;
-  if (spec.samples < ctx.ranks)
+  set.read = {.train = data->train_x.size(0),
+              .test = data->has_test() ? data->test_x.size(0) : 0,
+              .sample = {data->train_x.sizes().begin() + 1, data->train_x.sizes().end()},
+              .classes = data->classes};
+  if (set.read.train < ctx.ranks)
     throw ScenarioError(w.where("tensors_file"), ErrorKind::inconsistent,
-                        fmt::format("expected at least one sample per rank ({}), got {}", ctx.ranks, spec.samples));
+                        fmt::format("expected at least one sample per rank ({}), got {}", ctx.ranks, set.read.train));
+  spec.settings = set;
 }
 
-void to_json(const DataSpec& spec, nlohmann::json& out) { out["tensors_file"] = spec.tensors_file; }
+void to_json(const DataSpec& spec, nlohmann::json& out) {
+  out["tensors_file"] = data_settings<TensorsSettings>(spec).tensors_file;
+}
 
 DataShape shape(const DataSpec& spec) {
-  DataShape s{.train = spec.samples, .test = spec.test_samples, .sample = spec.sample_shape, .classes = spec.classes};
+  DataShape s = data_settings<TensorsSettings>(spec).read;
   // The file's bytes while it is unpickled (about the tensors' own size).
   s.file_bytes = static_cast<double>(s.train + s.test) * static_cast<double>(s.sample_elements()) * 4;
   return s;
 }
 
-std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) { return read_tensor_file(spec.tensors_file); }
+std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
+  return read_tensor_file(data_settings<TensorsSettings>(spec).tensors_file);
+}
 
 }  // namespace
 

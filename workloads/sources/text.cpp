@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "workloads/data_source.hpp"
+#include "workloads/sources/text.hpp"
 #include "workloads/text_data.hpp"
 
 namespace dtsim::workloads {
@@ -15,41 +16,46 @@ using config::ErrorKind;
 using config::ScenarioError;
 
 void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) {
-  spec.text.text_path = w.string("text_path", spec.text.text_path);
-  if (spec.text.text_path.empty())
+  TextSettings set;
+  set.text_path = w.string("text_path", set.text_path);
+  if (set.text_path.empty())
     throw ScenarioError(w.where("text_path"), ErrorKind::out_of_range, "expected a non-empty path");
-  spec.text.holdout = w.number("holdout", 0.1, 0.0, 1.0);
-  if (spec.text.holdout >= 1.0)
+  set.holdout = w.number("holdout", set.holdout, 0.0, 1.0);
+  if (set.holdout >= 1.0)
     throw ScenarioError(w.where("holdout"), ErrorKind::out_of_range, "expected a fraction in [0, 1), got 1");
   TextFiles files;
   try {
-    files = list_text_files(spec.text.text_path, spec.text.holdout);
+    files = list_text_files(set.text_path, set.holdout);
   } catch (const std::invalid_argument& e) {
     throw ScenarioError(w.where("text_path"), ErrorKind::bad_file, e.what());
   }
-  spec.samples = files.train_bytes - 1;  // positions with a next byte
-  spec.test_samples = files.test_bytes >= 2 ? files.test_bytes - 1 : 0;
-  spec.sample_shape = {};
-  spec.classes = 256;
-  if (spec.samples < ctx.ranks)
+  set.read = {.train = files.train_bytes - 1,  // positions with a next byte
+              .test = files.test_bytes >= 2 ? files.test_bytes - 1 : 0,
+              .sample = {},
+              .classes = 256};
+  if (set.read.train < ctx.ranks)
     throw ScenarioError(w.where("text_path"), ErrorKind::inconsistent,
                         fmt::format("expected at least one byte of training text per rank ({}), got {}", ctx.ranks,
-                                    spec.samples));
+                                    set.read.train));
+  spec.settings = set;
 }
 
 void to_json(const DataSpec& spec, nlohmann::json& out) {
-  out["text_path"] = spec.text.text_path;
-  out["holdout"] = spec.text.holdout;
+  const auto& set = data_settings<TextSettings>(spec);
+  out["text_path"] = set.text_path;
+  out["holdout"] = set.holdout;
 }
 
 DataShape shape(const DataSpec& spec) {
+  DataShape s = data_settings<TextSettings>(spec).read;
   // The files' bytes while they are read, besides the one buffer of the streams.
-  return {.train = spec.samples, .test = spec.test_samples, .sample = {}, .classes = 256,
-          .file_bytes = static_cast<double>(spec.samples + spec.test_samples + 2)};
+  s.file_bytes = static_cast<double>(s.train + s.test + 2);
+  return s;
 }
 
 std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
-  return read_text_corpus(spec.text.text_path, spec.text.holdout);
+  const auto& set = data_settings<TextSettings>(spec);
+  return read_text_corpus(set.text_path, set.holdout);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "workloads/data_source.hpp"
+#include "workloads/sources/tokens.hpp"
 #include "workloads/text_data.hpp"
 
 namespace dtsim::workloads {
@@ -15,34 +16,36 @@ using config::ErrorKind;
 using config::ScenarioError;
 
 void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) {
-  spec.text.tokens_file = w.string("tokens_file", std::nullopt);
-  if (spec.text.tokens_file.empty())
+  TokensSettings set;
+  set.tokens_file = w.string("tokens_file", std::nullopt);
+  if (set.tokens_file.empty())
     throw ScenarioError(w.where("tokens_file"), ErrorKind::out_of_range, "expected a non-empty path");
   std::shared_ptr<const LabelledData> data;
   try {
-    data = read_token_file(spec.text.tokens_file);
+    data = read_token_file(set.tokens_file);
   } catch (const std::invalid_argument& e) {
     throw ScenarioError(w.where("tokens_file"), ErrorKind::bad_file, e.what());
   }
-  spec.samples = data->train_x.size(0);
-  spec.test_samples = data->has_test() ? data->test_x.size(0) : 0;
-  spec.sample_shape = {data->train_x.size(1)};
-  spec.classes = data->classes;
-  if (spec.samples < ctx.ranks)
+  set.read = {.train = data->train_x.size(0),
+              .test = data->has_test() ? data->test_x.size(0) : 0,
+              .sample = {data->train_x.size(1)},
+              .classes = data->classes};
+  if (set.read.train < ctx.ranks)
     throw ScenarioError(w.where("tokens_file"), ErrorKind::inconsistent,
-                        fmt::format("expected at least one row per rank ({}), got {}", ctx.ranks, spec.samples));
+                        fmt::format("expected at least one row per rank ({}), got {}", ctx.ranks, set.read.train));
+  spec.settings = set;
 }
 
-void to_json(const DataSpec& spec, nlohmann::json& out) { out["tokens_file"] = spec.text.tokens_file; }
+void to_json(const DataSpec& spec, nlohmann::json& out) { out["tokens_file"] = data_settings<TokensSettings>(spec).tokens_file; }
 
 DataShape shape(const DataSpec& spec) {
-  DataShape s{.train = spec.samples, .test = spec.test_samples, .sample = spec.sample_shape, .classes = spec.classes};
+  DataShape s = data_settings<TokensSettings>(spec).read;
   s.file_bytes = 2.0 * static_cast<double>(s.train + s.test) * static_cast<double>(s.sample_elements()) * 8;
   return s;
 }
 
 std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
-  return read_token_file(spec.text.tokens_file);
+  return read_token_file(data_settings<TokensSettings>(spec).tokens_file);
 }
 
 }  // namespace
