@@ -536,13 +536,16 @@ void ScheduledExecution::maybe_record() {
   ++w.reuse->stats().recorded;
 }
 
-ClosedFormExecution::ClosedFormExecution(sim::Engine& engine, int ranks, double seconds, RankDone done)
-    : engine_(engine), seconds_(seconds), done_(std::move(done)), ranks_(ranks) {}
+ClosedFormExecution::ClosedFormExecution(sim::Engine& engine, int ranks, double seconds, RankDone done,
+                                         std::shared_ptr<CollectiveStream> stream)
+    : engine_(engine), seconds_(seconds), done_(std::move(done)), stream_(std::move(stream)), ranks_(ranks) {}
 
 void ClosedFormExecution::arrive(int) {
   last_ = engine_.now();
   if (++arrived_ < ranks_) return;
-  const double finish = engine_.time_grid().later(last_, seconds_);
+  const double start = stream_ ? std::max(last_, stream_->free_at) : last_;
+  const double finish = engine_.time_grid().later(start, seconds_);
+  if (stream_) stream_->free_at = finish;
   for (int r = 0; r < ranks_; ++r) engine_.call_at(finish, [done = done_, r] { done(r); });
 }
 

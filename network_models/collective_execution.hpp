@@ -186,15 +186,26 @@ class ScheduledExecution final : public Execution,
   std::shared_ptr<ScheduledExecution> self_while_in_flight_;
 };
 
+// The collectives of one communicator that run one at a time, in the order they start,
+// as a process group's collectives do on its NCCL stream: when the one running ends.
+struct CollectiveStream {
+  double free_at = 0.0;
+};
+
+// Waits for the last rank, then for `stream` (if any) to be free, and ends every rank
+// `seconds` later. Ranks issue their collectives in one order, so the last arrivals come
+// in that order too and the stream runs them in it.
 class ClosedFormExecution final : public Execution {
  public:
-  ClosedFormExecution(sim::Engine& engine, int ranks, double seconds, RankDone done);
+  ClosedFormExecution(sim::Engine& engine, int ranks, double seconds, RankDone done,
+                      std::shared_ptr<CollectiveStream> stream = nullptr);
   void arrive(int rank) override;
 
  private:
   sim::Engine& engine_;
   double seconds_;
   RankDone done_;
+  std::shared_ptr<CollectiveStream> stream_;
   int arrived_ = 0;
   int ranks_;
   double last_ = 0.0;

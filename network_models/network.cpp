@@ -52,7 +52,10 @@ Network::Network(sim::Engine& engine, Topology topology, NetworkConfig config, s
     throw std::invalid_argument(fmt::format("network: bandwidth must be > 0, got {}", config_.nominal.bandwidth_bytes_per_s));
   if (!(config_.nominal.latency_s >= 0))
     throw std::invalid_argument(fmt::format("network: latency must be >= 0, got {}", config_.nominal.latency_s));
-  if (model_->make_clock) clock_ = model_->make_clock(config_, topology.size());
+  if (model_->make_clock) {
+    clock_ = model_->make_clock(config_, topology.size());
+    stream_ = std::make_shared<CollectiveStream>();
+  }
   // A described machine's clock chooses its own algorithms; `auto` is for scheduled collectives.
   if (!clock_ && !model_->closed_form_collectives && leaves_a_collective_to_auto(config_))
     fastest_ = std::make_unique<FastestAlgorithm>(*model_, topology, config_.nominal, engine.time_grid());
@@ -108,7 +111,7 @@ std::shared_ptr<Execution> Network::start(const CollectiveSpec& spec, std::share
         engine(), size(),
         clock_ ? clock_->collective_seconds(spec)
                : closed_form_seconds(spec, config_.nominal.latency_s, config_.nominal.bandwidth_bytes_per_s),
-        std::move(done));
+        std::move(done), stream_);
   return std::make_shared<ScheduledExecution>(*transport_, std::move(schedule), std::move(done), reuse_.get(),
                                               std::move(shape));
 }

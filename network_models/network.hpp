@@ -23,6 +23,7 @@ class Engine;
 namespace dtsim::net {
 
 class CollectiveReuse;
+struct CollectiveStream;
 class FastestAlgorithm;
 class MachineClock;
 struct NetworkModel;
@@ -98,6 +99,8 @@ class Network {
   NetworkConfig config_;
   const NetworkModel* model_;  // config_.model's entry
   std::shared_ptr<const MachineClock> clock_;  // models of a described machine (nccl)
+  // Their collectives' stream: they run one at a time, as one process group's do.
+  std::shared_ptr<CollectiveStream> stream_;
   std::unique_ptr<Transport> transport_;
   std::shared_ptr<CollectiveReuse> reuse_;
 };

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/object_reader.hpp"
+#include "network_models/closed_form.hpp"
 #include "network_models/collective_execution.hpp"
 #include "network_models/nccl/nccl_model.hpp"
 #include "network_models/nccl/presets.hpp"
@@ -414,6 +415,54 @@ TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
   } catch (const config::ScenarioError& e) {
     EXPECT_EQ(e.path(), "/network/system");
   }
+}
+
+// Collectives run one at a time, as on one process group's NCCL stream: one whose ranks
+// have all arrived while another runs starts when that one ends; one that comes after
+// starts at its last arrival. Under the analytical model (no stream) they overlap.
+TEST(NcclNetwork, CollectivesQueueOnTheStream) {
+  NetworkConfig config = nccl_network({{"model", "nccl"}, {"system", "h100_8x"}});
+  sim::Engine engine;
+  Network network(engine, Topology::ring(8, config.nominal), config);
+  const Clock clock(config.nccl, 8);
+  const auto big = network.resolve(CollectiveSpec{.kind = CollectiveKind::AllReduce, .ranks = 8, .elements = 1 << 24});
+  const auto small = network.resolve(CollectiveSpec{.kind = CollectiveKind::AllReduce, .ranks = 8, .elements = 1 << 10});
+  const double t_big = clock.collective_seconds(big), t_small = clock.collective_seconds(small);
+  ASSERT_GT(t_big, 10e-6);
+  std::vector<double> first(8, -1), second(8, -1), third(8, -1);
+  auto a = network.collective(big, nullptr, [&](int r) { first[r] = engine.now(); });
+  auto b = network.collective(small, nullptr, [&](int r) { second[r] = engine.now(); });
+  auto c = network.collective(small, nullptr, [&](int r) { third[r] = engine.now(); });
+  const double late = 10 * t_big;
+  for (int r = 0; r < 8; ++r) {
+    engine.call_at(0.0, [a, r] { a->arrive(r); });
+    engine.call_at(1e-6, [b, r] { b->arrive(r); });  // while the first runs
+    engine.call_at(late, [c, r] { c->arrive(r); });  // long after both
+  }
+  engine.run();
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_NEAR(first[r], t_big, 1e-12);
+    EXPECT_NEAR(second[r], t_big + t_small, 1e-12);
+    EXPECT_NEAR(third[r], late + t_small, 1e-12);
+  }
+
+  // The analytical model's closed forms have no stream: the two overlap.
+  NetworkConfig analytical;
+  analytical.model = "analytical";
+  sim::Engine engine2;
+  Network free_network(engine2, Topology::ring(8, analytical.nominal), analytical);
+  const auto spec = free_network.resolve(CollectiveSpec{.kind = CollectiveKind::AllReduce, .ranks = 8, .elements = 1 << 24});
+  const double t = closed_form_seconds(spec, analytical.nominal.latency_s, analytical.nominal.bandwidth_bytes_per_s);
+  std::vector<double> ends;
+  auto x = free_network.collective(spec, nullptr, [&](int) { ends.push_back(engine2.now()); });
+  auto y = free_network.collective(spec, nullptr, [&](int) { ends.push_back(engine2.now()); });
+  for (int r = 0; r < 8; ++r) {
+    engine2.call_at(0.0, [x, r] { x->arrive(r); });
+    engine2.call_at(0.0, [y, r] { y->arrive(r); });
+  }
+  engine2.run();
+  ASSERT_EQ(ends.size(), 16u);
+  for (double e : ends) EXPECT_NEAR(e, t, 1e-12);
 }
 
 }  // namespace

@@ -11,6 +11,9 @@
 // in training the host enqueues collectives ahead of the GPUs, so its launch cost overlaps.
 // A benchmark launching G GPUs from one thread (nccl-tests -g G) also pays G launches per
 // iteration: it measures max(G x launch_us, the GPUs' time) (benchmark_seconds).
+//
+// Collectives run one at a time in the order they start, as one process group's do on
+// its NCCL stream (net::CollectiveStream): one issued while another runs waits for it.
 #pragma once
 
 #include <memory>
