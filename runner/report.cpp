@@ -31,9 +31,8 @@ std::string percent(double fraction) {
   return std::isnan(fraction) ? std::string("NaN") : fmt::format("{:.2f}%", 100.0 * fraction);
 }
 
-}  // namespace
-
-std::string format_table(const RunResult& r) {
+// The run's first lines: what ran, where, and whose compute times these are.
+std::string run_header(const RunResult& r) {
   const auto& s = r.scenario;
   std::string out;
   const std::string algo = s.algorithm.variant.empty() ? s.algorithm.name
@@ -59,6 +58,12 @@ std::string format_table(const RunResult& r) {
     out += fmt::format("compute: cost model, {:g} GFLOP/s and {:g} GB/s of memory (not measured; compute.timing "
                        "\"measured\" times this machine)\n\n",
                        s.compute.model.flops_per_s / 1e9, s.compute.model.bytes_per_s / 1e9);
+  return out;
+}
+
+// Each phase's mean time per step and share of the step, then the step.
+std::string phase_table(const RunResult& r) {
+  std::string out;
   const double step = r.mean_step_time_s();
   std::size_t w = 22;  // the phase column fits the longest phase name
   for (const auto& name : r.phase_names) w = std::max(w, name.size());
@@ -74,6 +79,13 @@ std::string format_table(const RunResult& r) {
     out += fmt::format("| {:<{}} | {:>14} | {:>6.1f}% |\n", "(outside phases)", w, human_time(step - accounted),
                        100.0 * (step - accounted) / step);
   out += fmt::format("| {:<{}} | {:>14} | {:>6.1f}% |\n\n", "**step**", w, human_time(step), step > 0 ? 100.0 : 0.0);
+  return out;
+}
+
+// Bits, bytes and calls per step; compute against exposed communication; the step times.
+std::string step_figures(const RunResult& r) {
+  std::string out;
+  const double step = r.mean_step_time_s();
   out += fmt::format("bits/step/rank (n_bits): {:.0f}   wire bytes/step/rank: {:.0f}   collective calls/step: {:g}\n",
                      r.mean_n_bits(), r.mean_wire_bytes(), r.mean_calls());
   const double compute = r.mean_compute_time_s();
@@ -85,6 +97,12 @@ std::string format_table(const RunResult& r) {
                      r.step_time_s.size(), human_time(nearest_rank_percentile(r.step_time_s, 50)),
                      human_time(nearest_rank_percentile(r.step_time_s, 99)),
                      human_time(nearest_rank_percentile(r.step_time_s, 100)));
+  return out;
+}
+
+// What the run reached: its loss, accuracies and curve, or why it has none.
+std::string outcome(const RunResult& r) {
+  std::string out;
   if (!r.replayed_from.empty()) {
     out += fmt::format("replayed: every rank's recorded operations and compute ({}) on this network; no loss or "
                        "accuracy\n",
@@ -126,6 +144,10 @@ std::string format_table(const RunResult& r) {
     out += fmt::format("algorithm state/rank: {:.0f} bytes\n", r.algorithm_state_bytes);
   return out;
 }
+
+}  // namespace
+
+std::string format_table(const RunResult& r) { return run_header(r) + phase_table(r) + step_figures(r) + outcome(r); }
 
 void write_json(const RunResult& result, const std::filesystem::path& file) {
   const auto tmp = file.string() + ".tmp";

@@ -86,107 +86,150 @@ struct Detail {
   bool route_from_gossip = false;
 };
 
-Detail estimate(const Scenario& s, RunKind kind) {
-  Detail out;
-  auto& e = out.e;
-  const bool live = kind == RunKind::Live;
-  const bool timing_only = !live && s.timing_only;
-  const double R = std::max(1, s.ranks), steps = d(s.steps);
-  const auto w = workload_shape(s);
-  const auto f = algorithms::memory_footprint(s.algorithm, w.sizes_backward, s.steps);
-  const auto t = net::topology_shape(s.topology, s.ranks);
-  out.topology = t;
-  const double M = w.elements * kFloat;  // bytes of the model
-  const double P = f.payload_fraction * M + 8 * d(static_cast<std::int64_t>(w.sizes_backward.size()));
-  e.model_elements = w.elements;
-  e.tensor_ranks = live || timing_only ? 1 : R;
+// The estimate's parts, each from the layer that knows it: the workload's footprint, the
+// algorithm's, the topology kind's shape, the network model's entry and the collective
+// algorithms' counts; the constants above are dtsim's own bookkeeping.
+class Estimator {
+ public:
+  Estimator(const Scenario& s, RunKind kind)
+      : s_(s),
+        live_(kind == RunKind::Live),
+        timing_only_(!live_ && s.timing_only),
+        R_(std::max(1, s.ranks)),
+        steps_(d(s.steps)),
+        w_(workload_shape(s)),
+        f_(algorithms::memory_footprint(s.algorithm, w_.sizes_backward, s.steps)),
+        t_(net::topology_shape(s.topology, s.ranks)),
+        model_(net::network_model(s.network.model)),
+        collectives_routed_(!model_.closed_form_collectives),
+        M_(w_.elements * kFloat),
+        P_(f_.payload_fraction * M_ + 8 * d(static_cast<std::int64_t>(w_.sizes_backward.size()))),
+        main_kind_(f_.gathers ? net::CollectiveKind::AllGather : net::CollectiveKind::AllReduce),
+        all_reduce_(resolved(net::CollectiveKind::AllReduce, s, w_.elements)),
+        main_alg_(f_.gathers ? resolved(main_kind_, s, f_.payload_fraction * w_.elements) : all_reduce_),
+        reduce_cost_(collective_cost(all_reduce_, net::CollectiveKind::AllReduce, R_)),
+        main_cost_(f_.gathers ? collective_cost(main_alg_, main_kind_, R_) : reduce_cost_) {}
 
-  // One rank's tensors.
-  const double momentum = s.algorithm.optimizer.momentum > 0 ? 1 : 0;
-  const double peers = f.gossips || f.model_buffers_per_peer > 0 ? t.degree : 0;
-  e.peer_message_bytes = f.model_buffers_per_peer * peers * M + (f.gossips ? peers * P : 0);
-  const double gathered_blocks = timing_only ? 1 : R;  // the representative's blocks are one clone
-  e.gathered_bytes = f.gathers ? (gathered_blocks + 1) * P : 0;
-  e.workload_rank_bytes = w.per_rank_bytes;
-  e.rank_tensor_bytes = M * (2 + momentum + 3 + f.model_buffers) + e.peer_message_bytes + (f.gossips ? 2 * P : 0) +
-                        e.gathered_bytes + e.workload_rank_bytes;
-  const double shared = live ? 0 : M + (f.gathers && !timing_only ? R * P : 0);
-  e.tensor_bytes = e.tensor_ranks * e.rank_tensor_bytes + shared;
-  e.data_bytes = w.data_bytes;
-
-  // The topology: one copy (two in timing-only mode: the replay's network copies it).
-  const bool gossip_graph = f.gossips || timing_only;
-  const net::NetworkModel& network_model = net::network_model(s.network.model);
-  const bool collectives_routed = !network_model.closed_form_collectives;
-  const bool routed = collectives_routed || f.gossips;
-  const double copies = timing_only ? 2 : 1;
-  e.topology_bytes = copies * topology_copy_bytes(t, gossip_graph, routed && !live) + topology_build_transient(t) +
-                     (f.gossips ? R * 8 : 0) /* a mixing row */;
-
-  // Routes, schedules and messages in flight (emulated networks only).
-  const auto main_kind = f.gathers ? net::CollectiveKind::AllGather : net::CollectiveKind::AllReduce;
-  const auto all_reduce = resolved(net::CollectiveKind::AllReduce, s, w.elements);
-  const auto main_alg = f.gathers ? resolved(main_kind, s, f.payload_fraction * w.elements) : all_reduce;
-  const auto reduce_cost = collective_cost(all_reduce, net::CollectiveKind::AllReduce, R);
-  const auto main_cost = f.gathers ? collective_cost(main_alg, main_kind, R) : reduce_cost;
-  if (!live) {
-    auto route_bytes = [&](const net::ScheduleCounts& c) {
-      const double hops = c.neighbour_pairs ? t.neighbour_hops : t.hops;
-      return collectives_routed ? c.pairs * (80 + 4 * hops) : 0.0;
-    };
-    auto flight = [&](const net::ScheduleCounts& c) {
-      return c.schedule_transfers * 20 + R * 8 + R * 200 + (collectives_routed ? c.in_flight * 128 : 0.0);
-    };
-    const double collective_routes = route_bytes(reduce_cost) + (f.gathers ? route_bytes(main_cost) : 0);
-    const double gossip_routes = f.gossips ? R * t.degree * (80 + 4 * t.neighbour_hops + 128) : 0;
-    e.route_bytes = collective_routes + gossip_routes + std::max(flight(reduce_cost), flight(main_cost));
-    out.route_from_gossip = gossip_routes > collective_routes;
-    out.route_cause = fmt::format("the {} {}", net::to_string(f.gathers ? main_alg : all_reduce),
-                                  net::to_string(f.gathers ? main_kind : net::CollectiveKind::AllReduce));
+  Detail run() {
+    out_.topology = t_;
+    out_.e.model_elements = w_.elements;
+    out_.e.tensor_ranks = live_ || timing_only_ ? 1 : R_;
+    tensors();
+    topology();
+    if (!live_) routes();
+    records();
+    if (!live_) work();
+    return out_;
   }
 
-  // Records.
-  if (live) e.record_bytes = steps * kRecordPerRankStep;
-  else if (timing_only)
-    e.record_bytes = steps * (kRecordPerRankStep + f.traced_ops_per_step * kTracedOp) + R * steps * kReplayRecordPerRankStep;
-  else e.record_bytes = R * steps * kRecordPerRankStep;
-  e.record_bytes += steps * kResultJsonPerStep;
-  e.rank_bookkeeping_bytes = live ? kRankBookkeeping : timing_only ? kRankBookkeeping + R * kReplayRankBookkeeping
-                                                                    : R * kRankBookkeeping;
+ private:
+  // One rank's tensors, and the ranks' together.
+  void tensors() {
+    auto& e = out_.e;
+    const double momentum = s_.algorithm.optimizer.momentum > 0 ? 1 : 0;
+    const double peers = f_.gossips || f_.model_buffers_per_peer > 0 ? t_.degree : 0;
+    e.peer_message_bytes = f_.model_buffers_per_peer * peers * M_ + (f_.gossips ? peers * P_ : 0);
+    const double gathered_blocks = timing_only_ ? 1 : R_;  // the representative's blocks are one clone
+    e.gathered_bytes = f_.gathers ? (gathered_blocks + 1) * P_ : 0;
+    e.workload_rank_bytes = w_.per_rank_bytes;
+    e.rank_tensor_bytes = M_ * (2 + momentum + 3 + f_.model_buffers) + e.peer_message_bytes + (f_.gossips ? 2 * P_ : 0) +
+                          e.gathered_bytes + e.workload_rank_bytes;
+    const double shared = live_ ? 0 : M_ + (f_.gathers && !timing_only_ ? R_ * P_ : 0);
+    e.tensor_bytes = e.tensor_ranks * e.rank_tensor_bytes + shared;
+    e.data_bytes = w_.data_bytes;
+  }
 
-  // Work: simulated events and set-up visits.
-  if (!live) {
+  // One copy of the topology (two in timing-only mode: the replay's network copies it).
+  void topology() {
+    const double copies = timing_only_ ? 2 : 1;
+    out_.e.topology_bytes = copies * topology_copy_bytes(t_, gossip_graph(), routed() && !live_) +
+                            topology_build_transient(t_) + (f_.gossips ? R_ * 8 : 0) /* a mixing row */;
+  }
+
+  // Routes, schedules and messages in flight (emulated networks only).
+  void routes() {
+    auto route_bytes = [&](const net::ScheduleCounts& c) {
+      const double hops = c.neighbour_pairs ? t_.neighbour_hops : t_.hops;
+      return collectives_routed_ ? c.pairs * (80 + 4 * hops) : 0.0;
+    };
+    auto flight = [&](const net::ScheduleCounts& c) {
+      return c.schedule_transfers * 20 + R_ * 8 + R_ * 200 + (collectives_routed_ ? c.in_flight * 128 : 0.0);
+    };
+    const double collective_routes = route_bytes(reduce_cost_) + (f_.gathers ? route_bytes(main_cost_) : 0);
+    const double gossip_routes = f_.gossips ? R_ * t_.degree * (80 + 4 * t_.neighbour_hops + 128) : 0;
+    out_.e.route_bytes = collective_routes + gossip_routes + std::max(flight(reduce_cost_), flight(main_cost_));
+    out_.route_from_gossip = gossip_routes > collective_routes;
+    out_.route_cause = fmt::format("the {} {}", net::to_string(f_.gathers ? main_alg_ : all_reduce_),
+                                   net::to_string(f_.gathers ? main_kind_ : net::CollectiveKind::AllReduce));
+  }
+
+  // Per-step records, the result file, and each rank's bookkeeping.
+  void records() {
+    auto& e = out_.e;
+    if (live_) e.record_bytes = steps_ * kRecordPerRankStep;
+    else if (timing_only_)
+      e.record_bytes = steps_ * (kRecordPerRankStep + f_.traced_ops_per_step * kTracedOp) +
+                       R_ * steps_ * kReplayRecordPerRankStep;
+    else e.record_bytes = R_ * steps_ * kRecordPerRankStep;
+    e.record_bytes += steps_ * kResultJsonPerStep;
+    e.rank_bookkeeping_bytes = live_          ? kRankBookkeeping
+                               : timing_only_ ? kRankBookkeeping + R_ * kReplayRankBookkeeping
+                                              : R_ * kRankBookkeeping;
+  }
+
+  // Work: simulated events and set-up visits (emulated networks only).
+  void work() {
+    auto& e = out_.e;
     // The analytical model fires one completion per rank, but the emulated world still
     // builds the schedule of every distinct collective and walks it for each rank's bytes
     // sent (net::Network::plan): bookkeeping steps, about one step's collectives' worth.
-    const bool analytical = !collectives_routed;
-    const double evaluations = s.eval_every > 0 ? std::floor((steps - 1) / d(s.eval_every)) : 0;
-    const double calls = steps * f.collectives_per_step, closing = 5 + 2 * evaluations;
+    const bool analytical = !collectives_routed_;
+    const double evaluations = s_.eval_every > 0 ? std::floor((steps_ - 1) / d(s_.eval_every)) : 0;
+    const double calls = steps_ * f_.collectives_per_step, closing = 5 + 2 * evaluations;
     // Rings are computed from their recurrence (net::ring_done_times on a model whose
     // messages never interact; net::RingWavefront on the flow model, but for its coupled
     // senders' messages): a fraction of a bookkeeping step a message, no events.
-    const auto& p = s.network.perturbations;
-    const bool recurrence = network_model.rings_as_recurrence && s.network.evaluate_rings && p.jitter_s == 0 &&
+    const auto& p = s_.network.perturbations;
+    const bool recurrence = model_.rings_as_recurrence && s_.network.evaluate_rings && p.jitter_s == 0 &&
                             p.bandwidth_trace.empty() && p.failures.empty();
-    const double ring_simulated = network_model.rings_simulate_coupled_senders ? t.coupled_ring_share : 0.0;
-    const double main_share = recurrence && main_alg == net::Algorithm::Ring ? ring_simulated : 1.0;
-    const double reduce_share = recurrence && all_reduce == net::Algorithm::Ring ? ring_simulated : 1.0;
-    const double main_per_call = f.gossips ? 0.0 : main_cost.messages;
-    const double main_messages = calls * main_per_call * main_share + closing * reduce_cost.messages * reduce_share;
-    e.bookkeeping_steps += (calls * main_per_call * (1 - main_share) + closing * reduce_cost.messages * (1 - reduce_share)) /
+    const double ring_simulated = model_.rings_simulate_coupled_senders ? t_.coupled_ring_share : 0.0;
+    const double main_share = recurrence && main_alg_ == net::Algorithm::Ring ? ring_simulated : 1.0;
+    const double reduce_share = recurrence && all_reduce_ == net::Algorithm::Ring ? ring_simulated : 1.0;
+    const double main_per_call = f_.gossips ? 0.0 : main_cost_.messages;
+    const double main_messages = calls * main_per_call * main_share + closing * reduce_cost_.messages * reduce_share;
+    e.bookkeeping_steps += (calls * main_per_call * (1 - main_share) + closing * reduce_cost_.messages * (1 - reduce_share)) /
                            kRecurrencePerBookkeeping;
-    const double gossip_messages = f.gossips ? calls * R * t.degree : 0.0;
-    e.network_events = (analytical ? (calls + closing) * R : main_messages) + gossip_messages + steps * 12 * R;
-    e.network_events *= network_model.relative_events_per_message;
+    const double gossip_messages = f_.gossips ? calls * R_ * t_.degree : 0.0;
+    e.network_events = (analytical ? (calls + closing) * R_ : main_messages) + gossip_messages + steps_ * 12 * R_;
+    e.network_events *= model_.relative_events_per_message;
     if (analytical)
-      e.bookkeeping_steps += (f.gossips ? 0.0 : f.collectives_per_step * main_cost.messages) + reduce_cost.messages;
-    const double bfs = t.nodes + 2 * t.cables;
-    if (gossip_graph) e.bookkeeping_steps += 2 * R * bfs;
-    if (f.gossips) e.bookkeeping_steps += R * R;  // mixing rows
-    if (routed) e.bookkeeping_steps += R * bfs;  // one BFS tree per source
+      e.bookkeeping_steps += (f_.gossips ? 0.0 : f_.collectives_per_step * main_cost_.messages) + reduce_cost_.messages;
+    const double bfs = t_.nodes + 2 * t_.cables;
+    if (gossip_graph()) e.bookkeeping_steps += 2 * R_ * bfs;
+    if (f_.gossips) e.bookkeeping_steps += R_ * R_;  // mixing rows
+    if (routed()) e.bookkeeping_steps += R_ * bfs;  // one BFS tree per source
   }
-  return out;
-}
+
+  bool gossip_graph() const { return f_.gossips || timing_only_; }
+  bool routed() const { return collectives_routed_ || f_.gossips; }
+
+  const Scenario& s_;
+  const bool live_, timing_only_;
+  const double R_, steps_;
+  const workloads::WorkloadFootprint w_;
+  const algorithms::MemoryFootprint f_;
+  const net::TopologyShape t_;
+  const net::NetworkModel& model_;
+  const bool collectives_routed_;
+  const double M_;  // bytes of the model
+  const double P_;  // bytes of one payload
+  const net::CollectiveKind main_kind_;
+  const net::Algorithm all_reduce_, main_alg_;
+  const net::ScheduleCounts reduce_cost_, main_cost_;
+  Detail out_;
+};
+
+Detail estimate(const Scenario& s, RunKind kind) { return Estimator(s, kind).run(); }
 
 std::string limit_text(const MemoryLimit& limit) {
   if (limit.source == "DTSIM_MEMORY_LIMIT") return fmt::format("the {} DTSIM_MEMORY_LIMIT allows", format_bytes(limit.bytes));

@@ -59,6 +59,20 @@ class Validator {
       return at(path) + ": not allowed here";
     }
     if (!schema.is_object()) throw std::invalid_argument("schema: expected an object or boolean schema");
+    check_keywords(schema);
+    std::optional<std::string> e = check_value(schema, v, path);
+    if (!e && v.is_number()) e = check_number(schema, v, path);
+    if (!e && v.is_string() && schema.contains("minLength") &&
+        v.get<std::string>().size() < schema["minLength"].get<std::size_t>())
+      e = fmt::format("{}: expected a string of at least {} characters", at(path), schema["minLength"].dump());
+    if (!e && v.is_array()) e = check_array(schema, v, path);
+    if (!e && v.is_object()) e = check_object(schema, v, path);
+    return e ? e : check_combinators(schema, v, path);
+  }
+
+ private:
+  // Every keyword of `schema` is one this validator knows (std::invalid_argument otherwise).
+  static void check_keywords(const json& schema) {
     static const std::set<std::string> known{
         "$schema", "$id", "$defs", "$comment", "title", "description", "default", "examples", "type", "enum", "const",
         "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "minLength", "minimum",
@@ -66,7 +80,10 @@ class Validator {
         "else", "$ref"};
     for (const auto& [key, value] : schema.items())
       if (!known.count(key)) throw std::invalid_argument(fmt::format("schema: keyword \"{}\" is not supported", key));
+  }
 
+  // $ref, type, enum and const.
+  std::optional<std::string> check_value(const json& schema, const json& v, const std::string& path) const {
     if (schema.contains("$ref")) {
       if (auto e = check(resolve(schema["$ref"].get<std::string>()), v, path)) return e;
     }
@@ -87,54 +104,66 @@ class Validator {
     }
     if (schema.contains("const") && schema["const"] != v)
       return fmt::format("{}: expected {}, got {}", at(path), schema["const"].dump(), describe(v));
-    if (v.is_number()) {
-      const double x = v.get<double>();
-      if (schema.contains("minimum") && x < schema["minimum"].get<double>())
-        return fmt::format("{}: expected a number >= {}, got {}", at(path), schema["minimum"].dump(), v.dump());
-      if (schema.contains("exclusiveMinimum") && x <= schema["exclusiveMinimum"].get<double>())
-        return fmt::format("{}: expected a number > {}, got {}", at(path), schema["exclusiveMinimum"].dump(), v.dump());
-      if (schema.contains("maximum") && x > schema["maximum"].get<double>())
-        return fmt::format("{}: expected a number <= {}, got {}", at(path), schema["maximum"].dump(), v.dump());
-      if (schema.contains("exclusiveMaximum") && x >= schema["exclusiveMaximum"].get<double>())
-        return fmt::format("{}: expected a number < {}, got {}", at(path), schema["exclusiveMaximum"].dump(), v.dump());
-      if (schema.contains("multipleOf")) {
-        const double m = schema["multipleOf"].get<double>();
-        if (std::fmod(x, m) != 0.0) return fmt::format("{}: expected a multiple of {}, got {}", at(path), schema["multipleOf"].dump(), v.dump());
-      }
+    return std::nullopt;
+  }
+
+  // minimum, maximum (exclusive or not) and multipleOf.
+  std::optional<std::string> check_number(const json& schema, const json& v, const std::string& path) const {
+    const double x = v.get<double>();
+    if (schema.contains("minimum") && x < schema["minimum"].get<double>())
+      return fmt::format("{}: expected a number >= {}, got {}", at(path), schema["minimum"].dump(), v.dump());
+    if (schema.contains("exclusiveMinimum") && x <= schema["exclusiveMinimum"].get<double>())
+      return fmt::format("{}: expected a number > {}, got {}", at(path), schema["exclusiveMinimum"].dump(), v.dump());
+    if (schema.contains("maximum") && x > schema["maximum"].get<double>())
+      return fmt::format("{}: expected a number <= {}, got {}", at(path), schema["maximum"].dump(), v.dump());
+    if (schema.contains("exclusiveMaximum") && x >= schema["exclusiveMaximum"].get<double>())
+      return fmt::format("{}: expected a number < {}, got {}", at(path), schema["exclusiveMaximum"].dump(), v.dump());
+    if (schema.contains("multipleOf")) {
+      const double m = schema["multipleOf"].get<double>();
+      if (std::fmod(x, m) != 0.0) return fmt::format("{}: expected a multiple of {}, got {}", at(path), schema["multipleOf"].dump(), v.dump());
     }
-    if (v.is_string() && schema.contains("minLength") && v.get<std::string>().size() < schema["minLength"].get<std::size_t>())
-      return fmt::format("{}: expected a string of at least {} characters", at(path), schema["minLength"].dump());
-    if (v.is_array()) {
-      if (schema.contains("minItems") && v.size() < schema["minItems"].get<std::size_t>())
-        return fmt::format("{}: expected at least {} items, got {}", at(path), schema["minItems"].dump(), v.size());
-      if (schema.contains("maxItems") && v.size() > schema["maxItems"].get<std::size_t>())
-        return fmt::format("{}: expected at most {} items, got {}", at(path), schema["maxItems"].dump(), v.size());
-      if (schema.contains("items"))
-        for (std::size_t i = 0; i < v.size(); ++i)
-          if (auto e = check(schema["items"], v[i], fmt::format("{}/{}", path, i))) return e;
-    }
-    if (v.is_object()) {
-      if (schema.contains("required"))
-        for (const auto& key : schema["required"])
-          if (!v.contains(key.get<std::string>()))
-            return fmt::format("{}/{}: missing required field", path, escape_token(key.get<std::string>()));
-      const json* props = schema.contains("properties") ? &schema["properties"] : nullptr;
-      for (const auto& [key, value] : v.items()) {
-        const std::string sub = path + "/" + escape_token(key);
-        if (props && props->contains(key)) {
-          if (auto e = check((*props)[key], value, sub)) return e;
-        } else if (schema.contains("additionalProperties")) {
-          const json& extra = schema["additionalProperties"];
-          if (extra.is_boolean() && !extra.get<bool>()) {
-            std::string expected;
-            if (props)
-              for (const auto& [name, s] : props->items()) expected += (expected.empty() ? "" : ", ") + name;
-            return fmt::format("{}: unknown field{}", sub, expected.empty() ? "" : " (expected one of: " + expected + ")");
-          }
-          if (auto e = check(extra, value, sub)) return e;
+    return std::nullopt;
+  }
+
+  // minItems, maxItems and items.
+  std::optional<std::string> check_array(const json& schema, const json& v, const std::string& path) const {
+    if (schema.contains("minItems") && v.size() < schema["minItems"].get<std::size_t>())
+      return fmt::format("{}: expected at least {} items, got {}", at(path), schema["minItems"].dump(), v.size());
+    if (schema.contains("maxItems") && v.size() > schema["maxItems"].get<std::size_t>())
+      return fmt::format("{}: expected at most {} items, got {}", at(path), schema["maxItems"].dump(), v.size());
+    if (schema.contains("items"))
+      for (std::size_t i = 0; i < v.size(); ++i)
+        if (auto e = check(schema["items"], v[i], fmt::format("{}/{}", path, i))) return e;
+    return std::nullopt;
+  }
+
+  // required, properties and additionalProperties.
+  std::optional<std::string> check_object(const json& schema, const json& v, const std::string& path) const {
+    if (schema.contains("required"))
+      for (const auto& key : schema["required"])
+        if (!v.contains(key.get<std::string>()))
+          return fmt::format("{}/{}: missing required field", path, escape_token(key.get<std::string>()));
+    const json* props = schema.contains("properties") ? &schema["properties"] : nullptr;
+    for (const auto& [key, value] : v.items()) {
+      const std::string sub = path + "/" + escape_token(key);
+      if (props && props->contains(key)) {
+        if (auto e = check((*props)[key], value, sub)) return e;
+      } else if (schema.contains("additionalProperties")) {
+        const json& extra = schema["additionalProperties"];
+        if (extra.is_boolean() && !extra.get<bool>()) {
+          std::string expected;
+          if (props)
+            for (const auto& [name, s] : props->items()) expected += (expected.empty() ? "" : ", ") + name;
+          return fmt::format("{}: unknown field{}", sub, expected.empty() ? "" : " (expected one of: " + expected + ")");
         }
+        if (auto e = check(extra, value, sub)) return e;
       }
     }
+    return std::nullopt;
+  }
+
+  // allOf, anyOf, oneOf, not, and if / then / else.
+  std::optional<std::string> check_combinators(const json& schema, const json& v, const std::string& path) const {
     if (schema.contains("allOf"))
       for (const auto& s : schema["allOf"])
         if (auto e = check(s, v, path)) return e;
@@ -176,7 +205,6 @@ class Validator {
     return std::nullopt;
   }
 
- private:
   static std::string at(const std::string& path) { return path.empty() ? "/" : path; }
 
   const json& resolve(const std::string& ref) const {
