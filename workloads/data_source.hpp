@@ -72,6 +72,13 @@ struct DataShape {
   std::int64_t sample_elements() const;
 };
 
+// The settings shared by the sources that are one file whose counts, sample shape and
+// classes their parse reads (tensors, tokens).
+struct SourceFile {
+  std::string path;
+  DataShape read;
+};
+
 // What a source's samples are: what decides which workload types train on it.
 enum class SampleKind {
   binary_vectors,    // feature vectors with 0 / 1 labels (logistic regression)

@@ -3,7 +3,6 @@
 
 #include "workloads/data_source.hpp"
 
-
 namespace dtsim::workloads {
 
 struct Cifar10Settings {

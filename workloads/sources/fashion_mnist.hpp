@@ -5,7 +5,6 @@
 
 #include "workloads/data_source.hpp"
 
-
 namespace dtsim::workloads {
 
 struct FashionMnistSettings {

@@ -3,7 +3,6 @@
 
 #include <cstdint>
 
-
 namespace dtsim::workloads {
 
 struct SyntheticSettings {

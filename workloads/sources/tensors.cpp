@@ -17,12 +17,12 @@ using config::ScenarioError;
 
 void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) {
   TensorsSettings set;
-  set.tensors_file = w.string("tensors_file", std::nullopt);
-  if (set.tensors_file.empty())
+  set.path = w.string("tensors_file", std::nullopt);
+  if (set.path.empty())
     throw ScenarioError(w.where("tensors_file"), ErrorKind::out_of_range, "expected a non-empty path");
   std::shared_ptr<const LabelledData> data;
   try {
-    data = read_tensor_file(set.tensors_file);
+    data = read_tensor_file(set.path);
   } catch (const std::invalid_argument& e) {
     throw ScenarioError(w.where("tensors_file"), ErrorKind::bad_file, e.what());
   }
@@ -37,7 +37,7 @@ void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) 
 }
 
 void to_json(const DataSpec& spec, nlohmann::json& out) {
-  out["tensors_file"] = data_settings<TensorsSettings>(spec).tensors_file;
+  out["tensors_file"] = data_settings<TensorsSettings>(spec).path;
 }
 
 DataShape shape(const DataSpec& spec) {
@@ -48,7 +48,7 @@ DataShape shape(const DataSpec& spec) {
 }
 
 std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
-  return read_tensor_file(data_settings<TensorsSettings>(spec).tensors_file);
+  return read_tensor_file(data_settings<TensorsSettings>(spec).path);
 }
 
 }  // namespace

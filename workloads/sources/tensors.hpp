@@ -1,16 +1,11 @@
-// Data source "tensors"'s settings (sources/tensors.cpp).
+// Data source "tensors"'s settings (sources/tensors.cpp): its file (tensors_file) and what
+// the parse read of it.
 #pragma once
-
-#include <string>
 
 #include "workloads/data_source.hpp"
 
-
 namespace dtsim::workloads {
 
-struct TensorsSettings {
-  std::string tensors_file;
-  DataShape read;  // the file's counts, sample shape and classes, read at parse
-};
+struct TensorsSettings : SourceFile {};
 
 }  // namespace dtsim::workloads

@@ -6,7 +6,6 @@
 #include "workloads/data_source.hpp"
 #include "workloads/text_data.hpp"
 
-
 namespace dtsim::workloads {
 
 struct TextSettings {

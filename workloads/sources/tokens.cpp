@@ -17,12 +17,12 @@ using config::ScenarioError;
 
 void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) {
   TokensSettings set;
-  set.tokens_file = w.string("tokens_file", std::nullopt);
-  if (set.tokens_file.empty())
+  set.path = w.string("tokens_file", std::nullopt);
+  if (set.path.empty())
     throw ScenarioError(w.where("tokens_file"), ErrorKind::out_of_range, "expected a non-empty path");
   std::shared_ptr<const LabelledData> data;
   try {
-    data = read_token_file(set.tokens_file);
+    data = read_token_file(set.path);
   } catch (const std::invalid_argument& e) {
     throw ScenarioError(w.where("tokens_file"), ErrorKind::bad_file, e.what());
   }
@@ -36,7 +36,7 @@ void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) 
   spec.settings = set;
 }
 
-void to_json(const DataSpec& spec, nlohmann::json& out) { out["tokens_file"] = data_settings<TokensSettings>(spec).tokens_file; }
+void to_json(const DataSpec& spec, nlohmann::json& out) { out["tokens_file"] = data_settings<TokensSettings>(spec).path; }
 
 DataShape shape(const DataSpec& spec) {
   DataShape s = data_settings<TokensSettings>(spec).read;
@@ -45,7 +45,7 @@ DataShape shape(const DataSpec& spec) {
 }
 
 std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
-  return read_token_file(data_settings<TokensSettings>(spec).tokens_file);
+  return read_token_file(data_settings<TokensSettings>(spec).path);
 }
 
 }  // namespace

@@ -1,16 +1,11 @@
-// Data source "tokens"'s settings (sources/tokens.cpp).
+// Data source "tokens"'s settings (sources/tokens.cpp): its file (tokens_file) and what
+// the parse read of it.
 #pragma once
-
-#include <string>
 
 #include "workloads/data_source.hpp"
 
-
 namespace dtsim::workloads {
 
-struct TokensSettings {
-  std::string tokens_file;
-  DataShape read;  // the file's rows, window length and vocabulary, read at parse
-};
+struct TokensSettings : SourceFile {};
 
 }  // namespace dtsim::workloads
