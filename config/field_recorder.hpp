@@ -27,6 +27,10 @@ struct FieldNote {
   std::optional<double> lo, hi;  // bounds as the read checks them (infinite ones left out)
   bool lo_open = false;
   std::vector<std::string> allowed;  // a choice's values
+  // A choice whose default follows other fields (a data source that a file field selects,
+  // a system field that starts from its preset's): the schema cannot say what its absence
+  // means.
+  bool fallback_derived = false;
 };
 
 class FieldRecorder {

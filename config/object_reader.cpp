@@ -140,10 +140,10 @@ std::string ObjectReader::string(const std::string& key, std::optional<std::stri
 }
 
 std::string ObjectReader::choice(const std::string& key, std::optional<std::string> fallback,
-                                 const std::vector<std::string>& allowed) {
+                                 const std::vector<std::string>& allowed, Fallback how) {
   if (recorder_) {
     recorder_->note({.key = key, .type = "string", .fallback = fallback ? json(*fallback) : json(), .required = !fallback,
-                     .allowed = allowed});
+                     .allowed = allowed, .fallback_derived = how == Fallback::derived});
     if (!fallback && !object_.contains(key) && !allowed.empty()) fallback = allowed.front();
   }
   std::string s = string(key, fallback);

@@ -49,8 +49,11 @@ class ObjectReader {
   std::int64_t integer(const std::string& key, std::optional<std::int64_t> fallback, std::int64_t lo, std::int64_t hi);
   bool boolean(const std::string& key, bool fallback);
   std::string string(const std::string& key, std::optional<std::string> fallback);
-  // A string that must be one of `allowed` (ErrorKind::unknown_name otherwise).
-  std::string choice(const std::string& key, std::optional<std::string> fallback, const std::vector<std::string>& allowed);
+  // A string that must be one of `allowed` (ErrorKind::unknown_name otherwise). A
+  // fallback the caller computed from other fields is `derived` (FieldNote::fallback_derived).
+  enum class Fallback { fixed, derived };
+  std::string choice(const std::string& key, std::optional<std::string> fallback, const std::vector<std::string>& allowed,
+                     Fallback how = Fallback::fixed);
   ObjectReader object(const std::string& key, bool required);
 
   // Every key besides `except` must be one of `fields`, else "not a field of WHAT (its

@@ -150,9 +150,9 @@ struct Entry {
 };
 
 // The rules of a choice `c` the entry reads: a field that some of its values do not read
-// is forbidden where the choice names one of those values. Only where it names one: an
-// absent choice's value can depend on other fields (a data source's file field selects
-// it), so the schema says nothing about the default's fields.
+// is forbidden where the choice names one of those values, or is absent and its default is
+// one of them. A default that follows other fields (FieldNote::fallback_derived: a data
+// source's file field selects it) counts only where it is written.
 json choice_rules(const FieldNote& c, const std::map<std::string, const Run*>& by_value,
                   const std::vector<std::string>& fields) {
   std::map<std::vector<std::string>, std::vector<std::string>> off_by_values;  // values that do not read -> fields
@@ -168,7 +168,13 @@ json choice_rules(const FieldNote& c, const std::map<std::string, const Run*>& b
     json forbid = json::object();
     for (const auto& f : off) forbid[f] = false;
     const json values = others.size() == 1 ? json{{"const", others[0]}} : json{{"enum", others}};
-    rules.push_back({{"if", {{"properties", {{c.key, values}}}, {"required", {c.key}}}}, {"then", {{"properties", forbid}}}});
+    // An absent property passes "properties": without "required" the rule also holds
+    // where the choice is left to its default.
+    json condition = {{"properties", {{c.key, values}}}};
+    const bool default_off = !c.fallback_derived && c.fallback.is_string() &&
+                             std::find(others.begin(), others.end(), c.fallback.get<std::string>()) != others.end();
+    if (!default_off) condition["required"] = {c.key};
+    rules.push_back({{"if", condition}, {"then", {{"properties", forbid}}}});
   }
   return rules;
 }

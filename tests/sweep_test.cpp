@@ -245,6 +245,62 @@ TEST(SweepRun, WritesPointsAndTables) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
 }
 
+// scripts/study_table.py (docs/compression_pays.md's table) on a sweep's output: a row per
+// value of the axes that vary besides the algorithm (here the ranks; the link, one value,
+// is left out), each algorithm's last step time and, in brackets, that step's time minus
+// its compute, and the fastest algorithm, all as the point files say.
+TEST(StudyScripts, StudyTableIsTheLastStepsOfThePointFiles) {
+  const auto dir = testing::fresh_dir("study-table");
+  json base = tiny_base(4);
+  base["algorithm"] = {{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.2}};
+  base["workload"]["features"] = 20000;  // 80 KB messages on 10 MB/s links: steps of milliseconds
+  const json sweep = {
+      {"name", "study"},
+      {"base", base},
+      {"axes",
+       {{{"path", "/ranks"}, {"name", "ranks"}, {"values", {2, 4}}},
+        {{"path", "/network/bandwidth_GBps"}, {"name", "link"}, {"values", {0.01}}},
+        {{"path", "/algorithm"},
+         {"name", "algorithm"},
+         {"values",
+          {{{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.2}},
+           {{"name", "parallel_sgd"}, {"variant", "decentralized"}, {"lr", 0.2}}}},
+         {"labels", {"centralized", "gossip"}}}}}};
+  testing::write_file(dir / "study.json", sweep.dump());
+  auto r = testing::run_command(dtsim() + " sweep " + (dir / "study.json").string() + " --out " + (dir / "o").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = testing::run_command("python3 " + std::string(DTSIM_SOURCE_DIR) + "/scripts/study_table.py " + (dir / "o").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  auto human = [](double s) {
+    if (s < 1e-12) return std::string("0");
+    if (s >= 1) return fmt::format("{:.2f} s", s);
+    return fmt::format("{:.1f} ms", s * 1e3);
+  };
+  std::map<std::string, std::map<std::string, std::pair<double, double>>> cells;  // ranks -> algorithm -> (step, exposed)
+  for (const auto& name : point_files(dir / "o")) {
+    const json point = testing::read_json(dir / "o" / "points" / name);
+    const auto& steps = point["result"]["per_step"];
+    const double step = steps["time_s"].back().get<double>(), compute = steps["compute_time_s"].back().get<double>();
+    const json& ranks = point["values"][0];  // as the script prints it: str() of the value
+    cells[ranks.is_string() ? ranks.get<std::string>() : ranks.dump()][point["values"][2].get<std::string>()] = {
+        step, step - compute};
+  }
+  ASSERT_EQ(cells.size(), 2U);
+  std::string expected = "| ranks | centralized | gossip | fastest |\n|---|---|---|---|\n";
+  for (const auto& [ranks, by_algorithm] : cells) {
+    std::string line = "| " + ranks;
+    for (const char* a : {"centralized", "gossip"}) {
+      const auto [step, exposed] = by_algorithm.at(a);
+      line += fmt::format(" | {} ({})", human(step), human(exposed));
+    }
+    const bool gossip_faster = by_algorithm.at("gossip").first < by_algorithm.at("centralized").first;
+    expected += line + " | " + (gossip_faster ? "gossip" : "centralized") + " |\n";
+  }
+  EXPECT_EQ(r.output, expected);
+  fs::remove_all(dir);
+}
+
 // A sweep run again skips every finished point; one whose file is gone runs again, and
 // the tables are unchanged.
 TEST(SweepRun, RerunSkipsFinishedPoints) {
@@ -987,6 +1043,11 @@ TEST(ScenarioSchema, MalformedScenariosAreRejectedByBoth) {
       {with("/workload", json{{"type", "logistic_regression"}, {"data", "synthetic"}, {"libsvm_file", "x.libsvm"}}),
        "/workload/libsvm_file"},
       {with("/network", json{{"model", "nccl"}, {"system", "h100_8x"}, {"latency_us", 1}}), "/network/latency_us"},
+      // ... also where the choice is left to a default that does not read them.
+      {with("/algorithm", json{{"name", "ddp"}, {"lr", 0.1}, {"matrix_approximation_rank", 2}}),
+       "/algorithm/matrix_approximation_rank"},
+      {with("/algorithm", json{{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.1}, {"start_powerSGD_iter", 2}}),
+       "/algorithm/start_powerSGD_iter"},
   };
   for (const auto& [doc, path] : cases) {
     const auto schema_error = validate_scenario_schema(doc);

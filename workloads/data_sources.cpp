@@ -96,7 +96,7 @@ DataSpec parse_data_fields(config::ObjectReader& w, const std::vector<std::strin
       fallback = name;
       break;
     }
-  spec.source = w.choice("data", fallback, sources);
+  spec.source = w.choice("data", fallback, sources, config::ObjectReader::Fallback::derived);
   const auto& source = data_source_entry(spec.source);
   source.parse(w, spec, ctx);
   // A field another accepted source reads: the scenario mixes two sources.

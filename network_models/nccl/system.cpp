@@ -60,7 +60,7 @@ E pick(ObjectReader& r, const std::string& key, E fallback, const std::vector<st
     allowed.push_back(name);
     if (value == fallback) current = name;
   }
-  const std::string s = r.choice(key, current, allowed);
+  const std::string s = r.choice(key, current, allowed, ObjectReader::Fallback::derived);  // the preset's, or dtsim's
   for (const auto& [name, value] : names)
     if (name == s) return value;
   return fallback;
