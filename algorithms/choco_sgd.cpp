@@ -84,7 +84,7 @@ sim::Task<std::uint64_t> ChocoSgd::step(StepContext& ctx) {
     auto phase = ctx.timer.phase("grad/unflatten_to_update");
     co_await comm.compute(elementwise_cost(d, 0.0, 8.0), [&] { flat_params_.unpack(ctx.params); });
   }
-  co_return reference_n_bits(compressor_, segments_);
+  co_return compressor_.reference_bits(segments_);
 }
 
 sim::Task<void> ChocoSgd::finish(comm::Communicator&) {

@@ -61,7 +61,7 @@ sim::Task<std::uint64_t> DeepSqueeze::step(StepContext& ctx) {
       flat_params_.unpack(ctx.params);
     });
   }
-  co_return reference_n_bits(compressor_, segments_);
+  co_return compressor_.reference_bits(segments_);
 }
 
 const AlgorithmEntry& deepsqueeze_entry() {

@@ -73,7 +73,7 @@ sim::Task<std::uint64_t> EcdPsgd::step(StepContext& ctx) {
       for (std::size_t j = 0; j < hood_.degree(); ++j) message_.add_peer(compressor_, j, 2.0 / t, replicas_[j + 1]);
     });
   }
-  co_return reference_n_bits(compressor_, segments_);
+  co_return compressor_.reference_bits(segments_);
 }
 
 const AlgorithmEntry& ecd_psgd_entry() {

@@ -10,11 +10,7 @@ std::uint64_t EfSignSgd::state_bytes() const { return tensor_bytes({memory_}); }
 namespace {
 sim::ComputeCost copy_cost(std::int64_t elements) { return {0.0, 8.0 * static_cast<double>(elements)}; }
 
-kernels::CompressorSpec scaled_sign_spec() {
-  kernels::CompressorSpec c;
-  c.kind = kernels::CompressorKind::scaled_sign;
-  return c;
-}
+kernels::CompressorSpec scaled_sign_spec() { return {.kind = "scaled_sign"}; }
 }  // namespace
 
 EfSignSgd::EfSignSgd(const AlgorithmSpec& spec)

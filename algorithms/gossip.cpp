@@ -1,6 +1,5 @@
 #include "algorithms/gossip.hpp"
 
-#include <bit>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -20,13 +19,14 @@ Neighborhood Neighborhood::of(const net::Topology& topology, int rank) {
 }
 
 kernels::Compressor make_gossip_compressor(const kernels::CompressorSpec& spec, int rank, const char* algorithm) {
-  if (const auto& kind = kernels::compressor_kind_info(spec.kind); kind.size_depends_on_data)
+  const auto& kind = kernels::compressor_kind_info(spec.kind);
+  if (kind.size_depends_on_data)
     throw std::invalid_argument(fmt::format(
         "{}: compressor {} is not supported (its payload size depends on the data; gossip exchanges "
         "equal-size messages)",
         algorithm, kind.name));
   kernels::CompressorSpec own = spec;
-  if (!spec.shared_seed) {
+  if (!(kind.shares_draws && kind.shares_draws(spec))) {
     // splitmix64 of (seed, rank): independent streams per rank.
     std::uint64_t z = spec.seed + 0x9E3779B97F4A7C15ULL * (static_cast<std::uint64_t>(rank) + 1);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -38,15 +38,6 @@ kernels::Compressor make_gossip_compressor(const kernels::CompressorSpec& spec, 
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(fmt::format("{}: {}", algorithm, e.what()));
   }
-}
-
-std::uint64_t reference_n_bits(const kernels::Compressor& compressor, std::span<const std::int64_t> segments) {
-  std::int64_t d = 0;
-  for (auto s : segments) d += s;
-  if (compressor.spec().kind == kernels::CompressorKind::qsgd)
-    return static_cast<std::uint64_t>(std::bit_width(static_cast<unsigned>(compressor.spec().levels))) *
-           static_cast<std::uint64_t>(d);
-  return 8ULL * static_cast<std::uint64_t>(compressor.payload_bytes(segments, at::kFloat));
 }
 
 sim::ComputeCost elementwise_cost(std::int64_t elements, double flops_per_element, double bytes_per_element) {

@@ -63,9 +63,6 @@ std::uint64_t tensor_bytes(const std::vector<at::Tensor>& tensors);
 // std::invalid_argument naming the algorithm for threshold or an invalid spec.
 kernels::Compressor make_gossip_compressor(const kernels::CompressorSpec& spec, int rank, const char* algorithm);
 
-// n_bits of one message of `elements` values in tensors of `segments` elements.
-std::uint64_t reference_n_bits(const kernels::Compressor& compressor, std::span<const std::int64_t> segments);
-
 // Rough costs of the element-wise phases, for the emulated compute model.
 sim::ComputeCost elementwise_cost(std::int64_t elements, double flops_per_element, double bytes_per_element);
 

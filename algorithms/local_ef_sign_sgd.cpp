@@ -8,11 +8,7 @@ namespace dtsim::algorithms {
 std::uint64_t LocalEfSignSgd::state_bytes() const { return tensor_bytes({consensus_.buffer(), memory_}); }
 
 namespace {
-kernels::CompressorSpec sign_spec() {
-  kernels::CompressorSpec c;
-  c.kind = kernels::CompressorKind::sign;
-  return c;
-}
+kernels::CompressorSpec sign_spec() { return {.kind = "sign"}; }
 }  // namespace
 
 LocalEfSignSgd::LocalEfSignSgd(const AlgorithmSpec& spec)

@@ -13,16 +13,12 @@ namespace dtsim::algorithms {
 
 namespace {
 
-kernels::CompressorSpec sign_spec() {
-  kernels::CompressorSpec c;
-  c.kind = kernels::CompressorKind::sign;
-  return c;
-}
+kernels::CompressorSpec sign_spec() { return {.kind = "sign"}; }
 
 // A sign payload of `numel` elements around words the network delivered (int32, contiguous).
 kernels::Payload sign_payload(const at::Tensor& words, std::int64_t numel) {
   kernels::Payload p;
-  p.kind = kernels::CompressorKind::sign;
+  p.kind = "sign";
   p.dtype = at::kFloat;
   p.numel = numel;
   p.segments = {numel};

@@ -106,7 +106,7 @@ DecentralizedSgd::DecentralizedSgd(const AlgorithmSpec& spec, const net::Topolog
   const auto& row = topology.mixing_row(rank);
   weights_.push_back(row[rank]);
   for (int peer : peers_) weights_.push_back(row[peer]);
-  if (spec.compressor.kind != kernels::CompressorKind::identity)
+  if (spec.compressor.kind != "identity")
     compressor_ = std::make_unique<kernels::Compressor>(make_gossip_compressor(spec.compressor, rank, "parallel_sgd"));
 }
 
@@ -158,7 +158,7 @@ sim::Task<std::uint64_t> DecentralizedSgd::step(StepContext& ctx) {
     auto phase = ctx.timer.phase("sync/update_model");
     co_await comm.compute(copy_cost(d), [&] { flat_params_.unpack(ctx.params); });
   }
-  co_return compressor_ ? reference_n_bits(*compressor_, segments_) : fp32_bits(d);
+  co_return compressor_ ? compressor_->reference_bits(segments_) : fp32_bits(d);
 }
 
 const AlgorithmEntry& parallel_sgd_entry() {
@@ -177,11 +177,11 @@ const AlgorithmEntry& parallel_sgd_entry() {
             spec.variant = a.choice("variant", std::nullopt, {"centralized", "decentralized"});
             spec.compressor = spec.variant == "decentralized" ? parse_gossip_compressor(a, ctx, "parallel_sgd decentralized")
                                                               : parse_compressor(a, ctx);
-            if (spec.variant == "centralized" && spec.compressor.kind != kernels::CompressorKind::identity)
+            if (spec.variant == "centralized" && spec.compressor.kind != "identity")
               throw config::ScenarioError(a.where("compressor"), config::ErrorKind::inconsistent,
                                           fmt::format("parallel_sgd variant centralized takes no compressor (got {}; only "
                                                       "the decentralized variant does)",
-                                                      kernels::to_string(spec.compressor.kind)));
+                                                      spec.compressor.kind));
             ParallelSgdSettings s;
             if (spec.variant == "centralized")
               s.gradient_compression = a.choice("gradient_compression", s.gradient_compression, {"none", "powersgd"});
@@ -206,7 +206,7 @@ const AlgorithmEntry& parallel_sgd_entry() {
           },
       .make = [](const AlgorithmSpec& spec, const net::Topology& topology, int rank) -> std::unique_ptr<Algorithm> {
         if (spec.variant == "centralized") {
-          if (spec.compressor.kind != kernels::CompressorKind::identity)
+          if (spec.compressor.kind != "identity")
             throw std::logic_error("parallel_sgd: the centralized variant takes no compressor (the loader refuses one)");
           return std::make_unique<CentralizedSgd>(spec);
         }
@@ -229,7 +229,7 @@ const AlgorithmEntry& parallel_sgd_entry() {
         f.model_buffers = 2 + moments;  // flat_params_, mixed_
         f.gossips = true;     // identity: the model itself in received_; else GossipMessage's payloads
         f.payload_fraction =
-            spec.compressor.kind == kernels::CompressorKind::identity ? 1.0 : kernels::payload_fraction(spec.compressor);
+            spec.compressor.kind == "identity" ? 1.0 : kernels::payload_fraction(spec.compressor);
         return f;
       }};
   return entry;

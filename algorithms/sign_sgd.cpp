@@ -9,11 +9,7 @@ namespace dtsim::algorithms {
 namespace {
 sim::ComputeCost copy_cost(std::int64_t elements) { return {0.0, 8.0 * static_cast<double>(elements)}; }
 
-kernels::CompressorSpec sign_spec() {
-  kernels::CompressorSpec c;
-  c.kind = kernels::CompressorKind::sign;
-  return c;
-}
+kernels::CompressorSpec sign_spec() { return {.kind = "sign"}; }
 }  // namespace
 
 SignSgd::SignSgd(const AlgorithmSpec& spec)

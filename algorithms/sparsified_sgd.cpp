@@ -3,7 +3,6 @@
 #include "algorithms/registry.hpp"
 #include "algorithms/spec_fields.hpp"
 
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -18,37 +17,37 @@ namespace dtsim::algorithms {
 std::uint64_t SparsifiedSgd::state_bytes() const { return quantized_ ? 0 : tensor_bytes({memory_}); }
 
 namespace {
-using kernels::CompressorKind;
-
 sim::ComputeCost copy_cost(std::int64_t elements) { return {0.0, 8.0 * static_cast<double>(elements)}; }
 
-// The sparsifiers: memory, all-gather of (index, value) pairs.
-bool sends_indices(CompressorKind kind) { return kernels::compressor_kind_info(kind).sends_indices; }
+// The sparsifiers (the kinds that send indices): memory, all-gather of (index, value) pairs.
 // The quantizers that keep their error in the memory as 1-bit SGD does (Seide et al.
 // 2014: quantize gradient + residual, keep the new residual): memory, all-gather of every
 // rank's quantized gradient.
-bool quantizes_with_memory(CompressorKind kind) {
-  return kind == CompressorKind::one_bit || kind == CompressorKind::terngrad || kind == CompressorKind::natural;
-}
+bool quantizes_with_memory(std::string_view kind) { return kind == "one_bit" || kind == "terngrad" || kind == "natural"; }
+// The reference's QSGD branch: every rank quantizes and decodes its gradient, then
+// all-reduces it (no memory).
+bool reference_qsgd(std::string_view kind) { return kind == "qsgd"; }
 
 kernels::CompressorSpec rank_compressor(const AlgorithmSpec& spec, int rank) {
   const auto& s = settings_of<SparsifiedSgdSettings>(spec);
   auto c = spec.compressor;
-  const auto kind = c.kind;
-  if (!sends_indices(kind) && !quantizes_with_memory(kind) && kind != CompressorKind::qsgd)
+  const auto& kind = kernels::compressor_kind_info(c.kind);
+  const bool shared = kind.shares_draws && kind.shares_draws(c);
+  if (!kind.sends_indices && !quantizes_with_memory(kind.name) && !reference_qsgd(kind.name))
     throw std::invalid_argument(fmt::format("sparsified_sgd: compressor.kind must be top_k, random_k, threshold, qsgd, "
                                             "one_bit, terngrad or natural, got {}",
-                                            kernels::to_string(kind)));
-  if (s.mask_momentum && kind == CompressorKind::random_k && c.shared_seed)
-    throw std::invalid_argument("sparsified_sgd: mask_momentum needs the sent indices; random_k with shared_seed sends none");
-  if (s.mask_momentum && !sends_indices(kind))
-    throw std::invalid_argument(fmt::format("sparsified_sgd: mask_momentum needs the sent indices; {} sends every element",
-                                            kernels::to_string(kind)));
-  if (s.compress_warmup_epochs > 0.0 && !kernels::compressor_kind_info(kind).keeps_k)
+                                            kind.name));
+  if (s.mask_momentum && shared)
+    throw std::invalid_argument(fmt::format(
+        "sparsified_sgd: mask_momentum needs the sent indices; {} with shared_seed sends none", kind.name));
+  if (s.mask_momentum && !kind.sends_indices)
+    throw std::invalid_argument(
+        fmt::format("sparsified_sgd: mask_momentum needs the sent indices; {} sends every element", kind.name));
+  if (s.compress_warmup_epochs > 0.0 && !kind.keeps_k())
     throw std::invalid_argument(fmt::format("sparsified_sgd: compress_warmup_epochs warms up a ratio: it needs top_k or "
                                             "random_k, got {}",
-                                            kernels::to_string(kind)));
-  if (!c.shared_seed) c.seed += static_cast<std::uint64_t>(rank);
+                                            kind.name));
+  if (!shared) c.seed += static_cast<std::uint64_t>(rank);
   return c;
 }
 
@@ -89,18 +88,16 @@ OptimizerSpec clipped(OptimizerSpec optimizer, double clip_grad_norm, int ranks)
 SparsifiedSgd::SparsifiedSgd(const AlgorithmSpec& spec, int rank, int ranks)
     : optimizer_(clipped(spec.optimizer, settings_of<SparsifiedSgdSettings>(spec).clip_grad_norm, ranks)),
       compressor_(kernels::make_compressor(rank_compressor(spec, rank))),
-      quantized_(spec.compressor.kind == CompressorKind::qsgd),
+      quantized_(reference_qsgd(spec.compressor.kind)),
       mask_momentum_(settings_of<SparsifiedSgdSettings>(spec).mask_momentum) {
   const auto& s = settings_of<SparsifiedSgdSettings>(spec);
   if (s.compress_warmup_epochs <= 0.0) return;
   std::vector<double> ratios;
   for (double r : s.compress_warmup_ratios)
-    if (r >= spec.compressor.ratio) ratios.push_back(r);
+    if (r >= compressor_.keep_ratio()) ratios.push_back(r);
   const auto m = static_cast<double>(ratios.size());
   for (std::size_t i = 0; i < ratios.size(); ++i) {
-    auto c = rank_compressor(spec, rank);
-    c.ratio = ratios[i];
-    warmup_.push_back(kernels::make_compressor(c));
+    warmup_.push_back(kernels::make_compressor(kernels::with_keep_ratio(rank_compressor(spec, rank), ratios[i])));
     warmup_ends_.push_back(static_cast<double>(i + 1) / m * s.compress_warmup_epochs);
   }
 }
@@ -120,8 +117,8 @@ kernels::Compressor& SparsifiedSgd::compressor_at(double epoch) {
 
 double SparsifiedSgd::ratio_at(double epoch) const {
   for (std::size_t i = 0; i < warmup_.size(); ++i)
-    if (epoch < warmup_ends_[i]) return warmup_[i].spec().ratio;
-  return compressor_.spec().ratio;
+    if (epoch < warmup_ends_[i]) return warmup_[i].keep_ratio();
+  return compressor_.keep_ratio();
 }
 
 void SparsifiedSgd::init(const std::vector<at::Tensor>& grads) {
@@ -143,7 +140,7 @@ void SparsifiedSgd::zero_momentum_at_sent() {
   const auto L = static_cast<std::int64_t>(segments_.size());
   std::vector<std::int64_t> counts(segments_.size());
   const std::uint8_t* indices = base;
-  if (payload_.kind == CompressorKind::threshold) {
+  if (payload_.kind == "threshold") {  // its counts lead the payload
     for (std::int64_t s = 0; s < L; ++s) {
       std::uint32_t c = 0;
       std::memcpy(&c, base + 4 * s, 4);
@@ -211,8 +208,7 @@ sim::Task<std::uint64_t> SparsifiedSgd::step(StepContext& ctx) {
       co_await comm.compute({static_cast<double>(d), 8.0 * static_cast<double>(d)},
                             [&] { at::div_out(update_, flat_.buffer(), n); });
     }
-    const auto b = static_cast<std::uint64_t>(std::bit_width(static_cast<unsigned>(compressor_.spec().levels)));
-    n_bits = b * static_cast<std::uint64_t>(d);
+    n_bits = compressor_.reference_bits(segments_);
   } else {
     auto& compressor = compressor_at(ctx.epoch);
     {
@@ -228,7 +224,7 @@ sim::Task<std::uint64_t> SparsifiedSgd::step(StepContext& ctx) {
     }
     std::int64_t k = 0;
     for (auto s : segments_) k += compressor.k_for(s);
-    if (payload_.kind == CompressorKind::threshold)
+    if (payload_.kind == "threshold")
       k = (payload_.bytes.numel() - 4 * static_cast<std::int64_t>(segments_.size())) / 8;
     {
       auto phase = ctx.timer.phase("grad/recover_info");
@@ -306,11 +302,12 @@ const AlgorithmEntry& sparsified_sgd_entry() {
       .memory = [](const AlgorithmSpec& spec, std::span<const std::int64_t>, std::int64_t) {
         MemoryFootprint f;
         f.model_buffers = 3;  // flat_, memory_, update_
-        f.gathers = spec.compressor.kind != kernels::CompressorKind::qsgd;  // qsgd all-reduces flat_
+        f.gathers = !reference_qsgd(spec.compressor.kind);  // qsgd all-reduces flat_
         auto largest = spec.compressor;  // the warm-up's first messages are the largest
         const auto& s = settings_of<SparsifiedSgdSettings>(spec);
-        if (s.compress_warmup_epochs > 0.0)
-          for (double r : s.compress_warmup_ratios) largest.ratio = std::max(largest.ratio, r);
+        const auto* kind = kernels::find_compressor_kind(largest.kind);
+        if (s.compress_warmup_epochs > 0.0 && kind && kind->keeps_k() && !s.compress_warmup_ratios.empty())
+          largest = kernels::with_keep_ratio(largest, std::max(kind->keep_ratio(largest), s.compress_warmup_ratios.front()));
         f.payload_fraction = kernels::payload_fraction(largest);
         return f;
       },

@@ -51,42 +51,21 @@ void optimizer_json(const OptimizerSpec& o, json& out) {
 
 kernels::CompressorSpec parse_compressor(ObjectReader& a, const SpecContext& ctx) {
   auto c = a.object("compressor", false);
-  kernels::CompressorSpec cs;
   const auto& kind = *kernels::find_compressor_kind(c.choice("kind", "identity", kernels::compressor_kind_names()));
-  cs.kind = kind.kind;
-  const std::vector<std::string> fields(kind.fields.begin(), kind.fields.end());
+  kernels::CompressorSpec cs{.kind = std::string(kind.name), .seed = ctx.seed};
   const std::vector<std::string> except{"kind"};
-  c.only_fields(fields, except, fmt::format("compressor {}", kind.name));
-  cs.ratio = c.number("ratio", cs.ratio, 0.0, 1.0);
-  cs.threshold = c.number("threshold", cs.threshold, 0.0, kInf);
-  cs.levels = static_cast<int>(c.integer("levels", cs.levels, 2, 256));
-  cs.seed = static_cast<std::uint64_t>(c.integer("seed", static_cast<std::int64_t>(ctx.seed), 0, kIntMax));
-  cs.shared_seed = c.boolean("shared_seed", cs.shared_seed);
-  cs.unbiased = c.boolean("unbiased", cs.unbiased);
-  cs.tau_rescale = c.boolean("tau_rescale", cs.tau_rescale);
-  cs.bucket = c.integer("bucket", cs.bucket, 0, std::int64_t{1} << 30);
+  c.only_fields(kind.field_names(), except, fmt::format("compressor {}", kind.name));
+  if (kind.draws) cs.seed = static_cast<std::uint64_t>(c.integer("seed", static_cast<std::int64_t>(ctx.seed), 0, kIntMax));
+  if (kind.parse) kind.parse(c, cs);
   c.finish();
-  try {  // the compressor's own checks (a bucket that is not a power of two, ...)
-    kernels::checked_compressor_kind(cs);
-  } catch (const std::invalid_argument& e) {
-    throw ScenarioError(a.where("compressor"), ErrorKind::out_of_range, e.what());
-  }
   return cs;
 }
 
 json compressor_json(const kernels::CompressorSpec& c) {
   const auto& kind = kernels::compressor_kind_info(c.kind);
   json out = {{"kind", std::string(kind.name)}};
-  for (const auto field : kind.fields) {
-    if (field == "ratio") out["ratio"] = c.ratio;
-    if (field == "threshold") out["threshold"] = c.threshold;
-    if (field == "levels") out["levels"] = c.levels;
-    if (field == "seed") out["seed"] = c.seed;
-    if (field == "shared_seed") out["shared_seed"] = c.shared_seed;
-    if (field == "unbiased") out["unbiased"] = c.unbiased;
-    if (field == "tau_rescale") out["tau_rescale"] = c.tau_rescale;
-    if (field == "bucket") out["bucket"] = c.bucket;
-  }
+  if (kind.draws) out["seed"] = c.seed;
+  if (kind.to_json) kind.to_json(c, out);
   return out;
 }
 

@@ -30,6 +30,10 @@
 #include <vector>
 
 #include "kernels/aggregation.hpp"
+#include "kernels/codecs/qsgd.hpp"
+#include "kernels/codecs/random_k.hpp"
+#include "kernels/codecs/threshold.hpp"
+#include "kernels/codecs/top_k.hpp"
 #include "kernels/compressor.hpp"
 #include "kernels/error_feedback.hpp"
 #include "kernels/majority_vote.hpp"
@@ -175,7 +179,7 @@ at::Tensor torch_pack_signs(const at::Tensor& x) {
 }
 
 void BM_TopK(benchmark::State& state) {
-  CompressorSpec s{.kind = CompressorKind::top_k, .ratio = 0.01};
+  CompressorSpec s{.kind = "top_k", .settings = TopKSettings{.ratio = 0.01}};
   compressor_bench(state, s, [](const at::Tensor& x) {
     const std::int64_t k = std::max<std::int64_t>(1, x.numel() / 100);
     benchmark::DoNotOptimize(at::topk(x.abs(), k, 0, true, /*sorted=*/false));
@@ -206,7 +210,7 @@ void BM_TopKPerTensorResNet20(benchmark::State& state) {
   for (std::int64_t s : segments) n += s;
   auto gen = at::detail::createCPUGenerator(42);
   const at::Tensor x = at::randn({n}, gen, at::kFloat);
-  Compressor c(CompressorSpec{.kind = CompressorKind::top_k, .ratio = 0.01});
+  Compressor c(CompressorSpec{.kind = "top_k", .settings = TopKSettings{.ratio = 0.01}});
   Payload p;
   compare(state, x, [&] { c.compress(x, segments, p); },
           [&] {
@@ -221,7 +225,7 @@ void BM_TopKPerTensorResNet20(benchmark::State& state) {
 }
 
 void BM_Threshold(benchmark::State& state) {
-  CompressorSpec s{.kind = CompressorKind::threshold, .threshold = 2.5};
+  CompressorSpec s{.kind = "threshold", .settings = ThresholdSettings{.threshold = 2.5}};
   compressor_bench(state, s, [](const at::Tensor& x) {
     at::Tensor idx = x.abs().ge(2.5).nonzero();
     benchmark::DoNotOptimize(x.index_select(0, idx.flatten()));
@@ -229,7 +233,7 @@ void BM_Threshold(benchmark::State& state) {
 }
 
 void BM_RandomK(benchmark::State& state) {
-  CompressorSpec s{.kind = CompressorKind::random_k, .ratio = 0.01, .seed = 1};
+  CompressorSpec s{.kind = "random_k", .seed = 1, .settings = RandomKSettings{.ratio = 0.01}};
   compressor_bench(state, s, [](const at::Tensor& x) {
     const std::int64_t k = std::max<std::int64_t>(1, x.numel() / 100);
     at::Tensor idx = at::randperm(x.numel(), at::kLong).narrow(0, 0, k);
@@ -238,19 +242,19 @@ void BM_RandomK(benchmark::State& state) {
 }
 
 void BM_Sign(benchmark::State& state) {
-  compressor_bench(state, CompressorSpec{.kind = CompressorKind::sign},
+  compressor_bench(state, CompressorSpec{.kind = "sign"},
                    [](const at::Tensor& x) { benchmark::DoNotOptimize(torch_pack_signs(x)); });
 }
 
 void BM_ScaledSign(benchmark::State& state) {
-  compressor_bench(state, CompressorSpec{.kind = CompressorKind::scaled_sign}, [](const at::Tensor& x) {
+  compressor_bench(state, CompressorSpec{.kind = "scaled_sign"}, [](const at::Tensor& x) {
     benchmark::DoNotOptimize(x.abs().sum() / static_cast<double>(x.numel()));
     benchmark::DoNotOptimize(torch_pack_signs(x));
   });
 }
 
 void BM_Qsgd(benchmark::State& state) {
-  CompressorSpec s{.kind = CompressorKind::qsgd, .levels = 15, .seed = 1};
+  CompressorSpec s{.kind = "qsgd", .seed = 1, .settings = QsgdSettings{.levels = 15}};
   compressor_bench(state, s, [](const at::Tensor& x) {
     // the reference's QSGD in torch ops (its output is fp32, not packed)
     at::Tensor norm = x.norm();
@@ -264,7 +268,7 @@ void BM_Qsgd(benchmark::State& state) {
 // QSGD's bucketed variant (one norm per 512 elements, as in the QSGD paper's
 // experiments): one read of the input, a block of whole buckets at a time.
 void qsgd_bucket_bench(benchmark::State& state, std::int64_t bucket) {
-  CompressorSpec s{.kind = CompressorKind::qsgd, .levels = 15, .seed = 1, .bucket = bucket};
+  CompressorSpec s{.kind = "qsgd", .seed = 1, .settings = QsgdSettings{.levels = 15, .bucket = bucket}};
   compressor_bench(state, s, [bucket](const at::Tensor& x) {
     // the same in torch ops, one norm per row of `bucket` (the whole buffer when it is
     // smaller; the sizes here are powers of two, so rows are full)
@@ -281,7 +285,7 @@ void BM_QsgdBucket4096(benchmark::State& state) { qsgd_bucket_bench(state, 4096)
 
 // at::quantize_per_tensor to 8 bits as ATen's own quantizer (deterministic, no norm).
 void BM_QsgdVsQuantizePerTensor(benchmark::State& state) {
-  CompressorSpec s{.kind = CompressorKind::qsgd, .levels = 127, .seed = 1};
+  CompressorSpec s{.kind = "qsgd", .seed = 1, .settings = QsgdSettings{.levels = 127}};
   compressor_bench(state, s, [](const at::Tensor& x) {
     benchmark::DoNotOptimize(at::quantize_per_tensor(x, 0.05, 0, at::kQInt8));
   });
@@ -289,40 +293,40 @@ void BM_QsgdVsQuantizePerTensor(benchmark::State& state) {
 
 // Identity: the payload is the input's bytes (the uncompressed baseline of every sweep).
 void BM_Identity(benchmark::State& state) {
-  compressor_bench(state, CompressorSpec{.kind = CompressorKind::identity},
+  compressor_bench(state, CompressorSpec{.kind = "identity"},
                    [](const at::Tensor& x) { benchmark::DoNotOptimize(x.clone()); });
 }
 
 void BM_Fp16(benchmark::State& state) {
-  compressor_bench(state, CompressorSpec{.kind = CompressorKind::fp16},
+  compressor_bench(state, CompressorSpec{.kind = "fp16"},
                    [](const at::Tensor& x) { benchmark::DoNotOptimize(x.to(at::kHalf)); });
 }
 
 void BM_Bf16(benchmark::State& state) {
-  compressor_bench(state, CompressorSpec{.kind = CompressorKind::bf16},
+  compressor_bench(state, CompressorSpec{.kind = "bf16"},
                    [](const at::Tensor& x) { benchmark::DoNotOptimize(x.to(at::kBFloat16)); });
 }
 
 void BM_SignDecodeAdd(benchmark::State& state) {
-  compressor_decode_bench(state, CompressorSpec{.kind = CompressorKind::scaled_sign}, [](const at::Tensor& x) {
+  compressor_decode_bench(state, CompressorSpec{.kind = "scaled_sign"}, [](const at::Tensor& x) {
     benchmark::DoNotOptimize(x.add(at::sign(x), 0.5));
   });
 }
 
 void BM_QsgdDecodeAdd(benchmark::State& state) {
-  compressor_decode_bench(state, CompressorSpec{.kind = CompressorKind::qsgd, .levels = 15}, {});
+  compressor_decode_bench(state, CompressorSpec{.kind = "qsgd", .settings = QsgdSettings{.levels = 15}}, {});
 }
 
 void BM_Fp16DecodeAdd(benchmark::State& state) {
   static thread_local at::Tensor h;
-  compressor_decode_bench(state, CompressorSpec{.kind = CompressorKind::fp16}, [](const at::Tensor& x) {
+  compressor_decode_bench(state, CompressorSpec{.kind = "fp16"}, [](const at::Tensor& x) {
     if (!h.defined() || h.numel() != x.numel()) h = x.to(at::kHalf);
     benchmark::DoNotOptimize(x.add(h.to(at::kFloat), 0.5));
   });
 }
 
 void BM_TopKDecodeAdd(benchmark::State& state) {
-  compressor_decode_bench(state, CompressorSpec{.kind = CompressorKind::top_k, .ratio = 0.01}, {});
+  compressor_decode_bench(state, CompressorSpec{.kind = "top_k", .settings = TopKSettings{.ratio = 0.01}}, {});
 }
 
 void BM_Average4(benchmark::State& state) {
@@ -343,7 +347,7 @@ void BM_ScatterAdd(benchmark::State& state) {
 
 void BM_MajorityVote8(benchmark::State& state) {
   at::Tensor x = input(state.range(0));
-  Compressor c(CompressorSpec{.kind = CompressorKind::sign});
+  Compressor c(CompressorSpec{.kind = "sign"});
   std::vector<Payload> ps(8);
   std::vector<at::Tensor> xs;
   auto gen = at::detail::createCPUGenerator(4);
@@ -403,21 +407,21 @@ void ef_bench(benchmark::State& state, CompressorSpec spec, const std::function<
 }
 
 void BM_ErrorFeedbackSign(benchmark::State& state) {
-  ef_bench(state, CompressorSpec{.kind = CompressorKind::sign}, [](at::Tensor& m, const at::Tensor& x) {
+  ef_bench(state, CompressorSpec{.kind = "sign"}, [](at::Tensor& m, const at::Tensor& x) {
     m.add_(x);
     m.sub_(at::where(m.lt(0), -1.0f, 1.0f));
   });
 }
 
 void BM_ErrorFeedbackScaledSign(benchmark::State& state) {
-  ef_bench(state, CompressorSpec{.kind = CompressorKind::scaled_sign}, [](at::Tensor& m, const at::Tensor& x) {
+  ef_bench(state, CompressorSpec{.kind = "scaled_sign"}, [](at::Tensor& m, const at::Tensor& x) {
     m.add_(x);
     m.sub_(at::where(m.lt(0), -1.0f, 1.0f) * (m.abs().sum() / static_cast<double>(m.numel())));
   });
 }
 
 void BM_ErrorFeedbackQsgd(benchmark::State& state) {
-  ef_bench(state, CompressorSpec{.kind = CompressorKind::qsgd, .levels = 15, .seed = 1},
+  ef_bench(state, CompressorSpec{.kind = "qsgd", .seed = 1, .settings = QsgdSettings{.levels = 15}},
            [](at::Tensor& m, const at::Tensor& x) {
              m.add_(x);
              at::Tensor norm = m.norm();
@@ -430,7 +434,7 @@ void BM_ErrorFeedbackQsgd(benchmark::State& state) {
 }
 
 void BM_ErrorFeedbackFp16(benchmark::State& state) {
-  ef_bench(state, CompressorSpec{.kind = CompressorKind::fp16}, [](at::Tensor& m, const at::Tensor& x) {
+  ef_bench(state, CompressorSpec{.kind = "fp16"}, [](at::Tensor& m, const at::Tensor& x) {
     m.add_(x);
     m.sub_(m.to(at::kHalf).to(at::kFloat));
   });
@@ -438,7 +442,7 @@ void BM_ErrorFeedbackFp16(benchmark::State& state) {
 
 void BM_MajorityVote32(benchmark::State& state) {
   at::Tensor x = input(state.range(0));
-  Compressor c(CompressorSpec{.kind = CompressorKind::sign});
+  Compressor c(CompressorSpec{.kind = "sign"});
   std::vector<Payload> ps(32);
   auto gen = at::detail::createCPUGenerator(4);
   for (auto& p : ps) c.compress(at::randn({x.numel()}, gen, at::kFloat), {}, p);
@@ -677,14 +681,14 @@ at::Tensor cuda_torch_pack_signs(const at::Tensor& x) {
 }
 
 void BM_CudaTopK(benchmark::State& state) {
-  cuda_compressor_bench(state, CompressorSpec{.kind = CompressorKind::top_k, .ratio = 0.01}, [](const at::Tensor& x) {
+  cuda_compressor_bench(state, CompressorSpec{.kind = "top_k", .settings = TopKSettings{.ratio = 0.01}}, [](const at::Tensor& x) {
     const std::int64_t k = std::max<std::int64_t>(1, x.numel() / 100);
     benchmark::DoNotOptimize(at::topk(x.abs(), k, 0, true, /*sorted=*/false));
   });
 }
 
 void BM_CudaThreshold(benchmark::State& state) {
-  cuda_compressor_bench(state, CompressorSpec{.kind = CompressorKind::threshold, .threshold = 2.5},
+  cuda_compressor_bench(state, CompressorSpec{.kind = "threshold", .settings = ThresholdSettings{.threshold = 2.5}},
                         [](const at::Tensor& x) {
                           at::Tensor idx = x.abs().ge(2.5).nonzero();
                           benchmark::DoNotOptimize(x.index_select(0, idx.flatten()));
@@ -692,7 +696,7 @@ void BM_CudaThreshold(benchmark::State& state) {
 }
 
 void BM_CudaRandomK(benchmark::State& state) {
-  cuda_compressor_bench(state, CompressorSpec{.kind = CompressorKind::random_k, .ratio = 0.01, .seed = 1},
+  cuda_compressor_bench(state, CompressorSpec{.kind = "random_k", .seed = 1, .settings = RandomKSettings{.ratio = 0.01}},
                         [](const at::Tensor& x) {
                           const std::int64_t k = std::max<std::int64_t>(1, x.numel() / 100);
                           at::Tensor idx = at::randperm(x.numel(), x.options().dtype(at::kLong)).narrow(0, 0, k);
@@ -701,19 +705,19 @@ void BM_CudaRandomK(benchmark::State& state) {
 }
 
 void BM_CudaSign(benchmark::State& state) {
-  cuda_compressor_bench(state, CompressorSpec{.kind = CompressorKind::sign},
+  cuda_compressor_bench(state, CompressorSpec{.kind = "sign"},
                         [](const at::Tensor& x) { benchmark::DoNotOptimize(cuda_torch_pack_signs(x)); });
 }
 
 void BM_CudaScaledSign(benchmark::State& state) {
-  cuda_compressor_bench(state, CompressorSpec{.kind = CompressorKind::scaled_sign}, [](const at::Tensor& x) {
+  cuda_compressor_bench(state, CompressorSpec{.kind = "scaled_sign"}, [](const at::Tensor& x) {
     benchmark::DoNotOptimize(x.abs().sum() / static_cast<double>(x.numel()));
     benchmark::DoNotOptimize(cuda_torch_pack_signs(x));
   });
 }
 
 void BM_CudaQsgd(benchmark::State& state) {
-  cuda_compressor_bench(state, CompressorSpec{.kind = CompressorKind::qsgd, .levels = 15, .seed = 1},
+  cuda_compressor_bench(state, CompressorSpec{.kind = "qsgd", .seed = 1, .settings = QsgdSettings{.levels = 15}},
                         [](const at::Tensor& x) {
                           at::Tensor norm = x.norm();
                           at::Tensor y = x.abs() * (15 / norm);
@@ -724,13 +728,13 @@ void BM_CudaQsgd(benchmark::State& state) {
 }
 
 void BM_CudaFp16(benchmark::State& state) {
-  cuda_compressor_bench(state, CompressorSpec{.kind = CompressorKind::fp16},
+  cuda_compressor_bench(state, CompressorSpec{.kind = "fp16"},
                         [](const at::Tensor& x) { benchmark::DoNotOptimize(x.to(at::kHalf)); });
 }
 
 void BM_CudaSignDecodeAdd(benchmark::State& state) {
   const at::Tensor x = cuda_input(state.range(0));
-  Compressor c(CompressorSpec{.kind = CompressorKind::scaled_sign});
+  Compressor c(CompressorSpec{.kind = "scaled_sign"});
   Payload p;
   c.compress(x, {}, p);
   at::Tensor out = at::empty_like(x);
@@ -755,7 +759,7 @@ void BM_CudaScatterAdd(benchmark::State& state) {
 
 void BM_CudaMajorityVote8(benchmark::State& state) {
   const at::Tensor x = cuda_input(state.range(0));
-  Compressor c(CompressorSpec{.kind = CompressorKind::sign});
+  Compressor c(CompressorSpec{.kind = "sign"});
   std::vector<Payload> ps(8);
   std::vector<at::Tensor> xs;
   for (auto& p : ps) {

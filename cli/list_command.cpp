@@ -96,7 +96,7 @@ std::string data_table() {
 std::string compressors_table() {
   std::string out = "| compressor kind | what it sends | fields | after |\n|---|---|---|---|\n";
   for (const auto& k : kernels::compressor_kinds())
-    out += fmt::format("| `{}` | {} | {} | {} |\n", k.name, cell(k.description), joined(k.fields),
+    out += fmt::format("| `{}` | {} | {} | {} |\n", k.name, cell(k.description), joined(k.field_names()),
                        k.paper.empty() ? "-" : cell(k.paper));
   return out;
 }

@@ -13,14 +13,18 @@
 
 namespace dtsim::kernels {
 
-Compressor::Compressor(const CompressorSpec& spec) : spec_(spec), info_(&checked_compressor_kind(spec)) {}
+Compressor::Compressor(const CompressorSpec& spec)
+    : spec_(spec),
+      info_(&checked_compressor_kind(spec)),
+      keep_ratio_(info_->keeps_k() ? info_->keep_ratio(spec_) : 1.0),
+      bucket_(info_->bucket ? info_->bucket(spec_) : 0) {}
 
 Compressor make_compressor(const CompressorSpec& spec) { return Compressor(spec); }
 
 std::int64_t Compressor::k_for(std::int64_t numel) const {
   if (numel <= 0) return 0;
-  if (!info_->keeps_k) return numel;
-  const auto k = static_cast<std::int64_t>(static_cast<double>(numel) * spec_.ratio);
+  if (!info_->keeps_k()) return numel;
+  const auto k = static_cast<std::int64_t>(static_cast<double>(numel) * keep_ratio_);
   return std::min(numel, std::max<std::int64_t>(1, k));
 }
 
@@ -31,12 +35,19 @@ std::int64_t Compressor::payload_bytes(std::span<const std::int64_t> segments, a
   codecs::Shape shape;
   for (auto s : segments) {
     // Pieces of [n, n + s) between the multiples of the bucket size (one, without buckets).
-    shape.L += spec_.bucket > 0 && s > 0 ? (shape.n + s - 1) / spec_.bucket - shape.n / spec_.bucket + 1 : 1;
+    shape.L += bucket_ > 0 && s > 0 ? (shape.n + s - 1) / bucket_ - shape.n / bucket_ + 1 : 1;
     shape.n += s;
     shape.K += k_for(s);
   }
   shape.E = static_cast<std::int64_t>(c10::elementSize(dtype));
   return info_->codec->payload_bytes(spec_, shape);
+}
+
+std::uint64_t Compressor::reference_bits(std::span<const std::int64_t> segments) const {
+  if (!info_->reference_bits) return 8ULL * static_cast<std::uint64_t>(payload_bytes(segments, at::kFloat));
+  std::int64_t d = 0;
+  for (auto s : segments) d += s;
+  return info_->reference_bits(spec_, d);
 }
 
 void Compressor::prepare_segments(std::span<const std::int64_t> sizes, std::int64_t numel, const char* what) {
@@ -54,11 +65,11 @@ void Compressor::prepare_segments(std::span<const std::int64_t> sizes, std::int6
   if (offsets.back() != numel)
     throw std::invalid_argument(
         fmt::format("{}: segment sizes add up to {}, the buffer has {} elements", what, offsets.back(), numel));
-  if (spec_.bucket > 0) {  // buckets (qsgd, one_bit, terngrad): also cut at every multiple of the bucket size
+  if (bucket_ > 0) {  // buckets (qsgd, one_bit, terngrad): also cut at every multiple of the bucket size
     auto& cut_offsets = ws_.bucket_offsets;
     cut_offsets.assign(1, 0);  // both vectors keep their capacity: no allocation per call
     for (std::size_t t = 0; t + 1 < offsets.size(); ++t) {
-      for (std::int64_t cut = (offsets[t] / spec_.bucket + 1) * spec_.bucket; cut < offsets[t + 1]; cut += spec_.bucket)
+      for (std::int64_t cut = (offsets[t] / bucket_ + 1) * bucket_; cut < offsets[t + 1]; cut += bucket_)
         cut_offsets.push_back(cut);
       cut_offsets.push_back(offsets[t + 1]);
     }
@@ -100,7 +111,7 @@ void Compressor::compress(const at::Tensor& flat, std::span<const std::int64_t> 
 
 void Compressor::begin_payload(const at::Tensor& flat, std::span<const std::int64_t> segment_sizes, Payload& out) {
   prepare_segments(segment_sizes, flat.numel(), "Compressor::compress");
-  out.kind = spec_.kind;
+  out.kind = info_->name;
   out.dtype = flat.scalar_type();
   out.numel = flat.numel();
   out.segments.assign(segment_sizes.begin(), segment_sizes.end());
@@ -139,9 +150,8 @@ void Compressor::decompress_add(const Payload& payload, double weight, at::Tenso
 
 void Compressor::decode(const Payload& payload, double weight, bool accumulate, at::Tensor& dense) {
   const char* what = accumulate ? "Compressor::decompress_add" : "Compressor::decompress";
-  if (payload.kind != spec_.kind)
-    throw std::invalid_argument(
-        fmt::format("{}: a {} payload given to a {} compressor", what, to_string(payload.kind), info_->name));
+  if (payload.kind != info_->name)
+    throw std::invalid_argument(fmt::format("{}: a {} payload given to a {} compressor", what, payload.kind, info_->name));
   if (!payload.bytes.defined() || payload.bytes.scalar_type() != at::kByte || !payload.bytes.is_contiguous())
     throw std::invalid_argument(fmt::format("{}: payload bytes must be a contiguous uint8 tensor", what));
   if (!dense.defined() || !dense.is_contiguous() || dense.numel() != payload.numel ||

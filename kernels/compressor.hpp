@@ -71,17 +71,24 @@ namespace dtsim::kernels {
 
 class Compressor {
  public:
-  // Throws std::invalid_argument naming the bad field: an unknown kind, a value out of
-  // its field's range, or a field the kind does not read set to other than its default
-  // (seed excepted: callers give every kind the run's, or a rank's, seed).
+  // Throws std::invalid_argument naming the bad field: an unknown kind, settings of
+  // another kind, or a value out of its field's range (checked_compressor_kind).
   explicit Compressor(const CompressorSpec& spec);
 
   const CompressorSpec& spec() const { return spec_; }
-  // Elements kept of a tensor of `numel` elements (top_k, random_k).
+  const CompressorKindInfo& kind() const { return *info_; }
+  // Elements kept of a tensor of `numel` elements (top_k, random_k: the kept share; the
+  // other kinds keep them all).
   std::int64_t k_for(std::int64_t numel) const;
+  // The share of each tensor kept (1 for the kinds that send every element).
+  double keep_ratio() const { return keep_ratio_; }
   // The payload size in bytes for these segments and input dtype; for threshold (whose
   // size depends on the data) throws std::logic_error.
   std::int64_t payload_bytes(std::span<const std::int64_t> segments, at::ScalarType dtype) const;
+  // The bits the CHOCO-SGD reference counts for fp32 segments of these sizes: the
+  // payload's, or the kind's own count where the reference's differs (qsgd:
+  // CompressorKindInfo::reference_bits).
+  std::uint64_t reference_bits(std::span<const std::int64_t> segments) const;
 
   // Compresses `flat` (contiguous: fp32 on the CPU or CUDA; fp16 / bf16 on the CPU for
   // every kind but the casts) whose segments have `segment_sizes` elements (an empty
@@ -121,6 +128,8 @@ class Compressor {
 
   CompressorSpec spec_;
   const CompressorKindInfo* info_ = nullptr;  // the kind's registry entry: its facts and codec
+  double keep_ratio_ = 1.0;                   // read once from the settings: k_for runs per segment
+  std::int64_t bucket_ = 0;
   std::uint64_t round_ = 0;
   detail::CompressorWorkspace ws_;
 };

@@ -23,6 +23,9 @@
 #include <fmt/format.h>
 
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/qsgd.hpp"
+#include "kernels/codecs/random_k.hpp"
+#include "kernels/codecs/threshold.hpp"
 #include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/common.hpp"
 #include "kernels/cpu/qsgd.hpp"
@@ -160,18 +163,19 @@ void sign_decode(const CudaDecode& d) {
 
 void qsgd_compress(const CudaCompress& c, Payload& out) {
   const std::int64_t L = c.L;
-  const int bits = cpu::qsgd_code_bits(c.spec.levels);
+  const auto& q = compressor_settings<QsgdSettings>(c.spec);
+  const int bits = cpu::qsgd_code_bits(q.levels);
   ensure_bytes(out, 4 * L + 4 * ((c.n * bits + 31) / 32), c.device);
   auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
   cuda::qsgd_encode(c.x, c.n, c.d_off, L, c.d_slot, c.slots, reinterpret_cast<const std::uint64_t*>(c.dev + c.t.keys),
-                    c.spec.levels, c.spec.tau_rescale ? reinterpret_cast<const double*>(c.dev + c.t.tau) : nullptr,
+                    q.levels, q.tau_rescale ? reinterpret_cast<const double*>(c.dev + c.t.tau) : nullptr,
                     c.partials, reinterpret_cast<float*>(c.dev + c.t.norms), reinterpret_cast<float*>(base),
                     reinterpret_cast<std::uint32_t*>(base + 4 * L), c.stream);
 }
 
 void qsgd_decode(const CudaDecode& d) {
   cuda::qsgd_decode(reinterpret_cast<const std::uint32_t*>(d.base + 4 * d.L), d.n, d.d_off, d.L,
-                    reinterpret_cast<const float*>(d.base), d.spec.levels, d.weight, d.accumulate, d.o, d.stream);
+                    reinterpret_cast<const float*>(d.base), compressor_settings<QsgdSettings>(d.spec).levels, d.weight, d.accumulate, d.o, d.stream);
 }
 
 // --- the sparse kinds ---------------------------------------------------------------------
@@ -196,7 +200,8 @@ void random_k_compress(const CudaCompress& c, Payload& out) {
   const std::int64_t* off = c.off;
   auto& ws = c.ws;
   const auto& k = ws.k;
-  const bool shared = c.spec.shared_seed;
+  const auto& r = compressor_settings<RandomKSettings>(c.spec);
+  const bool shared = r.shared_seed;
   ensure_bytes(out, (shared ? 0 : 4 * K) + 4 * K, c.device);
   auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
   ws.indices.resize(static_cast<std::size_t>(K));
@@ -214,7 +219,7 @@ void random_k_compress(const CudaCompress& c, Payload& out) {
   for (std::int64_t s = 0; s < L; ++s) {
     const std::int64_t ns = off[s + 1] - off[s], ks = k[s + 1] - k[s];
     const float scale =
-        c.spec.unbiased && ks > 0 ? static_cast<float>(static_cast<double>(ns) / static_cast<double>(ks)) : 1.0f;
+        r.unbiased && ks > 0 ? static_cast<float>(static_cast<double>(ns) / static_cast<double>(ks)) : 1.0f;
     cuda::gather(c.x + off[s], idx + k[s], ks, scale, val + k[s], c.stream);
   }
 }
@@ -223,7 +228,7 @@ void threshold_compress(const CudaCompress& c, Payload& out) {
   const std::int64_t L = c.L;
   const std::int64_t* off = c.off;
   auto& k = c.ws.k;  // recomputed: the counts are the data's
-  const auto thr = static_cast<float>(c.spec.threshold);
+  const auto thr = static_cast<float>(compressor_settings<ThresholdSettings>(c.spec).threshold);
   std::int64_t sel = c.t.select;
   for (std::int64_t s = 0; s < L; ++s) {
     const std::int64_t ns = off[s + 1] - off[s];
@@ -323,7 +328,7 @@ void indices_then_values_decode(const CudaDecode& d) {
 }
 
 void random_k_decode(const CudaDecode& d) {
-  if (!d.spec.shared_seed) return indices_then_values_decode(d);
+  if (!compressor_settings<RandomKSettings>(d.spec).shared_seed) return indices_then_values_decode(d);
   auto& ws = d.ws;
   const auto& k = ws.k;
   ws.indices.resize(static_cast<std::size_t>(d.K_fixed));
@@ -361,35 +366,35 @@ void threshold_decode(const CudaDecode& d) {
 }
 
 // The kind's device twin, as its registry entry names it.
-const CudaCodec& cuda_codec_or_throw(CompressorKind kind, const char* what) {
-  if (const auto* codec = compressor_kind_info(kind).cuda_codec; codec && codec->compress) return *codec;
-  throw std::invalid_argument(fmt::format("{}: {} has no CUDA path", what, to_string(kind)));
+const CudaCodec& cuda_codec_or_throw(const CompressorKindInfo& kind, const char* what) {
+  if (const auto* codec = kind.cuda_codec; codec && codec->compress) return *codec;
+  throw std::invalid_argument(fmt::format("{}: {} has no CUDA path", what, kind.name));
 }
 
 }  // namespace
 
-// Each kind's device twin, named by its registry entry (compressor_kinds.cpp).
+// Each kind's device twin, named by its registry entry (beside its codec in codecs/).
 namespace codecs {
-const CudaCodec identity_cuda_codec{.compress = identity_compress, .decode = identity_decode};
-const CudaCodec fp16_cuda_codec{.compress = cast_compress<true>, .decode = cast_decode<true>};
-const CudaCodec bf16_cuda_codec{.compress = cast_compress<false>, .decode = cast_decode<false>};
-const CudaCodec sign_cuda_codec{.compress = sign_compress<false>, .decode = sign_decode<false>};
-const CudaCodec scaled_sign_cuda_codec{.compress = sign_compress<true>, .decode = sign_decode<true>};
-const CudaCodec qsgd_cuda_codec{.compress = qsgd_compress, .decode = qsgd_decode};
-const CudaCodec top_k_cuda_codec{.selects = true, .compress = top_k_compress, .decode = indices_then_values_decode};
-const CudaCodec random_k_cuda_codec{.compress = random_k_compress, .decode = random_k_decode};
-const CudaCodec threshold_cuda_codec{.selects = true, .compress = threshold_compress, .decode = threshold_decode};
-const CudaCodec one_bit_cuda_codec{.counts = true, .compress = one_bit_compress, .decode = one_bit_decode};
-const CudaCodec terngrad_cuda_codec{.compress = terngrad_compress, .decode = terngrad_decode};
-const CudaCodec natural_cuda_codec{.compress = natural_compress, .decode = natural_decode};
+extern const CudaCodec identity_cuda_codec{.compress = identity_compress, .decode = identity_decode};
+extern const CudaCodec fp16_cuda_codec{.compress = cast_compress<true>, .decode = cast_decode<true>};
+extern const CudaCodec bf16_cuda_codec{.compress = cast_compress<false>, .decode = cast_decode<false>};
+extern const CudaCodec sign_cuda_codec{.compress = sign_compress<false>, .decode = sign_decode<false>};
+extern const CudaCodec scaled_sign_cuda_codec{.compress = sign_compress<true>, .decode = sign_decode<true>};
+extern const CudaCodec qsgd_cuda_codec{.compress = qsgd_compress, .decode = qsgd_decode};
+extern const CudaCodec top_k_cuda_codec{.selects = true, .compress = top_k_compress, .decode = indices_then_values_decode};
+extern const CudaCodec random_k_cuda_codec{.compress = random_k_compress, .decode = random_k_decode};
+extern const CudaCodec threshold_cuda_codec{.selects = true, .compress = threshold_compress, .decode = threshold_decode};
+extern const CudaCodec one_bit_cuda_codec{.counts = true, .compress = one_bit_compress, .decode = one_bit_decode};
+extern const CudaCodec terngrad_cuda_codec{.compress = terngrad_compress, .decode = terngrad_decode};
+extern const CudaCodec natural_cuda_codec{.compress = natural_compress, .decode = natural_decode};
 }  // namespace codecs
 
-void Compressor::check_cuda_path(const char* what) const { cuda_codec_or_throw(spec_.kind, what); }
+void Compressor::check_cuda_path(const char* what) const { cuda_codec_or_throw(*info_, what); }
 
 void Compressor::compress_cuda(const at::Tensor& flat, Payload& out) {
   if (flat.scalar_type() != at::kFloat)
     throw std::invalid_argument("Compressor::compress: the CUDA path compresses fp32 buffers only");
-  const CudaCodec& codec = cuda_codec_or_throw(spec_.kind, "Compressor::compress");
+  const CudaCodec& codec = cuda_codec_or_throw(*info_, "Compressor::compress");
   const auto device = flat.device();
   const c10::cuda::CUDAGuard on_device(device);  // the launches go to flat's device
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
@@ -406,7 +411,7 @@ void Compressor::compress_cuda(const at::Tensor& flat, Payload& out) {
   // the kinds that select, and device indices only for shared-seed random-k (the only
   // kind that reads shared_seed): sized for every kind, they were about 8 KB per QSGD
   // bucket and 4 n bytes (1 GiB at 2^28).
-  const bool device_indices = spec_.shared_seed;
+  const bool device_indices = info_->shares_draws && info_->shares_draws(spec_);
   std::int64_t select_total = 0;
   for (std::int64_t s = 0; codec.selects && s < L; ++s)
     select_total += align256(cuda::select_workspace_bytes(off[s + 1] - off[s]));
@@ -429,9 +434,12 @@ void Compressor::compress_cuda(const at::Tensor& flat, Payload& out) {
   std::vector<std::uint8_t> host(static_cast<std::size_t>(table_bytes), 0);
   std::memcpy(host.data() + t.offsets, off, static_cast<std::size_t>(8 * (L + 1)));
   std::memcpy(host.data() + t.slot_begin, ws_.slot_begin.data(), static_cast<std::size_t>(8 * (L + 1)));
+  // Only qsgd reads the tau table; the other kinds get the default levels' values.
+  const auto* qsgd = std::any_cast<QsgdSettings>(&spec_.settings);
+  const double tau_levels = qsgd ? qsgd->levels : QsgdSettings{}.levels;
   for (std::int64_t s = 0; s < L; ++s) {
     const std::uint64_t key = detail::stream_key(spec_.seed, out.round, static_cast<std::uint64_t>(s));
-    const double d = static_cast<double>(off[s + 1] - off[s]), sl = spec_.levels;
+    const double d = static_cast<double>(off[s + 1] - off[s]), sl = tau_levels;
     const double tau_den = std::min(d / (sl * sl), std::sqrt(d) / sl) + 1.0;
     std::memcpy(host.data() + t.keys + 8 * s, &key, 8);
     std::memcpy(host.data() + t.tau + 8 * s, &tau_den, 8);
@@ -463,7 +471,7 @@ void Compressor::decode_cuda(const Payload& payload, float weight, bool accumula
   if (payload.dtype != at::kFloat)
     throw std::invalid_argument("Compressor::decompress: the CUDA path decodes fp32 buffers only");
   const char* what = accumulate ? "Compressor::decompress_add" : "Compressor::decompress";
-  const CudaCodec& codec = cuda_codec_or_throw(spec_.kind, what);
+  const CudaCodec& codec = cuda_codec_or_throw(*info_, what);
   const auto device = dense.device();
   const c10::cuda::CUDAGuard on_device(device);
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
@@ -475,7 +483,7 @@ void Compressor::decode_cuda(const Payload& payload, float weight, bool accumula
   const std::int64_t K_fixed = ws_.k[static_cast<std::size_t>(L)];
   const std::int64_t flag_at = align256(8 * (L + 1));
   const std::int64_t idx_at = flag_at + 256;
-  const bool device_indices = spec_.shared_seed;  // only random_k reads it
+  const bool device_indices = info_->shares_draws && info_->shares_draws(spec_);
   const std::int64_t need = idx_at + (device_indices ? 4 * K_fixed : 0);
   if (!ws_.device.defined() || ws_.device.device() != device || ws_.device.numel() < need)
     ws_.device = at::empty({need}, at::TensorOptions().dtype(at::kByte).device(device));
@@ -512,7 +520,7 @@ void Compressor::decode_cuda(const Payload& payload, float weight, bool accumula
 // Without CUDA the twins launch nothing (a CPU tensor never takes the CUDA path), so the
 // registry names the same objects in every build.
 namespace dtsim::kernels::codecs {
-const CudaCodec identity_cuda_codec{}, fp16_cuda_codec{}, bf16_cuda_codec{}, sign_cuda_codec{}, scaled_sign_cuda_codec{},
+extern const CudaCodec identity_cuda_codec{}, fp16_cuda_codec{}, bf16_cuda_codec{}, sign_cuda_codec{}, scaled_sign_cuda_codec{},
     qsgd_cuda_codec{}, top_k_cuda_codec{}, random_k_cuda_codec{}, threshold_cuda_codec{}, one_bit_cuda_codec{},
     terngrad_cuda_codec{}, natural_cuda_codec{};
 }  // namespace dtsim::kernels::codecs

@@ -1,7 +1,8 @@
-// The compressor object (/algorithm/compressor) of every compressor kind: one line per field for the generated scenario schema (config/field_doc.hpp;
-// runner/scenario_schema.hpp). Types, defaults, bounds and choices come from the parse
-// functions; a field's description, and its schema where the parse reads it by hand,
-// live here.
+// The compressor object (/algorithm/compressor) of every compressor kind: one line per
+// field for the generated scenario schema (config/field_doc.hpp;
+// runner/scenario_schema.hpp), gathered from the kinds' entries (their descriptions and
+// their fields'). Types, defaults, bounds and choices come from the kinds' parse
+// functions.
 #pragma once
 
 #include <span>

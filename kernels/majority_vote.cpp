@@ -25,9 +25,9 @@ void majority_vote(std::span<const Payload> signs, at::Tensor& out) {
   ptrs.clear();
   for (std::size_t r = 0; r < signs.size(); ++r) {
     const Payload& p = signs[r];
-    if (p.kind != CompressorKind::sign && p.kind != CompressorKind::scaled_sign)
-      throw std::invalid_argument(fmt::format("majority_vote: payload {} is {}, not sign or scaled_sign", r, to_string(p.kind)));
-    const std::int64_t L = p.kind == CompressorKind::scaled_sign ? static_cast<std::int64_t>(p.segments.size()) : 0;
+    if (p.kind != "sign" && p.kind != "scaled_sign")
+      throw std::invalid_argument(fmt::format("majority_vote: payload {} is {}, not sign or scaled_sign", r, p.kind));
+    const std::int64_t L = p.kind == "scaled_sign" ? static_cast<std::int64_t>(p.segments.size()) : 0;
     if (p.numel != n || !p.bytes.defined() || p.bytes.numel() != 4 * L + 4 * words ||
         p.bytes.device() != out.device())
       throw std::invalid_argument(fmt::format(

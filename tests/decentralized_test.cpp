@@ -18,6 +18,9 @@
 #include "algorithms/deepsqueeze.hpp"
 #include "comm/emulated.hpp"
 #include "comm/phase_timer.hpp"
+#include "kernels/codecs/qsgd.hpp"
+#include "kernels/codecs/random_k.hpp"
+#include "kernels/codecs/top_k.hpp"
 #include "network_models/network.hpp"
 #include "runner/report.hpp"
 #include "runner/run.hpp"
@@ -29,7 +32,6 @@ namespace {
 using algorithms::AlgorithmSpec;
 using algorithms::ChocoSgdSettings;
 using algorithms::DeepSqueezeSettings;
-using kernels::CompressorKind;
 using Gradient = std::function<std::vector<at::Tensor>(int rank, std::int64_t t, const std::vector<at::Tensor>& x)>;
 
 constexpr int kRanks = 8;
@@ -235,15 +237,13 @@ TEST(Decentralized, GossipKeepsTheNodeAverage) {
   const auto ring = net::Topology::ring(kRanks);
   const auto init = initial(kRanks, 40, 9, false, 7);
   const at::Tensor mean0 = stack(init).mean(0);
-  std::vector<kernels::CompressorSpec> compressors(3);
-  compressors[0].kind = CompressorKind::top_k;
-  compressors[0].ratio = 0.1;
-  compressors[1].kind = CompressorKind::scaled_sign;
-  compressors[2].kind = CompressorKind::qsgd;
-  compressors[2].levels = 3;
+  const std::vector<kernels::CompressorSpec> compressors{
+      {.kind = "top_k", .settings = kernels::TopKSettings{.ratio = 0.1}},
+      {.kind = "scaled_sign"},
+      {.kind = "qsgd", .settings = kernels::QsgdSettings{.levels = 3}}};
   for (const auto& c : compressors) {
     for (const char* name : {"choco_sgd", "deepsqueeze"}) {
-      SCOPED_TRACE(std::string(name) + " " + std::string(kernels::to_string(c.kind)));
+      SCOPED_TRACE(std::string(name) + " " + c.kind);
       const auto got = run_steps(spec_of(name, kLr, c, 0.3), ring, init, 20, zero_gradients());
       const at::Tensor last = got.history.back();
       EXPECT_GT(max_abs(last - stack(init)), 1e-2);  // the models did move
@@ -265,31 +265,23 @@ TEST(Decentralized, NBitsFollowTheReferenceConvention) {
     std::uint64_t payload_bytes;
   };
   std::vector<Case> cases;
-  auto add = [&](CompressorKind kind, std::uint64_t bits, std::uint64_t bytes, double ratio = 0.01, bool unbiased = false,
-                 int levels = 15) {
-    kernels::CompressorSpec c;
-    c.kind = kind;
-    c.ratio = ratio;
-    c.unbiased = unbiased;
-    c.levels = levels;
-    cases.push_back({c, bits, bytes});
-  };
+  auto add = [&](kernels::CompressorSpec c, std::uint64_t bits, std::uint64_t bytes) { cases.push_back({c, bits, bytes}); };
   // top-k / random-k at 5 %: k = max(1, floor(0.05 * 200)) + max(1, floor(0.05 * 7)) = 10 + 1.
   const std::uint64_t k = 11;
-  add(CompressorKind::identity, 32 * d, 4 * d);
-  add(CompressorKind::top_k, 64 * k, 8 * k, 0.05);
-  add(CompressorKind::random_k, 64 * k, 8 * k, 0.05);
-  add(CompressorKind::random_k, 64 * k, 8 * k, 0.05, true);
-  add(CompressorKind::sign, 32 * ceil_div(d, 32), 4 * ceil_div(d, 32));
-  add(CompressorKind::scaled_sign, 32 * ceil_div(d, 32) + 32 * L, 4 * ceil_div(d, 32) + 4 * L);
+  add({.kind = "identity"}, 32 * d, 4 * d);
+  add({.kind = "top_k", .settings = kernels::TopKSettings{.ratio = 0.05}}, 64 * k, 8 * k);
+  add({.kind = "random_k", .settings = kernels::RandomKSettings{.ratio = 0.05}}, 64 * k, 8 * k);
+  add({.kind = "random_k", .settings = kernels::RandomKSettings{.ratio = 0.05, .unbiased = true}}, 64 * k, 8 * k);
+  add({.kind = "sign"}, 32 * ceil_div(d, 32), 4 * ceil_div(d, 32));
+  add({.kind = "scaled_sign"}, 32 * ceil_div(d, 32) + 32 * L, 4 * ceil_div(d, 32) + 4 * L);
   // QSGD with s = 15 levels: the reference's quantize_level b = 4 bits, n_bits = 4 d; the
   // real codes are 1 + 4 bits, plus one fp32 norm per tensor.
-  add(CompressorKind::qsgd, 4 * d, 4 * L + 4 * ceil_div(d * 5, 32));
-  add(CompressorKind::qsgd, 8 * d, 4 * L + 4 * ceil_div(d * 9, 32), 0.01, false, 255);
+  add({.kind = "qsgd"}, 4 * d, 4 * L + 4 * ceil_div(d * 5, 32));
+  add({.kind = "qsgd", .settings = kernels::QsgdSettings{.levels = 255}}, 8 * d, 4 * L + 4 * ceil_div(d * 9, 32));
   const auto init = initial(4, a, b, false, 3);
   for (const auto& c : cases) {
     for (const char* name : {"choco_sgd", "dcd_psgd", "ecd_psgd", "deepsqueeze"}) {
-      SCOPED_TRACE(std::string(name) + " " + std::string(kernels::to_string(c.spec.kind)));
+      SCOPED_TRACE(std::string(name) + " " + c.spec.kind);
       const auto got = run_steps(spec_of(name, kLr, c.spec, 0.5), ring, init, 3, fixed_gradients(a, b));
       for (int r = 0; r < 4; ++r)
         for (int t = 0; t < 3; ++t) {
@@ -321,9 +313,7 @@ TEST(Decentralized, StateBytesCountTheReplicas) {
 TEST(Decentralized, ChocoOverlapSameMathNoSlower) {
   const auto ring = net::Topology::ring(kRanks);
   const auto init = initial(kRanks, 3000, 1, true, 2);
-  kernels::CompressorSpec c;
-  c.kind = CompressorKind::top_k;
-  c.ratio = 0.1;
+  const kernels::CompressorSpec c{.kind = "top_k", .settings = kernels::TopKSettings{.ratio = 0.1}};
   auto s = spec_of("choco_sgd", kLr, c, 0.5);
   const auto on = run_steps(s, ring, init, 5, fixed_gradients(3000, 1));
   set_overlap(s, false);
@@ -339,9 +329,7 @@ TEST(Decentralized, ChocoOverlapSameMathNoSlower) {
 TEST(Decentralized, ChocoGossipConvergesLinearly) {
   const auto ring = net::Topology::ring(kRanks);
   const auto init = initial(kRanks, 100, 20, false, 9);
-  kernels::CompressorSpec c;
-  c.kind = CompressorKind::top_k;
-  c.ratio = 0.01;
+  const kernels::CompressorSpec c{.kind = "top_k", .settings = kernels::TopKSettings{.ratio = 0.01}};
   auto error = [](const at::Tensor& x) { return (x - x.mean(0, true)).pow(2).sum().item<double>(); };
   const double e0 = error(stack(init));
   const auto tuned = run_steps(spec_of("choco_sgd", 0.0, c, 0.02), ring, init, 1000, zero_gradients());

@@ -14,7 +14,14 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/codecs/one_bit.hpp"
+#include "kernels/codecs/qsgd.hpp"
+#include "kernels/codecs/random_k.hpp"
+#include "kernels/codecs/terngrad.hpp"
+#include "kernels/codecs/threshold.hpp"
+#include "kernels/codecs/top_k.hpp"
 #include "kernels/compressor.hpp"
+#include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/cast.hpp"
 #include "kernels/cpu/select.hpp"
 #include "kernels/detail/hash.hpp"
@@ -22,11 +29,15 @@
 namespace dtsim::kernels {
 namespace {
 
-using K = CompressorKind;
+CompressorSpec spec_of(const std::string& kind) { return {.kind = kind}; }
 
-CompressorSpec spec_of(K kind) {
-  CompressorSpec s;
-  s.kind = kind;
+// A quantizer with per-piece statistics (qsgd, one_bit, terngrad) on buckets of B elements.
+CompressorSpec bucketed(const std::string& kind, std::int64_t B) {
+  CompressorSpec s = spec_of(kind);
+  if (kind == "qsgd") edit_settings<QsgdSettings>(s).bucket = B;
+  else if (kind == "one_bit") edit_settings<OneBitSettings>(s).bucket = B;
+  else if (kind == "terngrad") edit_settings<TernGradSettings>(s).bucket = B;
+  else ADD_FAILURE() << kind << " has no buckets";
   return s;
 }
 
@@ -70,63 +81,84 @@ const std::vector<std::int64_t> kOddSizes{0, 1, 7, 31, 33, 100, 1023, 1025, 4099
 
 // --- factory --------------------------------------------------------------------------
 
-// Bad specs are rejected with std::invalid_argument whose message names the field.
+// Bad specs are rejected with std::invalid_argument whose message names the field: a
+// value out of its range (the kind's own parse reads the settings back), settings of
+// another kind, an unknown kind.
 TEST(CompressorSpec, FactoryNamesTheBadField) {
   auto expect_field = [](CompressorSpec s, const std::string& field) {
     try {
       make_compressor(s);
       ADD_FAILURE() << "accepted a bad " << field;
     } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find("CompressorSpec." + field + ":"), 0U) << e.what();
     }
   };
-  CompressorSpec s = spec_of(K::top_k);
-  s.ratio = 1.5;
+  CompressorSpec s = spec_of("top_k");
+  s = with_keep_ratio(s, 1.5);
   expect_field(s, "ratio");
-  s.ratio = std::nan("");
+  s = with_keep_ratio(s, std::nan(""));
   expect_field(s, "ratio");
-  s = spec_of(K::qsgd);
-  s.levels = 1;
+  s = spec_of("qsgd");
+  edit_settings<QsgdSettings>(s).levels = 1;
   expect_field(s, "levels");
-  s.levels = 257;
+  edit_settings<QsgdSettings>(s).levels = 257;
   expect_field(s, "levels");
-  s = spec_of(K::threshold);
-  s.threshold = -1;
+  s = spec_of("threshold");
+  edit_settings<ThresholdSettings>(s).threshold = -1;
   expect_field(s, "threshold");
-  s = spec_of(K::sign);
-  s.shared_seed = true;
-  expect_field(s, "shared_seed");
-  s = spec_of(K::top_k);
-  s.unbiased = true;
-  expect_field(s, "unbiased");
-  s = spec_of(K::random_k);
-  s.tau_rescale = true;
-  expect_field(s, "tau_rescale");
-  s.tau_rescale = false;
-  s.bucket = 512;
-  expect_field(s, "bucket");  // only qsgd has buckets
-  s = spec_of(K::qsgd);
+  edit_settings<ThresholdSettings>(s).threshold = std::numeric_limits<double>::infinity();
+  expect_field(s, "threshold");
   for (std::int64_t bad : {std::int64_t{-512}, std::int64_t{16}, std::int64_t{513}, std::int64_t{1} << 31}) {
-    s.bucket = bad;
+    s = spec_of("qsgd");
+    edit_settings<QsgdSettings>(s).bucket = bad;
+    expect_field(s, "bucket");
+    s = spec_of("one_bit");
+    edit_settings<OneBitSettings>(s).bucket = bad;
     expect_field(s, "bucket");
   }
-  s = spec_of(K::qsgd);
-  s.kind = static_cast<K>(42);
+  s = spec_of("sign");
+  s.settings = RandomKSettings{.shared_seed = true};  // sign has no fields
+  expect_field(s, "settings");
+  s = spec_of("top_k");
+  s.settings = RandomKSettings{.unbiased = true};  // another kind's struct
+  expect_field(s, "settings");
+  s = spec_of("top-k");
   expect_field(s, "kind");
+}
+
+// The messages name the field, the range and the kind, as a scenario's would.
+TEST(CompressorSpec, FactoryMessagesAreTheParsersOwn) {
+  auto message = [](const CompressorSpec& s) {
+    try {
+      make_compressor(s);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message({.kind = "qsgd", .settings = QsgdSettings{.levels = 300}}),
+            "CompressorSpec.levels: expected an integer >= 2 and <= 256, got 300 (qsgd)");
+  EXPECT_EQ(message({.kind = "terngrad", .settings = TernGradSettings{.bucket = 48}}),
+            "CompressorSpec.bucket: expected 0 or a power of two in [32, 2^30], got 48 (terngrad)");
+  EXPECT_EQ(message({.kind = "top_k", .settings = QsgdSettings{}}), "CompressorSpec.settings: not top_k's settings struct");
+  EXPECT_EQ(message({.kind = "fp16", .settings = TopKSettings{}}),
+            "CompressorSpec.settings: fp16 has no fields, and settings were given");
+  EXPECT_EQ(message({.kind = "top-k"}).rfind("CompressorSpec.kind: unknown kind \"top-k\" (known: identity, top_k, ", 0), 0U);
+  EXPECT_EQ(message({.kind = "random_k", .seed = ~0ULL, .settings = RandomKSettings{.ratio = 1.0}}), "accepted");
 }
 
 // k = max(1, floor(numel * ratio)) per non-empty tensor, as the reference computes it.
 TEST(CompressorSpec, KPerTensorFollowsTheReference) {
-  CompressorSpec s = spec_of(K::top_k);
-  s.ratio = 0.01;
+  CompressorSpec s = spec_of("top_k");
+  s = with_keep_ratio(s, 0.01);
   Compressor c(s);
   EXPECT_EQ(c.k_for(0), 0);
   EXPECT_EQ(c.k_for(50), 1);
   EXPECT_EQ(c.k_for(100), 1);
   EXPECT_EQ(c.k_for(1000), 10);
-  s.ratio = 0.0;
+  s = with_keep_ratio(s, 0.0);
   EXPECT_EQ(Compressor(s).k_for(10), 1);  // a zero ratio still keeps one element
-  s.ratio = 1.0;
+  s = with_keep_ratio(s, 1.0);
   EXPECT_EQ(Compressor(s).k_for(10), 10);
 }
 
@@ -140,8 +172,8 @@ TEST(TopK, MatchesSortedReferenceAcrossSegmentsAndDtypes) {
     std::int64_t n = 0;
     for (auto s : segs) n += s;
     at::Tensor x = random_input(n, 11, dtype);
-    CompressorSpec s = spec_of(K::top_k);
-    s.ratio = 0.05;
+    CompressorSpec s = spec_of("top_k");
+    s = with_keep_ratio(s, 0.05);
     Compressor c(s);
     Payload p;
     c.compress(x, segs, p);
@@ -268,8 +300,8 @@ TEST(Threshold, MatchesMaskReference) {
   x[7] = std::numeric_limits<float>::quiet_NaN();
   x[8] = -std::numeric_limits<float>::infinity();
   x[9] = 1.5f;  // exactly at the threshold: kept
-  CompressorSpec s = spec_of(K::threshold);
-  s.threshold = 1.5;
+  CompressorSpec s = spec_of("threshold");
+  edit_settings<ThresholdSettings>(s).threshold = 1.5;
   Compressor c(s);
   Payload p;
   c.compress(x, segs, p);
@@ -304,8 +336,8 @@ TEST(Threshold, MatchesMaskReference) {
 TEST(RandomK, DeterministicDistinctAndSharedSeedDecodes) {
   std::vector<std::int64_t> segs{1, 31, 1000, 4099};
   at::Tensor x = random_input(5131, 8);
-  CompressorSpec s = spec_of(K::random_k);
-  s.ratio = 0.1;
+  CompressorSpec s = spec_of("random_k");
+  s = with_keep_ratio(s, 0.1);
   s.seed = 99;
   Compressor a(s), b(s);
   Payload pa, pb;
@@ -333,10 +365,10 @@ TEST(RandomK, DeterministicDistinctAndSharedSeedDecodes) {
     koff += k;
   }
   // shared seed: values only, decoded at the same coordinates as the index-carrying payload
-  CompressorSpec sh = spec_of(K::random_k);
-  sh.ratio = 0.1;
+  CompressorSpec sh = spec_of("random_k");
+  sh = with_keep_ratio(sh, 0.1);
   sh.seed = 99;
-  sh.shared_seed = true;
+  edit_settings<RandomKSettings>(sh).shared_seed = true;
   Compressor sender(sh), receiver(sh);
   Payload ps;
   sender.compress(x, segs, ps);
@@ -352,9 +384,9 @@ TEST(RandomK, DeterministicDistinctAndSharedSeedDecodes) {
 TEST(RandomK, UniformAndUnbiasedStatistically) {
   const std::int64_t n = 50, rounds = 4000;
   at::Tensor x = random_input(n, 4);
-  CompressorSpec s = spec_of(K::random_k);
-  s.ratio = 0.2;  // k = 10
-  s.unbiased = true;
+  CompressorSpec s = spec_of("random_k");
+  s = with_keep_ratio(s, 0.2);  // k = 10
+  edit_settings<RandomKSettings>(s).unbiased = true;
   s.seed = 7;
   Compressor c(s);
   Payload p;
@@ -386,7 +418,7 @@ TEST(Sign, PacksLikeReferenceAndDecodesPlusMinusOne) {
         x[2] = std::numeric_limits<float>::quiet_NaN();
         x[3] = -std::numeric_limits<float>::infinity();
       }
-      Compressor c(spec_of(K::sign));
+      Compressor c(spec_of("sign"));
       Payload p;
       c.compress(x, {}, p);
       const std::int64_t W = (n + 31) / 32;
@@ -408,7 +440,7 @@ TEST(ScaledSign, ScalesAreMeanAbsPerSegment) {
   for (auto s : segs) n += s;
   const auto L = static_cast<std::int64_t>(segs.size());
   at::Tensor x = random_input(n, 77);
-  Compressor c(spec_of(K::scaled_sign));
+  Compressor c(spec_of("scaled_sign"));
   Payload p;
   c.compress(x, segs, p);
   ASSERT_EQ(p.payload_bits(), 32 * L + 32 * ((n + 31) / 32));
@@ -448,8 +480,8 @@ TEST(Qsgd, MatchesAtenFormulaWithSameUniforms) {
       for (auto s : segs) n += s;
       const auto L = static_cast<std::int64_t>(segs.size());
       at::Tensor x = random_input(n, 5 + levels, dtype);
-      CompressorSpec s = spec_of(K::qsgd);
-      s.levels = levels;
+      CompressorSpec s = spec_of("qsgd");
+      edit_settings<QsgdSettings>(s).levels = levels;
       s.seed = 1234;
       Compressor c(s);
       c.set_round(17);
@@ -496,8 +528,8 @@ TEST(Qsgd, PayloadIsTheCodeStreamForEveryWidth) {
   x[6] = 0.0f;
   const float* xs = x.data_ptr<float>();
   for (int levels : {2, 3, 4, 7, 8, 15, 16, 31, 32, 63, 64, 127, 128, 255, 256}) {
-    CompressorSpec s = spec_of(K::qsgd);
-    s.levels = levels;
+    CompressorSpec s = spec_of("qsgd");
+    edit_settings<QsgdSettings>(s).levels = levels;
     s.seed = 99;
     Compressor c(s);
     c.set_round(5);
@@ -560,8 +592,8 @@ TEST(Qsgd, GeneratorIsUniformAndUncorrelated) {
 TEST(Qsgd, UnbiasedStatistically) {
   const std::int64_t n = 64, rounds = 3000;
   at::Tensor x = random_input(n, 9);
-  CompressorSpec s = spec_of(K::qsgd);
-  s.levels = 4;
+  CompressorSpec s = spec_of("qsgd");
+  edit_settings<QsgdSettings>(s).levels = 4;
   s.seed = 3;
   Compressor c(s);
   Payload p;
@@ -582,10 +614,10 @@ TEST(Qsgd, UnbiasedStatistically) {
 // tensor decodes that whole tensor to NaN; a zero tensor decodes to zeros.
 TEST(Qsgd, TauRescaleAndNonFinitePolicy) {
   at::Tensor x = random_input(400, 2);
-  CompressorSpec s = spec_of(K::qsgd);
-  s.levels = 3;
+  CompressorSpec s = spec_of("qsgd");
+  edit_settings<QsgdSettings>(s).levels = 3;
   Compressor plain(s);
-  s.tau_rescale = true;
+  edit_settings<QsgdSettings>(s).tau_rescale = true;
   Compressor tau(s);
   Payload a, b;
   plain.compress(x, {}, a);
@@ -651,7 +683,7 @@ TEST(Qsgd, NormsFollowTheCanonicalOrderBitForBit) {
       std::int64_t n = 0;
       for (auto s : segs) n += s;
       const at::Tensor x = random_input(n, 80 + static_cast<std::uint64_t>(segs.size()), dtype);
-      Compressor c(spec_of(K::qsgd));
+      Compressor c(spec_of("qsgd"));
       Payload p;
       c.compress(x, segs, p);
       const auto sums = canonical_sums_of_squares(x, segs);
@@ -687,12 +719,12 @@ TEST(Qsgd, BucketsAreSegmentsCutAtMultiplesOfTheBucket) {
       for (bool tau : {false, true}) {
         SCOPED_TRACE(::testing::Message() << "bucket " << B << ", " << c10::toString(dtype) << ", tau " << tau);
         const at::Tensor x = random_input(n, 70 + static_cast<std::uint64_t>(B), dtype);
-        CompressorSpec s = spec_of(K::qsgd);
-        s.levels = 7;
+        CompressorSpec s = spec_of("qsgd");
+        edit_settings<QsgdSettings>(s).levels = 7;
         s.seed = 11;
-        s.tau_rescale = tau;
+        edit_settings<QsgdSettings>(s).tau_rescale = tau;
         Compressor segmented(s);
-        s.bucket = B;
+        edit_settings<QsgdSettings>(s).bucket = B;
         Compressor bucketed(s);
         Payload expected, got;
         segmented.compress(x, pieces, expected);
@@ -709,10 +741,10 @@ TEST(Qsgd, BucketsAreSegmentsCutAtMultiplesOfTheBucket) {
       }
     }
     // Error feedback (fp32, fused): the same memory and payload as with the explicit pieces.
-    CompressorSpec s = spec_of(K::qsgd);
+    CompressorSpec s = spec_of("qsgd");
     s.seed = 3;
     Compressor segmented(s);
-    s.bucket = B;
+    edit_settings<QsgdSettings>(s).bucket = B;
     Compressor bucketed(s);
     const at::Tensor g = random_input(n, 90);
     at::Tensor m1 = random_input(n, 91), m2 = m1.clone();
@@ -738,8 +770,8 @@ TEST(Casts, MatchTorchConversionBitForBit) {
       x[3] = 1.0009765625f + 0x1.0p-11f;  // a tie in fp16: rounds to even
       x[4] = std::numeric_limits<float>::denorm_min();
     }
-    for (K kind : {K::fp16, K::bf16}) {
-      const auto t = kind == K::fp16 ? at::kHalf : at::kBFloat16;
+    for (std::string kind : {"fp16", "bf16"}) {
+      const auto t = kind == "fp16" ? at::kHalf : at::kBFloat16;
       Compressor c(spec_of(kind));
       Payload p;
       c.compress(x, {}, p);
@@ -751,7 +783,7 @@ TEST(Casts, MatchTorchConversionBitForBit) {
       at::Tensor finite = x.isnan().logical_not();
       EXPECT_TRUE(at::equal(bits.masked_select(finite), ref_bits.masked_select(finite))) << n << " " << t;
       if (n > 8) {
-        EXPECT_EQ(static_cast<std::uint16_t>(bits[2].item<std::int16_t>()), kind == K::fp16 ? 0xFE00 : 0x7FC0);
+        EXPECT_EQ(static_cast<std::uint16_t>(bits[2].item<std::int16_t>()), kind == "fp16" ? 0xFE00 : 0x7FC0);
       }
       at::Tensor dense = at::empty({n});
       c.decompress(p, dense);
@@ -818,9 +850,9 @@ TEST(Casts, LargeOutputsStreamByDefaultAndMatchTorch) {
   using cpu::Store;
   const std::int64_t n = cpu::kStreamMinBytes / 2 + 4099;  // a 16 MB+ payload, 32 MB+ decoded
   const at::Tensor x = cast_input(n, 11);
-  for (K kind : {K::fp16, K::bf16}) {
-    SCOPED_TRACE(std::string(to_string(kind)));
-    const bool half = kind == K::fp16;
+  for (std::string kind : {"fp16", "bf16"}) {
+    SCOPED_TRACE(kind);
+    const bool half = kind == "fp16";
     Compressor c(spec_of(kind));
     Payload p;
     c.compress(x, {}, p);
@@ -851,7 +883,7 @@ TEST(Casts, LargeOutputsStreamByDefaultAndMatchTorch) {
 TEST(Identity, RoundTripsEveryDtypeExactly) {
   for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
     at::Tensor x = random_input(1001, 1, dtype);
-    Compressor c(spec_of(K::identity));
+    Compressor c(spec_of("identity"));
     Payload p;
     c.compress(x, {}, p);
     EXPECT_EQ(p.payload_bits(), 8 * 1001 * static_cast<std::int64_t>(c10::elementSize(dtype)));
@@ -866,8 +898,8 @@ TEST(Identity, RoundTripsEveryDtypeExactly) {
 // Every kind handles an empty buffer (and empty segments), and rejects segment sizes that
 // do not add up, a payload of another kind, and a dense buffer of the wrong size.
 TEST(Compressor, EmptyInputsAndMisuse) {
-  for (K kind : {K::identity, K::top_k, K::random_k, K::threshold, K::sign, K::scaled_sign, K::qsgd, K::fp16, K::bf16,
-                 K::one_bit, K::terngrad, K::natural}) {
+  for (const auto& info : compressor_kinds()) {
+    const std::string kind(info.name);
     Compressor c(spec_of(kind));
     Payload p;
     at::Tensor empty = at::empty({0});
@@ -875,10 +907,10 @@ TEST(Compressor, EmptyInputsAndMisuse) {
     c.compress(empty, zero_segs, p);
     // 32-bit header words per tensor: a scale, norm or count; one_bit's two means
     const std::int64_t per_tensor =
-        (kind == K::scaled_sign || kind == K::qsgd || kind == K::threshold || kind == K::terngrad) ? 1
-        : kind == K::one_bit                                                                        ? 2
+        (kind == "scaled_sign" || kind == "qsgd" || kind == "threshold" || kind == "terngrad") ? 1
+        : kind == "one_bit"                                                                        ? 2
                                                                                                     : 0;
-    EXPECT_EQ(p.payload_bits(), 32 * 2 * per_tensor) << to_string(kind);
+    EXPECT_EQ(p.payload_bits(), 32 * 2 * per_tensor) << kind;
     at::Tensor out = at::empty({0});
     c.decompress(p, out);
     std::vector<std::int64_t> bad{3};
@@ -886,7 +918,7 @@ TEST(Compressor, EmptyInputsAndMisuse) {
     c.compress(at::ones({4}), {}, p);
     at::Tensor wrong = at::empty({5});
     EXPECT_THROW(c.decompress(p, wrong), std::invalid_argument);
-    Compressor other(spec_of(kind == K::sign ? K::identity : K::sign));
+    Compressor other(spec_of(kind == "sign" ? "identity" : "sign"));
     at::Tensor four = at::empty({4});
     EXPECT_THROW(other.decompress(p, four), std::invalid_argument);
   }
@@ -895,8 +927,8 @@ TEST(Compressor, EmptyInputsAndMisuse) {
 // Reusing one Payload across steps keeps its storage (no allocation once grown) and
 // payload_bytes() predicts every fixed-size payload.
 TEST(Compressor, ReusesPayloadStorage) {
-  CompressorSpec s = spec_of(K::top_k);
-  s.ratio = 0.1;
+  CompressorSpec s = spec_of("top_k");
+  s = with_keep_ratio(s, 0.1);
   Compressor c(s);
   Payload p;
   at::Tensor x = random_input(10000, 1);
@@ -917,18 +949,12 @@ TEST(Compressor, ThreadCountDoesNotChangePayloads) {
   at::Tensor x = random_input(300003, 12);
   const int saved = at::get_num_threads();
   std::vector<CompressorSpec> specs;
-  for (K kind : {K::identity, K::top_k, K::random_k, K::threshold, K::sign, K::scaled_sign, K::qsgd, K::fp16, K::bf16,
-                 K::one_bit, K::terngrad, K::natural})
-    specs.push_back(spec_of(kind));
-  specs.push_back(spec_of(K::qsgd));
-  specs.back().bucket = 1024;  // the block encoder: blocks spread over the threads
-  for (K kind : {K::one_bit, K::terngrad}) {
-    specs.push_back(spec_of(kind));
-    specs.back().bucket = 1024;
-  }
+  for (const auto& info : compressor_kinds()) specs.push_back(spec_of(std::string(info.name)));
+  for (std::string kind : {"qsgd", "one_bit", "terngrad"})  // qsgd's block encoder: blocks spread over the threads
+    specs.push_back(bucketed(kind, 1024));
   for (CompressorSpec s : specs) {
-    const K kind = s.kind;
-    if (kind == K::threshold) s.threshold = 2.5;  // the others refuse a field they do not read
+    const std::string kind = s.kind;
+    if (kind == "threshold") edit_settings<ThresholdSettings>(s).threshold = 2.5;  // its default, 0, keeps everything
     s.seed = 8;
     std::vector<at::Tensor> bytes, decoded;
     for (int threads : {1, 3}) {
@@ -940,8 +966,8 @@ TEST(Compressor, ThreadCountDoesNotChangePayloads) {
       decoded.push_back(at::empty({300003}));
       c.decompress(p, decoded.back());
     }
-    EXPECT_TRUE(at::equal(bytes[0], bytes[1])) << to_string(kind);
-    EXPECT_TRUE(at::equal(decoded[0], decoded[1])) << to_string(kind);
+    EXPECT_TRUE(at::equal(bytes[0], bytes[1])) << kind;
+    EXPECT_TRUE(at::equal(decoded[0], decoded[1])) << kind;
   }
   at::set_num_threads(saved);
 }
@@ -954,8 +980,8 @@ TEST(Compressor, ThreadCountDoesNotChangePayloads) {
 // is refused naming it, before anything is written: dense_inout keeps its values.
 void expect_out_of_range_refused(const at::Device& device) {
   const std::vector<std::int64_t> segs{40, 100};
-  CompressorSpec spec = spec_of(K::top_k);
-  spec.ratio = 0.1;  // 4 and 10 kept
+  CompressorSpec spec = spec_of("top_k");
+  spec = with_keep_ratio(spec, 0.1);  // 4 and 10 kept
   Compressor c(spec);
   Payload p;
   c.compress(random_input(140, 17).to(device), segs, p);
@@ -977,9 +1003,9 @@ TEST(Compressor, OutOfRangeIndexIsRefusedBeforeAnythingIsWritten) { expect_out_o
 // A refused compress() is not a round: a seeded compressor's next payload is the one a
 // fresh compressor makes first, so it stays in step with its peers'.
 TEST(Compressor, RefusedCallDoesNotUseARound) {
-  CompressorSpec spec = spec_of(K::random_k);
+  CompressorSpec spec = spec_of("random_k");
   spec.seed = 9;
-  spec.shared_seed = true;
+  edit_settings<RandomKSettings>(spec).shared_seed = true;
   const at::Tensor x = random_input(1000, 3);
   Compressor refused(spec), fresh(spec);
   Payload a, b;
@@ -1000,7 +1026,7 @@ TEST(CompressorCuda, OutOfRangeIndexIsRefusedBeforeAnythingIsWritten) {
 // The CUDA path takes fp32 only; its refusal of fp16 input, too, uses up no round.
 TEST(CompressorCuda, RefusedCallDoesNotUseARound) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
-  CompressorSpec spec = spec_of(K::random_k);
+  CompressorSpec spec = spec_of("random_k");
   spec.seed = 9;
   const at::Tensor x = random_input(1000, 3);
   Compressor gpu(spec), cpu(spec);
@@ -1019,31 +1045,23 @@ TEST(CompressorCuda, EqualsCpuBitForBit) {
   for (auto s : segs) n += s;
   at::Tensor x = random_input(n, 61);
   std::vector<CompressorSpec> specs;
-  for (K kind : {K::identity, K::top_k, K::random_k, K::threshold, K::sign, K::scaled_sign, K::qsgd, K::fp16, K::bf16,
-                 K::one_bit, K::terngrad, K::natural})
-    specs.push_back(spec_of(kind));
-  specs.push_back(spec_of(K::qsgd));
-  specs.back().bucket = 512;  // the CPU's block encoder against the GPU's segments
-  for (K kind : {K::one_bit, K::terngrad}) {  // buckets smaller than a 1024-element chunk, and larger
-    for (std::int64_t bucket : {32, 2048}) {
-      specs.push_back(spec_of(kind));
-      specs.back().bucket = bucket;
-    }
-  }
+  for (const auto& info : compressor_kinds()) specs.push_back(spec_of(std::string(info.name)));
+  specs.push_back(bucketed("qsgd", 512));  // the CPU's block encoder against the GPU's segments
+  for (std::string kind : {"one_bit", "terngrad"})  // buckets smaller than a 1024-element chunk, and larger
+    for (std::int64_t bucket : {32, 2048}) specs.push_back(bucketed(kind, bucket));
   for (CompressorSpec s : specs) {
-    const K kind = s.kind;
-    s.ratio = 0.01;                              // the default: every kind accepts it
-    if (kind == K::threshold) s.threshold = 2.0;  // the others refuse a field they do not read
+    const std::string kind = s.kind;
+    if (kind == "threshold") edit_settings<ThresholdSettings>(s).threshold = 2.0;  // its default, 0, keeps everything
     s.seed = 5;
     Compressor cpu_c(s), gpu_c(s);
     Payload pc, pg;
     cpu_c.compress(x, segs, pc);
     gpu_c.compress(x.to(at::kCUDA), segs, pg);
-    EXPECT_TRUE(at::equal(pc.bytes, pg.bytes.cpu())) << to_string(kind);
+    EXPECT_TRUE(at::equal(pc.bytes, pg.bytes.cpu())) << kind;
     at::Tensor dc = at::empty({n}), dg = at::empty({n}, at::TensorOptions().device(at::kCUDA));
     cpu_c.decompress(pc, dc);
     gpu_c.decompress(pg, dg);
-    EXPECT_TRUE(at::equal(dc, dg.cpu())) << to_string(kind);
+    EXPECT_TRUE(at::equal(dc, dg.cpu())) << kind;
   }
 }
 

@@ -1,7 +1,7 @@
-// The compressor registry (kernels/compressor_kinds.hpp): every CompressorKind has exactly
-// one entry, names are unique and round-trip, the fields each kind lists are
-// CompressorSpec's and are the ones the Compressor accepts, and the per-kind facts agree
-// with what a Compressor of that kind does.
+// The compressor registry (kernels/compressor_kinds.hpp): names are unique and round-trip,
+// each kind's fields are the ones its parse reads and its to_json writes, a spec's
+// settings survive the round trip, and the per-kind facts agree with what a Compressor of
+// that kind does.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,8 +10,15 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "config/field_recorder.hpp"
+#include "config/object_reader.hpp"
 #include "kernels/codecs/codec.hpp"
 #include "kernels/codecs/cuda_codec.hpp"
+#include "kernels/codecs/qsgd.hpp"
+#include "kernels/codecs/random_k.hpp"
+#include "kernels/codecs/top_k.hpp"
 #include "kernels/compressor.hpp"
 #include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/qsgd.hpp"
@@ -19,49 +26,8 @@
 namespace dtsim::kernels {
 namespace {
 
-using K = CompressorKind;
-
-// A switch without a default: -Wswitch names an enumerator added without a case here.
-bool is_enumerator(K kind) {
-  switch (kind) {
-    case K::identity:
-    case K::top_k:
-    case K::random_k:
-    case K::threshold:
-    case K::sign:
-    case K::scaled_sign:
-    case K::qsgd:
-    case K::fp16:
-    case K::bf16:
-    case K::one_bit:
-    case K::terngrad:
-    case K::natural: return true;
-  }
-  return false;
-}
-
-std::vector<K> enumerators() {
-  std::vector<K> all;
-  for (int v = 0; v < 256; ++v)
-    if (is_enumerator(static_cast<K>(v))) all.push_back(static_cast<K>(v));
-  return all;
-}
-
-// A valid value other than CompressorSpec{}'s, for each field.
-CompressorSpec with_field_set(K kind, std::string_view field) {
-  CompressorSpec s;
-  s.kind = kind;
-  if (field == "ratio") s.ratio = 0.5;
-  else if (field == "threshold") s.threshold = 1.0;
-  else if (field == "levels") s.levels = 7;
-  else if (field == "seed") s.seed = 99;
-  else if (field == "shared_seed") s.shared_seed = true;
-  else if (field == "unbiased") s.unbiased = true;
-  else if (field == "tau_rescale") s.tau_rescale = true;
-  else if (field == "bucket") s.bucket = 64;
-  else ADD_FAILURE() << "no value for field " << field;
-  return s;
-}
+using nlohmann::json;
+using V = std::vector<std::string>;
 
 #if DTSIM_TORCH_CUDA
 constexpr bool kCudaBuild = true;
@@ -69,16 +35,16 @@ constexpr bool kCudaBuild = true;
 constexpr bool kCudaBuild = false;
 #endif
 
-TEST(CompressorRegistry, EveryKindHasExactlyOneEntry) {
-  const auto table = compressor_kinds();
-  const auto all = enumerators();
-  EXPECT_EQ(table.size(), all.size());
-  for (K kind : all) {
-    const auto entries = std::count_if(table.begin(), table.end(), [&](const auto& info) { return info.kind == kind; });
-    EXPECT_EQ(entries, 1) << "CompressorKind " << static_cast<int>(kind);
-  }
-  // Table order is today's enum order (what compressor_kind_names() lists).
-  for (std::size_t i = 0; i < table.size(); ++i) EXPECT_EQ(static_cast<std::size_t>(table[i].kind), i);
+// `spec` as a scenario writes it, read back by the kind's own parse.
+CompressorSpec read_back(const CompressorSpec& spec) {
+  const auto& info = compressor_kind_info(spec.kind);
+  json written = json::object();
+  if (info.to_json) info.to_json(spec, written);
+  config::ObjectReader reader(written, "");
+  CompressorSpec read{.kind = spec.kind};
+  if (info.parse) info.parse(reader, read);
+  reader.finish();
+  return read;
 }
 
 TEST(CompressorRegistry, NamesAreUniqueAndRoundTrip) {
@@ -92,8 +58,7 @@ TEST(CompressorRegistry, NamesAreUniqueAndRoundTrip) {
     EXPECT_EQ(listed[i++], info.name);
     ASSERT_NE(find_compressor_kind(info.name), nullptr) << info.name;
     EXPECT_EQ(find_compressor_kind(info.name), &info);
-    EXPECT_EQ(&compressor_kind_info(info.kind), &info);
-    EXPECT_EQ(to_string(info.kind), info.name);
+    EXPECT_EQ(&compressor_kind_info(info.name), &info);
     EXPECT_FALSE(info.description.empty()) << info.name;
     EXPECT_EQ(info.description.find('\n'), std::string_view::npos) << info.name;
     ASSERT_NE(info.codec, nullptr) << info.name;
@@ -105,103 +70,111 @@ TEST(CompressorRegistry, NamesAreUniqueAndRoundTrip) {
     ASSERT_NE(info.cuda_codec, nullptr) << info.name;
     EXPECT_EQ(info.cuda_codec->compress != nullptr, kCudaBuild) << info.name;
     EXPECT_EQ(info.cuda_codec->decode != nullptr, kCudaBuild) << info.name;
+    // A kind with fields reads and writes them; one without has neither.
+    EXPECT_EQ(info.parse != nullptr, !info.fields.empty()) << info.name;
+    EXPECT_EQ(info.to_json != nullptr, !info.fields.empty()) << info.name;
+    EXPECT_EQ(info.set_keep_ratio != nullptr, info.keeps_k()) << info.name;
   }
   std::set<const codecs::CudaCodec*> twins;  // one twin per kind
-  for (const auto& info : compressor_kinds()) twins.insert(info.cuda_codec);
+  std::set<const codecs::Codec*> codecs;     // one codec per kind
+  for (const auto& info : compressor_kinds()) twins.insert(info.cuda_codec), codecs.insert(info.codec);
   EXPECT_EQ(twins.size(), compressor_kinds().size());
+  EXPECT_EQ(codecs.size(), compressor_kinds().size());
   EXPECT_EQ(find_compressor_kind("top-k"), nullptr);
   EXPECT_EQ(find_compressor_kind(""), nullptr);
-  EXPECT_THROW(compressor_kind_info(static_cast<K>(42)), std::invalid_argument);
-  EXPECT_EQ(to_string(static_cast<K>(42)), "?");
+  EXPECT_THROW(compressor_kind_info("top-k"), std::invalid_argument);
 }
 
-TEST(CompressorRegistry, FieldsAreCompressorSpecFieldsInOrder) {
-  const auto spec_fields = compressor_spec_fields();
-  const std::vector<std::string_view> expected{"ratio",       "threshold", "levels",      "seed",
-                                               "shared_seed", "unbiased",  "tau_rescale", "bucket"};
-  EXPECT_EQ(std::vector<std::string_view>(spec_fields.begin(), spec_fields.end()), expected);
-  for (const auto& info : compressor_kinds()) {
-    std::ptrdiff_t last = -1;
-    for (auto field : info.fields) {
-      const auto at = std::find(spec_fields.begin(), spec_fields.end(), field) - spec_fields.begin();
-      ASSERT_LT(at, static_cast<std::ptrdiff_t>(spec_fields.size())) << info.name << " lists unknown field " << field;
-      EXPECT_GT(at, last) << info.name << ": fields repeated or out of order";
-      last = at;
-      EXPECT_TRUE(info.reads(field));
+// What the codecs read, checked once by hand against codecs/: each kind's fields (then
+// seed for the kinds that draw), and compressor_spec_fields(), their union in table order.
+TEST(CompressorRegistry, FieldsAreWhatTheCodecsRead) {
+  auto fields_of = [](std::string_view kind) { return compressor_kind_info(kind).field_names(); };
+  EXPECT_EQ(fields_of("identity"), V{});
+  EXPECT_EQ(fields_of("top_k"), V{"ratio"});
+  EXPECT_EQ(fields_of("random_k"), (V{"ratio", "shared_seed", "unbiased", "seed"}));
+  EXPECT_EQ(fields_of("threshold"), V{"threshold"});
+  EXPECT_EQ(fields_of("sign"), V{});
+  EXPECT_EQ(fields_of("scaled_sign"), V{});
+  EXPECT_EQ(fields_of("qsgd"), (V{"levels", "tau_rescale", "bucket", "seed"}));
+  EXPECT_EQ(fields_of("fp16"), V{});
+  EXPECT_EQ(fields_of("bf16"), V{});
+  EXPECT_EQ(fields_of("one_bit"), V{"bucket"});
+  EXPECT_EQ(fields_of("terngrad"), (V{"bucket", "seed"}));
+  EXPECT_EQ(fields_of("natural"), V{"seed"});
+  const auto all = compressor_spec_fields();
+  EXPECT_EQ(std::vector<std::string>(all.begin(), all.end()),
+            (V{"ratio", "shared_seed", "unbiased", "seed", "threshold", "levels", "tau_rescale", "bucket"}));
+  for (const auto& info : compressor_kinds())
+    for (const auto& f : info.fields) {
+      EXPECT_TRUE(info.reads(f.name)) << info.name;
+      EXPECT_FALSE(f.description.empty()) << info.name << "." << f.name;
+      EXPECT_EQ(f.description.find('\n'), std::string_view::npos) << info.name << "." << f.name;
     }
-  }
-  // What the code reads, checked once by hand against compressor.cpp and codecs/.
-  auto fields_of = [](K kind) {
-    const auto& f = compressor_kind_info(kind).fields;
-    return std::vector<std::string_view>(f.begin(), f.end());
-  };
-  using V = std::vector<std::string_view>;
-  EXPECT_EQ(fields_of(K::identity), V{});
-  EXPECT_EQ(fields_of(K::top_k), V{"ratio"});
-  EXPECT_EQ(fields_of(K::random_k), (V{"ratio", "seed", "shared_seed", "unbiased"}));
-  EXPECT_EQ(fields_of(K::threshold), V{"threshold"});
-  EXPECT_EQ(fields_of(K::sign), V{});
-  EXPECT_EQ(fields_of(K::scaled_sign), V{});
-  EXPECT_EQ(fields_of(K::qsgd), (V{"levels", "seed", "tau_rescale", "bucket"}));
-  EXPECT_EQ(fields_of(K::fp16), V{});
-  EXPECT_EQ(fields_of(K::bf16), V{});
-  EXPECT_EQ(fields_of(K::one_bit), V{"bucket"});
-  EXPECT_EQ(fields_of(K::terngrad), (V{"seed", "bucket"}));
-  EXPECT_EQ(fields_of(K::natural), V{"seed"});
+  EXPECT_FALSE(compressor_kind_info("top_k").reads("seed"));
+  EXPECT_TRUE(compressor_kind_info("natural").reads("seed"));
 }
 
-// For every (kind, field) pair from the table: a field the kind reads accepts a valid
-// non-default value; one it does not read is refused (std::invalid_argument naming it)
-// when set, except seed, which callers give every kind.
-TEST(CompressorRegistry, ConstructorRefusesFieldsTheKindDoesNotRead) {
+// A kind's parse, run in recording mode on an empty object, reads exactly its fields, in
+// their order, with its settings struct's defaults; to_json writes exactly those keys.
+TEST(CompressorRegistry, ParseReadsTheListedFieldsAndToJsonWritesThem) {
   for (const auto& info : compressor_kinds()) {
-    EXPECT_NO_THROW(Compressor{CompressorSpec{.kind = info.kind}}) << info.name << " with the defaults";
-    for (auto field : compressor_spec_fields()) {
-      SCOPED_TRACE(std::string(info.name) + "." + std::string(field));
-      const CompressorSpec s = with_field_set(info.kind, field);
-      if (info.reads(field) || field == "seed") {
-        EXPECT_NO_THROW(Compressor{s});
-        continue;
-      }
-      try {
-        Compressor c(s);
-        ADD_FAILURE() << "accepted";
-      } catch (const std::invalid_argument& e) {
-        const std::string what = e.what();
-        EXPECT_EQ(what.find("CompressorSpec." + std::string(field) + ":"), 0U) << what;
-        EXPECT_NE(what.find(std::string(info.name) + " does not read " + std::string(field)), std::string::npos) << what;
-      }
-    }
+    if (!info.parse) continue;
+    SCOPED_TRACE(std::string(info.name));
+    config::FieldRecorder recorder;
+    const json empty = json::object();
+    config::ObjectReader reader(empty, "", &recorder);
+    CompressorSpec spec{.kind = std::string(info.name)};
+    info.parse(reader, spec);
+    V read;
+    for (const auto& note : recorder.notes()) read.push_back(note.key);
+    V listed;
+    for (const auto& f : info.fields) listed.emplace_back(f.name);
+    EXPECT_EQ(read, listed);
+    json written = json::object();
+    info.to_json(spec, written);
+    V keys;
+    for (const auto& [key, value] : written.items()) keys.push_back(key);
+    std::sort(listed.begin(), listed.end());
+    EXPECT_EQ(keys, listed);  // json's keys are sorted
+    // The defaults parsed are the settings struct's: a spec without settings writes the same.
+    json defaults = json::object();
+    info.to_json(CompressorSpec{.kind = std::string(info.name)}, defaults);
+    EXPECT_EQ(written, defaults);
   }
 }
 
-TEST(CompressorRegistry, ConstructorMessagesListTheKindsFields) {
-  auto message = [](CompressorSpec s) {
-    try {
-      Compressor c(s);
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
-  EXPECT_EQ(message(with_field_set(K::sign, "shared_seed")),
-            "CompressorSpec.shared_seed: sign does not read shared_seed (its fields: none)");
-  EXPECT_EQ(message(with_field_set(K::qsgd, "ratio")),
-            "CompressorSpec.ratio: qsgd does not read ratio (its fields: levels, seed, tau_rescale, bucket)");
-  CompressorSpec s;
-  s.kind = static_cast<K>(42);
-  EXPECT_EQ(message(s), "CompressorSpec.kind: unknown value 42");
+// Settings survive to_json and the kind's parse, and a spec of one kind refuses another's.
+TEST(CompressorRegistry, SettingsRoundTrip) {
+  const CompressorSpec random_k{.kind = "random_k",
+                                .settings = RandomKSettings{.ratio = 0.25, .shared_seed = true, .unbiased = true}};
+  const CompressorSpec random_k_read = read_back(random_k);
+  const auto& r = compressor_settings<RandomKSettings>(random_k_read);
+  EXPECT_EQ(r.ratio, 0.25);
+  EXPECT_TRUE(r.shared_seed);
+  EXPECT_TRUE(r.unbiased);
+  const CompressorSpec qsgd{.kind = "qsgd", .settings = QsgdSettings{.levels = 7, .tau_rescale = true, .bucket = 512}};
+  const CompressorSpec qsgd_read = read_back(qsgd);
+  const auto& q = compressor_settings<QsgdSettings>(qsgd_read);
+  EXPECT_EQ(q.levels, 7);
+  EXPECT_TRUE(q.tau_rescale);
+  EXPECT_EQ(q.bucket, 512);
+  EXPECT_THROW(compressor_settings<TopKSettings>(qsgd), std::bad_any_cast);
+  EXPECT_EQ(compressor_settings<TopKSettings>(CompressorSpec{.kind = "top_k"}).ratio, TopKSettings{}.ratio);
+  EXPECT_EQ(compressor_kind_info("random_k").keep_ratio(with_keep_ratio(random_k, 0.5)), 0.5);
+  EXPECT_TRUE(compressor_settings<RandomKSettings>(with_keep_ratio(random_k, 0.5)).shared_seed);  // the rest kept
+  EXPECT_THROW(with_keep_ratio(qsgd, 0.5), std::invalid_argument);
 }
 
 // The facts in the table are what a Compressor of the kind does.
 TEST(CompressorRegistry, FactsMatchTheCompressor) {
+  const at::Tensor x = at::randn({1000}, at::detail::createCPUGenerator(4), at::kFloat);
   for (const auto& info : compressor_kinds()) {
     SCOPED_TRACE(std::string(info.name));
-    CompressorSpec s;
-    s.kind = info.kind;
-    if (info.reads("ratio")) s.ratio = 0.1;
+    CompressorSpec s{.kind = std::string(info.name), .seed = 1};
+    if (info.keeps_k()) s = with_keep_ratio(s, 0.1);
     Compressor c(s);
-    EXPECT_EQ(c.k_for(1000), info.keeps_k ? 100 : 1000);
+    EXPECT_EQ(c.k_for(1000), info.keeps_k() ? 100 : 1000);
+    EXPECT_EQ(c.keep_ratio(), info.keeps_k() ? 0.1 : 1.0);
     const std::vector<std::int64_t> segs{1000};
     if (info.size_depends_on_data)
       EXPECT_THROW(c.payload_bytes(segs, at::kFloat), std::logic_error);
@@ -213,33 +186,63 @@ TEST(CompressorRegistry, FactsMatchTheCompressor) {
       EXPECT_THROW(c.compress(half, {}, p), std::invalid_argument);
     else
       EXPECT_NO_THROW(c.compress(half, {}, p));
+    // `draws`: only the kinds that draw give other bytes for another seed.
+    CompressorSpec other = s;
+    other.seed = 2;
+    Compressor c1(s), c2(other);
+    Payload p1, p2;
+    c1.compress(x, segs, p1);
+    c2.compress(x, segs, p2);
+    EXPECT_EQ(!at::equal(p1.bytes, p2.bytes), info.draws);
+    EXPECT_EQ(p1.kind, info.name);
   }
 }
 
-// The memory estimates' bytes per fp32 byte, as algorithms/registry.cpp's switch had them.
+// The optional facts that read the settings, for the kinds that have them.
+TEST(CompressorRegistry, SettingsFactsAreTheKindsOwn) {
+  V keeps, buckets, shares, own_bits;
+  for (const auto& info : compressor_kinds()) {
+    if (info.keeps_k()) keeps.emplace_back(info.name);
+    if (info.bucket) buckets.emplace_back(info.name);
+    if (info.shares_draws) shares.emplace_back(info.name);
+    if (info.reference_bits) own_bits.emplace_back(info.name);
+  }
+  EXPECT_EQ(keeps, (V{"top_k", "random_k"}));
+  EXPECT_EQ(buckets, (V{"qsgd", "one_bit", "terngrad"}));
+  EXPECT_EQ(shares, V{"random_k"});
+  EXPECT_EQ(own_bits, V{"qsgd"});
+  const auto& random_k = compressor_kind_info("random_k");
+  EXPECT_FALSE(random_k.shares_draws(CompressorSpec{.kind = "random_k"}));
+  EXPECT_TRUE(random_k.shares_draws(CompressorSpec{.kind = "random_k", .settings = RandomKSettings{.shared_seed = true}}));
+  // The reference's QSGD bits: ceil(log2(s + 1)) an element, no norm; the others their payload's.
+  const std::vector<std::int64_t> segs{200, 7};
+  EXPECT_EQ(Compressor(CompressorSpec{.kind = "qsgd"}).reference_bits(segs), 4U * 207U);
+  EXPECT_EQ(Compressor(CompressorSpec{.kind = "qsgd", .settings = QsgdSettings{.levels = 255}}).reference_bits(segs),
+            8U * 207U);
+  Compressor sign(CompressorSpec{.kind = "sign"});
+  EXPECT_EQ(sign.reference_bits(segs), 8U * static_cast<std::uint64_t>(sign.payload_bytes(segs, at::kFloat)));
+}
+
+// The memory estimates' bytes per fp32 byte.
 TEST(CompressorRegistry, PayloadFraction) {
-  auto fraction = [](K kind, auto&& set) {
-    CompressorSpec s;
-    s.kind = kind;
-    set(s);
-    return payload_fraction(s);
+  auto fraction = [](std::string kind, std::any settings = {}) {
+    return payload_fraction(CompressorSpec{.kind = std::move(kind), .settings = std::move(settings)});
   };
-  auto none = [](CompressorSpec&) {};
-  EXPECT_EQ(fraction(K::identity, none), 1.0);
-  EXPECT_EQ(fraction(K::fp16, none), 0.5);
-  EXPECT_EQ(fraction(K::bf16, none), 0.5);
-  EXPECT_EQ(fraction(K::top_k, [](CompressorSpec& s) { s.ratio = 0.1; }), 2.0 * 0.1);
-  EXPECT_EQ(fraction(K::random_k, [](CompressorSpec& s) { s.ratio = 0.1; }), 2.0 * 0.1);
-  EXPECT_EQ(fraction(K::random_k, [](CompressorSpec& s) { s.ratio = 0.1, s.shared_seed = true; }), 0.1);
-  EXPECT_EQ(fraction(K::threshold, none), 0.2);
-  EXPECT_EQ(fraction(K::sign, none), 1.0 / 32.0);
-  EXPECT_EQ(fraction(K::scaled_sign, none), 1.0 / 32.0);
+  EXPECT_EQ(fraction("identity"), 1.0);
+  EXPECT_EQ(fraction("fp16"), 0.5);
+  EXPECT_EQ(fraction("bf16"), 0.5);
+  EXPECT_EQ(fraction("top_k", TopKSettings{.ratio = 0.1}), 2.0 * 0.1);
+  EXPECT_EQ(fraction("random_k", RandomKSettings{.ratio = 0.1}), 2.0 * 0.1);
+  EXPECT_EQ(fraction("random_k", RandomKSettings{.ratio = 0.1, .shared_seed = true}), 0.1);
+  EXPECT_EQ(fraction("threshold"), 0.2);
+  EXPECT_EQ(fraction("sign"), 1.0 / 32.0);
+  EXPECT_EQ(fraction("scaled_sign"), 1.0 / 32.0);
   for (int levels : {2, 15, 255, 256})
-    EXPECT_EQ(fraction(K::qsgd, [&](CompressorSpec& s) { s.levels = levels; }), cpu::qsgd_code_bits(levels) / 32.0);
-  EXPECT_EQ(fraction(K::one_bit, none), 1.0 / 32.0);
-  EXPECT_EQ(fraction(K::terngrad, none), 2.0 / 32.0);
-  EXPECT_EQ(fraction(K::natural, none), 9.0 / 32.0);
-  EXPECT_EQ(fraction(static_cast<K>(42), none), 1.0);
+    EXPECT_EQ(fraction("qsgd", QsgdSettings{.levels = levels}), cpu::qsgd_code_bits(levels) / 32.0);
+  EXPECT_EQ(fraction("one_bit"), 1.0 / 32.0);
+  EXPECT_EQ(fraction("terngrad"), 2.0 / 32.0);
+  EXPECT_EQ(fraction("natural"), 9.0 / 32.0);
+  EXPECT_EQ(fraction("top-k"), 1.0);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // fp16, bf16: each fp32 value cast to a 16-bit float (round to nearest even, NaN kept;
 // cpu/cast.hpp), n 16-bit values. The two kinds differ only in the conversion.
 #include "kernels/codecs/codec.hpp"
+#include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/cast.hpp"
 
 namespace dtsim::kernels::codecs {
@@ -57,5 +58,26 @@ constexpr Codec cast_codec{.payload_bytes = payload_bytes,
 
 const Codec fp16_codec = cast_codec<true>;
 const Codec bf16_codec = cast_codec<false>;
+
+extern const CudaCodec fp16_cuda_codec;  // compressor_cuda.cpp
+extern const CudaCodec bf16_cuda_codec;  // compressor_cuda.cpp
+
+CompressorKindInfo fp16_kind() {
+  return {.name = "fp16",
+          .description = "16-bit IEEE half-precision floats",
+          .paper = "",
+          .fp32_input_only = true,
+          .codec = &fp16_codec,
+          .cuda_codec = &fp16_cuda_codec};
+}
+
+CompressorKindInfo bf16_kind() {
+  return {.name = "bf16",
+          .description = "16-bit bfloat16 floats",
+          .paper = "",
+          .fp32_input_only = true,
+          .codec = &bf16_codec,
+          .cuda_codec = &bf16_cuda_codec};
+}
 
 }  // namespace dtsim::kernels::codecs

@@ -1,5 +1,5 @@
 // The codec interface: how one compressor kind encodes and decodes, selected once in the
-// Compressor's constructor from the kind's registry entry (compressor_kinds.cpp). The
+// Compressor's constructor from the kind's registry entry (defined beside the codec). The
 // Compressor does what every kind shares (argument checks, segment tables, rounds,
 // payload metadata, the size check, the CPU/CUDA dispatch, error feedback's unfused
 // fallback) and calls the codec for the rest: one indirect call per compress or decode.
@@ -59,20 +59,6 @@ struct Codec {
   void (*compress_feedback_cpu)(const CompressorSpec& spec, Workspace& ws, at::Tensor& memory, const float* x,
                                 Payload& out) = nullptr;
 };
-
-// One per kind, defined in its codec file and named by its registry entry.
-extern const Codec identity_codec;     // identity.cpp
-extern const Codec top_k_codec;        // top_k.cpp
-extern const Codec random_k_codec;     // random_k.cpp
-extern const Codec threshold_codec;    // threshold.cpp
-extern const Codec sign_codec;         // sign.cpp
-extern const Codec scaled_sign_codec;  // sign.cpp
-extern const Codec qsgd_codec;         // qsgd.cpp
-extern const Codec fp16_codec;         // cast.cpp
-extern const Codec bf16_codec;         // cast.cpp
-extern const Codec one_bit_codec;      // one_bit.cpp
-extern const Codec terngrad_codec;     // terngrad.cpp
-extern const Codec natural_codec;      // natural.cpp
 
 // out.bytes resized to `nbytes` in place when it is a 1-D contiguous uint8 tensor of its
 // own on `device` (no allocation once grown), otherwise allocated.

@@ -21,17 +21,4 @@ struct CudaCodec {
   void (*decode)(const CudaDecode& d) = nullptr;
 };
 
-extern const CudaCodec identity_cuda_codec;
-extern const CudaCodec top_k_cuda_codec;
-extern const CudaCodec random_k_cuda_codec;
-extern const CudaCodec threshold_cuda_codec;
-extern const CudaCodec sign_cuda_codec;
-extern const CudaCodec scaled_sign_cuda_codec;
-extern const CudaCodec qsgd_cuda_codec;
-extern const CudaCodec fp16_cuda_codec;
-extern const CudaCodec bf16_cuda_codec;
-extern const CudaCodec one_bit_cuda_codec;
-extern const CudaCodec terngrad_cuda_codec;
-extern const CudaCodec natural_cuda_codec;
-
 }  // namespace dtsim::kernels::codecs

@@ -2,6 +2,7 @@
 #include <ATen/Parallel.h>
 
 #include "kernels/codecs/codec.hpp"
+#include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/common.hpp"
 #include "kernels/cpu/flatten.hpp"
 
@@ -65,5 +66,15 @@ const Codec identity_codec{.payload_bytes = payload_bytes,
                            .compress_cpu = compress_cpu,
                            .decode_cpu = decode_cpu,
                            .compress_feedback_cpu = compress_feedback_cpu};
+
+extern const CudaCodec identity_cuda_codec;  // compressor_cuda.cpp
+
+CompressorKindInfo identity_kind() {
+  return {.name = "identity",
+          .description = "no compression: the values as they are",
+          .paper = "",
+          .codec = &identity_codec,
+          .cuda_codec = &identity_cuda_codec};
+}
 
 }  // namespace dtsim::kernels::codecs

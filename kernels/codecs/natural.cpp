@@ -20,6 +20,7 @@
 
 #include "kernels/codecs/codec.hpp"
 #include "kernels/codecs/decode_each.hpp"
+#include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/common.hpp"
 #include "kernels/detail/hash.hpp"
 #include "kernels/detail/quantizers.hpp"
@@ -82,5 +83,17 @@ const Codec natural_codec{.payload_bytes = payload_bytes,
                           .payload_fraction = payload_fraction,
                           .compress_cpu = compress_cpu,
                           .decode_cpu = decode_cpu};
+
+extern const CudaCodec natural_cuda_codec;  // compressor_cuda.cpp
+
+CompressorKindInfo natural_kind() {
+  return {.name = "natural",
+          .description = "stochastic rounding of each element to a power of two, sent as sign and 8-bit exponent "
+                         "(unbiased)",
+          .paper = "Horvath, Ho, Horvath, Sahu, Canini, Richtarik 2019, Natural compression for distributed deep learning",
+          .draws = true,
+          .codec = &natural_codec,
+          .cuda_codec = &natural_cuda_codec};
+}
 
 }  // namespace dtsim::kernels::codecs

@@ -20,8 +20,13 @@
 #include <algorithm>
 #include <bit>
 
+#include <nlohmann/json.hpp>
+
+#include "kernels/codecs/bucket.hpp"
 #include "kernels/codecs/codec.hpp"
 #include "kernels/codecs/decode_each.hpp"
+#include "kernels/codecs/one_bit.hpp"
+#include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/common.hpp"
 #include "kernels/cpu/sign.hpp"
 #include "kernels/detail/quantizers.hpp"
@@ -136,5 +141,29 @@ const Codec one_bit_codec{.payload_bytes = payload_bytes,
                           .payload_fraction = payload_fraction,
                           .compress_cpu = compress_cpu,
                           .decode_cpu = decode_cpu};
+
+extern const CudaCodec one_bit_cuda_codec;  // compressor_cuda.cpp
+
+CompressorKindInfo one_bit_kind() {
+  return {.name = "one_bit",
+          .description = "1-bit signs decoded as the mean of each tensor's (or bucket's) elements on that side of 0 "
+                         "(biased: pair it with error feedback)",
+          .paper = "Seide, Fu, Droppo, Li, Yu 2014, 1-bit stochastic gradient descent and its application to "
+                   "data-parallel distributed training of speech DNNs",
+          .fields = {kBucketField},
+          .codec = &one_bit_codec,
+          .cuda_codec = &one_bit_cuda_codec,
+          .parse =
+              [](config::ObjectReader& r, CompressorSpec& spec) {
+                OneBitSettings s;
+                s.bucket = read_bucket(r, s.bucket);
+                spec.settings = s;
+              },
+          .to_json =
+              [](const CompressorSpec& spec, nlohmann::json& out) {
+                out["bucket"] = compressor_settings<OneBitSettings>(spec).bucket;
+              },
+          .bucket = [](const CompressorSpec& spec) { return compressor_settings<OneBitSettings>(spec).bucket; }};
+}
 
 }  // namespace dtsim::kernels::codecs

@@ -5,10 +5,16 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
+#include "kernels/codecs/bucket.hpp"
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/qsgd.hpp"
+#include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/common.hpp"
 #include "kernels/cpu/qsgd.hpp"
 #include "kernels/detail/hash.hpp"
@@ -17,15 +23,17 @@ namespace dtsim::kernels::codecs {
 
 namespace {
 
+const QsgdSettings& settings(const CompressorSpec& spec) { return compressor_settings<QsgdSettings>(spec); }
+
 std::int64_t code_words_bytes(const CompressorSpec& spec, std::int64_t n) {
-  return 4 * ((n * cpu::qsgd_code_bits(spec.levels) + 31) / 32);
+  return 4 * ((n * cpu::qsgd_code_bits(settings(spec).levels) + 31) / 32);
 }
 
 std::int64_t payload_bytes(const CompressorSpec& spec, const Shape& shape) {
   return 4 * shape.L + code_words_bytes(spec, shape.n);
 }
 
-double payload_fraction(const CompressorSpec& spec) { return cpu::qsgd_code_bits(spec.levels) / 32.0; }
+double payload_fraction(const CompressorSpec& spec) { return cpu::qsgd_code_bits(settings(spec).levels) / 32.0; }
 
 // ws.scalars[s] holds segment s's sum of squares: makes it the norm, and sets its wire
 // norm (ws.scalars[L + s]) and stream key (ws.keys[s]); scalars and keys sized for every
@@ -35,8 +43,8 @@ void finish_norm(const CompressorSpec& spec, Workspace& ws, std::int64_t s, std:
   ws.scalars[s] = std::sqrt(ws.scalars[s]);
   ws.keys[s] = detail::stream_key(spec.seed, round, static_cast<std::uint64_t>(s));
   float wire = ws.scalars[s];
-  if (spec.tau_rescale) {
-    const double d = static_cast<double>(ws.offsets[s + 1] - ws.offsets[s]), sl = spec.levels;
+  if (settings(spec).tau_rescale) {
+    const double d = static_cast<double>(ws.offsets[s + 1] - ws.offsets[s]), sl = settings(spec).levels;
     wire = static_cast<float>(static_cast<double>(wire) / (std::min(d / (sl * sl), std::sqrt(d) / sl) + 1.0));
   }
   ws.scalars[L + s] = wire;
@@ -66,12 +74,12 @@ void compress_buckets(const CompressorSpec& spec, Workspace& ws, const T* x, std
   const auto L = ws.segment_count();
   ws.scalars.resize(static_cast<std::size_t>(2 * L));
   ws.keys.resize(static_cast<std::size_t>(L));
-  const int bits = cpu::qsgd_code_bits(spec.levels);
+  const int bits = cpu::qsgd_code_bits(settings(spec).levels);
   auto* words = reinterpret_cast<std::uint32_t*>(base + 4 * L);
   // A block holds whole buckets (its ends are multiples of the bucket size, hence cuts)
   // and starts at a multiple of the canonical chunk and of 32 codes, so its sums and
   // codes are those of the whole buffer; 32 K elements stay in L2 between the two reads.
-  const std::int64_t span = std::max<std::int64_t>(spec.bucket, 1 << 15);
+  const std::int64_t span = std::max<std::int64_t>(settings(spec).bucket, 1 << 15);
   const std::int64_t blocks = std::max<std::int64_t>(1, (n + span - 1) / span);  // one for empty tensors
   ws.blocks.resize(static_cast<std::size_t>(at::get_num_threads()));
   const auto& offsets = ws.offsets;
@@ -91,7 +99,7 @@ void compress_buckets(const CompressorSpec& spec, Workspace& ws, const T* x, std
       cpu::fold_partials(bw.partials.data(), bw.slot_begin.data(), Lb, ws.scalars.data() + first);
       for (std::int64_t s = first; s < last; ++s) finish_norm(spec, ws, s, round);
       cpu::qsgd_encode(x + a, b - a, bw.offsets.data(), Lb, ws.scalars.data() + first, ws.keys.data() + first,
-                       spec.levels, words + a * bits / 32);
+                       settings(spec).levels, words + a * bits / 32);
     }
   });
   if (L > 0) std::memcpy(base, ws.scalars.data() + L, static_cast<std::size_t>(4 * L));
@@ -106,11 +114,11 @@ void compress_cpu(const CompressorSpec& spec, Workspace& ws, const at::Tensor& f
     const T* x = static_cast<const T*>(flat.data_ptr());
     ensure_bytes(out, 4 * L + code_words_bytes(spec, n), flat.device());
     auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
-    if (spec.bucket > 0) return compress_buckets(spec, ws, x, base, out.round);
+    if (settings(spec).bucket > 0) return compress_buckets(spec, ws, x, base, out.round);
     prepare_partials(ws);
     cpu::sum_squares_partials(x, n, off, L, ws.slot_begin.data(), ws.partials.data());
     finish_norms(spec, ws, out.round);
-    cpu::qsgd_encode(x, n, off, L, ws.scalars.data(), ws.keys.data(), spec.levels,
+    cpu::qsgd_encode(x, n, off, L, ws.scalars.data(), ws.keys.data(), settings(spec).levels,
                      reinterpret_cast<std::uint32_t*>(base + 4 * L));
     if (L > 0) std::memcpy(base, ws.scalars.data() + L, static_cast<std::size_t>(4 * L));
   });
@@ -126,7 +134,7 @@ void decode_cpu(const CompressorSpec& spec, Workspace& ws, const Decode& call) {
     T* o = static_cast<T*>(call.dense.data_ptr());
     ws.scalars.resize(static_cast<std::size_t>(L));
     if (L > 0) std::memcpy(ws.scalars.data(), base, static_cast<std::size_t>(4 * L));
-    cpu::qsgd_decode(reinterpret_cast<const std::uint32_t*>(base + 4 * L), n, off, L, ws.scalars.data(), spec.levels,
+    cpu::qsgd_decode(reinterpret_cast<const std::uint32_t*>(base + 4 * L), n, off, L, ws.scalars.data(), settings(spec).levels,
                      call.weight, call.accumulate, o);
   });
 }
@@ -143,7 +151,7 @@ void compress_feedback_cpu(const CompressorSpec& spec, Workspace& ws, at::Tensor
   prepare_partials(ws);
   cpu::add_sum_squares_partials(m, xp, n, off, L, ws.slot_begin.data(), ws.partials.data());
   finish_norms(spec, ws, out.round);
-  cpu::qsgd_encode_feedback(m, n, off, L, ws.scalars.data(), ws.scalars.data() + L, ws.keys.data(), spec.levels,
+  cpu::qsgd_encode_feedback(m, n, off, L, ws.scalars.data(), ws.scalars.data() + L, ws.keys.data(), settings(spec).levels,
                             reinterpret_cast<std::uint32_t*>(base + 4 * L));
   if (L > 0) std::memcpy(base, ws.scalars.data() + L, static_cast<std::size_t>(4 * L));
 }
@@ -155,5 +163,41 @@ const Codec qsgd_codec{.payload_bytes = payload_bytes,
                        .compress_cpu = compress_cpu,
                        .decode_cpu = decode_cpu,
                        .compress_feedback_cpu = compress_feedback_cpu};
+
+extern const CudaCodec qsgd_cuda_codec;  // compressor_cuda.cpp
+
+CompressorKindInfo qsgd_kind() {
+  return {.name = "qsgd",
+          .description = "stochastic quantization to `levels` levels of each tensor's (or bucket's) norm",
+          .paper = "Alistarh, Grubic, Li, Tomioka, Vojnovic 2017, QSGD",
+          .fields = {{"levels", "quantization levels s"},
+                     {"tau_rescale", "rescale by 1 / (1 + min(d/s^2, sqrt(d)/s)) (the reference's tau)"},
+                     kBucketField},
+          .draws = true,
+          .codec = &qsgd_codec,
+          .cuda_codec = &qsgd_cuda_codec,
+          .parse =
+              [](config::ObjectReader& r, CompressorSpec& spec) {
+                QsgdSettings s;
+                s.levels = static_cast<int>(r.integer("levels", s.levels, 2, 256));
+                s.tau_rescale = r.boolean("tau_rescale", s.tau_rescale);
+                s.bucket = read_bucket(r, s.bucket);
+                spec.settings = s;
+              },
+          .to_json =
+              [](const CompressorSpec& spec, nlohmann::json& out) {
+                const auto& s = settings(spec);
+                out["levels"] = s.levels;
+                out["tau_rescale"] = s.tau_rescale;
+                out["bucket"] = s.bucket;
+              },
+          .bucket = [](const CompressorSpec& spec) { return settings(spec).bucket; },
+          // The reference counts ceil(log2(s + 1)) bits an element and no norm.
+          .reference_bits =
+              [](const CompressorSpec& spec, std::int64_t d) {
+                return static_cast<std::uint64_t>(std::bit_width(static_cast<unsigned>(settings(spec).levels))) *
+                       static_cast<std::uint64_t>(d);
+              }};
+}
 
 }  // namespace dtsim::kernels::codecs

@@ -3,8 +3,13 @@
 // values; with shared_seed every rank draws the same indices and only the values are
 // sent (the receiver redraws them from the payload's round). unbiased scales the values
 // by n / k.
+#include <nlohmann/json.hpp>
+
+#include "config/object_reader.hpp"
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/random_k.hpp"
 #include "kernels/codecs/sparse.hpp"
+#include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/select.hpp"
 #include "kernels/cpu/sparse.hpp"
 #include "kernels/detail/hash.hpp"
@@ -13,11 +18,13 @@ namespace dtsim::kernels::codecs {
 
 namespace {
 
+const RandomKSettings& settings(const CompressorSpec& spec) { return compressor_settings<RandomKSettings>(spec); }
+
 std::int64_t payload_bytes(const CompressorSpec& spec, const Shape& shape) {
-  return (spec.shared_seed ? 0 : 4 * shape.K) + shape.E * shape.K;
+  return (settings(spec).shared_seed ? 0 : 4 * shape.K) + shape.E * shape.K;
 }
 
-double payload_fraction(const CompressorSpec& spec) { return (spec.shared_seed ? 1.0 : 2.0) * spec.ratio; }
+double payload_fraction(const CompressorSpec& spec) { return (settings(spec).shared_seed ? 1.0 : 2.0) * settings(spec).ratio; }
 
 // Segment s's k indices for `round` into idx + ws.k[s], for every segment.
 void draw_indices(const CompressorSpec& spec, Workspace& ws, std::uint64_t round, std::uint32_t* idx) {
@@ -38,7 +45,7 @@ void compress_cpu(const CompressorSpec& spec, Workspace& ws, const at::Tensor& f
     using T = decltype(tag);
     const T* x = static_cast<const T*>(flat.data_ptr());
     constexpr std::int64_t E = sizeof(T);
-    const bool shared = spec.shared_seed;
+    const bool shared = settings(spec).shared_seed;
     ensure_bytes(out, (shared ? 0 : 4 * K) + E * K, flat.device());
     auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
     if (shared) ws.indices.resize(static_cast<std::size_t>(K));
@@ -49,7 +56,7 @@ void compress_cpu(const CompressorSpec& spec, Workspace& ws, const at::Tensor& f
       cpu::random_k_indices(ns, ks, detail::stream_key(spec.seed, out.round, static_cast<std::uint64_t>(s)), ws.select,
                             idx + k[s]);
       const float scale =
-          spec.unbiased && ks > 0 ? static_cast<float>(static_cast<double>(ns) / static_cast<double>(ks)) : 1.0f;
+          settings(spec).unbiased && ks > 0 ? static_cast<float>(static_cast<double>(ns) / static_cast<double>(ks)) : 1.0f;
       cpu::gather(x + off[s], idx + k[s], ks, scale, val + k[s]);
     }
   });
@@ -58,7 +65,7 @@ void compress_cpu(const CompressorSpec& spec, Workspace& ws, const at::Tensor& f
 void decode_cpu(const CompressorSpec& spec, Workspace& ws, const Decode& call) {
   with_dtype(call.payload.dtype, call.what, [&](auto tag) {
     using T = decltype(tag);
-    if (!spec.shared_seed) return decode_indices_then_values<T>(ws, call);
+    if (!settings(spec).shared_seed) return decode_indices_then_values<T>(ws, call);
     const std::int64_t K = ws.k[static_cast<std::size_t>(ws.segment_count())];
     ws.indices.resize(static_cast<std::size_t>(K));
     draw_indices(spec, ws, call.payload.round, ws.indices.data());
@@ -72,5 +79,43 @@ const Codec random_k_codec{.payload_bytes = payload_bytes,
                            .payload_fraction = payload_fraction,
                            .compress_cpu = compress_cpu,
                            .decode_cpu = decode_cpu};
+
+extern const CudaCodec random_k_cuda_codec;  // compressor_cuda.cpp
+
+CompressorKindInfo random_k_kind() {
+  return {.name = "random_k",
+          .description = "keep a ratio of each tensor's elements, drawn at random",
+          .paper = "Stich, Cordonnier, Jaggi 2018, Sparsified SGD with memory",
+          .fields = {{"ratio", "fraction of the elements kept"},
+                     {"shared_seed", "every rank draws the same coordinates, which are then not sent"},
+                     {"unbiased", "scale the kept elements by numel/k (the reference never does)"}},
+          .draws = true,
+          .sends_indices = true,
+          .codec = &random_k_codec,
+          .cuda_codec = &random_k_cuda_codec,
+          .parse =
+              [](config::ObjectReader& r, CompressorSpec& spec) {
+                RandomKSettings s;
+                s.ratio = r.number("ratio", s.ratio, 0.0, 1.0);
+                s.shared_seed = r.boolean("shared_seed", s.shared_seed);
+                s.unbiased = r.boolean("unbiased", s.unbiased);
+                spec.settings = s;
+              },
+          .to_json =
+              [](const CompressorSpec& spec, nlohmann::json& out) {
+                const auto& s = settings(spec);
+                out["ratio"] = s.ratio;
+                out["shared_seed"] = s.shared_seed;
+                out["unbiased"] = s.unbiased;
+              },
+          .keep_ratio = [](const CompressorSpec& spec) { return settings(spec).ratio; },
+          .set_keep_ratio =
+              [](CompressorSpec& spec, double ratio) {
+                auto s = settings(spec);
+                s.ratio = ratio;
+                spec.settings = s;
+              },
+          .shares_draws = [](const CompressorSpec& spec) { return settings(spec).shared_seed; }};
+}
 
 }  // namespace dtsim::kernels::codecs

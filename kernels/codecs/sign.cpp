@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/codecs/codec.hpp"
+#include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/common.hpp"
 #include "kernels/cpu/sign.hpp"
 
@@ -111,5 +112,24 @@ constexpr Codec sign_family_codec{.payload_bytes = payload_bytes<scaled>,
 
 const Codec sign_codec = sign_family_codec<false>;
 const Codec scaled_sign_codec = sign_family_codec<true>;
+
+extern const CudaCodec sign_cuda_codec;         // compressor_cuda.cpp
+extern const CudaCodec scaled_sign_cuda_codec;  // compressor_cuda.cpp
+
+CompressorKindInfo sign_kind() {
+  return {.name = "sign",
+          .description = "1-bit signs",
+          .paper = "Bernstein, Wang, Azizzadenesheli, Anandkumar 2018, signSGD",
+          .codec = &sign_codec,
+          .cuda_codec = &sign_cuda_codec};
+}
+
+CompressorKindInfo scaled_sign_kind() {
+  return {.name = "scaled_sign",
+          .description = "1-bit signs times each tensor's mean |x|",
+          .paper = "Karimireddy, Rebjock, Stich, Jaggi 2019, Error feedback fixes SignSGD (EF-signSGD)",
+          .codec = &scaled_sign_codec,
+          .cuda_codec = &scaled_sign_cuda_codec};
+}
 
 }  // namespace dtsim::kernels::codecs

@@ -17,8 +17,13 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
+#include "kernels/codecs/bucket.hpp"
 #include "kernels/codecs/codec.hpp"
 #include "kernels/codecs/decode_each.hpp"
+#include "kernels/codecs/terngrad.hpp"
+#include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/common.hpp"
 #include "kernels/detail/hash.hpp"
 #include "kernels/detail/quantizers.hpp"
@@ -115,5 +120,29 @@ const Codec terngrad_codec{.payload_bytes = payload_bytes,
                            .payload_fraction = payload_fraction,
                            .compress_cpu = compress_cpu,
                            .decode_cpu = decode_cpu};
+
+extern const CudaCodec terngrad_cuda_codec;  // compressor_cuda.cpp
+
+CompressorKindInfo terngrad_kind() {
+  return {.name = "terngrad",
+          .description = "stochastic ternary levels {-s, 0, +s}, s each tensor's (or bucket's) max |x| (unbiased)",
+          .paper = "Wen, Xu, Yan, Wu, Wang, Chen, Li 2017, TernGrad: ternary gradients to reduce communication in "
+                   "distributed deep learning",
+          .fields = {kBucketField},
+          .draws = true,
+          .codec = &terngrad_codec,
+          .cuda_codec = &terngrad_cuda_codec,
+          .parse =
+              [](config::ObjectReader& r, CompressorSpec& spec) {
+                TernGradSettings s;
+                s.bucket = read_bucket(r, s.bucket);
+                spec.settings = s;
+              },
+          .to_json =
+              [](const CompressorSpec& spec, nlohmann::json& out) {
+                out["bucket"] = compressor_settings<TernGradSettings>(spec).bucket;
+              },
+          .bucket = [](const CompressorSpec& spec) { return compressor_settings<TernGradSettings>(spec).bucket; }};
+}
 
 }  // namespace dtsim::kernels::codecs

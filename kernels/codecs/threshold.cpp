@@ -1,13 +1,24 @@
 // threshold: per segment, every element with |x| >= threshold (and NaN; cpu/select.hpp):
 // L uint32 counts, then the K indices, then the K values. The size depends on the data
 // (CompressorKindInfo::size_depends_on_data): payload_bytes is its header's, 4 L.
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "config/object_reader.hpp"
 #include "kernels/codecs/codec.hpp"
 #include "kernels/codecs/sparse.hpp"
+#include "kernels/codecs/threshold.hpp"
+#include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/select.hpp"
 
 namespace dtsim::kernels::codecs {
 
 namespace {
+
+const ThresholdSettings& settings(const CompressorSpec& spec) {
+  return compressor_settings<ThresholdSettings>(spec);
+}
 
 std::int64_t payload_bytes(const CompressorSpec&, const Shape& shape) { return 4 * shape.L; }
 
@@ -22,7 +33,7 @@ void compress_cpu(const CompressorSpec& spec, Workspace& ws, const at::Tensor& f
     using T = decltype(tag);
     const T* x = static_cast<const T*>(flat.data_ptr());
     constexpr std::int64_t E = sizeof(T);
-    const auto t = static_cast<float>(spec.threshold);
+    const auto t = static_cast<float>(settings(spec).threshold);
     // Counts per segment (k reused as running totals), per-part counts kept for the write.
     std::int64_t pc_total = 0;
     ws.slot_begin.resize(static_cast<std::size_t>(L) + 1);
@@ -79,5 +90,29 @@ const Codec threshold_codec{.payload_bytes = payload_bytes,
                             .payload_fraction = payload_fraction,
                             .compress_cpu = compress_cpu,
                             .decode_cpu = decode_cpu};
+
+extern const CudaCodec threshold_cuda_codec;  // compressor_cuda.cpp
+
+CompressorKindInfo threshold_kind() {
+  return {.name = "threshold",
+          .description = "the elements with |x| >= threshold (the payload's size depends on the data)",
+          .paper = "Strom 2015, Scalable distributed DNN training using commodity GPU cloud computing; "
+                   "Aji, Heafield 2017, Sparse communication for distributed gradient descent",
+          .fields = {{"threshold", "magnitude at or above which an element is sent"}},
+          .sends_indices = true,
+          .size_depends_on_data = true,
+          .codec = &threshold_codec,
+          .cuda_codec = &threshold_cuda_codec,
+          .parse =
+              [](config::ObjectReader& r, CompressorSpec& spec) {
+                ThresholdSettings s;
+                s.threshold = r.number("threshold", s.threshold, 0.0, config::kInf);
+                if (!std::isfinite(s.threshold))  // a spec built in code: JSON has no infinities
+                  throw config::ScenarioError(r.where("threshold"), config::ErrorKind::out_of_range,
+                                              "expected a finite number, got infinity");
+                spec.settings = s;
+              },
+          .to_json = [](const CompressorSpec& spec, nlohmann::json& out) { out["threshold"] = settings(spec).threshold; }};
+}
 
 }  // namespace dtsim::kernels::codecs

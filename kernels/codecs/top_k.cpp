@@ -1,16 +1,23 @@
 // top_k: per segment, the k = max(1, floor(n ratio)) largest magnitudes (ties to the
 // lowest indices, NaN above +Inf; cpu/select.hpp): K uint32 indices, then K values.
+#include <nlohmann/json.hpp>
+
+#include "config/object_reader.hpp"
 #include "kernels/codecs/codec.hpp"
 #include "kernels/codecs/sparse.hpp"
+#include "kernels/codecs/top_k.hpp"
+#include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/select.hpp"
 
 namespace dtsim::kernels::codecs {
 
 namespace {
 
+const TopKSettings& settings(const CompressorSpec& spec) { return compressor_settings<TopKSettings>(spec); }
+
 std::int64_t payload_bytes(const CompressorSpec&, const Shape& shape) { return (4 + shape.E) * shape.K; }
 
-double payload_fraction(const CompressorSpec& spec) { return 2.0 * spec.ratio; }
+double payload_fraction(const CompressorSpec& spec) { return 2.0 * settings(spec).ratio; }
 
 void compress_cpu(const CompressorSpec&, Workspace& ws, const at::Tensor& flat, Payload& out) {
   const auto L = ws.segment_count();
@@ -40,5 +47,31 @@ const Codec top_k_codec{.payload_bytes = payload_bytes,
                         .payload_fraction = payload_fraction,
                         .compress_cpu = compress_cpu,
                         .decode_cpu = decode_cpu};
+
+extern const CudaCodec top_k_cuda_codec;  // compressor_cuda.cpp
+
+CompressorKindInfo top_k_kind() {
+  return {.name = "top_k",
+          .description = "keep a ratio of each tensor's elements, the largest in magnitude",
+          .paper = "Stich, Cordonnier, Jaggi 2018, Sparsified SGD with memory",
+          .fields = {{"ratio", "fraction of the elements kept"}},
+          .sends_indices = true,
+          .codec = &top_k_codec,
+          .cuda_codec = &top_k_cuda_codec,
+          .parse =
+              [](config::ObjectReader& r, CompressorSpec& spec) {
+                TopKSettings s;
+                s.ratio = r.number("ratio", s.ratio, 0.0, 1.0);
+                spec.settings = s;
+              },
+          .to_json = [](const CompressorSpec& spec, nlohmann::json& out) { out["ratio"] = settings(spec).ratio; },
+          .keep_ratio = [](const CompressorSpec& spec) { return settings(spec).ratio; },
+          .set_keep_ratio =
+              [](CompressorSpec& spec, double ratio) {
+                auto s = settings(spec);
+                s.ratio = ratio;
+                spec.settings = s;
+              }};
+}
 
 }  // namespace dtsim::kernels::codecs
