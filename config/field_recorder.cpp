@@ -11,6 +11,11 @@ void FieldRecorder::note(FieldNote n) {
   else if (it->type.empty()) it->required = it->required || n.required;
 }
 
+void FieldRecorder::own_fields(const std::string& key, std::map<std::string, std::vector<std::string>> by_value) {
+  const auto it = std::find_if(notes_.begin(), notes_.end(), [&](const FieldNote& n) { return n.key == key; });
+  if (it != notes_.end()) it->fields_by_value = std::move(by_value);
+}
+
 FieldRecorder& FieldRecorder::nested(const std::string& key) {
   auto& slot = nested_[key];
   if (!slot) slot = std::make_unique<FieldRecorder>();

@@ -31,6 +31,11 @@ struct FieldNote {
   // a system field that starts from its preset's): the schema cannot say what its absence
   // means.
   bool fallback_derived = false;
+  // A choice whose values own fields (data sources: each reads its own files): per value,
+  // the fields of that family it reads. A value reads a family field only if listed, which
+  // the schema can state even where a parse with that value stops before reading them (a
+  // placeholder file it cannot open).
+  std::map<std::string, std::vector<std::string>> fields_by_value;
 };
 
 class FieldRecorder {
@@ -41,6 +46,8 @@ class FieldRecorder {
   FieldRecorder& nested(const std::string& key);
   // The fields the chosen entry names (ObjectReader::only_fields).
   void allow(std::vector<std::string> fields) { allowed_ = std::move(fields); }
+  // The fields each value of the choice `key`, already noted, owns (FieldNote::fields_by_value).
+  void own_fields(const std::string& key, std::map<std::string, std::vector<std::string>> by_value);
 
   const std::vector<FieldNote>& notes() const { return notes_; }
   const FieldNote* find(const std::string& key) const;

@@ -155,12 +155,23 @@ struct Entry {
 // source's file field selects it) counts only where it is written.
 json choice_rules(const FieldNote& c, const std::map<std::string, const Run*>& by_value,
                   const std::vector<std::string>& fields) {
+  // A field some value owns (FieldNote::fields_by_value) is read by the values that own it;
+  // any other, by the values whose run read it.
+  auto owned = [&](const std::string& f) {
+    return std::any_of(c.fields_by_value.begin(), c.fields_by_value.end(),
+                       [&](const auto& v) { return std::find(v.second.begin(), v.second.end(), f) != v.second.end(); });
+  };
+  auto reads = [&](const std::string& v, const std::string& f) {
+    if (!owned(f)) return by_value.at(v)->reads(f);
+    const auto it = c.fields_by_value.find(v);
+    return it != c.fields_by_value.end() && std::find(it->second.begin(), it->second.end(), f) != it->second.end();
+  };
   std::map<std::vector<std::string>, std::vector<std::string>> off_by_values;  // values that do not read -> fields
   for (const auto& f : fields) {
     if (f == c.key) continue;
     std::vector<std::string> others;
     for (const auto& v : c.allowed)
-      if (!by_value.at(v)->reads(f)) others.push_back(v);
+      if (!reads(v, f)) others.push_back(v);
     if (!others.empty() && others.size() < c.allowed.size()) off_by_values[others].push_back(f);
   }
   json rules = json::array();

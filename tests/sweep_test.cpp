@@ -1043,6 +1043,12 @@ TEST(ScenarioSchema, MalformedScenariosAreRejectedByBoth) {
       {with("/workload", json{{"type", "logistic_regression"}, {"data", "synthetic"}, {"libsvm_file", "x.libsvm"}}),
        "/workload/libsvm_file"},
       {with("/network", json{{"model", "nccl"}, {"system", "h100_8x"}, {"latency_us", 1}}), "/network/latency_us"},
+      // ... also where the recording parse stops at the value's placeholder file: each
+      // data source owns its fields.
+      {with("/workload", json{{"type", "mlp"}, {"data", "cifar10"}, {"data_dir", "cifar"}, {"image_size", 32}}),
+       "/workload/image_size"},
+      {with("/workload", json{{"type", "logistic_regression"}, {"data", "libsvm"}, {"libsvm_file", "x.libsvm"}, {"samples", 64}}),
+       "/workload/samples"},
       // ... also where the choice is left to a default that does not read them.
       {with("/algorithm", json{{"name", "ddp"}, {"lr", 0.1}, {"matrix_approximation_rank", 2}}),
        "/algorithm/matrix_approximation_rank"},

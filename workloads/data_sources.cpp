@@ -1,9 +1,11 @@
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "config/field_recorder.hpp"
 #include "workloads/data_source.hpp"
 
 namespace dtsim::workloads {
@@ -97,6 +99,11 @@ DataSpec parse_data_fields(config::ObjectReader& w, const std::vector<std::strin
       break;
     }
   spec.source = w.choice("data", fallback, sources, config::ObjectReader::Fallback::derived);
+  if (auto* recorder = w.recorder()) {  // each source owns its fields, whether its parse gets to them or not
+    std::map<std::string, std::vector<std::string>> owned;
+    for (const auto& name : sources) owned[name] = data_source_entry(name).fields;
+    recorder->own_fields("data", std::move(owned));
+  }
   const auto& source = data_source_entry(spec.source);
   source.parse(w, spec, ctx);
   // A field another accepted source reads: the scenario mixes two sources.
