@@ -147,6 +147,7 @@ struct Entry {
   json rules = json::array();       // fields a choice's value turns off
   const FieldRecorder* nested_source = nullptr;  // the base run, for nested objects
   std::vector<Run> runs;                         // kept alive for nested_source
+  std::vector<std::string> problems;             // pairs of choices the rules misstate
 };
 
 // The rules of a choice `c` the entry reads: a field that some of its values do not read
@@ -190,6 +191,35 @@ json choice_rules(const FieldNote& c, const std::map<std::string, const Run*>& b
   return rules;
 }
 
+// The rules vary one choice at a time. Where two choices are set together, each field
+// must be read exactly when neither value's own run turns it off: otherwise a field that
+// only the combination turns off would be allowed (or one it turns on refused). Checked
+// on every pair of non-default values whose joint parse completes.
+using Choices = std::vector<std::pair<FieldNote, std::map<std::string, std::size_t>>>;
+
+void check_pairs(const Section& s, const json& doc, const Choices& choices, Entry& e) {
+  for (std::size_t i = 0; i < choices.size(); ++i)
+    for (std::size_t j = i + 1; j < choices.size(); ++j)
+      for (const auto& [v1, run1] : choices[i].second)
+        for (const auto& [v2, run2] : choices[j].second) {
+          if (run1 == 0 || run2 == 0) continue;  // a default value: the single runs are the pair's
+          const std::string& k1 = choices[i].first.key;
+          const std::string& k2 = choices[j].first.key;
+          json both = doc;
+          both[k1] = v1;
+          both[k2] = v2;
+          const Run joint = record(s, both);
+          if (joint.failed) continue;
+          for (const auto& f : e.fields) {
+            if (f == k1 || f == k2) continue;
+            const bool allowed = e.runs[0].reads(f) && e.runs[run1].reads(f) && e.runs[run2].reads(f);
+            if (allowed != joint.reads(f))
+              e.problems.push_back(fmt::format("{}/{}: {} is {} with {} {} and {} {}, which the one-choice rules do not say",
+                                               s.name, e.name, f, allowed ? "not read" : "read", k1, v1, k2, v2));
+          }
+        }
+}
+
 Entry record_entry(const Section& s, const std::string& name) {
   Entry e{.name = name};
   json doc = s.base;
@@ -201,7 +231,7 @@ Entry record_entry(const Section& s, const std::string& name) {
   e.notes.add(base);
   if (base && base->allowed()) e.fields = *base->allowed();
   // Each choice of the entry, value by value.
-  std::vector<std::pair<FieldNote, std::map<std::string, std::size_t>>> choices;
+  Choices choices;
   if (base)
     for (const auto& c : base->notes()) {
       if (c.allowed.size() < 2 || c.key == s.selector || s.base.contains(c.key)) continue;
@@ -236,6 +266,7 @@ Entry record_entry(const Section& s, const std::string& name) {
     }
   if (!(base && base->allowed()))  // no field list named (only_fields): what it read
     for (const auto& n : e.notes.list) e.fields.push_back(n.key);
+  check_pairs(s, doc, choices, e);
   for (const auto& [c, by_index] : choices) {
     std::map<std::string, const Run*> by_value;
     for (const auto& [v, i] : by_index) by_value[v] = &e.runs[i];
@@ -310,6 +341,7 @@ class Generator {
     } else {
       entries.push_back(record_entry(s, ""));
     }
+    for (const auto& e : entries) problems_.insert(problems_.end(), e.problems.begin(), e.problems.end());
     // An entry whose parse stopped before its last field and that names no field list
     // (only_fields) may read any field of the section: allow them all rather than refuse
     // one it reads.
