@@ -104,6 +104,11 @@ struct DataSourceEntry {
   DataShape (*shape)(const DataSpec& spec);
   // The data on the CPU; throws std::invalid_argument naming a missing or malformed file.
   std::shared_ptr<const LabelledData> (*load)(const DataSpec& spec, std::uint64_t seed);
+  // For a model `who` that takes square images of one side: makes the source's images
+  // that side where the scenario left it to the source (Fashion-MNIST pads its 28 x 28 to
+  // 32 x 32), and throws a ScenarioError naming the field where the scenario set another.
+  // nullptr: the side is the data's (the model then checks the sample shape).
+  void (*fit_image_side)(const config::ObjectReader& w, DataSpec& spec, std::int64_t side, std::string_view who) = nullptr;
 };
 
 // In table order.

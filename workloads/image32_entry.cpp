@@ -8,24 +8,17 @@
 #include <fmt/ranges.h>
 
 #include "workloads/module_workload.hpp"
-#include "workloads/sources/fashion_mnist.hpp"
 
 namespace dtsim::workloads {
 
-// Only 32 x 32 images: the networks' strides and cost tables assume them. Fashion-MNIST is
-// padded to 32 unless the scenario asks for 28, which is refused.
+// Only 32 x 32 images: the networks' strides and cost tables assume them. A source that can
+// make its images that size does so (Fashion-MNIST pads to 32 unless the scenario asks
+// for 28, which is refused: DataSourceEntry::fit_image_side).
 void parse_image32(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext&) {
   spec.batch_size = w.integer("batch_size", spec.batch_size, 1, config::kIntMax);
   spec.partition = w.choice("partition", "iid", {"iid", "by_label"});
   auto& data = spec.data;
-  if (data.source == "fashion_mnist") {
-    auto set = data_settings<FashionMnistSettings>(data);
-    if (!w.value().contains("image_size")) set.image_size = 32;
-    if (set.image_size != 32)
-      throw config::ScenarioError(w.where("image_size"), config::ErrorKind::inconsistent,
-                                  fmt::format("expected 32 for {} (a 32 x 32 model), got {}", spec.type, set.image_size));
-    data.settings = set;
-  }
+  if (const auto fit = data_source_entry(data.source).fit_image_side) fit(w, data, 32, spec.type);
   const auto sample = data_source_entry(data.source).shape(data).sample;
   if (sample.size() != 3 || sample[1] != 32 || sample[2] != 32)
     throw config::ScenarioError(w.where(data.source == "tensors" ? "tensors_file" : "data"),

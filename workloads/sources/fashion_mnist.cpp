@@ -49,6 +49,16 @@ std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
   return padded;
 }
 
+void fit_image_side(const config::ObjectReader& w, DataSpec& spec, std::int64_t side, std::string_view who) {
+  auto set = data_settings<FashionMnistSettings>(spec);
+  if (!w.value().contains("image_size")) set.image_size = side;  // 28 or 32: the parse's range
+  if (set.image_size != side)
+    throw config::ScenarioError(w.where("image_size"), config::ErrorKind::inconsistent,
+                                fmt::format("expected {} for {} (a {} x {} model), got {}", side, who, side, side,
+                                            set.image_size));
+  spec.settings = set;
+}
+
 }  // namespace
 
 const DataSourceEntry& fashion_mnist_source() {
@@ -64,7 +74,8 @@ const DataSourceEntry& fashion_mnist_source() {
       .parse = parse,
       .to_json = to_json,
       .shape = shape,
-      .load = load};
+      .load = load,
+      .fit_image_side = fit_image_side};
   return entry;
 }
 
