@@ -363,16 +363,19 @@ class RankState {
 
 void check_epoch_counting(const Scenario& s, const net::Topology& topology,
                        const std::shared_ptr<const workloads::WorkloadData>& data) {
+  std::unique_ptr<workloads::Workload> built;  // rank 0's workload, built once if a check needs it
+  auto workload = [&]() -> const workloads::Workload& {
+    if (!built) built = workloads::make_workload(s.workload, data, s.seed, 0, s.ranks);
+    return *built;
+  };
   const auto* entry = algorithms::find_algorithm(s.algorithm.name);
-  if (entry && entry->check_parameters)
-    entry->check_parameters(s.algorithm, workloads::make_workload(s.workload, data, s.seed, 0, s.ranks)->parameter_names());
+  if (entry && entry->check_parameters) entry->check_parameters(s.algorithm, workload().parameter_names());
   const std::string epoch_field = entry && entry->epoch_schedule_field ? entry->epoch_schedule_field(s.algorithm) : "";
   if (s.algorithm.optimizer.lr_schedule.is_default() && epoch_field.empty()) return;
-  const auto workload = workloads::make_workload(s.workload, data, s.seed, 0, s.ranks);
-  if (!epoch_field.empty() && !(workload->data_shard().samples > 0 && workload->data_shard().batch > 0))
+  if (!epoch_field.empty() && !(workload().data_shard().samples > 0 && workload().data_shard().batch > 0))
     throw ScenarioError("/algorithm/" + epoch_field, ErrorKind::inconsistent,
                         fmt::format("counts epochs, and workload {} has no data to count them in", s.workload.type));
-  lr_schedule_of(s, topology, *workload, 0);
+  lr_schedule_of(s, topology, workload(), 0);
 }
 
 sim::Task<void> rank_program(comm::Communicator& comm, RankJob job, RunResult& result) {
