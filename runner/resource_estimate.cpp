@@ -362,94 +362,143 @@ void check_topology_fits(const Scenario& s) {
                                                t.label, s.ranks, count(t.cables), format_bytes(bytes), limit_text(*limit)));
 }
 
+namespace {
+
+// The one-line refusal of a scenario whose estimate exceeds the limit, by its largest
+// part: what needs the memory and the way out.
+class Refusal {
+ public:
+  Refusal(const Scenario& s, RunKind kind, const Detail& detail, const MemoryLimit& limit)
+      : s_(s), detail_(detail), e_(detail.e), need_(format_bytes(e_.total_bytes())),
+        more_(limit_text(limit)), per_rank_(format_bytes(e_.rank_tensor_bytes)) {
+    const bool emulated = kind == RunKind::Emulated && !s.timing_only;
+    ranks_of_ = fmt::format("{} {}ranks of {}", s.ranks, emulated ? "emulated " : "", s.workload.type);
+  }
+
+  [[noreturn]] void raise() const {
+    const double parts[] = {e_.tensor_bytes, e_.data_bytes, e_.topology_bytes, e_.route_bytes, e_.record_bytes,
+                            e_.rank_bookkeeping_bytes};
+    switch (std::max_element(std::begin(parts), std::end(parts)) - std::begin(parts)) {
+      case 0: tensors();
+      case 1: data();
+      case 2: topology();
+      case 3: routes();
+      case 4: records();
+      default: bookkeeping();
+    }
+  }
+
+ private:
+  bool logistic() const { return s_.workload.type == "logistic_regression"; }
+
+  [[noreturn]] void tensors() const {
+    if (e_.peer_message_bytes > 0.5 * e_.rank_tensor_bytes && detail_.topology.degree > 2)
+      throw ScenarioError("/topology", ErrorKind::too_large,
+                          fmt::format("{} on a {} topology need about {} ({} per rank, most of it a message or replica "
+                                      "per gossip neighbour: {} each), more than {}: use a sparser topology (ring, "
+                                      "torus) or fewer ranks",
+                                      ranks_of_, detail_.topology.label, need_, per_rank_,
+                                      count(detail_.topology.degree), more_));
+    if (e_.gathered_bytes > 0.5 * e_.rank_tensor_bytes && e_.tensor_ranks > 1)
+      throw ScenarioError("/ranks", ErrorKind::too_large,
+                          fmt::format("{} need about {} ({} per rank, most of it the all-gather's block from each of "
+                                      "the {} ranks), more than {}: use \"timing_only\": true (memory of one rank) or "
+                                      "fewer ranks",
+                                      ranks_of_, need_, per_rank_, s_.ranks, more_));
+    if (e_.tensor_ranks > 1)
+      throw ScenarioError("/ranks", ErrorKind::too_large,
+                          fmt::format("{} need about {} (parameters, gradients, algorithm state and messages: {} per "
+                                      "rank), more than {}: {}",
+                                      ranks_of_, need_, per_rank_, more_, fewer_ranks_way_out()));
+    if (e_.workload_rank_bytes > 0.5 * e_.rank_tensor_bytes)
+      throw ScenarioError("/workload/batch_size", ErrorKind::too_large,
+                          fmt::format("one rank of {} needs about {} for its mini-batch ({} of {}), more than {}: use "
+                                      "a smaller batch_size",
+                                      s_.workload.type, need_, format_bytes(e_.workload_rank_bytes), per_rank_, more_));
+    throw ScenarioError(logistic() ? "/workload/features" : "/workload/type", ErrorKind::too_large,
+                        fmt::format("one rank of {} with {} parameters needs about {} (parameters, gradients and "
+                                    "algorithm state: {}), more than {}: use {}",
+                                    s_.workload.type, fmt::format("{:.0f}", e_.model_elements), need_, per_rank_, more_,
+                                    logistic() ? "fewer features" : "a smaller model"));
+  }
+
+  // Timing-only mode, unless that too is refused (then say why).
+  std::string fewer_ranks_way_out() const {
+    Scenario one = s_;
+    one.timing_only = true;
+    try {
+      check_resources(one, RunKind::Emulated);
+    } catch (const ScenarioError& timing_only_too) {
+      return fmt::format("use fewer ranks (in timing-only mode, {})", timing_only_too.what());
+    }
+    return "use \"timing_only\": true (memory of one rank) or fewer ranks";
+  }
+
+  [[noreturn]] void data() const {
+    if (logistic()) {
+      const auto set = workloads::data_source_entry(s_.workload.data.source).shape(s_.workload.data);
+      const std::int64_t samples = set.train, features = set.sample_elements();
+      throw ScenarioError(features >= samples ? "/workload/features" : "/workload/samples", ErrorKind::too_large,
+                          fmt::format("the logistic_regression data set ({} samples x {} features, fp32, one copy "
+                                      "shared by the ranks) needs about {}, more than {}: use fewer samples or features",
+                                      samples, features, need_, more_));
+    }
+    throw ScenarioError("/workload", ErrorKind::too_large,
+                        fmt::format("the {} data needs about {}, more than {}: use fewer samples", s_.workload.type,
+                                    need_, more_));
+  }
+
+  [[noreturn]] void topology() const {
+    throw ScenarioError("/topology", ErrorKind::too_large,
+                        fmt::format("a {} topology of {} ranks needs about {} ({} for its links, adjacency lists, "
+                                    "gossip graph and BFS trees), more than {}: use fewer ranks or a sparser topology "
+                                    "(ring, torus, fat_tree)",
+                                    detail_.topology.label, s_.ranks, need_, format_bytes(e_.topology_bytes), more_));
+  }
+
+  // Routes, schedules, messages in flight.
+  [[noreturn]] void routes() const {
+    if (detail_.route_from_gossip)
+      throw ScenarioError("/topology", ErrorKind::too_large,
+                          fmt::format("gossip among {} ranks on a {} topology needs about {} ({} of routes and "
+                                      "messages in flight: {} neighbours each), more than {}: use a sparser topology "
+                                      "(ring, torus) or fewer ranks",
+                                      s_.ranks, detail_.topology.label, need_, format_bytes(e_.route_bytes),
+                                      count(detail_.topology.degree), more_));
+    throw ScenarioError("/network/algorithms", ErrorKind::too_large,
+                        fmt::format("{} over {} ranks needs about {} ({} of routes, schedules and messages in flight), "
+                                    "more than {}: use the ring algorithm or fewer ranks",
+                                    detail_.route_cause, s_.ranks, need_, format_bytes(e_.route_bytes), more_));
+  }
+
+  [[noreturn]] void records() const {
+    throw ScenarioError("/steps", ErrorKind::too_large,
+                        fmt::format("{} steps of {} ranks need about {} ({} of per-step records), more than {}: use "
+                                    "fewer steps",
+                                    s_.steps, s_.ranks, need_, format_bytes(e_.record_bytes), more_));
+  }
+
+  [[noreturn]] void bookkeeping() const {
+    throw ScenarioError("/ranks", ErrorKind::too_large,
+                        fmt::format("{} ranks need about {} ({} of bookkeeping each), more than {}: use fewer ranks",
+                                    s_.ranks, need_, format_bytes(e_.rank_bookkeeping_bytes / std::max(1, s_.ranks)),
+                                    more_));
+  }
+
+  const Scenario& s_;
+  const Detail& detail_;
+  const ResourceEstimate& e_;
+  std::string need_, more_, per_rank_, ranks_of_;
+};
+
+}  // namespace
+
 void check_resources(const Scenario& s, RunKind kind) {
   const auto limit = memory_limit();
   if (!limit) return;
   const Detail detail = estimate(s, kind);
-  const auto& e = detail.e;
-  const double total = e.total_bytes();
-  if (total <= limit->bytes) return;
-  const std::string need = format_bytes(total), more = limit_text(*limit);
-  const bool emulated = kind == RunKind::Emulated && !s.timing_only;
-  const std::string ranks_of = fmt::format("{} {}ranks of {}", s.ranks, emulated ? "emulated " : "", s.workload.type);
-  const std::string per_rank = format_bytes(e.rank_tensor_bytes);
-  // The way out follows the largest part.
-  const double parts[] = {e.tensor_bytes, e.data_bytes, e.topology_bytes, e.route_bytes, e.record_bytes,
-                          e.rank_bookkeeping_bytes};
-  const auto largest = static_cast<int>(std::max_element(std::begin(parts), std::end(parts)) - std::begin(parts));
-  const bool logistic = s.workload.type == "logistic_regression";
-  switch (largest) {
-    case 0: {  // the ranks' tensors
-      if (e.peer_message_bytes > 0.5 * e.rank_tensor_bytes && detail.topology.degree > 2)
-        throw ScenarioError("/topology", ErrorKind::too_large, fmt::format("{} on a {} topology need about {} ({} per rank, most of it a "
-                                                     "message or replica per gossip neighbour: {} each), more than {}: "
-                                                     "use a sparser topology (ring, torus) or fewer ranks",
-                                                     ranks_of, detail.topology.label, need, per_rank,
-                                                     count(detail.topology.degree), more));
-      if (e.gathered_bytes > 0.5 * e.rank_tensor_bytes && e.tensor_ranks > 1)
-        throw ScenarioError("/ranks", ErrorKind::too_large, fmt::format("{} need about {} ({} per rank, most of it the all-gather's block "
-                                                  "from each of the {} ranks), more than {}: use \"timing_only\": true "
-                                                  "(memory of one rank) or fewer ranks",
-                                                  ranks_of, need, per_rank, s.ranks, more));
-      if (e.tensor_ranks > 1) {
-        // The way out is timing-only mode, unless that too is refused (then say why).
-        Scenario one = s;
-        one.timing_only = true;
-        std::string way_out = "use \"timing_only\": true (memory of one rank) or fewer ranks";
-        try {
-          check_resources(one, RunKind::Emulated);
-        } catch (const ScenarioError& timing_only_too) {
-          way_out = fmt::format("use fewer ranks (in timing-only mode, {})", timing_only_too.what());
-        }
-        throw ScenarioError("/ranks", ErrorKind::too_large, fmt::format("{} need about {} (parameters, gradients, algorithm state and "
-                                                  "messages: {} per rank), more than {}: {}",
-                                                  ranks_of, need, per_rank, more, way_out));
-      }
-      if (e.workload_rank_bytes > 0.5 * e.rank_tensor_bytes)
-        throw ScenarioError("/workload/batch_size", ErrorKind::too_large, fmt::format("one rank of {} needs about {} for its mini-batch ({} of {}), more than {}: "
-                                        "use a smaller batch_size",
-                                        s.workload.type, need, format_bytes(e.workload_rank_bytes), per_rank, more));
-      throw ScenarioError(logistic ? "/workload/features" : "/workload/type", ErrorKind::too_large, fmt::format("one rank of {} with {} parameters needs about {} (parameters, gradients and "
-                                      "algorithm state: {}), more than {}: use {}",
-                                      s.workload.type, fmt::format("{:.0f}", e.model_elements), need, per_rank, more,
-                                      logistic ? "fewer features" : "a smaller model"));
-    }
-    case 1:  // the data set
-      if (logistic) {
-        const auto set = workloads::data_source_entry(s.workload.data.source).shape(s.workload.data);
-        const std::int64_t samples = set.train, features = set.sample_elements();
-        throw ScenarioError(features >= samples ? "/workload/features" : "/workload/samples", ErrorKind::too_large, fmt::format("the logistic_regression data set ({} samples x {} features, fp32, one copy "
-                                        "shared by the ranks) needs about {}, more than {}: use fewer samples or "
-                                        "features",
-                                        samples, features, need, more));
-      }
-      throw ScenarioError("/workload", ErrorKind::too_large, fmt::format("the {} data needs about {}, more than {}: use fewer samples",
-                                                   s.workload.type, need, more));
-    case 2:  // the topology
-      throw ScenarioError("/topology", ErrorKind::too_large, fmt::format("a {} topology of {} ranks needs about {} ({} for its links, adjacency "
-                                                   "lists, gossip graph and BFS trees), more than {}: use fewer ranks or "
-                                                   "a sparser topology (ring, torus, fat_tree)",
-                                                   detail.topology.label, s.ranks, need,
-                                                   format_bytes(e.topology_bytes), more));
-    case 3:  // routes, schedules, messages in flight
-      if (detail.route_from_gossip)
-        throw ScenarioError("/topology", ErrorKind::too_large, fmt::format("gossip among {} ranks on a {} topology needs about {} ({} of routes "
-                                                     "and messages in flight: {} neighbours each), more than {}: use a "
-                                                     "sparser topology (ring, torus) or fewer ranks",
-                                                     s.ranks, detail.topology.label, need,
-                                                     format_bytes(e.route_bytes), count(detail.topology.degree), more));
-      throw ScenarioError("/network/algorithms", ErrorKind::too_large, fmt::format("{} over {} ranks needs about {} ({} of routes, schedules and messages in "
-                                      "flight), more than {}: use the ring algorithm or fewer ranks",
-                                      detail.route_cause, s.ranks, need, format_bytes(e.route_bytes), more));
-    case 4:  // per-step records
-      throw ScenarioError("/steps", ErrorKind::too_large, fmt::format("{} steps of {} ranks need about {} ({} of per-step records), more than "
-                                                "{}: use fewer steps",
-                                                s.steps, s.ranks, need, format_bytes(e.record_bytes), more));
-    default:
-      throw ScenarioError("/ranks", ErrorKind::too_large, fmt::format("{} ranks need about {} ({} of bookkeeping each), more than {}: use "
-                                                "fewer ranks",
-                                                s.ranks, need, format_bytes(e.rank_bookkeeping_bytes / std::max(1, s.ranks)), more));
-  }
+  if (detail.e.total_bytes() <= limit->bytes) return;
+  Refusal(s, kind, detail, *limit).raise();  // the way out follows the largest part
 }
 
 namespace {

@@ -326,89 +326,21 @@ class Generator {
  public:
   explicit Generator(std::vector<std::string>& problems) : problems_(problems) {}
 
-  // The $defs entry of a section, from recording its parse.
+  // The $defs entry of a section, from recording its parse: its properties (every entry's
+  // fields, as loose as the loosest entry), then what is required and each entry's block.
   json section(const Section& s) {
-    std::vector<Entry> entries;
-    const FieldNote* selector = nullptr;
-    Run probe = record(s, s.base);
-    if (!s.selector.empty()) {
-      selector = probe.fields ? probe.fields->find(s.selector) : nullptr;
-      if (!selector || selector->allowed.empty()) {
-        problems_.push_back(fmt::format("{}/{}: the parse reads no choice of entries there", s.name, s.selector));
-        return json::object();
-      }
-      for (const auto& name : selector->allowed) entries.push_back(record_entry(s, name));
-    } else {
-      entries.push_back(record_entry(s, ""));
-    }
-    for (const auto& e : entries) problems_.insert(problems_.end(), e.problems.begin(), e.problems.end());
-    // An entry whose parse stopped before its last field and that names no field list
-    // (only_fields) may read any field of the section: allow them all rather than refuse
-    // one it reads.
-    std::vector<std::string> every;
-    for (const auto& e : entries)
-      for (const auto& f : e.fields)
-        if (std::find(every.begin(), every.end(), f) == every.end()) every.push_back(f);
-    for (auto& e : entries)
-      if (e.runs.front().failed && !(e.nested_source && e.nested_source->allowed())) e.fields = every;
+    Recorded r{.probe = record(s, s.base)};
+    if (!record_entries(s, r)) return json::object();
     const auto unless = docs_.declared(s.name, "");
     const std::string required_unless = unless && unless->contains("requiredUnless") ? (*unless)["requiredUnless"].get<std::string>() : "";
-
-    // The def's properties: every entry's fields, as loose as the loosest entry.
     Notes all;
-    std::vector<std::string> order;
-    for (const auto& e : entries)
-      for (const auto& f : e.fields) {
-        if (std::find(order.begin(), order.end(), f) == order.end()) order.push_back(f);
-        if (const FieldNote* n = e.notes.find(f)) all.add(*n);
-      }
-    if (selector && std::find(order.begin(), order.end(), s.selector) == order.end()) order.insert(order.begin(), s.selector);
-    for (const auto& f : docs_.fields_of(s.name))
-      if (std::find(order.begin(), order.end(), f) == order.end() &&
-          (docs_.declared(s.name, f) || std::find(s.aliases.begin(), s.aliases.end(), f) != s.aliases.end()))
-        order.push_back(f);
+    const auto order = field_order(s, r, all);
 
     json def = {{"type", "object"}, {"additionalProperties", false}};
     const std::string description = docs_.description(s.name, "");
     if (!description.empty()) def["description"] = description;
-    json properties = json::object();
-    for (const auto& f : order) properties[f] = property(s, f, all.find(f), entries);
-    if (selector) {
-      json p = schema_of(*selector, s.default_entry);
-      p["enum"] = selector->allowed;
-      with_description(p, s.name, s.selector);
-      properties[s.selector] = p;
-      for (const auto& alias : s.aliases) {
-        json a = schema_of(*selector, false);
-        with_description(a, s.name, alias);
-        properties[alias] = a;
-      }
-    }
-    def["properties"] = properties;
-
-    // Required: what every entry requires, at the def; the rest per entry.
-    std::vector<std::string> common;
-    if (selector && selector->required) common.push_back(s.selector);
-    for (const auto& f : entries.front().required)
-      if (std::all_of(entries.begin(), entries.end(),
-                      [&](const Entry& e) { return std::count(e.required.begin(), e.required.end(), f) > 0; }))
-        common.push_back(f);
-    json all_of = json::array();
-    if (!common.empty()) add_required(def, all_of, common, required_unless);
-
-    if (!selector) {
-      for (const auto& rule : entries.front().rules) all_of.push_back(rule);
-    } else {
-      // Fields of the section that no entry reads (a key resolved before the parse, an
-      // older name of the selector) are every entry's.
-      std::vector<std::string> shared;
-      for (const auto& f : order)
-        if (f != s.selector && std::none_of(entries.begin(), entries.end(), [&](const Entry& e) {
-              return std::count(e.fields.begin(), e.fields.end(), f) > 0;
-            }))
-          shared.push_back(f);
-      for (const auto& e : entries) all_of.push_back(entry_block(s, e, all, common, required_unless, *selector, shared));
-    }
+    def["properties"] = properties(s, r, order, all);
+    json all_of = rules(s, r, order, all, required_unless, def);
     if (unless)
       for (const auto& [key, value] : unless->items()) {
         if (key == "requiredUnless") continue;
@@ -442,6 +374,103 @@ class Generator {
   std::vector<std::string> unused_docs() const { return docs_.unused(); }
 
  private:
+  // A section's recording: the probe run (which holds the selector's note) and its entries.
+  struct Recorded {
+    Run probe;
+    const FieldNote* selector = nullptr;  // in probe's recorder; nullptr for a section without entries
+    std::vector<Entry> entries;
+  };
+
+  // Records every entry of the section; false (a problem noted) when the parse reads no
+  // choice of entries at its selector.
+  bool record_entries(const Section& s, Recorded& r) {
+    if (!s.selector.empty()) {
+      r.selector = r.probe.fields ? r.probe.fields->find(s.selector) : nullptr;
+      if (!r.selector || r.selector->allowed.empty()) {
+        problems_.push_back(fmt::format("{}/{}: the parse reads no choice of entries there", s.name, s.selector));
+        return false;
+      }
+      for (const auto& name : r.selector->allowed) r.entries.push_back(record_entry(s, name));
+    } else {
+      r.entries.push_back(record_entry(s, ""));
+    }
+    for (const auto& e : r.entries) problems_.insert(problems_.end(), e.problems.begin(), e.problems.end());
+    // An entry whose parse stopped before its last field and that names no field list
+    // (only_fields) may read any field of the section: allow them all rather than refuse
+    // one it reads.
+    std::vector<std::string> every;
+    for (const auto& e : r.entries)
+      for (const auto& f : e.fields)
+        if (std::find(every.begin(), every.end(), f) == every.end()) every.push_back(f);
+    for (auto& e : r.entries)
+      if (e.runs.front().failed && !(e.nested_source && e.nested_source->allowed())) e.fields = every;
+    return true;
+  }
+
+  // The def's fields in order (the entries', the selector first, then the ones only the
+  // docs declare), their notes gathered into `all`.
+  std::vector<std::string> field_order(const Section& s, const Recorded& r, Notes& all) const {
+    std::vector<std::string> order;
+    for (const auto& e : r.entries)
+      for (const auto& f : e.fields) {
+        if (std::find(order.begin(), order.end(), f) == order.end()) order.push_back(f);
+        if (const FieldNote* n = e.notes.find(f)) all.add(*n);
+      }
+    if (r.selector && std::find(order.begin(), order.end(), s.selector) == order.end())
+      order.insert(order.begin(), s.selector);
+    for (const auto& f : docs_.fields_of(s.name))
+      if (std::find(order.begin(), order.end(), f) == order.end() &&
+          (docs_.declared(s.name, f) || std::find(s.aliases.begin(), s.aliases.end(), f) != s.aliases.end()))
+        order.push_back(f);
+    return order;
+  }
+
+  json properties(const Section& s, const Recorded& r, const std::vector<std::string>& order, const Notes& all) {
+    json properties = json::object();
+    for (const auto& f : order) properties[f] = property(s, f, all.find(f), r.entries);
+    if (r.selector) {
+      json p = schema_of(*r.selector, s.default_entry);
+      p["enum"] = r.selector->allowed;
+      with_description(p, s.name, s.selector);
+      properties[s.selector] = p;
+      for (const auto& alias : s.aliases) {
+        json a = schema_of(*r.selector, false);
+        with_description(a, s.name, alias);
+        properties[alias] = a;
+      }
+    }
+    return properties;
+  }
+
+  // The def's allOf: what every entry requires (at the def), then each entry's block, or
+  // the rules of a section without entries.
+  json rules(const Section& s, const Recorded& r, const std::vector<std::string>& order, const Notes& all,
+             const std::string& required_unless, json& def) {
+    const auto& entries = r.entries;
+    std::vector<std::string> common;
+    if (r.selector && r.selector->required) common.push_back(s.selector);
+    for (const auto& f : entries.front().required)
+      if (std::all_of(entries.begin(), entries.end(),
+                      [&](const Entry& e) { return std::count(e.required.begin(), e.required.end(), f) > 0; }))
+        common.push_back(f);
+    json all_of = json::array();
+    if (!common.empty()) add_required(def, all_of, common, required_unless);
+    if (!r.selector) {
+      for (const auto& rule : entries.front().rules) all_of.push_back(rule);
+      return all_of;
+    }
+    // Fields of the section that no entry reads (a key resolved before the parse, an
+    // older name of the selector) are every entry's.
+    std::vector<std::string> shared;
+    for (const auto& f : order)
+      if (f != s.selector && std::none_of(entries.begin(), entries.end(), [&](const Entry& e) {
+            return std::count(e.fields.begin(), e.fields.end(), f) > 0;
+          }))
+        shared.push_back(f);
+    for (const auto& e : entries) all_of.push_back(entry_block(s, e, all, common, required_unless, *r.selector, shared));
+    return all_of;
+  }
+
   // A section recorded from a seed (an nccl system from a preset) reads the seed's values
   // as its defaults: they are not the section's own.
   static bool stated_defaults(const Section& s) { return s.base.empty(); }
