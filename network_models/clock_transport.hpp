@@ -5,16 +5,20 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "network_models/machine_clock.hpp"
 #include "network_models/transport.hpp"
 
 namespace dtsim::net {
 
-// Messages timed by a MachineClock: a message from src to dst arrives the clock's time
-// after its route's fixed part (the perturbations' overhead and jitter, and the topology's
-// latencies: zero for the nccl model's topology) whatever else is in flight. The route
-// still has to exist (a failed link reroutes or stops the run, as for the other models).
+// Messages timed by a MachineClock: a message from src to dst goes on the wire once its
+// route's fixed part (the perturbations' overhead and jitter, and the topology's
+// latencies: zero for the nccl model's topology) has passed and both its ports are free:
+// the sender's way out and the receiver's way in each carry one message at a time, in the
+// order the messages reach them (two sends from one GPU, two NICs' worth of traffic into
+// one, take turns). It arrives the clock's latency after its wire time. The route still has
+// to exist (a failed link reroutes or stops the run, as for the other models).
 class ClockTransport final : public Transport {
  public:
   ClockTransport(sim::Engine& engine, Topology topology, Perturbations perturbations,
@@ -26,6 +30,7 @@ class ClockTransport final : public Transport {
 
  private:
   std::shared_ptr<const MachineClock> clock_;
+  std::vector<double> egress_free_, ingress_free_;  // per port, when its last message leaves the wire
 };
 
 }  // namespace dtsim::net

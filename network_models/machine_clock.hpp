@@ -13,6 +13,15 @@
 
 namespace dtsim::net {
 
+// A point-to-point message as the machine carries it: a fixed part, a time on the wire,
+// and the ports it holds meanwhile (the sender's way out, the receiver's way in; ids in
+// [0, MachineClock::ports()) for each direction), which carry one message at a time.
+struct MessageTiming {
+  double latency_s = 0.0;
+  double wire_s = 0.0;
+  int egress = 0, ingress = 0;
+};
+
 class MachineClock {
  public:
   virtual ~MachineClock() = default;
@@ -21,8 +30,9 @@ class MachineClock {
   // What a benchmark that launches `gpus_per_thread` GPUs' kernels from one thread
   // (nccl-tests' -g) measures per iteration: the host's launches can outlast the GPUs.
   virtual double benchmark_seconds(const CollectiveSpec& spec, int gpus_per_thread) const = 0;
-  // Seconds for `bytes` from rank `src` to rank `dst` once sent.
-  virtual double message_seconds(int src, int dst, double bytes) const = 0;
+  // `bytes` from rank `src` to rank `dst`, and the ports of each direction.
+  virtual MessageTiming message_timing(int src, int dst, double bytes) const = 0;
+  virtual int ports() const = 0;
   // How the collective runs, for tables ("Ring/LL128/24ch").
   virtual std::string describe(const CollectiveSpec& spec) const = 0;
   virtual double bytes_sent_per_rank(const CollectiveSpec& spec) const = 0;

@@ -50,7 +50,8 @@ const std::vector<NetworkModel>& network_model_table() {
       // A machine described in /network/system (network_models/nccl/): its transport is
       // the clock's (Network builds it); make_transport serves callers without a system.
       {.name = "nccl",
-       .description = "collectives as NCCL runs them on a described machine (algorithm, protocol, channels), one at a time",
+       .description = "collectives as NCCL runs them on a described machine (algorithm, protocol, channels), one at a "
+                      "time; messages taking turns at each GPU's and NIC's port",
        .make_transport = make<UncontendedTransport>,
        .closed_form_collectives = true,
        .relative_events_per_message = 1.0,

@@ -465,5 +465,61 @@ TEST(NcclNetwork, CollectivesQueueOnTheStream) {
   for (double e : ends) EXPECT_NEAR(e, t, 1e-12);
 }
 
+// Point-to-point messages hold the sender's way out and the receiver's way in while on the
+// wire: a GPU's NVLink port within a node, a node's NIC across nodes. Two sends from one
+// GPU, or two into one, take turns; messages with no port in common, and one on NVLink
+// beside one through a NIC, do not wait for each other.
+TEST(NcclNetwork, MessagesTakeTurnsAtTheirPorts) {
+  const json two_nodes = {{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nodes", 2}}}};
+  config::ObjectReader r(two_nodes, "/network");
+  const NetworkConfig config = parse_network_section(r, 16, 0);
+  const Clock clock(config.nccl, 16);
+  const double bytes = 16 << 20;
+  const P2pTiming nvlink = p2p_timing(clock.machine(), 0, 1, bytes), nic = p2p_timing(clock.machine(), 0, 8, bytes);
+  ASSERT_GT(nvlink.wire_us, 2 * nvlink.latency_us);
+  EXPECT_EQ(nvlink.egress, 0);
+  EXPECT_EQ(nvlink.ingress, 1);
+  EXPECT_EQ(nic.egress, 16 + 0);       // node 0's NIC 0
+  EXPECT_EQ(nic.ingress, 16 + 8 + 0);  // node 1's NIC 0
+  EXPECT_EQ(p2p_ports(clock.machine()), 16 + 2 * 8);
+  const double alone = (nvlink.latency_us + nvlink.wire_us) * 1e-6, wire = nvlink.wire_us * 1e-6;
+  const double across = (nic.latency_us + nic.wire_us) * 1e-6;
+
+  // Sends at time 0 (in this order); arrival time of each.
+  auto arrivals = [&](const std::vector<std::pair<int, int>>& sends) {
+    sim::Engine engine;
+    Network network(engine, Topology::ring(16, config.nominal), config);
+    std::vector<double> at(sends.size(), -1.0);
+    for (std::size_t i = 0; i < sends.size(); ++i)
+      engine.call_at(0.0, [&, i] { network.send(sends[i].first, sends[i].second, bytes, [&, i] { at[i] = engine.now(); }); });
+    engine.run();
+    return at;
+  };
+  auto expect = [](const std::vector<double>& got, const std::vector<double>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << "message " << i;
+  };
+  expect(arrivals({{0, 1}, {0, 2}}), {alone, alone + wire});      // one GPU's way out
+  expect(arrivals({{1, 0}, {2, 0}}), {alone, alone + wire});      // one GPU's way in
+  expect(arrivals({{0, 1}, {2, 3}}), {alone, alone});             // no port in common
+  expect(arrivals({{0, 1}, {0, 8}}), {alone, across});            // NVLink beside the NIC
+  expect(arrivals({{0, 8}, {1, 9}}), {across, across});           // two NICs (8 per node)
+  // Rank 0 reaches rank 9 (NIC 1's rail) through GPU 1's NIC (PXN): the NIC rank 1 uses.
+  const P2pTiming pxn = p2p_timing(clock.machine(), 0, 9, bytes), direct = p2p_timing(clock.machine(), 1, 9, bytes);
+  EXPECT_EQ(pxn.egress, direct.egress);
+  EXPECT_GT(pxn.latency_us, direct.latency_us);  // one more NVLink hop
+  expect(arrivals({{1, 9}, {0, 9}, {0, 8}}), {(direct.latency_us + direct.wire_us) * 1e-6,
+                                              (direct.wire_us + pxn.wire_us + pxn.latency_us) * 1e-6, across});
+  // A message sent after the port is free again does not wait.
+  sim::Engine engine;
+  Network network(engine, Topology::ring(16, config.nominal), config);
+  double first = -1, second = -1;
+  engine.call_at(0.0, [&] { network.send(0, 1, bytes, [&] { first = engine.now(); }); });
+  engine.call_at(2 * alone, [&] { network.send(0, 2, bytes, [&] { second = engine.now(); }); });
+  engine.run();
+  EXPECT_NEAR(first, alone, 1e-12);
+  EXPECT_NEAR(second, 2 * alone + alone, 1e-12);
+}
+
 }  // namespace
 }  // namespace dtsim::net::nccl

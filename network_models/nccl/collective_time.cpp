@@ -223,8 +223,10 @@ double collective_us(const Machine& m, const Tuning& t, Coll c, double bytes, co
   return 0.0;
 }
 
-double p2p_us(const Machine& m, int src, int dst, double bytes) {
-  if (src == dst) return 0.0;
+int p2p_ports(const Machine& m) { return m.ranks + m.nodes * std::max(1, m.system.network.nics_per_node); }
+
+P2pTiming p2p_timing(const Machine& m, int src, int dst, double bytes) {
+  if (src == dst) return {.egress = src, .ingress = dst};
   const Proto p = bytes <= kP2pLLThreshold ? Proto::LL : Proto::Simple;
   const double efficiency = p == Proto::LL ? 0.5 : 1.0;  // LL: 8 data bytes per 16-byte line
   const System& s = m.system;
@@ -232,6 +234,7 @@ double p2p_us(const Machine& m, int src, int dst, double bytes) {
   const int local_a = src % m.per_node, local_b = dst % m.per_node;
   const double nvlink = s.intra.nvlink_links * m.nvlink_bw;
   double bw = 0.0, lat = 0.0;
+  int egress = src, ingress = dst;
   auto intra_path = [&](int a, int b, double& path_bw, Hw& hw) {
     if (s.intra.kind == IntraKind::NvSwitch || s.bridged(a, b)) {
       path_bw = nvlink;
@@ -251,15 +254,27 @@ double p2p_us(const Machine& m, int src, int dst, double bytes) {
     bw = std::min(m.net_bw, m.pci_bw);
     lat = hop_latency_us(Hw::Net, Algo::Ring, p);
     const int nics = std::max(1, s.network.nics_per_node), rails = std::max(1, s.network.rails);
-    const int rail_a = (local_a * nics / s.gpus_per_node) % rails, rail_b = (local_b * nics / s.gpus_per_node) % rails;
-    if (rail_a != rail_b) {  // PXN: through the NVLink peer whose NIC is on the receiver's rail
+    const int nic_a = local_a * nics / s.gpus_per_node, nic_b = local_b * nics / s.gpus_per_node;
+    int out_nic = nic_a;
+    if (nic_a % rails != nic_b % rails) {  // PXN: through the NVLink peer whose NIC is on the receiver's rail
       double hop_bw = 0.0;
       Hw hw = Hw::NvLink;
       intra_path(local_a, local_a, hop_bw, hw);
       lat += hop_latency_us(hw, Algo::Ring, p);
+      out_nic = nic_b;
     }
+    egress = m.ranks + node_a * nics + out_nic;
+    ingress = m.ranks + node_b * nics + nic_b;
   }
-  return base_latency_us(Algo::Ring, p) + lat + bytes / (bw * efficiency * 1e3);
+  return {.latency_us = base_latency_us(Algo::Ring, p) + lat,
+          .wire_us = bytes / (bw * efficiency * 1e3),
+          .egress = egress,
+          .ingress = ingress};
+}
+
+double p2p_us(const Machine& m, int src, int dst, double bytes) {
+  const P2pTiming t = p2p_timing(m, src, dst, bytes);
+  return t.latency_us + t.wire_us;
 }
 
 double bytes_sent_per_rank(const Machine& m, Coll c, double bytes, const Choice& choice) {

@@ -55,7 +55,21 @@ namespace dtsim::net::nccl {
 // whole elements; all-gather and broadcast move bytes).
 double collective_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& choice, int element_size = 4);
 
-// Microseconds for `bytes` from rank `src` to rank `dst` (ranks fill nodes in order).
+// A point-to-point message: its fixed part (NCCL's base latency and the hops') and its
+// time on the wire, and the ports it holds while on the wire: the sender's way out and the
+// receiver's way in, each a GPU's NVLink or PCIe port within a node, a node's NIC across
+// nodes (P2pTiming::ports of each kind per machine).
+struct P2pTiming {
+  double latency_us = 0.0;
+  double wire_us = 0.0;
+  int egress = 0, ingress = 0;  // in [0, ports(m))
+};
+P2pTiming p2p_timing(const Machine& m, int src, int dst, double bytes);
+// Ports of each direction: one per GPU, then one per NIC of every node.
+int p2p_ports(const Machine& m);
+
+// Microseconds for `bytes` from rank `src` to rank `dst` alone (ranks fill nodes in order):
+// latency plus wire time.
 double p2p_us(const Machine& m, int src, int dst, double bytes);
 
 // Bytes every rank sends for the collective as run (for the table's bytes per rank).

@@ -84,7 +84,12 @@ double Clock::benchmark_seconds(const CollectiveSpec& spec, int gpus_per_thread)
   return std::max(host_us, run(spec).gpu_us) * 1e-6;
 }
 
-double Clock::message_seconds(int src, int dst, double bytes) const { return p2p_us(machine_, src, dst, bytes) * 1e-6; }
+MessageTiming Clock::message_timing(int src, int dst, double bytes) const {
+  const P2pTiming t = p2p_timing(machine_, src, dst, bytes);
+  return {.latency_s = t.latency_us * 1e-6, .wire_s = t.wire_us * 1e-6, .egress = t.egress, .ingress = t.ingress};
+}
+
+int Clock::ports() const { return p2p_ports(machine_); }
 
 std::string describe(const Choice& c) {
   return fmt::format("{}/{}/{}ch", to_string(c.algo), to_string(c.proto), c.channels);

@@ -69,7 +69,8 @@ class Clock final : public MachineClock {
 
   double collective_seconds(const CollectiveSpec& spec) const override;
   double benchmark_seconds(const CollectiveSpec& spec, int gpus_per_thread) const override;
-  double message_seconds(int src, int dst, double bytes) const override;
+  MessageTiming message_timing(int src, int dst, double bytes) const override;
+  int ports() const override;
   std::string describe(const CollectiveSpec& spec) const override;
   double bytes_sent_per_rank(const CollectiveSpec& spec) const override;
 
