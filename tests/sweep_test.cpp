@@ -301,6 +301,106 @@ TEST(StudyScripts, StudyTableIsTheLastStepsOfThePointFiles) {
   fs::remove_all(dir);
 }
 
+// scripts/time_to_target.py: one convergence sweep (full runs) and one timing-only sweep of
+// the same algorithms on two links. The script's own check passes (on the convergence
+// sweep's link the timing-only step times and evaluation clocks are the full runs' bit for
+// bit), and each time to target is the timing run's clock at the first evaluation whose
+// accuracy reaches the target, the fastest per link in bold.
+TEST(StudyScripts, TimeToTargetIsTheTimingRunsClockAtTheTargetStep) {
+  const auto dir = testing::fresh_dir("time-to-target");
+  json base = tiny_base(24);
+  base["eval_every"] = 4;
+  base["network"]["bandwidth_GBps"] = 1e-6;  // 1 KB/s: steps of milliseconds
+  const json algorithms = {{"path", "/algorithm"},
+                           {"name", "algorithm"},
+                           {"values",
+                            {{{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.02}},
+                             {{"name", "parallel_sgd"}, {"variant", "decentralized"}, {"lr", 0.5}}}},
+                           {"labels", {"centralized", "gossip"}}};
+  const json convergence = {{"name", "convergence"}, {"base", base}, {"axes", {algorithms}}};
+  const json timing = {{"name", "timing"},
+                       {"base", base},
+                       {"axes",
+                        {{{"path", "/timing_only"}, {"values", {true}}},
+                         {{"path", "/network/bandwidth_GBps"}, {"name", "link"}, {"values", {1e-6, 1e-7}},
+                          {"labels", {"fast", "slow"}}},
+                         algorithms}}};
+  testing::write_file(dir / "convergence.json", convergence.dump());
+  testing::write_file(dir / "timing.json", timing.dump());
+  for (const char* name : {"convergence", "timing"}) {
+    const auto r = testing::run_command(dtsim() + " sweep " + (dir / (std::string(name) + ".json")).string() + " --out " +
+                                        (dir / name).string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  // Each point's result, by its labels.
+  auto results = [&](const std::string& name) {
+    std::vector<std::pair<std::vector<std::string>, json>> out;
+    const json manifest = testing::read_json(dir / name / "sweep.json");
+    for (const auto& p : manifest["points"]) {
+      const json point = testing::read_json(dir / name / "points" / (p["id"].get<std::string>() + ".json"));
+      std::vector<std::string> labels;
+      for (const auto& v : point["values"]) labels.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+      out.emplace_back(labels, point["result"]);
+    }
+    return out;
+  };
+  std::map<std::string, json> curves;  // algorithm -> full run
+  for (const auto& [labels, result] : results("convergence")) curves[labels.back()] = result;
+  ASSERT_EQ(curves.size(), 2U);
+  // A target both algorithms reach: the lower of their best accuracies.
+  double target = 1.0;
+  for (const auto& [alg, result] : curves) {
+    double best = 0.0;
+    for (const auto& e : result["eval"]) best = std::max(best, e["train_accuracy"].get<double>());
+    target = std::min(target, best);
+  }
+  auto first_step = [&](const json& full) {
+    for (const auto& e : full["eval"])
+      if (e["train_accuracy"].get<double>() >= target) return e["step"].get<int>();
+    return -1;
+  };
+  const auto r = testing::run_command("python3 " + std::string(DTSIM_SOURCE_DIR) + "/scripts/time_to_target.py " +
+                                      (dir / "convergence").string() + " " + (dir / "timing").string() +
+                                      fmt::format(" --target-accuracy {} --convergence-link fast", json(target).dump()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;  // the timing-only runs' clocks are the full runs'
+  std::printf("%s", r.output.c_str());
+
+  auto human = [](double s) { return s >= 1 ? fmt::format("{:.2f} s", s) : fmt::format("{:.1f} ms", s * 1e3); };
+  const std::vector<std::string> links{"fast", "slow"};
+  std::map<std::string, std::map<std::string, double>> time_to;  // algorithm -> link -> seconds
+  std::vector<std::string> order;
+  for (const auto& [labels, result] : results("timing")) {
+    const std::string& link = labels[1];
+    const std::string& alg = labels[2];
+    if (std::find(order.begin(), order.end(), alg) == order.end()) order.push_back(alg);
+    const int step = first_step(curves.at(alg));
+    ASSERT_GT(step, 0);
+    for (const auto& e : result["eval"])
+      if (e["step"].get<int>() == step) time_to[alg][link] = e["time_s"].get<double>();
+  }
+  const std::string pct = fmt::format("{:g}", 100 * target);
+  std::string expected = fmt::format("| algorithm | test accuracy after 24 steps | step to {} % | time to {} %, fast | "
+                                     "time to {} %, slow |\n|---|---:|---:|---:|---:|\n",
+                                     pct, pct, pct);
+  for (const auto& alg : order) {
+    expected += fmt::format("| {} | - | {} |", alg, first_step(curves.at(alg)));
+    for (const auto& link : links) {
+      bool fastest = true;
+      for (const auto& other : order)
+        if (time_to[other][link] < time_to[alg][link] ||
+            (time_to[other][link] == time_to[alg][link] && std::find(order.begin(), order.end(), other) <
+                                                               std::find(order.begin(), order.end(), alg)))
+          fastest = false;
+      const std::string cell = human(time_to[alg][link]);
+      expected += " " + (fastest ? "**" + cell + "**" : cell) + " |";
+    }
+    expected += "\n";
+  }
+  EXPECT_EQ(r.output.substr(0, expected.size()), expected);
+  EXPECT_GT(time_to["gossip"]["slow"], time_to["gossip"]["fast"]);  // the links differ
+  fs::remove_all(dir);
+}
+
 // A sweep run again skips every finished point; one whose file is gone runs again, and
 // the tables are unchanged.
 TEST(SweepRun, RerunSkipsFinishedPoints) {
