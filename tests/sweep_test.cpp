@@ -401,6 +401,44 @@ TEST(StudyScripts, TimeToTargetIsTheTimingRunsClockAtTheTargetStep) {
   fs::remove_all(dir);
 }
 
+// scripts/reuse_hit_rates.py: per sweep, the collectives its points scheduled and replayed
+// (result.collective_reuse), the hit rate over the sweep and per point, the restarts.
+TEST(StudyScripts, ReuseHitRatesAreThePointsCounts) {
+  const auto dir = testing::fresh_dir("reuse-hit-rates");
+  json base = tiny_base(12);
+  base["algorithm"] = {{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.2}};
+  base["network"]["model"] = "flow";
+  const json sweep = {{"name", "reuse"},
+                      {"base", base},
+                      {"axes", {{{"path", "/ranks"}, {"values", {2, 4}}}, {{"path", "/topology/kind"}, {"values", {"ring", "star"}}}}}};
+  testing::write_file(dir / "reuse.json", sweep.dump());
+  auto r = testing::run_command(dtsim() + " sweep " + (dir / "reuse.json").string() + " --out " + (dir / "o").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = testing::run_command("python3 " + std::string(DTSIM_SOURCE_DIR) + "/scripts/reuse_hit_rates.py " + (dir / "o").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::int64_t collectives = 0, replayed = 0, restarts = 0, points = 0;
+  double lowest = 1.0, highest = 0.0;
+  for (const auto& name : point_files(dir / "o")) {
+    const json reuse = testing::read_json(dir / "o" / "points" / name)["result"]["collective_reuse"];
+    ++points;
+    ASSERT_TRUE(reuse["enabled"].get<bool>()) << name;
+    collectives += reuse["collectives"].get<std::int64_t>();
+    replayed += reuse["replayed"].get<std::int64_t>();
+    restarts += reuse["restarts"].get<std::int64_t>();
+    const double rate = reuse["replayed"].get<double>() / reuse["collectives"].get<double>();
+    lowest = std::min(lowest, rate);
+    highest = std::max(highest, rate);
+  }
+  ASSERT_EQ(points, 4);
+  ASSERT_GT(replayed, 0);  // the steps after the first replay their all-reduce
+  EXPECT_EQ(r.output, fmt::format("| sweep | points | model | collectives | replayed | hit rate | per point | restarts |\n"
+                                  "|---|---:|---|---:|---:|---:|---|---:|\n"
+                                  "| reuse | 4 | flow | {} | {} | {:.1f} % | {:.1f} to {:.1f} % | {} |\n",
+                                  collectives, replayed, 100.0 * static_cast<double>(replayed) / static_cast<double>(collectives),
+                                  100 * lowest, 100 * highest, restarts));
+  fs::remove_all(dir);
+}
+
 // A sweep run again skips every finished point; one whose file is gone runs again, and
 // the tables are unchanged.
 TEST(SweepRun, RerunSkipsFinishedPoints) {
