@@ -15,8 +15,8 @@ struct CompressorKindInfo;  // compressor_kinds.hpp: a kind's registry entry
 
 // The part every kind shares (its name and, for the kinds that draw at random, the seed)
 // and the kind's own settings struct, declared in its codecs/<kind>.hpp (TopKSettings,
-// RandomKSettings, ThresholdSettings, QsgdSettings, OneBitSettings, TernGradSettings);
-// a kind without fields has none. A default is written once, in that struct.
+// RandomKSettings, ThresholdSettings, QsgdSettings, OneBitSettings and TernGradSettings,
+// which are BucketSettings); a kind without fields has none. A default is written once, in that struct.
 struct CompressorSpec {
   std::string kind = "identity";  // a name in the registry (compressor_kinds.hpp)
   std::uint64_t seed = 0;         // the kinds that draw (CompressorKindInfo::draws); the others ignore it

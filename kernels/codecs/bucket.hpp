@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "config/object_reader.hpp"
+#include "kernels/codecs/bucket_settings.hpp"
 #include "kernels/compressor_kinds.hpp"
 
 namespace dtsim::kernels::codecs {
@@ -26,5 +27,18 @@ inline std::int64_t read_bucket(config::ObjectReader& r, std::int64_t fallback) 
                                 fmt::format("expected 0 or a power of two in [32, 2^30], got {}", b));
   return b;
 }
+
+// The entry functions of a kind whose settings are BucketSettings (one_bit, terngrad).
+inline void parse_bucket_settings(config::ObjectReader& r, CompressorSpec& spec) {
+  BucketSettings s;
+  s.bucket = read_bucket(r, s.bucket);
+  spec.settings = s;
+}
+
+inline void bucket_settings_json(const CompressorSpec& spec, nlohmann::json& out) {
+  out["bucket"] = compressor_settings<BucketSettings>(spec).bucket;
+}
+
+inline std::int64_t bucket_setting(const CompressorSpec& spec) { return compressor_settings<BucketSettings>(spec).bucket; }
 
 }  // namespace dtsim::kernels::codecs

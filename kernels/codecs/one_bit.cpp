@@ -20,12 +20,9 @@
 #include <algorithm>
 #include <bit>
 
-#include <nlohmann/json.hpp>
-
 #include "kernels/codecs/bucket.hpp"
 #include "kernels/codecs/codec.hpp"
 #include "kernels/codecs/decode_each.hpp"
-#include "kernels/codecs/one_bit.hpp"
 #include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/common.hpp"
 #include "kernels/cpu/sign.hpp"
@@ -153,17 +150,9 @@ CompressorKindInfo one_bit_kind() {
           .fields = {kBucketField},
           .codec = &one_bit_codec,
           .cuda_codec = &one_bit_cuda_codec,
-          .parse =
-              [](config::ObjectReader& r, CompressorSpec& spec) {
-                OneBitSettings s;
-                s.bucket = read_bucket(r, s.bucket);
-                spec.settings = s;
-              },
-          .to_json =
-              [](const CompressorSpec& spec, nlohmann::json& out) {
-                out["bucket"] = compressor_settings<OneBitSettings>(spec).bucket;
-              },
-          .bucket = [](const CompressorSpec& spec) { return compressor_settings<OneBitSettings>(spec).bucket; }};
+          .parse = parse_bucket_settings,
+          .to_json = bucket_settings_json,
+          .bucket = bucket_setting};
 }
 
 }  // namespace dtsim::kernels::codecs

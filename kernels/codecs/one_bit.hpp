@@ -1,13 +1,11 @@
 // one_bit's settings (the entry and codec: one_bit.cpp), what a scenario sets under
-// /algorithm/compressor. LibTorch-free.
+// /algorithm/compressor: its pairs of means per tensor or per bucket. LibTorch-free.
 #pragma once
 
-#include <cstdint>
+#include "kernels/codecs/bucket_settings.hpp"
 
 namespace dtsim::kernels {
 
-struct OneBitSettings {
-  std::int64_t bucket = 0;  // 0: one pair of means per tensor; or B (bucket.hpp): one per bucket
-};
+using OneBitSettings = BucketSettings;
 
 }  // namespace dtsim::kernels

@@ -7,6 +7,7 @@
 
 #include "config/object_reader.hpp"
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/keep_ratio.hpp"
 #include "kernels/codecs/random_k.hpp"
 #include "kernels/codecs/sparse.hpp"
 #include "kernels/compressor_kinds.hpp"
@@ -108,13 +109,8 @@ CompressorKindInfo random_k_kind() {
                 out["shared_seed"] = s.shared_seed;
                 out["unbiased"] = s.unbiased;
               },
-          .keep_ratio = [](const CompressorSpec& spec) { return settings(spec).ratio; },
-          .set_keep_ratio =
-              [](CompressorSpec& spec, double ratio) {
-                auto s = settings(spec);
-                s.ratio = ratio;
-                spec.settings = s;
-              },
+          .keep_ratio = keep_ratio_of<RandomKSettings>,
+          .set_keep_ratio = set_keep_ratio_of<RandomKSettings>,
           .shares_draws = [](const CompressorSpec& spec) { return settings(spec).shared_seed; }};
 }
 

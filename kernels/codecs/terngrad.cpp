@@ -17,12 +17,9 @@
 
 #include <algorithm>
 
-#include <nlohmann/json.hpp>
-
 #include "kernels/codecs/bucket.hpp"
 #include "kernels/codecs/codec.hpp"
 #include "kernels/codecs/decode_each.hpp"
-#include "kernels/codecs/terngrad.hpp"
 #include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/common.hpp"
 #include "kernels/detail/hash.hpp"
@@ -132,17 +129,9 @@ CompressorKindInfo terngrad_kind() {
           .draws = true,
           .codec = &terngrad_codec,
           .cuda_codec = &terngrad_cuda_codec,
-          .parse =
-              [](config::ObjectReader& r, CompressorSpec& spec) {
-                TernGradSettings s;
-                s.bucket = read_bucket(r, s.bucket);
-                spec.settings = s;
-              },
-          .to_json =
-              [](const CompressorSpec& spec, nlohmann::json& out) {
-                out["bucket"] = compressor_settings<TernGradSettings>(spec).bucket;
-              },
-          .bucket = [](const CompressorSpec& spec) { return compressor_settings<TernGradSettings>(spec).bucket; }};
+          .parse = parse_bucket_settings,
+          .to_json = bucket_settings_json,
+          .bucket = bucket_setting};
 }
 
 }  // namespace dtsim::kernels::codecs

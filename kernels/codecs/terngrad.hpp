@@ -1,13 +1,11 @@
 // terngrad's settings (the entry and codec: terngrad.cpp), what a scenario sets under
-// /algorithm/compressor besides the seed. LibTorch-free.
+// /algorithm/compressor besides the seed: its scales per tensor or per bucket. LibTorch-free.
 #pragma once
 
-#include <cstdint>
+#include "kernels/codecs/bucket_settings.hpp"
 
 namespace dtsim::kernels {
 
-struct TernGradSettings {
-  std::int64_t bucket = 0;  // 0: one scale per tensor; or B (bucket.hpp): one per bucket
-};
+using TernGradSettings = BucketSettings;
 
 }  // namespace dtsim::kernels

@@ -4,6 +4,7 @@
 
 #include "config/object_reader.hpp"
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/keep_ratio.hpp"
 #include "kernels/codecs/sparse.hpp"
 #include "kernels/codecs/top_k.hpp"
 #include "kernels/compressor_kinds.hpp"
@@ -65,13 +66,8 @@ CompressorKindInfo top_k_kind() {
                 spec.settings = s;
               },
           .to_json = [](const CompressorSpec& spec, nlohmann::json& out) { out["ratio"] = settings(spec).ratio; },
-          .keep_ratio = [](const CompressorSpec& spec) { return settings(spec).ratio; },
-          .set_keep_ratio =
-              [](CompressorSpec& spec, double ratio) {
-                auto s = settings(spec);
-                s.ratio = ratio;
-                spec.settings = s;
-              }};
+          .keep_ratio = keep_ratio_of<TopKSettings>,
+          .set_keep_ratio = set_keep_ratio_of<TopKSettings>};
 }
 
 }  // namespace dtsim::kernels::codecs
