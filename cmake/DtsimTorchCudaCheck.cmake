@@ -13,8 +13,9 @@ if(DTSIM_HAVE_NVCC AND NOT DTSIM_TORCH_HAS_CUDA AND DTSIM_C10_CUDA_INCLUDE_DIR A
   # The files with more than a line or two of GPU code (runner/scenario.cpp,
   # kernels/compressor.cpp and tests/emulated_device_test.cpp hold one call or message
   # each: not worth a minute of every build).
-  set(_sources kernels/compressor_cuda.cpp kernels/aggregation.cpp kernels/tensor_buffer.cpp kernels/majority_vote.cpp kernels/llm_codecs.cpp comm/nccl.cpp
-               comm/device_sync.cpp)
+  file(GLOB _codecs RELATIVE "${PROJECT_SOURCE_DIR}" "${PROJECT_SOURCE_DIR}/kernels/codecs/*.cpp")  # each kind's device twin
+  set(_sources kernels/compressor_cuda.cpp ${_codecs} kernels/aggregation.cpp kernels/tensor_buffer.cpp kernels/majority_vote.cpp
+               kernels/llm_codecs.cpp comm/nccl.cpp comm/device_sync.cpp)
   if(DTSIM_BUILD_BENCH)
     list(APPEND _sources bench/kernels_bench.cpp bench/emulated_bench.cpp)
   endif()

@@ -1,6 +1,8 @@
 // fp16, bf16: each fp32 value cast to a 16-bit float (round to nearest even, NaN kept;
 // cpu/cast.hpp), n 16-bit values. The two kinds differ only in the conversion.
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/cuda_calls.hpp"
+#include "kernels/codecs/cuda_codec.hpp"
 #include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/cast.hpp"
 
@@ -59,8 +61,37 @@ constexpr Codec cast_codec{.payload_bytes = payload_bytes,
 const Codec fp16_codec = cast_codec<true>;
 const Codec bf16_codec = cast_codec<false>;
 
-extern const CudaCodec fp16_cuda_codec;  // compressor_cuda.cpp
-extern const CudaCodec bf16_cuda_codec;  // compressor_cuda.cpp
+// The device twin (cuda_codec.hpp): the same bytes, launched on the current CUDA stream.
+#if DTSIM_TORCH_CUDA
+namespace {
+
+template <bool half>
+void cast_compress(const CudaCompress& c, Payload& out) {
+  ensure_bytes(out, 2 * c.n, c.device);
+  auto* h = static_cast<std::uint16_t*>(out.bytes.data_ptr());
+  if constexpr (half)
+    cuda::float_to_half(c.x, c.n, h, c.stream);
+  else
+    cuda::float_to_bfloat16(c.x, c.n, h, c.stream);
+}
+
+template <bool half>
+void cast_decode(const CudaDecode& d) {
+  const auto* h = reinterpret_cast<const std::uint16_t*>(d.base);
+  if constexpr (half)
+    cuda::half_to_float(h, d.n, d.weight, d.accumulate, d.o, d.stream);
+  else
+    cuda::bfloat16_to_float(h, d.n, d.weight, d.accumulate, d.o, d.stream);
+}
+
+}  // namespace
+
+const CudaCodec fp16_cuda_codec{.compress = cast_compress<true>, .decode = cast_decode<true>};
+const CudaCodec bf16_cuda_codec{.compress = cast_compress<false>, .decode = cast_decode<false>};
+#else
+const CudaCodec fp16_cuda_codec{};
+const CudaCodec bf16_cuda_codec{};  // no CUDA in this build: CPU tensors only
+#endif
 
 CompressorKindInfo fp16_kind() {
   return {.name = "fp16",

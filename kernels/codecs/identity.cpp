@@ -2,6 +2,8 @@
 #include <ATen/Parallel.h>
 
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/cuda_calls.hpp"
+#include "kernels/codecs/cuda_codec.hpp"
 #include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/common.hpp"
 #include "kernels/cpu/flatten.hpp"
@@ -67,7 +69,32 @@ const Codec identity_codec{.payload_bytes = payload_bytes,
                            .decode_cpu = decode_cpu,
                            .compress_feedback_cpu = compress_feedback_cpu};
 
-extern const CudaCodec identity_cuda_codec;  // compressor_cuda.cpp
+// The device twin (cuda_codec.hpp): the same bytes, launched on the current CUDA stream.
+#if DTSIM_TORCH_CUDA
+namespace {
+
+void identity_compress(const CudaCompress& c, Payload& out) {
+  ensure_bytes(out, 4 * c.n, c.device);
+  if (c.n > 0)
+    cuda_check(cudaMemcpyAsync(out.bytes.data_ptr(), c.x, static_cast<std::size_t>(4 * c.n), cudaMemcpyDeviceToDevice,
+                          c.stream),
+          "Compressor::compress");
+}
+
+void identity_decode(const CudaDecode& d) {
+  if (d.accumulate)
+    cuda::add_scaled(reinterpret_cast<const float*>(d.base), d.n, d.weight, d.o, d.stream);
+  else if (d.n > 0)
+    cuda_check(cudaMemcpyAsync(d.o, d.base, static_cast<std::size_t>(4 * d.n), cudaMemcpyDeviceToDevice, d.stream),
+          "Compressor::decompress");
+}
+
+}  // namespace
+
+const CudaCodec identity_cuda_codec{.compress = identity_compress, .decode = identity_decode};
+#else
+const CudaCodec identity_cuda_codec{};  // no CUDA in this build: CPU tensors only
+#endif
 
 CompressorKindInfo identity_kind() {
   return {.name = "identity",

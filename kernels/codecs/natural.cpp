@@ -19,6 +19,8 @@
 #include <algorithm>
 
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/cuda_calls.hpp"
+#include "kernels/codecs/cuda_codec.hpp"
 #include "kernels/codecs/decode_each.hpp"
 #include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/common.hpp"
@@ -84,7 +86,29 @@ const Codec natural_codec{.payload_bytes = payload_bytes,
                           .compress_cpu = compress_cpu,
                           .decode_cpu = decode_cpu};
 
-extern const CudaCodec natural_cuda_codec;  // compressor_cuda.cpp
+// The device twin (cuda_codec.hpp): the same bytes, launched on the current CUDA stream.
+#if DTSIM_TORCH_CUDA
+namespace {
+
+void natural_compress(const CudaCompress& c, Payload& out) {
+  const std::int64_t sign_bytes = 4 * ((c.n + 31) / 32);
+  ensure_bytes(out, sign_bytes + c.n, c.device);
+  auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+  cuda::natural_encode(c.x, c.n, c.d_off, c.L, reinterpret_cast<const std::uint64_t*>(c.dev + c.t.keys),
+                       reinterpret_cast<std::uint32_t*>(base), base + sign_bytes, c.stream);
+}
+
+void natural_decode(const CudaDecode& d) {
+  cuda::natural_decode(reinterpret_cast<const std::uint32_t*>(d.base), d.base + 4 * ((d.n + 31) / 32), d.n, d.weight,
+                       d.accumulate, d.o, d.stream);
+}
+
+}  // namespace
+
+const CudaCodec natural_cuda_codec{.compress = natural_compress, .decode = natural_decode};
+#else
+const CudaCodec natural_cuda_codec{};  // no CUDA in this build: CPU tensors only
+#endif
 
 CompressorKindInfo natural_kind() {
   return {.name = "natural",

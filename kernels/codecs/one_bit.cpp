@@ -22,6 +22,8 @@
 
 #include "kernels/codecs/bucket.hpp"
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/cuda_calls.hpp"
+#include "kernels/codecs/cuda_codec.hpp"
 #include "kernels/codecs/decode_each.hpp"
 #include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/common.hpp"
@@ -139,7 +141,30 @@ const Codec one_bit_codec{.payload_bytes = payload_bytes,
                           .compress_cpu = compress_cpu,
                           .decode_cpu = decode_cpu};
 
-extern const CudaCodec one_bit_cuda_codec;  // compressor_cuda.cpp
+// The device twin (cuda_codec.hpp): the same bytes, launched on the current CUDA stream.
+#if DTSIM_TORCH_CUDA
+namespace {
+
+void one_bit_compress(const CudaCompress& c, Payload& out) {
+  const std::int64_t L = c.L;
+  ensure_bytes(out, 8 * L + 4 * ((c.n + 31) / 32), c.device);
+  auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+  cuda::one_bit_encode(c.x, c.n, c.d_off, L, c.d_slot, c.slots, c.partials,
+                       reinterpret_cast<unsigned long long*>(c.dev + c.t.counts), reinterpret_cast<float*>(base),
+                       reinterpret_cast<std::uint32_t*>(base + 8 * L), c.stream);
+}
+
+void one_bit_decode(const CudaDecode& d) {
+  cuda::one_bit_decode(reinterpret_cast<const std::uint32_t*>(d.base + 8 * d.L), d.n, d.d_off, d.L,
+                       reinterpret_cast<const float*>(d.base), d.weight, d.accumulate, d.o, d.stream);
+}
+
+}  // namespace
+
+const CudaCodec one_bit_cuda_codec{.counts = true, .compress = one_bit_compress, .decode = one_bit_decode};
+#else
+const CudaCodec one_bit_cuda_codec{};  // no CUDA in this build: CPU tensors only
+#endif
 
 CompressorKindInfo one_bit_kind() {
   return {.name = "one_bit",

@@ -13,6 +13,8 @@
 
 #include "kernels/codecs/bucket.hpp"
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/cuda_calls.hpp"
+#include "kernels/codecs/cuda_codec.hpp"
 #include "kernels/codecs/qsgd.hpp"
 #include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/common.hpp"
@@ -164,7 +166,33 @@ const Codec qsgd_codec{.payload_bytes = payload_bytes,
                        .decode_cpu = decode_cpu,
                        .compress_feedback_cpu = compress_feedback_cpu};
 
-extern const CudaCodec qsgd_cuda_codec;  // compressor_cuda.cpp
+// The device twin (cuda_codec.hpp): the same bytes, launched on the current CUDA stream.
+#if DTSIM_TORCH_CUDA
+namespace {
+
+void qsgd_compress(const CudaCompress& c, Payload& out) {
+  const std::int64_t L = c.L;
+  const auto& q = compressor_settings<QsgdSettings>(c.spec);
+  const int bits = cpu::qsgd_code_bits(q.levels);
+  ensure_bytes(out, 4 * L + 4 * ((c.n * bits + 31) / 32), c.device);
+  auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+  cuda::qsgd_encode(c.x, c.n, c.d_off, L, c.d_slot, c.slots, reinterpret_cast<const std::uint64_t*>(c.dev + c.t.keys),
+                    q.levels, q.tau_rescale ? reinterpret_cast<const double*>(c.dev + c.t.tau) : nullptr,
+                    c.partials, reinterpret_cast<float*>(c.dev + c.t.norms), reinterpret_cast<float*>(base),
+                    reinterpret_cast<std::uint32_t*>(base + 4 * L), c.stream);
+}
+
+void qsgd_decode(const CudaDecode& d) {
+  cuda::qsgd_decode(reinterpret_cast<const std::uint32_t*>(d.base + 4 * d.L), d.n, d.d_off, d.L,
+                    reinterpret_cast<const float*>(d.base), compressor_settings<QsgdSettings>(d.spec).levels, d.weight, d.accumulate, d.o, d.stream);
+}
+
+}  // namespace
+
+const CudaCodec qsgd_cuda_codec{.compress = qsgd_compress, .decode = qsgd_decode};
+#else
+const CudaCodec qsgd_cuda_codec{};  // no CUDA in this build: CPU tensors only
+#endif
 
 CompressorKindInfo qsgd_kind() {
   return {.name = "qsgd",

@@ -7,6 +7,8 @@
 
 #include "config/object_reader.hpp"
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/cuda_calls.hpp"
+#include "kernels/codecs/cuda_codec.hpp"
 #include "kernels/codecs/keep_ratio.hpp"
 #include "kernels/codecs/random_k.hpp"
 #include "kernels/codecs/sparse.hpp"
@@ -81,7 +83,62 @@ const Codec random_k_codec{.payload_bytes = payload_bytes,
                            .compress_cpu = compress_cpu,
                            .decode_cpu = decode_cpu};
 
-extern const CudaCodec random_k_cuda_codec;  // compressor_cuda.cpp
+// The device twin (cuda_codec.hpp): the same bytes, launched on the current CUDA stream.
+#if DTSIM_TORCH_CUDA
+namespace {
+
+void random_k_compress(const CudaCompress& c, Payload& out) {
+  const std::int64_t K = c.K, L = c.L;
+  const std::int64_t* off = c.off;
+  auto& ws = c.ws;
+  const auto& k = ws.k;
+  const auto& r = compressor_settings<RandomKSettings>(c.spec);
+  const bool shared = r.shared_seed;
+  ensure_bytes(out, (shared ? 0 : 4 * K) + 4 * K, c.device);
+  auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+  ws.indices.resize(static_cast<std::size_t>(K));
+  for (std::int64_t s = 0; s < L; ++s)
+    cpu::random_k_indices(off[s + 1] - off[s], k[s + 1] - k[s],
+                          detail::stream_key(c.spec.seed, out.round, static_cast<std::uint64_t>(s)), ws.select,
+                          ws.indices.data() + k[s]);
+  auto* idx = shared ? reinterpret_cast<std::uint32_t*>(c.dev + c.t.indices) : reinterpret_cast<std::uint32_t*>(base);
+  auto* val = reinterpret_cast<float*>(base + (shared ? 0 : 4 * K));
+  if (K > 0)
+    cuda_check(cudaMemcpyAsync(idx, ws.indices.data(), static_cast<std::size_t>(4 * K), cudaMemcpyHostToDevice, c.stream),
+          "Compressor::compress");
+  // the host indices buffer must outlive the asynchronous copy from pageable memory
+  cuda_check(cudaStreamSynchronize(c.stream), "Compressor::compress");
+  for (std::int64_t s = 0; s < L; ++s) {
+    const std::int64_t ns = off[s + 1] - off[s], ks = k[s + 1] - k[s];
+    const float scale =
+        r.unbiased && ks > 0 ? static_cast<float>(static_cast<double>(ns) / static_cast<double>(ks)) : 1.0f;
+    cuda::gather(c.x + off[s], idx + k[s], ks, scale, val + k[s], c.stream);
+  }
+}
+
+void random_k_decode(const CudaDecode& d) {
+  if (!compressor_settings<RandomKSettings>(d.spec).shared_seed) return indices_then_values_decode(d);
+  auto& ws = d.ws;
+  const auto& k = ws.k;
+  ws.indices.resize(static_cast<std::size_t>(d.K_fixed));
+  for (std::int64_t s = 0; s < d.L; ++s)
+    cpu::random_k_indices(d.off[s + 1] - d.off[s], k[s + 1] - k[s],
+                          detail::stream_key(d.spec.seed, d.payload.round, static_cast<std::uint64_t>(s)), ws.select,
+                          ws.indices.data() + k[s]);
+  if (d.K_fixed > 0)
+    cuda_check(cudaMemcpyAsync(d.dev + d.idx_at, ws.indices.data(), static_cast<std::size_t>(4 * d.K_fixed),
+                          cudaMemcpyHostToDevice, d.stream),
+          "Compressor::decompress");
+  cuda_check(cudaStreamSynchronize(d.stream), "Compressor::decompress");
+  scatter_segments(d, reinterpret_cast<const std::uint32_t*>(d.dev + d.idx_at), reinterpret_cast<const float*>(d.base));
+}
+
+}  // namespace
+
+const CudaCodec random_k_cuda_codec{.compress = random_k_compress, .decode = random_k_decode};
+#else
+const CudaCodec random_k_cuda_codec{};  // no CUDA in this build: CPU tensors only
+#endif
 
 CompressorKindInfo random_k_kind() {
   return {.name = "random_k",

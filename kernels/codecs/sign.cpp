@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/cuda_calls.hpp"
+#include "kernels/codecs/cuda_codec.hpp"
 #include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/common.hpp"
 #include "kernels/cpu/sign.hpp"
@@ -113,8 +115,37 @@ constexpr Codec sign_family_codec{.payload_bytes = payload_bytes<scaled>,
 const Codec sign_codec = sign_family_codec<false>;
 const Codec scaled_sign_codec = sign_family_codec<true>;
 
-extern const CudaCodec sign_cuda_codec;         // compressor_cuda.cpp
-extern const CudaCodec scaled_sign_cuda_codec;  // compressor_cuda.cpp
+// The device twin (cuda_codec.hpp): the same bytes, launched on the current CUDA stream.
+#if DTSIM_TORCH_CUDA
+namespace {
+
+template <bool scaled>
+void sign_compress(const CudaCompress& c, Payload& out) {
+  const std::int64_t L = c.L;
+  ensure_bytes(out, (scaled ? 4 * L : 0) + 4 * ((c.n + 31) / 32), c.device);
+  auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+  cuda::pack_signs(c.x, c.n, c.d_off, L, c.d_slot, c.slots, reinterpret_cast<std::uint32_t*>(base + (scaled ? 4 * L : 0)),
+                   scaled ? reinterpret_cast<float*>(base) : nullptr, c.partials, c.stream);
+}
+
+template <bool scaled>
+void sign_decode(const CudaDecode& d) {
+  if constexpr (!scaled)
+    cuda::decode_signs(reinterpret_cast<const std::uint32_t*>(d.base), d.n, d.d_off, d.L, nullptr, d.weight, d.accumulate,
+                       d.o, d.stream);
+  else
+    cuda::decode_signs(reinterpret_cast<const std::uint32_t*>(d.base + 4 * d.L), d.n, d.d_off, d.L,
+                       reinterpret_cast<const float*>(d.base), d.weight, d.accumulate, d.o, d.stream);
+}
+
+}  // namespace
+
+const CudaCodec sign_cuda_codec{.compress = sign_compress<false>, .decode = sign_decode<false>};
+const CudaCodec scaled_sign_cuda_codec{.compress = sign_compress<true>, .decode = sign_decode<true>};
+#else
+const CudaCodec sign_cuda_codec{};
+const CudaCodec scaled_sign_cuda_codec{};  // no CUDA in this build: CPU tensors only
+#endif
 
 CompressorKindInfo sign_kind() {
   return {.name = "sign",

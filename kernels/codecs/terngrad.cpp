@@ -19,6 +19,8 @@
 
 #include "kernels/codecs/bucket.hpp"
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/cuda_calls.hpp"
+#include "kernels/codecs/cuda_codec.hpp"
 #include "kernels/codecs/decode_each.hpp"
 #include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/common.hpp"
@@ -118,7 +120,29 @@ const Codec terngrad_codec{.payload_bytes = payload_bytes,
                            .compress_cpu = compress_cpu,
                            .decode_cpu = decode_cpu};
 
-extern const CudaCodec terngrad_cuda_codec;  // compressor_cuda.cpp
+// The device twin (cuda_codec.hpp): the same bytes, launched on the current CUDA stream.
+#if DTSIM_TORCH_CUDA
+namespace {
+
+void terngrad_compress(const CudaCompress& c, Payload& out) {
+  const std::int64_t L = c.L;
+  ensure_bytes(out, 4 * L + 4 * ((c.n + 15) / 16), c.device);
+  auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+  cuda::terngrad_encode(c.x, c.n, c.d_off, L, reinterpret_cast<const std::uint64_t*>(c.dev + c.t.keys),
+                        reinterpret_cast<float*>(base), reinterpret_cast<std::uint32_t*>(base + 4 * L), c.stream);
+}
+
+void terngrad_decode(const CudaDecode& d) {
+  cuda::terngrad_decode(reinterpret_cast<const std::uint32_t*>(d.base + 4 * d.L), d.n, d.d_off, d.L,
+                        reinterpret_cast<const float*>(d.base), d.weight, d.accumulate, d.o, d.stream);
+}
+
+}  // namespace
+
+const CudaCodec terngrad_cuda_codec{.compress = terngrad_compress, .decode = terngrad_decode};
+#else
+const CudaCodec terngrad_cuda_codec{};  // no CUDA in this build: CPU tensors only
+#endif
 
 CompressorKindInfo terngrad_kind() {
   return {.name = "terngrad",

@@ -7,6 +7,8 @@
 
 #include "config/object_reader.hpp"
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/cuda_calls.hpp"
+#include "kernels/codecs/cuda_codec.hpp"
 #include "kernels/codecs/sparse.hpp"
 #include "kernels/codecs/threshold.hpp"
 #include "kernels/compressor_kinds.hpp"
@@ -91,7 +93,67 @@ const Codec threshold_codec{.payload_bytes = payload_bytes,
                             .compress_cpu = compress_cpu,
                             .decode_cpu = decode_cpu};
 
-extern const CudaCodec threshold_cuda_codec;  // compressor_cuda.cpp
+// The device twin (cuda_codec.hpp): the same bytes, launched on the current CUDA stream.
+#if DTSIM_TORCH_CUDA
+namespace {
+
+void threshold_compress(const CudaCompress& c, Payload& out) {
+  const std::int64_t L = c.L;
+  const std::int64_t* off = c.off;
+  auto& k = c.ws.k;  // recomputed: the counts are the data's
+  const auto thr = static_cast<float>(compressor_settings<ThresholdSettings>(c.spec).threshold);
+  std::int64_t sel = c.t.select;
+  for (std::int64_t s = 0; s < L; ++s) {
+    const std::int64_t ns = off[s + 1] - off[s];
+    k[s + 1] = k[s] + cuda::threshold_count(c.x + off[s], ns, thr, c.dev + sel, c.stream);
+    sel += align256(cuda::select_workspace_bytes(ns));
+  }
+  const std::int64_t KK = k[L];
+  ensure_bytes(out, 4 * L + 8 * KK, c.device);
+  auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+  std::vector<std::uint32_t> counts(static_cast<std::size_t>(L));
+  for (std::int64_t s = 0; s < L; ++s) counts[s] = static_cast<std::uint32_t>(k[s + 1] - k[s]);
+  if (L > 0)
+    cuda_check(cudaMemcpyAsync(base, counts.data(), static_cast<std::size_t>(4 * L), cudaMemcpyHostToDevice, c.stream),
+          "Compressor::compress");
+  auto* idx = reinterpret_cast<std::uint32_t*>(base + 4 * L);
+  auto* val = reinterpret_cast<float*>(base + 4 * L + 4 * KK);
+  sel = c.t.select;
+  for (std::int64_t s = 0; s < L; ++s) {
+    const std::int64_t ns = off[s + 1] - off[s];
+    cuda::threshold_select(c.x + off[s], ns, thr, c.dev + sel, idx + k[s], val + k[s], c.stream);
+    sel += align256(cuda::select_workspace_bytes(ns));
+  }
+  cuda_check(cudaStreamSynchronize(c.stream), "Compressor::compress");  // `counts` is pageable host memory
+}
+
+void threshold_decode(const CudaDecode& d) {
+  const std::int64_t L = d.L;
+  const std::int64_t* off = d.off;
+  auto& k = d.ws.k;
+  std::vector<std::uint32_t> counts(static_cast<std::size_t>(L));
+  if (L > 0)
+    cuda_check(cudaMemcpyAsync(counts.data(), d.base, static_cast<std::size_t>(4 * L), cudaMemcpyDeviceToHost, d.stream),
+          "Compressor::decompress");
+  cuda_check(cudaStreamSynchronize(d.stream), "Compressor::decompress");
+  for (std::int64_t s = 0; s < L; ++s) {
+    if (counts[s] > static_cast<std::uint64_t>(off[s + 1] - off[s]))
+      throw std::invalid_argument(fmt::format("Compressor::decompress: segment {} claims {} of its {} elements", s,
+                                              counts[s], off[s + 1] - off[s]));
+    k[s + 1] = k[s] + counts[s];
+  }
+  if (d.payload.bytes.numel() != 4 * L + 8 * k[L])
+    throw std::invalid_argument("Compressor::decompress: threshold payload size disagrees with its counts");
+  scatter_segments(d, reinterpret_cast<const std::uint32_t*>(d.base + 4 * L),
+                   reinterpret_cast<const float*>(d.base + 4 * L + 4 * k[L]));
+}
+
+}  // namespace
+
+const CudaCodec threshold_cuda_codec{.selects = true, .compress = threshold_compress, .decode = threshold_decode};
+#else
+const CudaCodec threshold_cuda_codec{};  // no CUDA in this build: CPU tensors only
+#endif
 
 CompressorKindInfo threshold_kind() {
   return {.name = "threshold",

@@ -4,6 +4,8 @@
 
 #include "config/object_reader.hpp"
 #include "kernels/codecs/codec.hpp"
+#include "kernels/codecs/cuda_calls.hpp"
+#include "kernels/codecs/cuda_codec.hpp"
 #include "kernels/codecs/keep_ratio.hpp"
 #include "kernels/codecs/sparse.hpp"
 #include "kernels/codecs/top_k.hpp"
@@ -49,7 +51,31 @@ const Codec top_k_codec{.payload_bytes = payload_bytes,
                         .compress_cpu = compress_cpu,
                         .decode_cpu = decode_cpu};
 
-extern const CudaCodec top_k_cuda_codec;  // compressor_cuda.cpp
+// The device twin (cuda_codec.hpp): the same bytes, launched on the current CUDA stream.
+#if DTSIM_TORCH_CUDA
+namespace {
+
+void top_k_compress(const CudaCompress& c, Payload& out) {
+  const std::int64_t K = c.K;
+  const auto& k = c.ws.k;
+  ensure_bytes(out, 8 * K, c.device);
+  auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
+  auto* idx = reinterpret_cast<std::uint32_t*>(base);
+  auto* val = reinterpret_cast<float*>(base + 4 * K);
+  std::int64_t sel = c.t.select;
+  for (std::int64_t s = 0; s < c.L; ++s) {
+    const std::int64_t ns = c.off[s + 1] - c.off[s];
+    cuda::top_k(c.x + c.off[s], ns, k[s + 1] - k[s], c.dev + sel, idx + k[s], val + k[s], c.stream);
+    sel += align256(cuda::select_workspace_bytes(ns));
+  }
+}
+
+}  // namespace
+
+const CudaCodec top_k_cuda_codec{.selects = true, .compress = top_k_compress, .decode = indices_then_values_decode};
+#else
+const CudaCodec top_k_cuda_codec{};  // no CUDA in this build: CPU tensors only
+#endif
 
 CompressorKindInfo top_k_kind() {
   return {.name = "top_k",
