@@ -469,26 +469,36 @@ RunResult run_live(const Scenario& s, const comm::LiveEnv& env, const RunOptions
   return result;
 }
 
-json RunResult::to_json() const {
-  // Every key written here is described in runner/result_fields.cpp (docs/result_file.md);
-  // runs_test checks that the two agree.
-  auto or_null = [](double x) { return std::isnan(x) ? json(nullptr) : json(x); };
-  json eval_curve = json::array();
+namespace {
+
+json or_null(double x) { return std::isnan(x) ? json(nullptr) : json(x); }
+
+}  // namespace
+
+json RunResult::eval_json() const {
+  json curve = json::array();
   for (const auto& p : eval)
-    eval_curve.push_back({{"step", p.step},
-                          {"time_s", p.time_s},
-                          {"train_loss", or_null(p.train_loss)},
-                          {"train_accuracy", or_null(p.train_accuracy)},
-                          {"test_loss", or_null(p.test_loss)},
-                          {"test_accuracy", or_null(p.test_accuracy)}});
-  json losses = json::array();  // NaN (timing-only) as null
-  for (double l : loss) losses.push_back(or_null(l));
+    curve.push_back({{"step", p.step},
+                     {"time_s", p.time_s},
+                     {"train_loss", or_null(p.train_loss)},
+                     {"train_accuracy", or_null(p.train_accuracy)},
+                     {"test_loss", or_null(p.test_loss)},
+                     {"test_accuracy", or_null(p.test_accuracy)}});
+  return curve;
+}
+
+json RunResult::phases_json(double step) const {
   json phases = json::array();
-  const double step = mean_step_time_s();
   for (std::size_t i = 0; i < phase_names.size(); ++i)
     phases.push_back({{"name", phase_names[i]},
                       {"mean_s", phase_mean_s[i]},
                       {"share", step > 0 ? phase_mean_s[i] / step : 0.0}});
+  return phases;
+}
+
+json RunResult::per_step_json() const {
+  json losses = json::array();  // NaN (timing-only) as null
+  for (double l : loss) losses.push_back(or_null(l));
   json per_step = {{"time_s", step_time_s},
                    {"compute_time_s", compute_time_s},
                    {"n_bits", n_bits},
@@ -496,6 +506,13 @@ json RunResult::to_json() const {
                    {"calls", calls},
                    {"loss", losses}};
   if (!lr.empty()) per_step["lr"] = lr;
+  return per_step;
+}
+
+json RunResult::to_json() const {
+  // Every key written here is described in runner/result_fields.cpp (docs/result_file.md);
+  // runs_test checks that the two agree.
+  const double step = mean_step_time_s();
   return {{"dtsim_result_version", kResultVersion},
           {"dtsim_version", kDtsimVersion},
           {"mode", mode},
@@ -504,7 +521,7 @@ json RunResult::to_json() const {
           {"replayed_from", replayed_from.empty() ? json(nullptr) : json(replayed_from)},
           {"no_loss_reason", no_loss_reason.empty() ? json(nullptr) : json(no_loss_reason)},
           {"scenario", scenario.to_json()},
-          {"phases", phases},
+          {"phases", phases_json(step)},
           {"simulated_time_s", simulated_time_s()},
           {"step_mean_s", step},
           {"step_percentiles_s",
@@ -525,7 +542,7 @@ json RunResult::to_json() const {
             {"test_loss", or_null(final_test_loss)},
             {"test_accuracy", or_null(final_test_accuracy)},
             {"consensus_distance", or_null(consensus_distance)}}},
-          {"eval", eval_curve},
+          {"eval", eval_json()},
           {"algorithm_state_bytes", algorithm_state_bytes},
           {"diverged_at_step", diverged_at_step > 0 ? json(diverged_at_step) : json(nullptr)},
           {"event_trace_hash", fmt::format("{:016x}", event_trace_hash)},
@@ -538,7 +555,7 @@ json RunResult::to_json() const {
                       {"restarts", reuse.stats.restarts},
                       {"hit_rate", reuse.stats.hit_rate()}}
                : json(nullptr)},
-          {"per_step", per_step}};
+          {"per_step", per_step_json()}};
 }
 
 }  // namespace dtsim::runner

@@ -140,6 +140,12 @@ struct RunResult {
   double peak_n_bits_per_s() const;
   double peak_wire_bytes_per_s() const;
   nlohmann::json to_json() const;
+
+ private:
+  // Parts of the result file (to_json).
+  nlohmann::json eval_json() const;
+  nlohmann::json phases_json(double step) const;
+  nlohmann::json per_step_json() const;
 };
 
 RunResult run_emulated(const Scenario& scenario, const RunOptions& options = {});
