@@ -176,7 +176,9 @@ Overrides parse_overrides(const std::string& algo, const std::string& proto) {
   return o;
 }
 
-Machine make_machine(const System& s, int ranks) {
+namespace {
+
+void check_ranks(const System& s, int ranks) {
   const int G = s.gpus_per_node;
   if (ranks < 1) throw std::invalid_argument(fmt::format("{} ranks: expected at least 1", ranks));
   if (ranks > G && ranks % G != 0)
@@ -185,18 +187,12 @@ Machine make_machine(const System& s, int ranks) {
   if (ranks > s.gpus())
     throw std::invalid_argument(fmt::format("{} ranks: the system \"{}\" has {} GPUs ({} node{} of {}; its \"nodes\" "
                                             "adds more)", ranks, s.name, s.gpus(), s.nodes, s.nodes == 1 ? "" : "s", G));
-  Machine m;
-  m.system = s;
-  m.ranks = ranks;
-  m.nodes = ranks > G ? ranks / G : 1;
-  m.per_node = ranks > G ? G : ranks;
-  const int cc = compute_capability(s.gpu);
-  static const double kPciGen[] = {15, 30, 60, 120, 240, 480};  // kvDictPciGen, x100 Mb/s per lane
-  m.nvlink_bw = kNvlinkBw * s.intra.nvlink_GBps / kNvlinkLineRate;
-  m.pci_bw = s.pcie.lanes * kPciGen[s.pcie.generation - 1] / 80.0;
-  m.net_bw = s.network.nic_Gbps / 8.0;
+}
 
-  // The node's ring: its slowest hop per GPU, and what NCCL's search starts from.
+// The ring's graph: the node's slowest hop per GPU, and NCCL's search from there (within
+// the node, or through the NICs), its channels duplicated.
+Graph ring_graph(const Machine& m, int cc) {
+  const System& s = m.system;
   const int g = m.per_node;
   const double nvl_total = s.intra.nvlink_links * m.nvlink_bw;
   double ring_bw = nvl_total, max_bw = nvl_total;
@@ -206,14 +202,13 @@ Machine make_machine(const System& s, int ranks) {
     if (g > 1 && !one_pair) {
       intra = Hw::Pci;
       ring_bw = m.pci_bw;
-      if (s.sockets == 2 && g > G / 2 && s.cpu == CpuVendor::Intel) ring_bw = std::min(ring_bw, kSklQpiBw);
+      if (s.sockets == 2 && g > s.gpus_per_node / 2 && s.cpu == CpuVendor::Intel) ring_bw = std::min(ring_bw, kSklQpiBw);
     }
     max_bw = s.intra.nvlink_pairs.empty() ? ring_bw : std::max(ring_bw, nvl_total);
   }
   // getTotalBw: a GPU's NVLinks together, or its PCIe link.
   const bool has_nvlink = s.intra.kind == IntraKind::NvSwitch || !s.intra.nvlink_pairs.empty();
   const double total_bw = std::max(m.pci_bw, has_nvlink ? nvl_total : 0.0);
-  m.ll128_inter_ok = m.nodes == 1 || s.intra.kind == IntraKind::NvSwitch;
 
   Graph ring;
   ring.intra = intra;
@@ -232,41 +227,72 @@ Machine make_machine(const System& s, int ranks) {
   ring.channels = f.channels;
   ring.bw_intra = ring.bw_inter = f.speed;
   duplicate(ring, cc, kMaxChannels / 2);
+  return ring;
+}
+
+// NVLS's graph: one channel per GPU of the node at NCCL's search speed, the NIC's speed
+// across nodes.
+Graph nvls_graph(const Machine& m) {
+  const int g = m.per_node;
+  const double nvl_total = m.system.intra.nvlink_links * m.nvlink_bw;
+  const double nvls_total = nvl_total * g / (g - 1.0);  // patterns other than the ring
+  const Found fn = search(kSm90SpeedIntra, nvl_total, nvls_total, g, g, [&](double sp) { return sp * g <= nvls_total ? g : 0; });
+  Graph nv;
+  nv.channels = fn.channels;
+  nv.bw_intra = nv.bw_inter = fn.speed;
+  if (m.nodes > 1) {
+    const double nic = std::min(m.net_bw, m.pci_bw);
+    std::size_t i = 0;
+    while (i + 1 < std::size(kSm90SpeedInter) && kSm90SpeedInter[i] > nic) ++i;
+    nv.bw_inter = kSm90SpeedInter[i];
+  }
+  return nv;
+}
+
+// ncclTopoPostset: the rings twice over; CollNet x1.5 when the node is faster than the
+// network; Hopper across nodes x2 once more above 45 GB/s per channel.
+int collective_channels(const Machine& m, int cc) {
+  const Graph& ring = m.graphs[index(Algo::Ring)];
+  const Graph& tree = m.graphs[index(Algo::Tree)];
+  int nc = std::min(kMaxChannels, std::min(tree.channels, ring.channels) * 2);
+  if (m.collnet && ring.bw_intra > ring.bw_inter && m.ranks > m.nodes) nc = std::min(kMaxChannels, nc + nc / 2);
+  if (cc == 90 && m.nodes > 1 && ring.bw_intra > 45.0 && 2 * nc <= kMaxChannels) nc *= 2;
+  return nc;
+}
+
+}  // namespace
+
+Machine make_machine(const System& s, int ranks) {
+  check_ranks(s, ranks);
+  const int G = s.gpus_per_node;
+  Machine m;
+  m.system = s;
+  m.ranks = ranks;
+  m.nodes = ranks > G ? ranks / G : 1;
+  m.per_node = ranks > G ? G : ranks;
+  const int cc = compute_capability(s.gpu);
+  static const double kPciGen[] = {15, 30, 60, 120, 240, 480};  // kvDictPciGen, x100 Mb/s per lane
+  m.nvlink_bw = kNvlinkBw * s.intra.nvlink_GBps / kNvlinkLineRate;
+  m.pci_bw = s.pcie.lanes * kPciGen[s.pcie.generation - 1] / 80.0;
+  m.net_bw = s.network.nic_Gbps / 8.0;
+  m.ll128_inter_ok = m.nodes == 1 || s.intra.kind == IntraKind::NvSwitch;
+
+  const Graph ring = ring_graph(m, cc);
   Graph tree = ring;
-  tree.tree_pattern = m.nodes > 1 && g == 1;
+  tree.tree_pattern = m.nodes > 1 && m.per_node == 1;
   m.graphs[index(Algo::Ring)] = ring;
   m.graphs[index(Algo::Tree)] = tree;
-
   m.collnet = m.nodes > 1 && s.network.collnet;
   if (m.collnet) {
     m.graphs[index(Algo::CollNetDirect)] = ring;
     m.graphs[index(Algo::CollNetChain)] = ring;
   }
-  m.nvls = s.intra.nvls && s.intra.kind == IntraKind::NvSwitch && cc >= 90 && g > 1;
+  m.nvls = s.intra.nvls && s.intra.kind == IntraKind::NvSwitch && cc >= 90 && m.per_node > 1;
   if (m.nvls) {
-    Graph nv;
-    const double nvls_total = nvl_total * g / (g - 1.0);  // patterns other than the ring
-    const Found fn = search(kSm90SpeedIntra, nvl_total, nvls_total, g, g,
-                            [&](double sp) { return sp * g <= nvls_total ? g : 0; });
-    nv.channels = fn.channels;
-    nv.bw_intra = nv.bw_inter = fn.speed;
-    if (m.nodes > 1) {
-      const double nic = std::min(m.net_bw, m.pci_bw);
-      std::size_t i = 0;
-      while (i + 1 < std::size(kSm90SpeedInter) && kSm90SpeedInter[i] > nic) ++i;
-      nv.bw_inter = kSm90SpeedInter[i];
-    }
-    m.graphs[index(Algo::Nvls)] = nv;
-    m.graphs[index(Algo::NvlsTree)] = nv;
+    m.graphs[index(Algo::Nvls)] = m.graphs[index(Algo::NvlsTree)] = nvls_graph(m);
     m.nvls_channels = kNvlsChannels;
   }
-
-  // ncclTopoPostset: the rings twice over; CollNet x1.5 when the node is faster than the
-  // network; Hopper across nodes x2 once more above 45 GB/s per channel.
-  int nc = std::min(kMaxChannels, std::min(tree.channels, ring.channels) * 2);
-  if (m.collnet && ring.bw_intra > ring.bw_inter && m.ranks > m.nodes) nc = std::min(kMaxChannels, nc + nc / 2);
-  if (cc == 90 && m.nodes > 1 && ring.bw_intra > 45.0 && 2 * nc <= kMaxChannels) nc *= 2;
-  m.channels = nc;
+  m.channels = collective_channels(m, cc);
   return m;
 }
 
