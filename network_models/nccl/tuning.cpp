@@ -325,10 +325,10 @@ double protocol_bus_bw(const Machine& m, Coll coll, Algo a, Proto p, double bw) 
   return bus;
 }
 
-Tuning tune(const Machine& m, const Overrides& overrides) {
-  Tuning t;
-  const int n = m.ranks, N = m.nodes;
-  const int cc = compute_capability(m.system.gpu);
+namespace {
+
+// Threads per block and the per-thread byte thresholds below which NCCL uses fewer channels.
+void set_thread_limits(Tuning& t, const Machine& m) {
   const auto& ring = m.graphs[index(Algo::Ring)];
   const int simple_threads = ring.bw_intra * ring.channels <= kPciBwGen3x16 ? 256 : kSimpleThreads;
   for (int a = 0; a < kAlgos; ++a) {
@@ -341,66 +341,53 @@ Tuning tune(const Machine& m, const Overrides& overrides) {
   }
   t.max_threads[index(Algo::Ring)][index(Proto::Simple)] = simple_threads;
   t.max_threads[index(Algo::Tree)][index(Proto::Simple)] = kSimpleThreads;
-  t.thread_threshold[index(Algo::Ring)][index(Proto::LL)] *= n;
+  t.thread_threshold[index(Algo::Ring)][index(Proto::LL)] *= m.ranks;
   t.thread_threshold[index(Algo::CollNetDirect)][index(Proto::Simple)] = 512;
   t.thread_threshold[index(Algo::CollNetChain)][index(Proto::Simple)] = 512;
-  if (n <= 1) return t;
+}
 
-  const double net_overhead = m.system.cpu == CpuVendor::Amd ? 2.0 : 1.0;  // getNetOverhead, us
-  for (int c = 0; c < kColls; ++c) {
-    const Coll coll = static_cast<Coll>(c);
-    const int nsteps = coll == Coll::AllReduce ? 2 * (n - 1) : coll == Coll::ReduceScatter || coll == Coll::AllGather ? n - 1 : n;
-    const int inter_steps = coll == Coll::AllReduce ? (N > 1 ? 2 * N : 0)
-                            : coll == Coll::ReduceScatter || coll == Coll::AllGather ? N - 1 : N;
-    for (int ai = 0; ai < kAlgos; ++ai) {
-      const Algo a = static_cast<Algo>(ai);
-      if (coll != Coll::AllReduce && a != Algo::Ring) continue;
-      const Graph& g = m.graphs[ai];
-      const Hw intra_hw = g.intra;
-      const Hw hw = N == 1 ? intra_hw : Hw::Net;
-      for (int pi = 0; pi < kProtos; ++pi) {
-        const Proto p = static_cast<Proto>(pi);
-        if ((a == Algo::Nvls || a == Algo::NvlsTree) && p != Proto::Simple) continue;
-        const bool collnet = a == Algo::CollNetDirect || a == Algo::CollNetChain;
-        const double bw = N <= 2 || collnet ? g.bw_intra : g.bw_inter;
-        const double bus = protocol_bus_bw(m, coll, a, p, bw);
-        const double ratio = a == Algo::Ring ? static_cast<double>(n) / nsteps
-                             : a == Algo::Nvls ? 5.0 / 6.0
-                             : a == Algo::NvlsTree ? .70 * N / (2.0 * (N - 1))
-                                                   : .5;
-        t.bandwidth_GBps[c][ai][pi] = bus * ratio;
+// The ring's steps for `coll` over n ranks (all of them, and the ones crossing nodes).
+int ring_steps(Coll coll, int n) {
+  return coll == Coll::AllReduce ? 2 * (n - 1) : coll == Coll::ReduceScatter || coll == Coll::AllGather ? n - 1 : n;
+}
 
-        double lat = base_latency_us(a, p);
-        double intra_lat = hop_latency_us(intra_hw, a, p);
-        double inter_lat = hop_latency_us(Hw::Net, a, p);  // + latencyInter (0: no SHARP latency measured)
-        if (a == Algo::Ring) {
-          double hop = hop_latency_us(hw, a, p);
-          if (coll == Coll::Reduce || coll == Coll::Broadcast) {
-            lat += hop;  // sameChannels graphs
-          } else {
-            double overhead = 0.0;
-            if (N > 1) overhead = p == Proto::Simple ? 3 * net_overhead : net_overhead;
-            intra_lat = std::max(intra_lat, overhead);
-            lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
-          }
-        } else if (a == Algo::Tree) {
-          lat += 2 * ((n / N - 1) * intra_lat + log2i(N) * inter_lat);
-        } else if (a == Algo::CollNetDirect) {
-          lat += 2 * (std::min(1, n / N - 1) * intra_lat + (n / N - 1) * 0.5) + inter_lat;
-        } else if (a == Algo::CollNetChain) {
-          lat += 2 * (n / N - 1) * intra_lat + inter_lat;
-        } else if (a == Algo::Nvls) {
-          if (N > 1) lat += hop_latency_us(Hw::Net, a, p);
-        } else if (a == Algo::NvlsTree) {
-          lat += 2 * (N - 1) * hop_latency_us(Hw::Net, a, p);
-        }
-        t.latency_us[c][ai][pi] = lat;
-      }
+int ring_inter_steps(Coll coll, int N) {
+  return coll == Coll::AllReduce ? (N > 1 ? 2 * N : 0) : coll == Coll::ReduceScatter || coll == Coll::AllGather ? N - 1 : N;
+}
+
+// NCCL's latency for `coll` run as (a, p): the base and the hops the algorithm crosses.
+double algorithm_latency_us(const Machine& m, Coll coll, Algo a, Proto p) {
+  const int n = m.ranks, N = m.nodes;
+  const Hw intra_hw = m.graphs[index(a)].intra;
+  const Hw hw = N == 1 ? intra_hw : Hw::Net;
+  double lat = base_latency_us(a, p);
+  double intra_lat = hop_latency_us(intra_hw, a, p);
+  const double inter_lat = hop_latency_us(Hw::Net, a, p);  // + latencyInter (0: no SHARP latency measured)
+  switch (a) {
+    case Algo::Ring: {
+      if (coll == Coll::Reduce || coll == Coll::Broadcast) return lat + hop_latency_us(hw, a, p);  // sameChannels graphs
+      const double net_overhead = m.system.cpu == CpuVendor::Amd ? 2.0 : 1.0;  // getNetOverhead, us
+      double overhead = 0.0;
+      if (N > 1) overhead = p == Proto::Simple ? 3 * net_overhead : net_overhead;
+      intra_lat = std::max(intra_lat, overhead);
+      const int nsteps = ring_steps(coll, n), inter_steps = ring_inter_steps(coll, N);
+      return lat + (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
     }
+    case Algo::Tree: return lat + 2 * ((n / N - 1) * intra_lat + log2i(N) * inter_lat);
+    case Algo::CollNetDirect: return lat + 2 * (std::min(1, n / N - 1) * intra_lat + (n / N - 1) * 0.5) + inter_lat;
+    case Algo::CollNetChain: return lat + 2 * (n / N - 1) * intra_lat + inter_lat;
+    case Algo::Nvls: return N > 1 ? lat + hop_latency_us(Hw::Net, a, p) : lat;
+    case Algo::NvlsTree: return lat + 2 * (N - 1) * hop_latency_us(Hw::Net, a, p);
   }
+  return lat;
+}
 
-  // Enables: LL128 by default only on NVLink with one GPU generation (and the NIC close);
-  // NVLSTree across nodes only; CollNet and multi-node NVLS only with in-network reduction.
+// Enables: LL128 by default only on NVLink with one GPU generation (and the NIC close);
+// NVLSTree across nodes only; CollNet and multi-node NVLS only with in-network reduction.
+// A disabled (algorithm, protocol) gets no bandwidth, so it is never chosen.
+void apply_enables(Tuning& t, const Machine& m, const Overrides& overrides) {
+  const int N = m.nodes;
+  const int cc = compute_capability(m.system.gpu);
   std::array<bool, kAlgos> algo_on = overrides.algo_enabled;
   if (N == 1) algo_on[index(Algo::NvlsTree)] = false;
   if (!m.collnet) {
@@ -425,6 +412,36 @@ Tuning tune(const Machine& m, const Overrides& overrides) {
       }
   // No algorithm left for a collective (NCCL_ALGO=NVLS without NVLS): NCCL >= 2.19 falls
   // back to the ring with its protocols; 2.18 fails. dtsim keeps the ring, as 2.19 does.
+}
+
+}  // namespace
+
+Tuning tune(const Machine& m, const Overrides& overrides) {
+  Tuning t;
+  set_thread_limits(t, m);
+  const int n = m.ranks, N = m.nodes;
+  if (n <= 1) return t;
+  for (int c = 0; c < kColls; ++c) {
+    const Coll coll = static_cast<Coll>(c);
+    for (int ai = 0; ai < kAlgos; ++ai) {
+      const Algo a = static_cast<Algo>(ai);
+      if (coll != Coll::AllReduce && a != Algo::Ring) continue;
+      const Graph& g = m.graphs[ai];
+      for (int pi = 0; pi < kProtos; ++pi) {
+        const Proto p = static_cast<Proto>(pi);
+        if ((a == Algo::Nvls || a == Algo::NvlsTree) && p != Proto::Simple) continue;
+        const bool collnet = a == Algo::CollNetDirect || a == Algo::CollNetChain;
+        const double bus = protocol_bus_bw(m, coll, a, p, N <= 2 || collnet ? g.bw_intra : g.bw_inter);
+        const double ratio = a == Algo::Ring ? static_cast<double>(n) / ring_steps(coll, n)
+                             : a == Algo::Nvls ? 5.0 / 6.0
+                             : a == Algo::NvlsTree ? .70 * N / (2.0 * (N - 1))
+                                                   : .5;
+        t.bandwidth_GBps[c][ai][pi] = bus * ratio;
+        t.latency_us[c][ai][pi] = algorithm_latency_us(m, coll, a, p);
+      }
+    }
+  }
+  apply_enables(t, m, overrides);
   return t;
 }
 
