@@ -307,7 +307,8 @@ const AlgorithmEntry& sparsified_sgd_entry() {
         const auto& s = settings_of<SparsifiedSgdSettings>(spec);
         const auto* kind = kernels::find_compressor_kind(largest.kind);
         if (s.compress_warmup_epochs > 0.0 && kind && kind->keeps_k() && !s.compress_warmup_ratios.empty())
-          largest = kernels::with_keep_ratio(largest, std::max(kind->keep_ratio(largest), s.compress_warmup_ratios.front()));
+          largest =
+              kernels::with_keep_ratio(largest, std::max(kind->keep_ratio(largest), s.compress_warmup_ratios.front()));
         f.payload_fraction = kernels::payload_fraction(largest);
         return f;
       },

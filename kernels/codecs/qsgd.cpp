@@ -136,8 +136,8 @@ void decode_cpu(const CompressorSpec& spec, Workspace& ws, const Decode& call) {
     T* o = static_cast<T*>(call.dense.data_ptr());
     ws.scalars.resize(static_cast<std::size_t>(L));
     if (L > 0) std::memcpy(ws.scalars.data(), base, static_cast<std::size_t>(4 * L));
-    cpu::qsgd_decode(reinterpret_cast<const std::uint32_t*>(base + 4 * L), n, off, L, ws.scalars.data(), settings(spec).levels,
-                     call.weight, call.accumulate, o);
+    cpu::qsgd_decode(reinterpret_cast<const std::uint32_t*>(base + 4 * L), n, off, L, ws.scalars.data(),
+                     settings(spec).levels, call.weight, call.accumulate, o);
   });
 }
 
@@ -172,7 +172,7 @@ namespace {
 
 void qsgd_compress(const CudaCompress& c, Payload& out) {
   const std::int64_t L = c.L;
-  const auto& q = compressor_settings<QsgdSettings>(c.spec);
+  const auto& q = settings(c.spec);
   const int bits = cpu::qsgd_code_bits(q.levels);
   ensure_bytes(out, 4 * L + 4 * ((c.n * bits + 31) / 32), c.device);
   auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
@@ -184,7 +184,8 @@ void qsgd_compress(const CudaCompress& c, Payload& out) {
 
 void qsgd_decode(const CudaDecode& d) {
   cuda::qsgd_decode(reinterpret_cast<const std::uint32_t*>(d.base + 4 * d.L), d.n, d.d_off, d.L,
-                    reinterpret_cast<const float*>(d.base), compressor_settings<QsgdSettings>(d.spec).levels, d.weight, d.accumulate, d.o, d.stream);
+                    reinterpret_cast<const float*>(d.base), settings(d.spec).levels, d.weight, d.accumulate, d.o,
+                    d.stream);
 }
 
 }  // namespace

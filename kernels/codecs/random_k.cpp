@@ -27,7 +27,9 @@ std::int64_t payload_bytes(const CompressorSpec& spec, const Shape& shape) {
   return (settings(spec).shared_seed ? 0 : 4 * shape.K) + shape.E * shape.K;
 }
 
-double payload_fraction(const CompressorSpec& spec) { return (settings(spec).shared_seed ? 1.0 : 2.0) * settings(spec).ratio; }
+double payload_fraction(const CompressorSpec& spec) {
+  return (settings(spec).shared_seed ? 1.0 : 2.0) * settings(spec).ratio;
+}
 
 // Segment s's k indices for `round` into idx + ws.k[s], for every segment.
 void draw_indices(const CompressorSpec& spec, Workspace& ws, std::uint64_t round, std::uint32_t* idx) {
