@@ -2,6 +2,8 @@
 // reader), from Debian's dataset-fashion-mnist by default: 60,000 training and 10,000
 // test images of 1 x 28 x 28, 10 classes, normalised with the training set's mean and
 // standard deviation.
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "workloads/data_source.hpp"
@@ -50,8 +52,10 @@ std::shared_ptr<const LabelledData> load(const DataSpec& spec, std::uint64_t) {
 }
 
 void fit_image_side(const config::ObjectReader& w, DataSpec& spec, std::int64_t side, std::string_view who) {
+  if (side != 28 && side != 32)  // the images are stored at 28 and padded to 32 only
+    throw std::logic_error(fmt::format("fashion_mnist: {} asks for {} x {} images; the source has 28 or 32", who, side, side));
   auto set = data_settings<FashionMnistSettings>(spec);
-  if (!w.value().contains("image_size")) set.image_size = side;  // 28 or 32: the parse's range
+  if (!w.value().contains("image_size")) set.image_size = side;
   if (set.image_size != side)
     throw config::ScenarioError(w.where("image_size"), config::ErrorKind::inconsistent,
                                 fmt::format("expected {} for {} (a {} x {} model), got {}", side, who, side, side,
