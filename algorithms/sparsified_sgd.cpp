@@ -4,7 +4,6 @@
 #include "algorithms/spec_fields.hpp"
 
 #include <cmath>
-#include <cstring>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -19,13 +18,13 @@ std::uint64_t SparsifiedSgd::state_bytes() const { return quantized_ ? 0 : tenso
 namespace {
 sim::ComputeCost copy_cost(std::int64_t elements) { return {0.0, 8.0 * static_cast<double>(elements)}; }
 
-// The sparsifiers (the kinds that send indices): memory, all-gather of (index, value) pairs.
-// The quantizers that keep their error in the memory as 1-bit SGD does (Seide et al.
-// 2014: quantize gradient + residual, keep the new residual): memory, all-gather of every
-// rank's quantized gradient.
-bool quantizes_with_memory(std::string_view kind) { return kind == "one_bit" || kind == "terngrad" || kind == "natural"; }
-// The reference's QSGD branch: every rank quantizes and decodes its gradient, then
-// all-reduces it (no memory).
+// The paths, by what the kind does:
+// - a sparsifier (sends indices): memory, all-gather of (index, value) pairs;
+// - a quantizer that keeps its error in the memory as 1-bit SGD does (Seide et al. 2014:
+//   quantize gradient + residual, keep the new residual): memory, all-gather of every
+//   rank's quantized gradient;
+// - the reference's QSGD branch, which it takes by the compressor's name: every rank
+//   quantizes and decodes its gradient, then all-reduces it (no memory).
 bool reference_qsgd(std::string_view kind) { return kind == "qsgd"; }
 
 kernels::CompressorSpec rank_compressor(const AlgorithmSpec& spec, int rank) {
@@ -33,10 +32,12 @@ kernels::CompressorSpec rank_compressor(const AlgorithmSpec& spec, int rank) {
   auto c = spec.compressor;
   const auto& kind = kernels::compressor_kind_info(c.kind);
   const bool shared = kind.shares_draws && kind.shares_draws(c);
-  if (!kind.sends_indices && !quantizes_with_memory(kind.name) && !reference_qsgd(kind.name))
-    throw std::invalid_argument(fmt::format("sparsified_sgd: compressor.kind must be top_k, random_k, threshold, qsgd, "
-                                            "one_bit, terngrad or natural, got {}",
-                                            kind.name));
+  // identity, the default kind, is refused: a scenario that names no compressor gets
+  // no silent plain all-gather SGD.
+  if (kind.name == "identity")
+    throw std::invalid_argument(
+        "sparsified_sgd: compressor.kind identity sends the gradient whole and keeps nothing back: name a compressor "
+        "(top_k, random_k, threshold, a quantizer such as one_bit, or qsgd)");
   if (s.mask_momentum && shared)
     throw std::invalid_argument(fmt::format(
         "sparsified_sgd: mask_momentum needs the sent indices; {} with shared_seed sends none", kind.name));
@@ -129,46 +130,23 @@ void SparsifiedSgd::init(const std::vector<at::Tensor>& grads) {
   update_ = at::zeros_like(flat_.buffer());
 }
 
-// The momentum buffer is zeroed where this rank's payload sent a coordinate. Wire layouts
-// (kernels/compressor.hpp): top_k / random_k = K uint32 indices first; threshold = L
-// uint32 counts, then the indices; indices local to their tensor, tensors in order.
-// The indices are read on the host (a copy of the payload when it lives on a GPU).
+// The momentum buffer is zeroed where this rank's payload sent a coordinate (the payload's
+// indices, one segment per tensor, read on the host: a copy when it lives on a GPU).
 void SparsifiedSgd::zero_momentum_at_sent() {
   auto& buffers = optimizer_.momentum_buffers();
-  const at::Tensor host_bytes = payload_.bytes.to(at::kCPU);
-  const auto* base = host_bytes.data_ptr<std::uint8_t>();
-  const auto L = static_cast<std::int64_t>(segments_.size());
-  std::vector<std::int64_t> counts(segments_.size());
-  const std::uint8_t* indices = base;
-  if (payload_.kind == "threshold") {  // its counts lead the payload
-    for (std::int64_t s = 0; s < L; ++s) {
-      std::uint32_t c = 0;
-      std::memcpy(&c, base + 4 * s, 4);
-      counts[s] = c;
-    }
-    indices = base + 4 * L;
-  } else {
-    for (std::int64_t s = 0; s < L; ++s) counts[s] = compressor().k_for(segments_[s]);
-  }
-  for (std::int64_t s = 0; s < L; ++s) {
-    auto& buf = buffers.at(static_cast<std::size_t>(s));
+  const auto sent = compressor().sent_indices(payload_);
+  const std::uint32_t* indices = sent.indices.data();
+  for (std::size_t s = 0; s < sent.counts.size(); ++s) {
+    auto& buf = buffers.at(s);
+    const std::int64_t count = sent.counts[s];
     if (buf.defined() && buf.is_cpu()) {
       float* b = buf.data_ptr<float>();
-      for (std::int64_t j = 0; j < counts[s]; ++j) {
-        std::uint32_t i = 0;
-        std::memcpy(&i, indices + 4 * j, 4);
-        b[i] = 0.0f;
-      }
+      for (std::int64_t j = 0; j < count; ++j) b[indices[j]] = 0.0f;
     } else if (buf.defined()) {  // on a GPU: one index_fill_ of the sent coordinates
-      std::vector<std::int64_t> sent(static_cast<std::size_t>(counts[s]));
-      for (std::int64_t j = 0; j < counts[s]; ++j) {
-        std::uint32_t i = 0;
-        std::memcpy(&i, indices + 4 * j, 4);
-        sent[static_cast<std::size_t>(j)] = i;
-      }
-      buf.view({-1}).index_fill_(0, at::tensor(sent, at::kLong).to(buf.device()), 0.0);
+      const std::vector<std::int64_t> coordinates(indices, indices + count);
+      buf.view({-1}).index_fill_(0, at::tensor(coordinates, at::kLong).to(buf.device()), 0.0);
     }
-    indices += 4 * counts[s];
+    indices += count;
   }
 }
 
@@ -222,10 +200,7 @@ sim::Task<std::uint64_t> SparsifiedSgd::step(StepContext& ctx) {
       auto phase = ctx.timer.phase("grad/sync");
       co_await comm.all_gather(payload_.bytes, gathered_);
     }
-    std::int64_t k = 0;
-    for (auto s : segments_) k += compressor.k_for(s);
-    if (payload_.kind == "threshold")
-      k = (payload_.bytes.numel() - 4 * static_cast<std::int64_t>(segments_.size())) / 8;
+    const std::int64_t k = compressor.sent_count(payload_);
     {
       auto phase = ctx.timer.phase("grad/recover_info");
       const double received = static_cast<double>(k) * n;
@@ -242,8 +217,8 @@ sim::Task<std::uint64_t> SparsifiedSgd::step(StepContext& ctx) {
     }
     // The reference counts 96 bits per sent coordinate (index, value and its own
     // bookkeeping); a dense quantizer sends its payload, every bit of it.
-    n_bits = quantizes_with_memory(payload_.kind) ? 8ULL * static_cast<std::uint64_t>(payload_.bytes.numel())
-                                                  : 96ULL * static_cast<std::uint64_t>(k);
+    n_bits = compressor.kind().sends_indices ? 96ULL * static_cast<std::uint64_t>(k)
+                                             : 8ULL * static_cast<std::uint64_t>(payload_.bytes.numel());
   }
   {
     auto phase = ctx.timer.phase("grad/update_model");
@@ -262,7 +237,7 @@ const AlgorithmEntry& sparsified_sgd_entry() {
   static const AlgorithmEntry entry{
       .name = "sparsified_sgd",
       .description = "sparsified SGD with memory: each rank all-gathers its compressed gradient plus the residual it "
-                     "kept back (top_k, random_k, threshold; one_bit: 1-bit SGD with error feedback; terngrad, natural; "
+                     "kept back (top_k, random_k, threshold; a quantizer such as one_bit: 1-bit SGD with error feedback; "
                      "qsgd: all-reduced, no memory)",
       .paper = "Stich, Cordonnier, Jaggi, NeurIPS 2018; Lin et al., ICLR 2018 (DGC); the ChocoSGD reference code's dgc.py",
       .fields = with_optimizer_fields(

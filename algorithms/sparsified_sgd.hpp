@@ -10,12 +10,16 @@
 //   (v_r, idx_r) from every rank r          all-gather, sizes may differ    (grad/sync)
 //   x   -= lr * (1/n) sum_r scatter(v_r, idx_r)                             (grad/recover_info,
 //                                                                             grad/update_model)
-// With C = qsgd (the reference's quantize_qsgd) there is no memory:
+// With any other compressor but identity (a quantizer: one_bit as 1-bit SGD, terngrad,
+// natural, sign, the casts) C sends every coordinate, quantized, and m_i keeps its error:
+//   m_i = g'_i - decode(C(g'_i)),  x -= lr * (1/n) sum_r decode(C_r)
+// With C = qsgd (the reference's quantize_qsgd, a branch it takes by name) there is no memory:
 //   x -= lr * (1/n) all_reduce_sum(Q(d_i))  (the decoded fp32 values, as the reference sends)
 //
 // n_bits (the reference's): 96 k for the sparse kinds (k values plus k indices counted as
 // int64; k = sum over tensors of max(1, floor(ratio * numel)), or the threshold count);
-// b d for QSGD with b = log2(levels + 1), the reference's quantize_level.
+// a quantizer's payload bits; b d for QSGD with b = log2(levels + 1), the reference's
+// quantize_level.
 // random_k draws with seed + rank (independent ranks) unless shared_seed is set.
 //
 // As the reference's DGC also does, optionally:
@@ -51,7 +55,7 @@ struct SparsifiedSgdSettings {
 
 class SparsifiedSgd final : public Algorithm {
  public:
-  // Throws std::invalid_argument unless spec.compressor is top_k, random_k, threshold or qsgd.
+  // Throws std::invalid_argument for a compressor that sends the gradient whole (identity).
   // Rank `rank` of `ranks` (clipping scales its threshold by 1/sqrt(ranks)).
   SparsifiedSgd(const AlgorithmSpec& spec, int rank, int ranks);
   sim::Task<std::uint64_t> step(StepContext& ctx) override;

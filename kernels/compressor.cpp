@@ -1,6 +1,7 @@
 #include "kernels/compressor.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -148,23 +149,18 @@ void Compressor::decompress_add(const Payload& payload, double weight, at::Tenso
   decode(payload, weight, true, dense_inout);
 }
 
-void Compressor::decode(const Payload& payload, double weight, bool accumulate, at::Tensor& dense) {
-  const char* what = accumulate ? "Compressor::decompress_add" : "Compressor::decompress";
+void Compressor::check_payload(const Payload& payload, const char* what) const {
   if (payload.kind != info_->name)
     throw std::invalid_argument(fmt::format("{}: a {} payload given to a {} compressor", what, payload.kind, info_->name));
   if (!payload.bytes.defined() || payload.bytes.scalar_type() != at::kByte || !payload.bytes.is_contiguous())
     throw std::invalid_argument(fmt::format("{}: payload bytes must be a contiguous uint8 tensor", what));
-  if (!dense.defined() || !dense.is_contiguous() || dense.numel() != payload.numel ||
-      dense.scalar_type() != payload.dtype || dense.device() != payload.bytes.device())
-    throw std::invalid_argument(fmt::format("{}: dense must be contiguous {} with {} elements on the payload's device",
-                                            what, c10::toString(payload.dtype), payload.numel));
+}
+
+void Compressor::prepare_payload(const Payload& payload, const char* what) {
   prepare_segments(payload.segments, payload.numel, what);
   if (info_->size_depends_on_data) {
     // Its header, at least (the codec checks the rest against what the header says).
-    const codecs::Shape header{.n = payload.numel,
-                               .L = ws_.segment_count(),
-                               .E = static_cast<std::int64_t>(c10::elementSize(payload.dtype))};
-    if (payload.bytes.numel() < info_->codec->payload_bytes(spec_, header))
+    if (payload.bytes.numel() < header_bytes(payload))
       throw std::invalid_argument(fmt::format("{}: {} payload too short", what, info_->name));
   } else {
     const std::int64_t expect = payload_bytes(payload.segments, payload.dtype);
@@ -172,6 +168,59 @@ void Compressor::decode(const Payload& payload, double weight, bool accumulate, 
       throw std::invalid_argument(
           fmt::format("{}: payload has {} bytes, {} expected for these segments", what, payload.bytes.numel(), expect));
   }
+}
+
+std::int64_t Compressor::header_bytes(const Payload& payload) const {
+  const codecs::Shape header{
+      .n = payload.numel, .L = ws_.segment_count(), .E = static_cast<std::int64_t>(c10::elementSize(payload.dtype))};
+  return info_->codec->payload_bytes(spec_, header);
+}
+
+at::Tensor Compressor::host_bytes(const Payload& payload, std::int64_t nbytes) {
+  return payload.bytes.narrow(0, 0, std::min(nbytes, payload.bytes.numel())).to(at::kCPU);
+}
+
+Compressor::SentIndices Compressor::sent_indices(const Payload& payload) {
+  const char* what = "Compressor::sent_indices";
+  if (!info_->sends_indices || (info_->shares_draws && info_->shares_draws(spec_)))
+    throw std::invalid_argument(fmt::format("{}: a {} payload{} sends no indices", what, info_->name,
+                                            info_->sends_indices ? " with shared draws" : ""));
+  check_payload(payload, what);
+  prepare_payload(payload, what);
+  const at::Tensor host = host_bytes(payload, payload.bytes.numel());
+  const auto* base = host.data_ptr<std::uint8_t>();
+  const std::int64_t indices_at = info_->codec->read_counts ? info_->codec->read_counts(ws_, base, what) : 0;
+  const auto L = ws_.segment_count();
+  const std::int64_t K = ws_.k[static_cast<std::size_t>(L)];
+  if (host.numel() < indices_at + 4 * K)
+    throw std::invalid_argument(fmt::format("{}: {} payload too short for its {} indices", what, info_->name, K));
+  SentIndices sent;
+  sent.counts.resize(static_cast<std::size_t>(L));
+  for (std::int64_t s = 0; s < L; ++s) sent.counts[s] = ws_.k[s + 1] - ws_.k[s];
+  sent.indices.resize(static_cast<std::size_t>(K));
+  std::memcpy(sent.indices.data(), base + indices_at, static_cast<std::size_t>(4 * K));
+  return sent;
+}
+
+std::int64_t Compressor::sent_count(const Payload& payload) {
+  const char* what = "Compressor::sent_count";
+  check_payload(payload, what);
+  prepare_payload(payload, what);
+  if (info_->codec->read_counts) {
+    const at::Tensor header = host_bytes(payload, header_bytes(payload));
+    info_->codec->read_counts(ws_, header.data_ptr<std::uint8_t>(), what);
+  }
+  return ws_.k[static_cast<std::size_t>(ws_.segment_count())];
+}
+
+void Compressor::decode(const Payload& payload, double weight, bool accumulate, at::Tensor& dense) {
+  const char* what = accumulate ? "Compressor::decompress_add" : "Compressor::decompress";
+  check_payload(payload, what);
+  if (!dense.defined() || !dense.is_contiguous() || dense.numel() != payload.numel ||
+      dense.scalar_type() != payload.dtype || dense.device() != payload.bytes.device())
+    throw std::invalid_argument(fmt::format("{}: dense must be contiguous {} with {} elements on the payload's device",
+                                            what, c10::toString(payload.dtype), payload.numel));
+  prepare_payload(payload, what);
   if (dense.is_cuda()) {
 #if DTSIM_TORCH_CUDA
     decode_cuda(payload, static_cast<float>(weight), accumulate, dense);

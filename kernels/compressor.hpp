@@ -112,6 +112,20 @@ class Compressor {
   void compress_feedback(at::Tensor& memory, const at::Tensor& x, std::span<const std::int64_t> segment_sizes,
                          Payload& out);
 
+  // What a payload of a kind that sends indices (CompressorKindInfo::sends_indices, its
+  // draws not shared) says it sent, read on the host: per segment, the number of elements
+  // sent, and their indices (local to their segment), segment after segment.
+  // std::invalid_argument for a kind that sends none or a payload this compressor cannot
+  // decode.
+  struct SentIndices {
+    std::vector<std::int64_t> counts;
+    std::vector<std::uint32_t> indices;
+  };
+  SentIndices sent_indices(const Payload& payload);
+  // The elements `payload` carries: k_for's over its segments, or the counts that lead it
+  // (threshold, whose counts are the data's; read on the host).
+  std::int64_t sent_count(const Payload& payload);
+
   std::uint64_t round() const { return round_; }
   void set_round(std::uint64_t r) { round_ = r; }
 
@@ -119,6 +133,16 @@ class Compressor {
   void prepare_segments(std::span<const std::int64_t> sizes, std::int64_t numel, const char* what);
   void begin_payload(const at::Tensor& flat, std::span<const std::int64_t> segment_sizes, Payload& out);
   void decode(const Payload& payload, double weight, bool accumulate, at::Tensor& dense);
+  // `payload` is this kind's, its bytes a contiguous uint8 tensor (std::invalid_argument
+  // naming `what` otherwise).
+  void check_payload(const Payload& payload, const char* what) const;
+  // Sets the segment tables for `payload` and checks its size against them (for a kind
+  // whose size is the data's, against its header).
+  void prepare_payload(const Payload& payload, const char* what);
+  // The header a payload of a kind whose size is the data's has at least (its counts).
+  std::int64_t header_bytes(const Payload& payload) const;
+  // The payload's leading bytes, up to `nbytes`, on the host (a view when already there).
+  static at::Tensor host_bytes(const Payload& payload, std::int64_t nbytes);
 #if DTSIM_TORCH_CUDA
   // std::invalid_argument when the kind has no CUDA path (compressor_cuda.cpp).
   void check_cuda_path(const char* what) const;

@@ -14,7 +14,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -22,7 +21,6 @@
 
 #include "kernels/codecs/codec.hpp"
 #include "kernels/codecs/cuda_calls.hpp"
-#include "kernels/codecs/qsgd.hpp"
 #include "kernels/compressor_kinds.hpp"
 #include "kernels/cpu/common.hpp"
 #include "kernels/cuda/compress.cuh"
@@ -112,8 +110,8 @@ void Compressor::compress_cuda(const at::Tensor& flat, Payload& out) {
   t.offsets = 0;
   t.slot_begin = align256(t.offsets + 8 * (L + 1));
   t.keys = align256(t.slot_begin + 8 * (L + 1));
-  t.tau = align256(t.keys + 8 * L);
-  const std::int64_t table_bytes = align256(t.tau + 8 * L);
+  t.segment_factors = align256(t.keys + 8 * L);
+  const std::int64_t table_bytes = align256(t.segment_factors + 8 * L);
   t.partials = table_bytes;
   t.norms = align256(t.partials + 4 * 2 * slots);
   t.counts = align256(t.norms + 4 * L);
@@ -127,15 +125,11 @@ void Compressor::compress_cuda(const at::Tensor& flat, Payload& out) {
   std::vector<std::uint8_t> host(static_cast<std::size_t>(table_bytes), 0);
   std::memcpy(host.data() + t.offsets, off, static_cast<std::size_t>(8 * (L + 1)));
   std::memcpy(host.data() + t.slot_begin, ws_.slot_begin.data(), static_cast<std::size_t>(8 * (L + 1)));
-  // Only qsgd reads the tau table; the other kinds get the default levels' values.
-  const auto* qsgd = std::any_cast<QsgdSettings>(&spec_.settings);
-  const double tau_levels = qsgd ? qsgd->levels : QsgdSettings{}.levels;
   for (std::int64_t s = 0; s < L; ++s) {
     const std::uint64_t key = detail::stream_key(spec_.seed, out.round, static_cast<std::uint64_t>(s));
-    const double d = static_cast<double>(off[s + 1] - off[s]), sl = tau_levels;
-    const double tau_den = std::min(d / (sl * sl), std::sqrt(d) / sl) + 1.0;
+    const double factor = codec.segment_factor ? codec.segment_factor(spec_, off[s + 1] - off[s]) : 0.0;
     std::memcpy(host.data() + t.keys + 8 * s, &key, 8);
-    std::memcpy(host.data() + t.tau + 8 * s, &tau_den, 8);
+    std::memcpy(host.data() + t.segment_factors + 8 * s, &factor, 8);
   }
   // From pageable memory: the call returns once the bytes are staged, so `host` may go.
   cuda_check(cudaMemcpyAsync(dev, host.data(), host.size(), cudaMemcpyHostToDevice, stream), "Compressor::compress");

@@ -293,9 +293,12 @@ TEST(SparsifiedSgd, MemoryInvariantIsExact) {
 // memory: every rank all-gathers C(d + m) and keeps m' = d + m - decode(C(d + m)), so
 // sent + m' = d + m up to the fp32 rounding of that one subtraction; all ranks apply the
 // same mean; n_bits are the payload's bits (one_bit here: two fp32 means per tensor and
-// the 41 sign bits in two 32-bit words, 2 x 64 + 64 = 192).
+// the 41 sign bits in two 32-bit words, 2 x 64 + 64 = 192; scaled_sign one scale per
+// tensor and the same words, 2 x 32 + 64 = 128; fp16 16 x 41 = 656). Identity, which
+// keeps nothing back, is refused.
 TEST(SparsifiedSgd, DenseQuantizersKeepTheirErrorInTheMemory) {
-  for (const char* kind : {"one_bit", "terngrad", "natural"}) {
+  const std::map<std::string, std::uint64_t> payload_bits{{"one_bit", 192}, {"scaled_sign", 128}, {"fp16", 656}};
+  for (const char* kind : {"one_bit", "terngrad", "natural", "scaled_sign", "fp16"}) {
     SCOPED_TRACE(kind);
     std::vector<at::Tensor> m_old(4);
     int checked = 0;
@@ -319,8 +322,8 @@ TEST(SparsifiedSgd, DenseQuantizersKeepTheirErrorInTheMemory) {
     EXPECT_EQ(checked, 40);
     for (const auto& step : trace.steps) {
       EXPECT_TRUE(replicas_identical(step));
-      if (std::string(kind) == "one_bit") {
-        for (const auto& r : step) EXPECT_EQ(r.n_bits, 192u);
+      if (payload_bits.contains(kind)) {
+        for (const auto& r : step) EXPECT_EQ(r.n_bits, payload_bits.at(kind));
       }
     }
   }
@@ -334,6 +337,14 @@ TEST(SparsifiedSgd, DenseQuantizersKeepTheirErrorInTheMemory) {
     EXPECT_NE(std::string(e.what()).find("mask_momentum needs the sent indices; one_bit sends every element"),
               std::string::npos)
         << e.what();
+  }
+  const json whole = {{"name", "sparsified_sgd"}, {"lr", 0.3}, {"compressor", {{"kind", "identity"}}}};
+  try {
+    run_steps(whole, 4, 1, 40);
+    ADD_FAILURE() << "identity was accepted";
+  } catch (const runner::ScenarioError& e) {
+    EXPECT_EQ(e.path(), "/algorithm/compressor");
+    EXPECT_NE(std::string(e.what()).find("identity sends the gradient whole"), std::string::npos) << e.what();
   }
 }
 

@@ -328,6 +328,66 @@ TEST(Threshold, MatchesMaskReference) {
   EXPECT_TRUE(at::equal(at::nan_to_num(dense), at::nan_to_num(want)));
 }
 
+// What a sparse payload says it sent (Compressor::sent_indices, sent_count) is, per
+// segment, the reference's kept coordinates: top-k's sorted top magnitudes, threshold's
+// mask (whose counts lead its payload); a kind that sends no indices is refused, and a
+// threshold payload whose count exceeds its segment too.
+TEST(Compressor, SentIndicesAreTheKeptCoordinates) {
+  const std::vector<std::int64_t> segs{5, 1025, 0, 3000};
+  const at::Tensor x = random_input(4030, 23);
+  auto check = [&](Compressor& c, const std::vector<at::Tensor>& want) -> Payload {
+    Payload p;
+    c.compress(x, segs, p);
+    const auto sent = c.sent_indices(p);
+    EXPECT_EQ(sent.counts.size(), segs.size()) << c.kind().name;
+    std::int64_t at_index = 0;
+    for (std::size_t s = 0; s < std::min(segs.size(), sent.counts.size()); ++s) {
+      EXPECT_EQ(sent.counts[s], want[s].numel()) << c.kind().name << " segment " << s;
+      const std::vector<std::uint32_t> got(sent.indices.begin() + at_index,
+                                           sent.indices.begin() + at_index + sent.counts[s]);
+      const at::Tensor got_t = at::tensor(std::vector<std::int64_t>(got.begin(), got.end()), at::kLong);
+      EXPECT_TRUE(at::equal(got_t, want[s])) << c.kind().name << " segment " << s;
+      at_index += sent.counts[s];
+    }
+    EXPECT_EQ(c.sent_count(p), at_index) << c.kind().name;
+    return p;
+  };
+  Compressor top(with_keep_ratio(spec_of("top_k"), 0.05));
+  std::vector<at::Tensor> want_top, want_threshold;
+  std::int64_t off = 0;
+  for (auto n : segs) {
+    const at::Tensor seg = x.narrow(0, off, n);
+    want_top.push_back(ref_topk_indices(seg, top.k_for(n)));
+    want_threshold.push_back(seg.abs().ge(1.0).nonzero().flatten());
+    off += n;
+  }
+  check(top, want_top);
+  CompressorSpec ts = spec_of("threshold");
+  edit_settings<ThresholdSettings>(ts).threshold = 1.0;
+  Compressor threshold(ts);
+  Payload tp = check(threshold, want_threshold);
+  std::uint32_t too_many = 6;  // segment 0 has 5 elements
+  std::memcpy(tp.bytes.data_ptr(), &too_many, 4);
+  try {
+    threshold.sent_indices(tp);
+    ADD_FAILURE() << "a count beyond its segment was read";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("segment 0 claims 6 of its 5 elements"), std::string::npos) << e.what();
+  }
+
+  CompressorSpec shared = with_keep_ratio(spec_of("random_k"), 0.1);
+  edit_settings<RandomKSettings>(shared).shared_seed = true;
+  Compressor values_only(shared), sign(spec_of("sign"));
+  for (Compressor* c : {&values_only, &sign}) {
+    Payload p;
+    c->compress(x, segs, p);
+    EXPECT_THROW(c->sent_indices(p), std::invalid_argument) << c->kind().name;
+    std::int64_t kept = 0;
+    for (auto n : segs) kept += c->k_for(n);
+    EXPECT_EQ(c->sent_count(p), kept) << c->kind().name;
+  }
+}
+
 // --- random-k ----------------------------------------------------------------------------
 
 // Indices are distinct, increasing and in range; the same seed and round give the same

@@ -58,6 +58,11 @@ struct Codec {
   // makes the three calls (the sparse kinds, whose decode touches only k coordinates).
   void (*compress_feedback_cpu)(const CompressorSpec& spec, Workspace& ws, at::Tensor& memory, const float* x,
                                 Payload& out) = nullptr;
+  // For a kind whose kept counts are the data's and lead its payload (threshold): reads
+  // them from the payload's first bytes (on the host) into ws.k, each checked against its
+  // segment (std::invalid_argument naming `what`), and returns the byte offset of the
+  // indices. nullptr: ws.k holds k_for's counts and the indices come first.
+  std::int64_t (*read_counts)(Workspace& ws, const std::uint8_t* bytes, const char* what) = nullptr;
 };
 
 // out.bytes resized to `nbytes` in place when it is a 1-D contiguous uint8 tensor of its

@@ -20,7 +20,7 @@ namespace dtsim::kernels::codecs {
 
 // Host tables copied to the front of the device workspace, and scratch regions after them.
 struct DeviceTables {
-  std::int64_t offsets = 0, slot_begin = 0, keys = 0, tau = 0, partials = 0, norms = 0, counts = 0, indices = 0,
+  std::int64_t offsets = 0, slot_begin = 0, keys = 0, segment_factors = 0, partials = 0, norms = 0, counts = 0, indices = 0,
                select = 0, total = 0;
 };
 

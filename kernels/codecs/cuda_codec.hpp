@@ -5,7 +5,10 @@
 // same in every build. Internal to kernels/.
 #pragma once
 
+#include <cstdint>
+
 namespace dtsim::kernels {
+struct CompressorSpec;
 struct Payload;
 }
 
@@ -17,6 +20,9 @@ struct CudaDecode;    // cuda_calls.hpp: a decode on the device
 struct CudaCodec {
   bool selects = false;  // needs a selection scratch region per segment (top_k, threshold)
   bool counts = false;   // needs L 64-bit counters of scratch (one_bit's negatives per segment)
+  // A double per segment of `elements`, computed on the host and uploaded with the tables
+  // (DeviceTables::segment_factors: qsgd's tau denominator); nullptr: the table is zeros.
+  double (*segment_factor)(const CompressorSpec& spec, std::int64_t elements) = nullptr;
   void (*compress)(const CudaCompress& c, Payload& out) = nullptr;  // null: no CUDA path
   void (*decode)(const CudaDecode& d) = nullptr;
 };

@@ -27,6 +27,13 @@ namespace {
 
 const QsgdSettings& settings(const CompressorSpec& spec) { return compressor_settings<QsgdSettings>(spec); }
 
+// The reference's tau rescaling of a segment of d elements: the norm sent is
+// norm / (1 + min(d / s^2, sqrt(d) / s)), s the levels.
+double tau_denominator(const CompressorSpec& spec, std::int64_t elements) {
+  const double d = static_cast<double>(elements), sl = settings(spec).levels;
+  return std::min(d / (sl * sl), std::sqrt(d) / sl) + 1.0;
+}
+
 std::int64_t code_words_bytes(const CompressorSpec& spec, std::int64_t n) {
   return 4 * ((n * cpu::qsgd_code_bits(settings(spec).levels) + 31) / 32);
 }
@@ -45,10 +52,8 @@ void finish_norm(const CompressorSpec& spec, Workspace& ws, std::int64_t s, std:
   ws.scalars[s] = std::sqrt(ws.scalars[s]);
   ws.keys[s] = detail::stream_key(spec.seed, round, static_cast<std::uint64_t>(s));
   float wire = ws.scalars[s];
-  if (settings(spec).tau_rescale) {
-    const double d = static_cast<double>(ws.offsets[s + 1] - ws.offsets[s]), sl = settings(spec).levels;
-    wire = static_cast<float>(static_cast<double>(wire) / (std::min(d / (sl * sl), std::sqrt(d) / sl) + 1.0));
-  }
+  if (settings(spec).tau_rescale)
+    wire = static_cast<float>(static_cast<double>(wire) / tau_denominator(spec, ws.offsets[s + 1] - ws.offsets[s]));
   ws.scalars[L + s] = wire;
 }
 
@@ -177,7 +182,7 @@ void qsgd_compress(const CudaCompress& c, Payload& out) {
   ensure_bytes(out, 4 * L + 4 * ((c.n * bits + 31) / 32), c.device);
   auto* base = static_cast<std::uint8_t*>(out.bytes.data_ptr());
   cuda::qsgd_encode(c.x, c.n, c.d_off, L, c.d_slot, c.slots, reinterpret_cast<const std::uint64_t*>(c.dev + c.t.keys),
-                    q.levels, q.tau_rescale ? reinterpret_cast<const double*>(c.dev + c.t.tau) : nullptr,
+                    q.levels, q.tau_rescale ? reinterpret_cast<const double*>(c.dev + c.t.segment_factors) : nullptr,
                     c.partials, reinterpret_cast<float*>(c.dev + c.t.norms), reinterpret_cast<float*>(base),
                     reinterpret_cast<std::uint32_t*>(base + 4 * L), c.stream);
 }
@@ -190,7 +195,7 @@ void qsgd_decode(const CudaDecode& d) {
 
 }  // namespace
 
-const CudaCodec qsgd_cuda_codec{.compress = qsgd_compress, .decode = qsgd_decode};
+const CudaCodec qsgd_cuda_codec{.segment_factor = tau_denominator, .compress = qsgd_compress, .decode = qsgd_decode};
 #else
 const CudaCodec qsgd_cuda_codec{};  // no CUDA in this build: CPU tensors only
 #endif

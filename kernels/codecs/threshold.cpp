@@ -2,6 +2,7 @@
 // L uint32 counts, then the K indices, then the K values. The size depends on the data
 // (CompressorKindInfo::size_depends_on_data): payload_bytes is its header's, 4 L.
 #include <cmath>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -62,27 +63,35 @@ void compress_cpu(const CompressorSpec& spec, Workspace& ws, const at::Tensor& f
   });
 }
 
-// The counts say where the indices and values are; they and the size are checked first.
-void decode_cpu(const CompressorSpec&, Workspace& ws, const Decode& call) {
+// The counts leading the payload: ws.k's running totals, each checked against its segment.
+std::int64_t read_counts(Workspace& ws, const std::uint8_t* bytes, const char* what) {
   const auto L = ws.segment_count();
   const std::int64_t* off = ws.offsets.data();
   auto& k = ws.k;
+  for (std::int64_t s = 0; s < L; ++s) {
+    std::uint32_t count = 0;
+    std::memcpy(&count, bytes + 4 * s, 4);
+    if (count > static_cast<std::uint64_t>(off[s + 1] - off[s]))
+      throw std::invalid_argument(
+          fmt::format("{}: segment {} claims {} of its {} elements", what, s, count, off[s + 1] - off[s]));
+    k[s + 1] = k[s] + count;
+  }
+  return 4 * L;
+}
+
+// The counts say where the indices and values are; they and the size are checked first.
+void decode_cpu(const CompressorSpec&, Workspace& ws, const Decode& call) {
   const auto* base = static_cast<const std::uint8_t*>(call.payload.bytes.data_ptr());
+  const std::int64_t indices_at = read_counts(ws, base, call.what);
+  const std::int64_t K = ws.k[static_cast<std::size_t>(ws.segment_count())];
   with_dtype(call.payload.dtype, call.what, [&](auto tag) {
     using T = decltype(tag);
     constexpr std::int64_t E = sizeof(T);
-    const auto* counts = reinterpret_cast<const std::uint32_t*>(base);
-    for (std::int64_t s = 0; s < L; ++s) {
-      if (counts[s] > static_cast<std::uint64_t>(off[s + 1] - off[s]))
-        throw std::invalid_argument(fmt::format("{}: segment {} claims {} of its {} elements", call.what, s, counts[s],
-                                                off[s + 1] - off[s]));
-      k[s + 1] = k[s] + counts[s];
-    }
-    if (call.payload.bytes.numel() != 4 * L + (4 + E) * k[L])
+    if (call.payload.bytes.numel() != indices_at + (4 + E) * K)
       throw std::invalid_argument(fmt::format("{}: threshold payload has {} bytes, its counts need {}", call.what,
-                                              call.payload.bytes.numel(), 4 * L + (4 + E) * k[L]));
-    scatter_segments(ws, reinterpret_cast<const std::uint32_t*>(base + 4 * L),
-                     reinterpret_cast<const T*>(base + 4 * L + 4 * k[L]), call);
+                                              call.payload.bytes.numel(), indices_at + (4 + E) * K));
+    scatter_segments(ws, reinterpret_cast<const std::uint32_t*>(base + indices_at),
+                     reinterpret_cast<const T*>(base + indices_at + 4 * K), call);
   });
 }
 
@@ -91,7 +100,8 @@ void decode_cpu(const CompressorSpec&, Workspace& ws, const Decode& call) {
 const Codec threshold_codec{.payload_bytes = payload_bytes,
                             .payload_fraction = payload_fraction,
                             .compress_cpu = compress_cpu,
-                            .decode_cpu = decode_cpu};
+                            .decode_cpu = decode_cpu,
+                            .read_counts = read_counts};
 
 // The device twin (cuda_codec.hpp): the same bytes, launched on the current CUDA stream.
 #if DTSIM_TORCH_CUDA
