@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "algorithms/algorithm.hpp"
+#include "algorithms/backward_pass.hpp"
 
 namespace dtsim::algorithms {
 

@@ -14,7 +14,7 @@
 #include <optional>
 #include <vector>
 
-#include "algorithms/algorithm.hpp"
+#include "algorithms/algorithm_spec.hpp"
 #include "algorithms/apply_gradient.hpp"
 #include "algorithms/optimizers/optimizer.hpp"
 #include "config/object_reader.hpp"
