@@ -260,7 +260,7 @@ def main():
               f"| {human_rate(full[m]['peak_n_bits_per_s'])} | {human_rate(timing[(m, WAN)]['peak_n_bits_per_s'])} "
               f"| {human_time(t_dc)} | {human_time(t_wan)} |")
 
-    cols = [s for s in (50, 100, 200, 300, 400, 500) if s in evals or s == steps]
+    cols = [s for s in (50, 100, 200, 300, 400, 500) if s in evals or s == steps] or evals
     print(f"\nHeld-out loss (nats per byte) at equal tokens (8,192 a step):\n")
     print("| method | " + " | ".join(f"step {s} ({s * TOKENS_PER_STEP / 1e6:.2f} M)" for s in cols) + " |")
     print("|---|" + "---:|" * len(cols))

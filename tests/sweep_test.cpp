@@ -17,6 +17,7 @@
 #include <cmath>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -398,6 +399,145 @@ TEST(StudyScripts, TimeToTargetIsTheTimingRunsClockAtTheTargetStep) {
   }
   EXPECT_EQ(r.output.substr(0, expected.size()), expected);
   EXPECT_GT(time_to["gossip"]["slow"], time_to["gossip"]["fast"]);  // the links differ
+  fs::remove_all(dir);
+}
+
+// scripts/lm_study.py (docs/low_communication_lm.md) on a small version of its three sweeps
+// (a 1-layer GPT, 12 steps): data-parallel AdamW and 1-bit Adam in full on the datacenter
+// links; a timing-only WAN run of AdamW and a timing-only check run on the datacenter
+// links; 1-bit Adam in full for 8 steps (freeze_step 4) on both networks. The script's
+// checks pass, each method's end-of-run times are the runs' clocks (1-bit Adam's WAN clock
+// built from its 8-step run: the clock at 8 plus 4 of its compressed steps' mean), and a
+// check run on other links is reported (exit 1).
+TEST(StudyScripts, LmStudyTimesAreTheRunsClocks) {
+  const auto dir = testing::fresh_dir("lm-study");
+  const std::string wan = "WAN 1 Gb/s 20 ms", dc = "100 Gb/s 5 us";
+  const json wan_net = {{"model", "alpha_beta"}, {"latency_us", 20000}, {"bandwidth_GBps", 0.125}};
+  const json dc_net = {{"model", "alpha_beta"}, {"latency_us", 5}, {"bandwidth_GBps", 12.5}};
+  const json adamw = {{"name", "parallel_sgd"}, {"variant", "centralized"}, {"lr", 0.003},
+                      {"optimizer", {{"name", "adamw"}, {"weight_decay", 0.01}}}};
+  const json one_bit = {{"name", "one_bit_adam"}, {"lr", 0.003}, {"freeze_step", 4}};
+  const json base = {{"name", "lm"},
+                     {"ranks", 4},
+                     {"steps", 12},
+                     {"seed", 1},
+                     {"eval_every", 2},
+                     {"workload",
+                      {{"type", "gpt"}, {"data", "text"}, {"layers", 1}, {"heads", 2}, {"width", 16}, {"context", 16},
+                       {"batch_size", 2}, {"eval_windows", 4}}},
+                     {"algorithm", adamw},
+                     {"topology", {{"kind", "ring"}}},
+                     {"network", dc_net},
+                     {"compute", {{"timing", "cost_model"}, {"gflops", 100}, {"memory_GBps", 20}}}};
+  auto methods = [](const json& values, const json& labels) {
+    return json{{"path", "/algorithm"}, {"name", "method"}, {"values", values}, {"labels", labels}};
+  };
+  auto networks = [&](const json& values, const json& labels) {
+    return json{{"path", "/network"}, {"name", "network"}, {"values", values}, {"labels", labels}};
+  };
+  const json timing_only = {{"path", "/timing_only"}, {"values", {true}}};
+  const std::map<std::string, json> sweeps{
+      {"full", {{"name", "full"}, {"base", base}, {"axes", {methods({adamw, one_bit}, {"DP AdamW", "1-bit Adam"})}}}},
+      {"timing",
+       {{"name", "timing"},
+        {"base", base},
+        {"axes", {timing_only, methods(json::array({adamw}), json::array({"DP AdamW"})), networks(json::array({wan_net}), json::array({wan}))}}}},
+      {"check",
+       {{"name", "check"},
+        {"base", base},
+        {"axes", {timing_only, methods(json::array({adamw}), json::array({"DP AdamW"})), networks(json::array({dc_net}), json::array({dc}))}}}},
+      {"other_links",  // labelled as the datacenter links, but 10 us
+       {{"name", "other"},
+        {"base", base},
+        {"axes",
+         {timing_only, methods(json::array({adamw}), json::array({"DP AdamW"})),
+          networks(json::array({{{"model", "alpha_beta"}, {"latency_us", 10}, {"bandwidth_GBps", 12.5}}}),
+                   json::array({dc}))}}}},
+      {"onebit",
+       {{"name", "onebit"},
+        {"base", base},
+        {"axes",
+         {{{"path", "/steps"}, {"values", json::array({8})}}, methods(json::array({one_bit}), json::array({"1-bit Adam"})),
+          networks({wan_net, dc_net}, {wan, dc})}}}}};
+  for (const auto& [name, sweep] : sweeps) {
+    testing::write_file(dir / (name + ".json"), sweep.dump());
+    const auto r =
+        testing::run_command(dtsim() + " sweep " + (dir / (name + ".json")).string() + " --out " + (dir / name).string());
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.output;
+  }
+  auto result = [&](const std::string& sweep, std::size_t index) {
+    const json manifest = testing::read_json(dir / sweep / "sweep.json");
+    const auto id = manifest["points"].at(index)["id"].get<std::string>();
+    return testing::read_json(dir / sweep / "points" / (id + ".json"))["result"];
+  };
+  const std::string script = "python3 " + std::string(DTSIM_SOURCE_DIR) + "/scripts/lm_study.py " +
+                             (dir / "full").string() + " " + (dir / "timing").string() + " " + (dir / "onebit").string();
+  const auto r = testing::run_command(script + " --check " + (dir / "check").string() + " --target-loss 5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  auto human = [](double s) { return s >= 1 ? fmt::format("{:.2f} s", s) : fmt::format("{:.1f} ms", s * 1e3); };
+  // The first table's row of `method`: its cells, trimmed.
+  auto row = [&](const std::string& method) {
+    const auto at = r.output.find("| " + method + " | ");
+    EXPECT_NE(at, std::string::npos) << r.output;
+    std::vector<std::string> cells;
+    std::string line = r.output.substr(at, r.output.find('\n', at) - at), cell;
+    for (std::size_t i = 1; i < line.size(); ++i) {
+      if (line[i] == '|') {
+        cells.push_back(cell.substr(1, cell.size() - 2));
+        cell.clear();
+      } else {
+        cell += line[i];
+      }
+    }
+    return cells;
+  };
+  const json dp_full = result("full", 0), one_bit_full = result("full", 1);
+  const json dp_wan = result("timing", 0), one_bit_wan = result("onebit", 0);
+  auto dp_row = row("DP AdamW");
+  ASSERT_EQ(dp_row.size(), 10U);
+  EXPECT_EQ(dp_row[8], human(dp_full["simulated_time_s"].get<double>()));
+  EXPECT_EQ(dp_row[9], human(dp_wan["simulated_time_s"].get<double>()));
+  auto one_bit_row = row("1-bit Adam");
+  ASSERT_EQ(one_bit_row.size(), 10U);
+  EXPECT_EQ(one_bit_row[8], human(one_bit_full["simulated_time_s"].get<double>()));
+  const auto short_steps = one_bit_wan["per_step"]["time_s"].get<std::vector<double>>();
+  ASSERT_EQ(short_steps.size(), 8U);
+  const double compressed = (short_steps[4] + short_steps[5] + short_steps[6] + short_steps[7]) / 4;
+  const double wan_end = one_bit_wan["simulated_time_s"].get<double>() + 4 * compressed;
+  EXPECT_EQ(one_bit_row[9], human(wan_end));
+  EXPECT_GT(wan_end, 10 * one_bit_full["simulated_time_s"].get<double>());  // the WAN's 20 ms latency shows
+
+  // Time to a held-out loss of 5: each method's first evaluation at or below it, and the
+  // clocks there (1-bit Adam's WAN clock: its 8-step run's, or built past step 8).
+  auto clock_at = [](const json& run, int step) {
+    for (const auto& e : run["eval"])
+      if (e["step"].get<int>() == step) return e["time_s"].get<double>();
+    return run["simulated_time_s"].get<double>();  // the last step's
+  };
+  for (const auto& [method, full, wan_run] : {std::tuple{"DP AdamW", dp_full, dp_wan},
+                                              std::tuple{"1-bit Adam", one_bit_full, one_bit_wan}}) {
+    int step = 0;
+    for (const auto& e : full["eval"])
+      if (step == 0 && e["test_loss"].get<double>() <= 5.0) step = e["step"].get<int>();
+    ASSERT_GT(step, 0) << method;
+    const double wan_clock = std::string(method) == "1-bit Adam" && step > 8
+                                 ? one_bit_wan["simulated_time_s"].get<double>() + (step - 8) * compressed
+                                 : clock_at(wan_run, step);
+    const auto table = r.output.find("Time to a held-out loss of 5.0");
+    ASSERT_NE(table, std::string::npos) << r.output;
+    const auto line_at = r.output.find("| " + std::string(method) + " | " + std::to_string(step) + " | ", table);
+    ASSERT_NE(line_at, std::string::npos) << method << " step " << step << "\n" << r.output;
+    const std::string line = r.output.substr(line_at, r.output.find('\n', line_at) - line_at);
+    EXPECT_NE(line.find(human(clock_at(full, step))), std::string::npos) << line;
+    EXPECT_NE(line.find(human(wan_clock)), std::string::npos) << line;
+  }
+
+  const auto other = testing::run_command(script + " --check " + (dir / "other_links").string() + " --target-loss 5");
+  EXPECT_EQ(other.exit_code, 1) << other.output;
+  EXPECT_NE(other.output.find("lm_study: DP AdamW: the 100 Gb/s timing-only step times differ from the full run's"),
+            std::string::npos)
+      << other.output;
   fs::remove_all(dir);
 }
 
