@@ -66,78 +66,101 @@ double step_cost(Proto p, i64 rc, i64 elem, double rate, double sync, int slice_
   return cost;
 }
 
-double ring_us(const Machine& m, Coll c, double bytes, const Choice& ch, int element_size) {
-  const int n = m.ranks, N = m.nodes;
-  const Proto p = ch.proto;
-  const i64 nc = ch.channels, nt = ch.threads;
-  const i64 elem = element_bytes(c, element_size);
-  const bool pipeline = c == Coll::Broadcast || c == Coll::Reduce;
-  const bool ring_twice = c == Coll::AllReduce;
+// A ring collective as NCCL's kernel runs it: loops over nc channels x chunks_per_loop
+// chunks, each chunk crossing K steps.
+struct RingPlan {
+  Proto p;
+  i64 nc, nt, elem;
+  int n, N;
+  bool pipeline;    // broadcast, reduce: chunks forwarded down the ring
+  bool ring_twice;  // all-reduce: reduce-scatter then all-gather, n chunks a loop
+  i64 total_bytes, count, chunks_per_loop, chunk, loop;
+  int K, net_hops, slice_per_chunk, slice_steps;
+};
+
+RingPlan ring_plan(const Machine& m, Coll c, double bytes, const Choice& ch, int element_size) {
+  RingPlan r;
+  r.p = ch.proto;
+  r.n = m.ranks;
+  r.N = m.nodes;
+  r.nc = ch.channels;
+  r.nt = ch.threads;
+  r.elem = element_bytes(c, element_size);
+  r.pipeline = c == Coll::Broadcast || c == Coll::Reduce;
+  r.ring_twice = c == Coll::AllReduce;
   // Elements each loop is over: the whole buffer (all-reduce, broadcast, reduce), one rank's
   // block (all-gather, reduce-scatter).
-  const i64 total_elems = static_cast<i64>(bytes) / elem;
-  const i64 count = ring_twice || pipeline ? total_elems : total_elems / n;
-  const i64 chunks_per_loop = ring_twice ? n : 1;
-  const int K = ring_twice ? 2 * (n - 1) : n - 1;
-  const int net_hops = N == 1 ? 0 : ring_twice ? 2 * N : N - 1;
-  const int chunk_steps = pipeline ? 1 : 4, slice_steps = pipeline ? 1 : 2;
-  const int slice_per_chunk = chunk_steps / slice_steps;
-
-  i64 chunk = 0;
-  switch (p) {
-    case Proto::Simple: chunk = kSimpleStepBytes / elem * chunk_steps; break;
-    case Proto::LL: chunk = kLLStepDataBytes / elem; break;
-    case Proto::LL128: chunk = kLL128StepDataBytes / elem; break;
+  r.total_bytes = static_cast<i64>(bytes);
+  const i64 total_elems = r.total_bytes / r.elem;
+  r.count = r.ring_twice || r.pipeline ? total_elems : total_elems / r.n;
+  r.chunks_per_loop = r.ring_twice ? r.n : 1;
+  r.K = r.ring_twice ? 2 * (r.n - 1) : r.n - 1;
+  r.net_hops = r.N == 1 ? 0 : r.ring_twice ? 2 * r.N : r.N - 1;
+  const int chunk_steps = r.pipeline ? 1 : 4;
+  r.slice_steps = r.pipeline ? 1 : 2;
+  r.slice_per_chunk = chunk_steps / r.slice_steps;
+  switch (r.p) {
+    case Proto::Simple: r.chunk = kSimpleStepBytes / r.elem * chunk_steps; break;
+    case Proto::LL: r.chunk = kLLStepDataBytes / r.elem; break;
+    case Proto::LL128: r.chunk = kLL128StepDataBytes / r.elem; break;
   }
-  const i64 loop = nc * chunks_per_loop * chunk;
+  r.loop = r.nc * r.chunks_per_loop * r.chunk;
+  return r;
+}
+
+// The chunk of a loop with `rest` elements still to go: whole loops have the full one.
+i64 ring_chunk(const RingPlan& r, i64 rest) {
+  if (r.p == Proto::Simple)
+    return roundup(std::min(r.chunk, divup(rest, r.nc * r.chunks_per_loop)), (r.nt - 32) * 8 / r.elem);
+  if (r.p == Proto::LL128) {
+    const i64 min_chunk = std::max<i64>(1, r.nt * (kLL128GrainBytes / r.elem) / (r.pipeline ? 1 : 2));
+    return std::min(r.chunk, divup(rest, r.nc * r.chunks_per_loop * min_chunk) * min_chunk);
+  }
+  if (r.ring_twice) {
+    const i64 min_chunk = std::max<i64>(1, r.nt * kLLGrainBytes / r.elem);
+    return std::min(r.chunk, divup(rest, r.nc * r.chunks_per_loop * min_chunk) * min_chunk);
+  }
+  // computeColl's lastChunkSize for the loop that is not full.
+  const i64 nchunks = r.pipeline ? 1 : r.n;
+  const i64 loop_bytes = r.nc * nchunks * kLLStepDataBytes;
+  const i64 tail_bytes = r.total_bytes - (r.total_bytes / loop_bytes) * loop_bytes;
+  const i64 last = roundup(divup(tail_bytes, r.nc * nchunks), r.nt * 8) / r.elem;
+  return rest < r.loop ? std::max<i64>(last, 1) : r.chunk;
+}
+
+// One loop whose chunks have rc elements, the first of a pipeline (its fill) or not.
+double ring_loop_us(const RingPlan& r, const Hop& intra, const Hop& net, i64 rc, bool first) {
+  // Simple pays its hop latencies per slice on the GPU (the network's own latency, which
+  // the proxy's pipeline overlaps, once per crossing); LL and LL128 once per step.
+  const bool simple = r.p == Proto::Simple;
+  const double ci = step_cost(r.p, rc, r.elem, intra.rate, intra.lat, r.slice_per_chunk, r.slice_steps);
+  const double cn = step_cost(r.p, rc, r.elem, net.rate, intra.lat, r.slice_per_chunk, r.slice_steps);
+  const double li = simple ? 0.0 : intra.lat, ln = simple && r.N == 1 ? 0.0 : net.lat;
+  if (r.pipeline) {
+    // The first chunk crosses n-1 hops (Simple: stored and forwarded whole at each; LL
+    // and LL128 forward lines as they arrive); every later one follows a slowest hop behind.
+    if (!first) return std::max(ci, cn);
+    return simple ? (r.n - 1 - r.net_hops) * ci + r.net_hops * (ln + cn)
+                  : (r.n - 1 - r.net_hops) * li + r.net_hops * ln + std::max(ci, cn);
+  }
+  const double path = (r.K - r.net_hops) * (li + ci) + r.net_hops * (ln + cn);
+  const double bandwidth = r.K * std::max(ci, cn) + std::max(li, ln);
+  return std::max(path, bandwidth);
+}
+
+double ring_us(const Machine& m, Coll c, double bytes, const Choice& ch, int element_size) {
+  const RingPlan r = ring_plan(m, c, bytes, ch, element_size);
   Hop intra, net;
-  ring_hops(m, c, p, intra, net);
-
-  // The chunk of a loop with `rest` elements still to go: whole loops have the full one.
-  auto chunk_for = [&](i64 rest) -> i64 {
-    if (p == Proto::Simple) return roundup(std::min(chunk, divup(rest, nc * chunks_per_loop)), (nt - 32) * 8 / elem);
-    if (p == Proto::LL128) {
-      const i64 min_chunk = std::max<i64>(1, nt * (kLL128GrainBytes / elem) / (pipeline ? 1 : 2));
-      return std::min(chunk, divup(rest, nc * chunks_per_loop * min_chunk) * min_chunk);
-    }
-    if (ring_twice) {
-      const i64 min_chunk = std::max<i64>(1, nt * kLLGrainBytes / elem);
-      return std::min(chunk, divup(rest, nc * chunks_per_loop * min_chunk) * min_chunk);
-    }
-    // computeColl's lastChunkSize for the loop that is not full.
-    const i64 nchunks = pipeline ? 1 : n;
-    const i64 loop_bytes = nc * nchunks * kLLStepDataBytes;
-    const i64 total = static_cast<i64>(bytes);
-    const i64 last = roundup(divup(total - (total / loop_bytes) * loop_bytes, nc * nchunks), nt * 8) / elem;
-    return rest < loop ? std::max<i64>(last, 1) : chunk;
-  };
-  auto loop_us = [&](i64 rc, bool first) {
-    // Simple pays its hop latencies per slice on the GPU (the network's own latency, which
-    // the proxy's pipeline overlaps, once per crossing); LL and LL128 once per step.
-    const bool simple = p == Proto::Simple;
-    const double ci = step_cost(p, rc, elem, intra.rate, intra.lat, slice_per_chunk, slice_steps);
-    const double cn = step_cost(p, rc, elem, net.rate, intra.lat, slice_per_chunk, slice_steps);
-    const double li = simple ? 0.0 : intra.lat, ln = simple && N == 1 ? 0.0 : net.lat;
-    if (pipeline) {
-      // The first chunk crosses n-1 hops (Simple: stored and forwarded whole at each; LL
-      // and LL128 forward lines as they arrive); every later one follows a slowest hop behind.
-      if (!first) return std::max(ci, cn);
-      return simple ? (n - 1 - net_hops) * ci + net_hops * (ln + cn)
-                    : (n - 1 - net_hops) * li + net_hops * ln + std::max(ci, cn);
-    }
-    const double path = (K - net_hops) * (li + ci) + net_hops * (ln + cn);
-    const double bandwidth = K * std::max(ci, cn) + std::max(li, ln);
-    return std::max(path, bandwidth);
-  };
+  ring_hops(m, c, r.p, intra, net);
   // Whole loops are alike: the first (a pipeline's fill), then the others, then the rest.
-  const i64 whole = count / loop, rest = count % loop;
-  double t = base_latency_us(Algo::Ring, p);
+  const i64 whole = r.count / r.loop, rest = r.count % r.loop;
+  double t = base_latency_us(Algo::Ring, r.p);
   if (whole > 0) {
-    const i64 rc = chunk_for(count);
-    t += loop_us(rc, true);
-    if (whole > 1) t += static_cast<double>(whole - 1) * loop_us(rc, false);
+    const i64 rc = ring_chunk(r, r.count);
+    t += ring_loop_us(r, intra, net, rc, true);
+    if (whole > 1) t += static_cast<double>(whole - 1) * ring_loop_us(r, intra, net, rc, false);
   }
-  if (rest > 0) t += loop_us(chunk_for(rest), whole == 0);
+  if (rest > 0) t += ring_loop_us(r, intra, net, ring_chunk(r, rest), whole == 0);
   return t;
 }
 

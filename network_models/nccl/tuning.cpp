@@ -457,47 +457,41 @@ double nccl_estimate_us(const Machine& m, const Tuning& t, Coll c, Algo a, Proto
   return lat + bytes / (1000.0 * bw);
 }
 
-Choice choose(const Machine& m, const Tuning& t, Coll c, double bytes) {
-  Choice ch;
-  if (m.ranks == 1) {
-    ch.algo = Algo::Ring;
-    ch.proto = Proto::Simple;
-  } else {
-    double best = std::numeric_limits<double>::infinity();
-    bool found = false;
-    for (int a = 0; a < kAlgos; ++a) {
-      const Algo algo = static_cast<Algo>(a);
-      if ((algo == Algo::CollNetDirect || algo == Algo::CollNetChain) && !m.collnet) continue;
-      if (algo == Algo::Nvls && !m.collnet && m.nodes > 1) continue;
-      for (int p = 0; p < kProtos; ++p) {
-        const double time = nccl_estimate_us(m, t, c, algo, static_cast<Proto>(p), bytes);
-        if (time >= 0 && time < best) {
-          best = time;
-          ch.algo = algo;
-          ch.proto = static_cast<Proto>(p);
-          found = true;
-        }
+namespace {
+
+// The fastest (algorithm, protocol) by NCCL's estimate among those `t` enables, into `ch`
+// with its estimate; false when none is.
+bool fastest_enabled(const Machine& m, const Tuning& t, Coll c, double bytes, Choice& ch) {
+  double best = std::numeric_limits<double>::infinity();
+  for (int a = 0; a < kAlgos; ++a) {
+    const Algo algo = static_cast<Algo>(a);
+    if ((algo == Algo::CollNetDirect || algo == Algo::CollNetChain) && !m.collnet) continue;
+    if (algo == Algo::Nvls && !m.collnet && m.nodes > 1) continue;
+    for (int p = 0; p < kProtos; ++p) {
+      const double time = nccl_estimate_us(m, t, c, algo, static_cast<Proto>(p), bytes);
+      if (time >= 0 && time < best) {
+        best = time;
+        ch.algo = algo;
+        ch.proto = static_cast<Proto>(p);
       }
     }
-    if (!found) {
-      // NCCL >= 2.19: the ring with the protocols NCCL_PROTO leaves, whatever NCCL_ALGO says.
-      Tuning ring_only = t;
-      for (int p = 0; p < kProtos; ++p)
-        ring_only.bandwidth_GBps[index(c)][index(Algo::Ring)][p] = t.ring_backup_GBps[index(c)][p];
-      for (int p = 0; p < kProtos; ++p) {
-        const double time = nccl_estimate_us(m, ring_only, c, Algo::Ring, static_cast<Proto>(p), bytes);
-        if (time >= 0 && time < best) {
-          best = time;
-          ch.algo = Algo::Ring;
-          ch.proto = static_cast<Proto>(p);
-          found = true;
-        }
-      }
-      if (!found) throw std::invalid_argument(fmt::format("{} of {} bytes: no algorithm/protocol available", to_string(c), bytes));
-    }
-    ch.nccl_estimate_us = best;
   }
-  // getAlgoInfo's channels and threads.
+  ch.nccl_estimate_us = best;
+  return best < std::numeric_limits<double>::infinity();
+}
+
+// NCCL >= 2.19 when the overrides enable nothing: the ring with the protocols NCCL_PROTO
+// leaves, whatever NCCL_ALGO says.
+bool fastest_ring_backup(const Machine& m, const Tuning& t, Coll c, double bytes, Choice& ch) {
+  Tuning ring_only = t;
+  for (int a = 0; a < kAlgos; ++a)
+    for (int p = 0; p < kProtos; ++p)
+      ring_only.bandwidth_GBps[index(c)][a][p] = a == index(Algo::Ring) ? t.ring_backup_GBps[index(c)][p] : 0.0;
+  return fastest_enabled(m, ring_only, c, bytes, ch);
+}
+
+// getAlgoInfo's channels and threads for the chosen algorithm and protocol.
+void set_channels_and_threads(const Machine& m, const Tuning& t, double bytes, Choice& ch) {
   int nc = m.channels;
   int nt = t.max_threads[index(ch.algo)][index(ch.proto)];
   long threshold = t.thread_threshold[index(ch.algo)][index(ch.proto)];
@@ -528,6 +522,15 @@ Choice choose(const Machine& m, const Tuning& t, Coll c, double bytes) {
   nt = nt / kWarp < 3 ? 3 * kWarp : nt;
   ch.channels = nc;
   ch.threads = nt;
+}
+
+}  // namespace
+
+Choice choose(const Machine& m, const Tuning& t, Coll c, double bytes) {
+  Choice ch;
+  if (m.ranks > 1 && !fastest_enabled(m, t, c, bytes, ch) && !fastest_ring_backup(m, t, c, bytes, ch))
+    throw std::invalid_argument(fmt::format("{} of {} bytes: no algorithm/protocol available", to_string(c), bytes));
+  set_channels_and_threads(m, t, bytes, ch);
   return ch;
 }
 
