@@ -7,8 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "comm/gloo.hpp"
-#include "comm/nccl.hpp"
+#include "comm/live_backend.hpp"
 #include "comm/op_trace.hpp"
 #include "runner/run.hpp"
 #include "sim/task.hpp"
@@ -122,13 +121,14 @@ Comparison compare(const runner::Scenario& scenario, const comm::LiveEnv& env, c
   {
     comm::LiveEnv sweep_env = env;
     sweep_env.master_port = static_cast<std::uint16_t>(env.master_port + 1);
-    auto comm = o.backend == "nccl" ? comm::make_nccl_communicator(sweep_env) : comm::make_gloo_communicator(sweep_env);
+    const auto& backend = comm::live_backend(o.backend);
+    auto comm = backend.make(sweep_env, {});
     MeasureOptions m;
     m.probes = {Probe::AllReduce};
     m.sizes = o.sweep_sizes;
     m.warmup = o.warmup;
     m.iters = o.iters;
-    if (o.backend == "nccl") m.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+    m.device = backend.device(env);
     traces = gather_traces(*comm, recorded.at(0), at::TensorOptions().device(m.device));
     sweep = sim::run_blocking(measure(*comm, m));
   }

@@ -10,8 +10,7 @@
 #include "calibration/calibration.hpp"
 #include "cli/exit_codes.hpp"
 #include "calibration/compare.hpp"
-#include "comm/gloo.hpp"
-#include "comm/nccl.hpp"
+#include "comm/live_backend.hpp"
 #include "runner/collective_table.hpp"
 #include "runner/scenario.hpp"
 #include "sim/task.hpp"
@@ -32,13 +31,13 @@ void write_text(const fs::path& file, const std::string& text) {
 }  // namespace
 
 CalibrateCommands::CalibrateCommands(CLI::App& app) {
-  const char* backend_help = "gloo (CPU tensors) or nccl (CUDA tensors on GPU LOCAL_RANK; a CUDA build)";
+  const std::string backend_help = comm::live_backends_help();
   calibrate_ = app.add_subcommand(
       "calibrate", "As one rank of a live job (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...): time ring all-reduces, "
                    "all-gathers and point-to-point messages over a range of sizes, fit the network model's alpha and "
                    "beta by least squares, and (rank 0) write the network model file and print measured versus fitted");
   calibrate_->add_option("--out", out_, "Network model file to write")->capture_default_str();
-  calibrate_->add_option("--backend", backend_, backend_help)->check(CLI::IsMember({"gloo", "nccl"}))->capture_default_str();
+  calibrate_->add_option("--backend", backend_, backend_help)->check(CLI::IsMember(comm::live_backend_names()))->capture_default_str();
   calibrate_->add_option("-b,--minbytes", min_, "Smallest message (bytes; K, M, G suffixes)")->capture_default_str();
   calibrate_->add_option("-e,--maxbytes", max_, "Largest message")->capture_default_str();
   calibrate_->add_option("-f,--stepfactor", factor_, "Multiply the size by this between probes")->capture_default_str();
@@ -58,7 +57,7 @@ CalibrateCommands::CalibrateCommands(CLI::App& app) {
   compare_->add_option("scenario", scenario_, "Scenario JSON file")->required();
   compare_->add_option("--model", model_, "Network model file from `dtsim calibrate`")->required();
   compare_->add_option("--out", out_dir_, "Directory for the JSON (default: next to the scenario)");
-  compare_->add_option("--backend", backend_, backend_help)->check(CLI::IsMember({"gloo", "nccl"}))->capture_default_str();
+  compare_->add_option("--backend", backend_, backend_help)->check(CLI::IsMember(comm::live_backend_names()))->capture_default_str();
   compare_->add_option("--sweep-min", sweep_min_, "Smallest all-reduce of the sweep")->capture_default_str();
   compare_->add_option("--sweep-max", sweep_max_, "Largest all-reduce of the sweep")->capture_default_str();
   compare_->add_option("-n,--iters", iters_, "Timed iterations per sweep size")->check(CLI::PositiveNumber)->capture_default_str();
@@ -77,10 +76,11 @@ int CalibrateCommands::run_calibrate() const {
   m.warmup = warmup_;
   m.iters = iters_;
   const auto env = comm::LiveEnv::from_environment();
-  if (backend_ == "nccl") m.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+  const auto& backend = comm::live_backend(backend_);
+  m.device = backend.device(env);
   std::vector<calibration::Sample> samples;
   {
-    auto comm = backend_ == "nccl" ? comm::make_nccl_communicator(env) : comm::make_gloo_communicator(env);
+    auto comm = backend.make(env, {});
     samples = sim::run_blocking(calibration::measure(*comm, m));
   }
   if (env.rank != 0) return 0;

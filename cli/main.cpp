@@ -22,6 +22,7 @@
 #include "cli/schema_command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/sweep_command.hpp"
+#include "comm/live_backend.hpp"
 #include "config/closest_name.hpp"
 #include "runner/progress.hpp"
 #include "runner/report.hpp"
@@ -108,12 +109,12 @@ int main(int argc, char** argv) {
                 "Run the kernels on rank 0 only and replay its operations on every rank with size-only tensors "
                 "(the scenario's timing_only): times and bits for thousands of ranks, no loss");
   auto* live = app.add_subcommand(
-      "live", "Run a scenario as one rank of a live job over Gloo; the rank, world size and rendezvous come from "
+      "live", "Run a scenario as one rank of a live job over a live backend (--backend); the rank, world size and rendezvous come from "
               "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (or OMPI_COMM_WORLD_* / SLURM_*); DTSIM_TIMEOUT_S bounds "
               "the wait for a peer (default 60). Rank 0 prints the table and writes <scenario>.live.result.json");
   add_common(live, args);
-  live->add_option("--backend", options.live_backend, "gloo (CPU tensors) or nccl (CUDA tensors; a CUDA build)")
-      ->check(CLI::IsMember({"gloo", "nccl"}))
+  live->add_option("--backend", options.live_backend, comm::live_backends_help())
+      ->check(CLI::IsMember(comm::live_backend_names()))
       ->capture_default_str();
   for (auto* cmd : {run, live})
     cmd->add_option("--record-trace", args.record_trace,

@@ -1,5 +1,5 @@
 // comm::Communicator: a rank's window onto the job. Algorithms are written once against
-// it and run unchanged on every backend (emulated, Gloo, later NCCL).
+// it and run unchanged on every backend (emulated, Gloo, NCCL; live_backend.hpp).
 //
 // Every operation has the same shape, as in c10d: it starts at once and returns an Op
 // that the rank co_awaits when it needs the result, so communication can overlap compute.

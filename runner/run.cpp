@@ -11,8 +11,7 @@
 #include <fmt/format.h>
 
 #include "comm/emulated.hpp"
-#include "comm/gloo.hpp"
-#include "comm/nccl.hpp"
+#include "comm/live_backend.hpp"
 #include "comm/phase_timer.hpp"
 #include "comm/recording.hpp"
 #include "comm/representative.hpp"
@@ -442,8 +441,7 @@ RunResult run_live(const Scenario& s, const comm::LiveEnv& env, const RunOptions
     throw ScenarioError("/ranks", ErrorKind::environment, fmt::format("the scenario has {} ranks but WORLD_SIZE is {}", s.ranks, env.world_size));
   check_resources(s, RunKind::Live);  // this process's rank, before anything large is allocated
   auto topology = net::make_topology(s.topology, s.ranks, s.network.nominal);
-  auto comm = options.live_backend == "nccl" ? comm::make_nccl_communicator(env, s.network)
-                                             : comm::make_gloo_communicator(env, s.network);
+  auto comm = comm::live_backend(options.live_backend).make(env, s.network);
   auto data = load_data(s);
   check_epoch_counting(s, topology, data);
   RunResult result;

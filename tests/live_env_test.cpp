@@ -1,12 +1,16 @@
 // comm::LiveEnv: a live rank's place in the job under torchrun, Open MPI, PMI (MPICH,
 // Intel MPI) and Slurm, and the one-line errors for missing, malformed and conflicting
-// variables. The variables come from a map, not the process environment.
+// variables. The variables come from a map, not the process environment. And the table of
+// live backends a rank can run over.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 
+#include "comm/gloo.hpp"
+#include "comm/live_backend.hpp"
 #include "comm/live_env.hpp"
+#include "comm/nccl.hpp"
 #include "config/scenario_error.hpp"
 
 namespace dtsim::comm {
@@ -132,6 +136,24 @@ TEST(LiveEnv, MalformedAndConflictingVariables) {
   EXPECT_EQ(error_of({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}}),
             "live run: conflicting ranks for a job of 4: RANK=1 but SLURM_PROCID=2; unset the variables of the "
             "launcher not in use");
+}
+
+// The live backends' table: each name once, what --help says, where each puts its tensors,
+// whether this build runs it, and an unknown name refused with the known ones.
+TEST(LiveBackends, TheTableIsWhatTheCommandsOffer) {
+  EXPECT_EQ(live_backend_names(), (std::vector<std::string>{"gloo", "nccl"}));
+  EXPECT_EQ(live_backends_help(), "gloo (CPU tensors) or nccl (CUDA tensors on GPU LOCAL_RANK; a CUDA build)");
+  LiveEnv env = parse({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}});
+  EXPECT_EQ(live_backend("gloo").device(env), at::Device(at::kCPU));
+  EXPECT_EQ(live_backend("nccl").device(env), at::Device(at::kCUDA, 1));
+  EXPECT_EQ(live_backend("gloo").available(), gloo_available());
+  EXPECT_EQ(live_backend("nccl").available(), nccl_available());
+  try {
+    live_backend("mpi");
+    ADD_FAILURE() << "an unknown backend was found";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "unknown live backend 'mpi' (expected one of: gloo, nccl)");
+  }
 }
 
 }  // namespace
