@@ -119,9 +119,7 @@ using config::ScenarioError;
 
 void parse_demo(config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) {
   DemoSettings s;
-  s.compression_decay = a.number("compression_decay", s.compression_decay, 0.0, 1.0);
-  if (s.compression_decay >= 1.0)
-    throw ScenarioError(a.where("compression_decay"), ErrorKind::out_of_range, "expected a number in [0, 1), got 1");
+  s.compression_decay = a.number_below("compression_decay", s.compression_decay, 0.0, 1.0);
   // A tile of chunk x chunk elements must fit the kernels' 4096 (kernels/llm_codecs.hpp).
   s.compression_chunk = a.integer("compression_chunk", s.compression_chunk, 1, 64);
   s.compression_topk = a.integer("compression_topk", s.compression_topk, 1, config::kIntMax);

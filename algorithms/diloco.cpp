@@ -122,10 +122,10 @@ double outer_step_share(std::int64_t local_steps, std::int64_t steps) {
 
 MemoryFootprint diloco_memory(const DilocoSettings& s, std::span<const std::int64_t> sizes, std::int64_t steps) {
   MemoryFootprint f;
-  // theta, Delta, the exchange's flat buffer, the optimizers' extra moments (the outer
-  // momentum counts as one more: the estimate's momentum buffer is the inner one).
-  f.model_buffers = 3.0 + extra_optimizer_buffers(s.inner_optimizer) + (s.outer_optimizer.momentum > 0.0 ? 1.0 : 0.0) +
-                    2.0 * extra_optimizer_buffers(s.outer_optimizer);
+  // theta, Delta, the exchange's flat buffer, the inner optimizer's extra moments (the
+  // estimate's momentum buffer is the inner one) and every buffer of the outer optimizer.
+  f.model_buffers =
+      3.0 + extra_optimizer_buffers(s.inner_optimizer) + optimizers::optimizer_state_buffers(s.outer_optimizer);
   f.gathers = s.outer_codec != OuterCodec::none;
   const std::vector<std::int64_t> numels(sizes.begin(), sizes.end());
   const double d = std::max(1.0, static_cast<double>(std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0})));

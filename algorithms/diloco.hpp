@@ -35,6 +35,7 @@
 #include "algorithms/algorithm.hpp"
 #include "algorithms/local_update.hpp"
 #include "algorithms/optimizers/optimizer.hpp"
+#include "algorithms/optimizers/sgd.hpp"
 #include "algorithms/outer_exchange.hpp"
 #include "algorithms/registry.hpp"
 #include "kernels/tensor_buffer.hpp"
@@ -46,7 +47,8 @@ namespace dtsim::algorithms {
 struct DilocoSettings {
   std::int64_t local_steps = 500;  // H, inner steps per outer step (the paper's 500)
   optimizers::OptimizerConfig inner_optimizer{.name = "adamw", .weight_decay = 0.01};
-  optimizers::OptimizerConfig outer_optimizer{.name = "sgd", .momentum = 0.9, .nesterov = true};
+  optimizers::OptimizerConfig outer_optimizer{.name = "sgd",
+                                              .settings = optimizers::SgdSettings{.momentum = 0.9, .nesterov = true}};
   double outer_lr = 0.7;
   OuterCodec outer_codec = OuterCodec::none;
   std::int64_t fp4_block = 256;  // elements per FP4 scale (0: one per tensor); read with outer_codec fp4 only

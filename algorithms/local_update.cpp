@@ -1,5 +1,7 @@
 #include "algorithms/local_update.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace dtsim::algorithms {
@@ -25,8 +27,7 @@ std::unique_ptr<optimizers::Optimizer> make_rank_optimizer(optimizers::Optimizer
 }
 
 double extra_optimizer_buffers(const optimizers::OptimizerConfig& c) {
-  if (c.name == "sgd") return 0.0;
-  return c.amsgrad ? 2.0 : 1.0;
+  return std::max(0.0, optimizers::optimizer_state_buffers(c) - 1.0);
 }
 
 std::optional<optimizers::OptimizerConfig> parse_optimizer_object(config::ObjectReader& a, const OptimizerSpec& sgd_fields) {

@@ -269,20 +269,10 @@ sim::Task<std::uint64_t> OneBitAdam::compressed_step(StepContext& ctx) {
 
 namespace {
 
-using config::ErrorKind;
-using config::ScenarioError;
-
-// A value in [0, 1) (the ObjectReader's bounds are closed).
-double below_one(config::ObjectReader& a, const char* key, double fallback) {
-  const double v = a.number(key, fallback, 0.0, 1.0);
-  if (v >= 1.0) throw ScenarioError(a.where(key), ErrorKind::out_of_range, "expected a number in [0, 1), got 1");
-  return v;
-}
-
 void parse_one_bit_adam(config::ObjectReader& a, AlgorithmSpec& spec, const SpecContext&) {
   OneBitAdamSettings s;
-  s.beta1 = below_one(a, "beta1", s.beta1);
-  s.beta2 = below_one(a, "beta2", s.beta2);
+  s.beta1 = a.number_below("beta1", s.beta1, 0.0, 1.0);
+  s.beta2 = a.number_below("beta2", s.beta2, 0.0, 1.0);
   s.eps = a.number("eps", s.eps, 0.0, config::kInf);
   // 0 would freeze v = 0 with the bias correction 1 - b2^0 = 0: no step is defined.
   s.freeze_step = a.integer("freeze_step", s.freeze_step, 1, config::kIntMax);

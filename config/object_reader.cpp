@@ -99,6 +99,14 @@ double ObjectReader::number(const std::string& key, std::optional<double> fallba
   return x;
 }
 
+double ObjectReader::number_below(const std::string& key, std::optional<double> fallback, double lo, double hi) {
+  const double x = number(key, fallback, lo, hi);
+  if (x >= hi)
+    throw ScenarioError(where(key), ErrorKind::out_of_range,
+                        fmt::format("expected a number in [{}, {}), got {}", lo, hi, x));
+  return x;
+}
+
 std::int64_t ObjectReader::integer(const std::string& key, std::optional<std::int64_t> fallback, std::int64_t lo,
                                    std::int64_t hi) {
   if (recorder_) {

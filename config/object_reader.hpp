@@ -46,6 +46,9 @@ class ObjectReader {
 
   // Without a fallback the field is required. Bounds are closed unless lo_open.
   double number(const std::string& key, std::optional<double> fallback, double lo, double hi, bool lo_open = false);
+  // A number in [lo, hi), such as a decay rate in [0, 1) (the schema states [lo, hi]; the
+  // open end is checked here).
+  double number_below(const std::string& key, std::optional<double> fallback, double lo, double hi);
   std::int64_t integer(const std::string& key, std::optional<std::int64_t> fallback, std::int64_t lo, std::int64_t hi);
   bool boolean(const std::string& key, bool fallback);
   std::string string(const std::string& key, std::optional<std::string> fallback);

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "algorithms/one_bit_adam.hpp"
+#include "algorithms/optimizers/adam.hpp"
 #include "algorithms/optimizers/adam_moments.hpp"
 #include "algorithms/optimizers/optimizer.hpp"
 #include "fixed_gradients.hpp"
@@ -60,9 +61,7 @@ TEST(OneBitAdam, WarmUpIsTorchAdamOnTheAveragedGradients) {
     algorithms::optimizers::OptimizerConfig config;
     config.name = wd == 0.0 ? "adam" : "adamw";
     config.weight_decay = wd;
-    config.beta1 = 0.9;
-    config.beta2 = 0.99;
-    config.eps = 1e-8;
+    config.settings = algorithms::optimizers::AdamSettings{.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8};
     auto adam = algorithms::optimizers::make_optimizer(config);
     auto params = testing::fixed_parameters(kShapes);
     for (std::int64_t t = 1; t <= 4; ++t) {

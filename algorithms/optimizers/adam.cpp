@@ -13,7 +13,11 @@
 // The scalars (1 - b1, b1^t, lr / (1 - b1^t), sqrt(1 - b2^t), 1 - lr wd) are computed in
 // double as Python computes them; each tensor operation is the ATen call PyTorch makes.
 // PyTorch 2.x writes two of them differently from 1.13 (adam_moments.hpp).
+#include "algorithms/optimizers/adam.hpp"
+
 #include <cmath>
+
+#include <nlohmann/json.hpp>
 
 #include "algorithms/optimizers/adam_moments.hpp"
 #include "algorithms/optimizers/optimizer.hpp"
@@ -22,9 +26,11 @@ namespace dtsim::algorithms::optimizers {
 
 namespace {
 
+const AdamSettings& settings(const OptimizerConfig& c) { return optimizer_settings<AdamSettings>(c); }
+
 class Adam final : public Optimizer {
  public:
-  Adam(const OptimizerConfig& c, bool decoupled) : Optimizer(c), decoupled_(decoupled) {}
+  Adam(const OptimizerConfig& c, bool decoupled) : Optimizer(c), s_(settings(c)), decoupled_(decoupled) {}
 
   std::uint64_t state_bytes() const override {
     std::uint64_t bytes = 0;
@@ -38,7 +44,7 @@ class Adam final : public Optimizer {
     const double n = static_cast<double>(elements);
     // Reads g, p, m, v and writes m, v, p; denom is written and read once more; amsgrad
     // reads and writes v_max. About 12 flops per element (14 with amsgrad).
-    if (config().amsgrad) return {14.0 * n, 44.0 * n};
+    if (s_.amsgrad) return {14.0 * n, 44.0 * n};
     return {12.0 * n, 36.0 * n};
   }
 
@@ -50,40 +56,59 @@ class Adam final : public Optimizer {
   }
 
   void update(std::size_t i, at::Tensor& p, const at::Tensor& g_in, double lr, bool decays) override {
-    const auto& c = config();
     if (!m_[i].defined()) {
       m_[i] = at::zeros_like(p, at::MemoryFormat::Preserve);
       v_[i] = at::zeros_like(p, at::MemoryFormat::Preserve);
-      if (c.amsgrad) v_max_[i] = at::zeros_like(p, at::MemoryFormat::Preserve);
+      if (s_.amsgrad) v_max_[i] = at::zeros_like(p, at::MemoryFormat::Preserve);
     }
     at::Tensor g = g_in;
     if (decays) {
       if (decoupled_)
-        p.mul_(1.0 - lr * c.weight_decay);
+        p.mul_(1.0 - lr * config().weight_decay);
       else
-        g = g.add(p, c.weight_decay);
+        g = g.add(p, config().weight_decay);
     }
-    adam_first_moment_(m_[i], g, c.beta1);
-    v_[i].mul_(c.beta2).addcmul_(g, g, 1.0 - c.beta2);
+    adam_first_moment_(m_[i], g, s_.beta1);
+    v_[i].mul_(s_.beta2).addcmul_(g, g, 1.0 - s_.beta2);
     const double t = static_cast<double>(steps());
-    const double bias_correction1 = 1.0 - std::pow(c.beta1, t);
-    const double bias_correction2 = 1.0 - std::pow(c.beta2, t);
+    const double bias_correction1 = 1.0 - std::pow(s_.beta1, t);
+    const double bias_correction2 = 1.0 - std::pow(s_.beta2, t);
     const double step_size = lr / bias_correction1;
     const double bias_correction2_sqrt = adam_bias_correction2_sqrt(bias_correction2);
     at::Tensor denom;
-    if (c.amsgrad) {
+    if (s_.amsgrad) {
       at::maximum_out(v_max_[i], v_max_[i], v_[i]);
-      denom = (v_max_[i].sqrt() / bias_correction2_sqrt).add_(c.eps);
+      denom = (v_max_[i].sqrt() / bias_correction2_sqrt).add_(s_.eps);
     } else {
-      denom = (v_[i].sqrt() / bias_correction2_sqrt).add_(c.eps);
+      denom = (v_[i].sqrt() / bias_correction2_sqrt).add_(s_.eps);
     }
     p.addcdiv_(m_[i], denom, -step_size);
   }
 
  private:
+  AdamSettings s_;
   bool decoupled_;
   std::vector<at::Tensor> m_, v_, v_max_;  // v_max_: amsgrad only
 };
+
+void parse(config::ObjectReader& o, OptimizerConfig& c) {
+  AdamSettings s;
+  s.beta1 = o.number_below("beta1", s.beta1, 0.0, 1.0);
+  s.beta2 = o.number_below("beta2", s.beta2, 0.0, 1.0);
+  s.eps = o.number("eps", s.eps, 0.0, config::kInf);
+  s.amsgrad = o.boolean("amsgrad", s.amsgrad);
+  c.settings = s;
+}
+
+void to_json(const OptimizerConfig& c, nlohmann::json& out) {
+  const auto& s = settings(c);
+  out["beta1"] = s.beta1;
+  out["beta2"] = s.beta2;
+  out["eps"] = s.eps;
+  out["amsgrad"] = s.amsgrad;
+}
+
+double state_buffers(const OptimizerConfig& c) { return settings(c).amsgrad ? 3.0 : 2.0; }
 
 }  // namespace
 
@@ -95,7 +120,10 @@ const OptimizerEntry& adam_entry() {
       .paper = "Kingma, Ba, ICLR 2015; Reddi, Kale, Kumar, ICLR 2018 (AMSGrad); torch.optim.Adam",
       .fields = {"weight_decay", "beta1", "beta2", "eps", "amsgrad"},
       .default_weight_decay = 0.0,
-      .make = [](const OptimizerConfig& c) -> std::unique_ptr<Optimizer> { return std::make_unique<Adam>(c, false); }};
+      .make = [](const OptimizerConfig& c) -> std::unique_ptr<Optimizer> { return std::make_unique<Adam>(c, false); },
+      .parse = parse,
+      .to_json = to_json,
+      .state_buffers = state_buffers};
   return entry;
 }
 
@@ -106,7 +134,10 @@ const OptimizerEntry& adamw_entry() {
       .paper = "Loshchilov, Hutter, ICLR 2019; torch.optim.AdamW",
       .fields = {"weight_decay", "beta1", "beta2", "eps", "amsgrad"},
       .default_weight_decay = 0.01,
-      .make = [](const OptimizerConfig& c) -> std::unique_ptr<Optimizer> { return std::make_unique<Adam>(c, true); }};
+      .make = [](const OptimizerConfig& c) -> std::unique_ptr<Optimizer> { return std::make_unique<Adam>(c, true); },
+      .parse = parse,
+      .to_json = to_json,
+      .state_buffers = state_buffers};
   return entry;
 }
 

@@ -1,6 +1,5 @@
 #include "algorithms/optimizers/optimizer.hpp"
 
-#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -32,31 +31,40 @@ std::vector<std::string> optimizer_names() {
 
 namespace {
 
-// The ranges parse_optimizer enforces, checked again for configs built in code.
-void check(const OptimizerConfig& c) {
-  auto fail = [&](const char* field, double v, const char* expected) {
-    throw std::invalid_argument(fmt::format("optimizer {}: {} = {}, expected {}", c.name, field, v, expected));
-  };
-  if (!(c.weight_decay >= 0.0)) fail("weight_decay", c.weight_decay, ">= 0");
-  if (!(c.momentum >= 0.0)) fail("momentum", c.momentum, ">= 0");
-  if (!(c.dampening >= 0.0 && c.dampening <= 1.0)) fail("dampening", c.dampening, "in [0, 1]");
-  if (c.nesterov && (c.momentum <= 0.0 || c.dampening != 0.0))
-    throw std::invalid_argument(
-        fmt::format("optimizer {}: nesterov needs momentum > 0 and dampening 0 (as torch.optim.SGD)", c.name));
-  if (!(c.beta1 >= 0.0 && c.beta1 < 1.0)) fail("beta1", c.beta1, "in [0, 1)");
-  if (!(c.beta2 >= 0.0 && c.beta2 < 1.0)) fail("beta2", c.beta2, "in [0, 1)");
-  if (!(c.eps >= 0.0)) fail("eps", c.eps, ">= 0");
+// A config built in code, checked by its entry's own parse reading it back (the ranges are
+// written once, there): std::invalid_argument naming the field.
+void check(const OptimizerConfig& c, const OptimizerEntry& entry) {
+  nlohmann::json written;
+  try {
+    written = optimizer_json(c);
+  } catch (const std::bad_any_cast&) {
+    throw std::invalid_argument(fmt::format("optimizer {}: settings of another optimizer", c.name));
+  }
+  try {
+    config::ObjectReader reader(written, "");
+    parse_optimizer(reader, entry.name);
+  } catch (const config::ScenarioError& e) {  // "/field: message" -> "optimizer adam: field: message"
+    const std::string what = e.what(), field = e.path().empty() ? "" : e.path().substr(1);
+    const std::string message = what.size() > e.path().size() + 2 ? what.substr(e.path().size() + 2) : what;
+    throw std::invalid_argument(fmt::format("optimizer {}: {}: {}", c.name, field, message));
+  }
 }
 
 }  // namespace
 
+const OptimizerEntry& optimizer_entry(std::string_view name) {
+  if (const auto* entry = find_optimizer(name)) return *entry;
+  throw std::invalid_argument(fmt::format("optimizer '{}' is none of {}", name, fmt::join(optimizer_names(), ", ")));
+}
+
+double optimizer_state_buffers(const OptimizerConfig& config) {
+  return optimizer_entry(config.name).state_buffers(config);
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config) {
-  const auto* entry = find_optimizer(config.name);
-  if (!entry)
-    throw std::invalid_argument(
-        fmt::format("optimizer '{}' is none of {}", config.name, fmt::join(optimizer_names(), ", ")));
-  check(config);
-  return entry->make(config);
+  const auto& entry = optimizer_entry(config.name);
+  check(config, entry);
+  return entry.make(config);
 }
 
 void Optimizer::step(std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads, double lr) {
@@ -87,27 +95,8 @@ OptimizerConfig parse_optimizer(config::ObjectReader& o, const std::string& fall
   const auto& entry = *find_optimizer(c.name);
   const std::vector<std::string> except{"name"};
   o.only_fields(entry.fields, except, "optimizer " + c.name);
-  using config::kInf;
-  auto reads = [&](const char* f) { return std::count(entry.fields.begin(), entry.fields.end(), f) > 0; };
-  c.weight_decay = o.number("weight_decay", entry.default_weight_decay, 0.0, kInf);
-  if (reads("momentum")) {
-    c.momentum = o.number("momentum", 0.0, 0.0, kInf);
-    c.dampening = o.number("dampening", 0.0, 0.0, 1.0);
-    c.nesterov = o.boolean("nesterov", false);
-    if (c.nesterov && (c.momentum <= 0.0 || c.dampening != 0.0))
-      throw config::ScenarioError(o.where("nesterov"), config::ErrorKind::inconsistent,
-                                  "nesterov needs momentum > 0 and dampening 0 (as torch.optim.SGD)");
-  }
-  if (reads("beta1")) {
-    c.beta1 = o.number("beta1", 0.9, 0.0, 1.0);
-    c.beta2 = o.number("beta2", 0.999, 0.0, 1.0);
-    if (c.beta1 >= 1.0)
-      throw config::ScenarioError(o.where("beta1"), config::ErrorKind::out_of_range, "expected a value in [0, 1), got 1");
-    if (c.beta2 >= 1.0)
-      throw config::ScenarioError(o.where("beta2"), config::ErrorKind::out_of_range, "expected a value in [0, 1), got 1");
-    c.eps = o.number("eps", 1e-8, 0.0, kInf);
-    c.amsgrad = o.boolean("amsgrad", false);
-  }
+  c.weight_decay = o.number("weight_decay", entry.default_weight_decay, 0.0, config::kInf);
+  entry.parse(o, c);
   o.finish();
   return c;
 }
@@ -115,15 +104,7 @@ OptimizerConfig parse_optimizer(config::ObjectReader& o, const std::string& fall
 nlohmann::json optimizer_json(const OptimizerConfig& c) {
   const auto& entry = *find_optimizer(c.name);
   nlohmann::json out = {{"name", c.name}, {"weight_decay", c.weight_decay}};
-  for (const auto& f : entry.fields) {
-    if (f == "momentum") out[f] = c.momentum;
-    if (f == "dampening") out[f] = c.dampening;
-    if (f == "nesterov") out[f] = c.nesterov;
-    if (f == "beta1") out[f] = c.beta1;
-    if (f == "beta2") out[f] = c.beta2;
-    if (f == "eps") out[f] = c.eps;
-    if (f == "amsgrad") out[f] = c.amsgrad;
-  }
+  entry.to_json(c, out);
   return out;
 }
 

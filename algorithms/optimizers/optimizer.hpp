@@ -20,12 +20,15 @@
 // Per tensor, weight decay can be switched off (weight_decay_mask: the reference's
 // parameter groups, as algorithms/apply_gradient.hpp).
 //
-// Adding an optimizer: its .cpp with the class and its entry, one line in optimizer.cpp's
-// table; parse_optimizer and the docs read the table.
+// Adding an optimizer: its .cpp with the class and its entry (with its settings struct in
+// its .hpp if it has hyper-parameters of its own), one line in optimizer.cpp's table, its
+// fields' description lines in algorithm_docs.cpp; parse_optimizer, optimizer_json, the
+// checks of configs built in code and the generated schema read the entries.
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include <any>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -35,28 +38,36 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/entry_settings.hpp"
 #include "config/object_reader.hpp"
 #include "sim/compute_cost.hpp"
 
 namespace dtsim::algorithms::optimizers {
 
-// Every optimizer's hyper-parameters (each reads its own; OptimizerEntry::fields).
+// What every optimizer shares (its name, the weight decay, the per-tensor mask) and its own
+// hyper-parameters: its settings struct (sgd.hpp's SgdSettings, adam.hpp's AdamSettings,
+// read with optimizer_settings<T>), where each default is written once.
 struct OptimizerConfig {
   std::string name = "sgd";
   double weight_decay = 0.0;  // sgd, adam: L2 added to the gradient; adamw: decoupled
-  // sgd
-  double momentum = 0.0;
-  double dampening = 0.0;
-  bool nesterov = false;
-  // adam, adamw
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  bool amsgrad = false;
+  std::any settings;          // the optimizer's settings struct; empty: its defaults
   // Per parameter tensor: false skips weight decay on it; empty decays every tensor. Not a
   // scenario field (the training loop's parameter groups, as OptimizerSpec's).
   std::vector<bool> weight_decay_mask;
 };
+
+// The optimizer's settings struct stored in config.settings, or its defaults when none is.
+template <class Settings>
+const Settings& optimizer_settings(const OptimizerConfig& config) {
+  return config::entry_settings<Settings>(config.settings);
+}
+
+// The same struct for writing (a config built in code), stored with its defaults first.
+template <class Settings>
+Settings& edit_settings(OptimizerConfig& config) {
+  if (!config.settings.has_value()) config.settings = Settings{};
+  return std::any_cast<Settings&>(config.settings);
+}
 
 class Optimizer {
  public:
@@ -90,17 +101,30 @@ struct OptimizerEntry {
   std::string name;
   std::string description;  // one line
   std::string paper;        // the paper, and the PyTorch class it reproduces
-  // The keys of an optimizer object besides "name" it reads.
+  // The keys of an optimizer object besides "name" it reads, weight_decay first, then its
+  // settings' in the order its parse reads them.
   std::vector<std::string> fields;
   double default_weight_decay = 0.0;  // PyTorch's default (AdamW: 0.01)
   std::unique_ptr<Optimizer> (*make)(const OptimizerConfig& config);
+  // Its settings: `parse` reads its own fields (each default and range written once, here
+  // and in its struct) into config.settings; `to_json` writes them back.
+  void (*parse)(config::ObjectReader& reader, OptimizerConfig& config);
+  void (*to_json)(const OptimizerConfig& config, nlohmann::json& out);
+  // Model-sized buffers it keeps between steps (sgd: the momentum buffer, if any; adam: m
+  // and v, and v_max with amsgrad), for the memory estimates.
+  double (*state_buffers)(const OptimizerConfig& config);
 };
 
 // In table order: sgd, adam, adamw.
 std::span<const OptimizerEntry* const> optimizer_entries();
 // nullptr when none has that name.
 const OptimizerEntry* find_optimizer(std::string_view name);
+// The entry called `name`; std::invalid_argument naming the known ones otherwise.
+const OptimizerEntry& optimizer_entry(std::string_view name);
 std::vector<std::string> optimizer_names();
+
+// Model-sized buffers config's optimizer keeps between steps (its entry's state_buffers).
+double optimizer_state_buffers(const OptimizerConfig& config);
 
 // config.name's optimizer; std::invalid_argument for an unknown name or a value out of range.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config);

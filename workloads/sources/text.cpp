@@ -20,9 +20,7 @@ void parse(config::ObjectReader& w, DataSpec& spec, const WorkloadContext& ctx) 
   set.text_path = w.string("text_path", set.text_path);
   if (set.text_path.empty())
     throw ScenarioError(w.where("text_path"), ErrorKind::out_of_range, "expected a non-empty path");
-  set.holdout = w.number("holdout", set.holdout, 0.0, 1.0);
-  if (set.holdout >= 1.0)
-    throw ScenarioError(w.where("holdout"), ErrorKind::out_of_range, "expected a fraction in [0, 1), got 1");
+  set.holdout = w.number_below("holdout", set.holdout, 0.0, 1.0);
   TextFiles files;
   try {
     files = list_text_files(set.text_path, set.holdout);
