@@ -137,25 +137,21 @@ void threshold_compress(const CudaCompress& c, Payload& out) {
   cuda_check(cudaStreamSynchronize(c.stream), "Compressor::compress");  // `counts` is pageable host memory
 }
 
+// The counts are read on the host, as the CPU decode reads them (read_counts).
 void threshold_decode(const CudaDecode& d) {
+  const char* what = d.accumulate ? "Compressor::decompress_add" : "Compressor::decompress";
   const std::int64_t L = d.L;
-  const std::int64_t* off = d.off;
-  auto& k = d.ws.k;
-  std::vector<std::uint32_t> counts(static_cast<std::size_t>(L));
+  std::vector<std::uint8_t> counts(static_cast<std::size_t>(4 * L));
   if (L > 0)
-    cuda_check(cudaMemcpyAsync(counts.data(), d.base, static_cast<std::size_t>(4 * L), cudaMemcpyDeviceToHost, d.stream),
-          "Compressor::decompress");
-  cuda_check(cudaStreamSynchronize(d.stream), "Compressor::decompress");
-  for (std::int64_t s = 0; s < L; ++s) {
-    if (counts[s] > static_cast<std::uint64_t>(off[s + 1] - off[s]))
-      throw std::invalid_argument(fmt::format("Compressor::decompress: segment {} claims {} of its {} elements", s,
-                                              counts[s], off[s + 1] - off[s]));
-    k[s + 1] = k[s] + counts[s];
-  }
-  if (d.payload.bytes.numel() != 4 * L + 8 * k[L])
-    throw std::invalid_argument("Compressor::decompress: threshold payload size disagrees with its counts");
-  scatter_segments(d, reinterpret_cast<const std::uint32_t*>(d.base + 4 * L),
-                   reinterpret_cast<const float*>(d.base + 4 * L + 4 * k[L]));
+    cuda_check(cudaMemcpyAsync(counts.data(), d.base, counts.size(), cudaMemcpyDeviceToHost, d.stream), what);
+  cuda_check(cudaStreamSynchronize(d.stream), what);
+  const std::int64_t indices_at = read_counts(d.ws, counts.data(), what);
+  const std::int64_t K = d.ws.k[static_cast<std::size_t>(L)];
+  if (d.payload.bytes.numel() != indices_at + 8 * K)
+    throw std::invalid_argument(fmt::format("{}: threshold payload has {} bytes, its counts need {}", what,
+                                            d.payload.bytes.numel(), indices_at + 8 * K));
+  scatter_segments(d, reinterpret_cast<const std::uint32_t*>(d.base + indices_at),
+                   reinterpret_cast<const float*>(d.base + indices_at + 4 * K));
 }
 
 }  // namespace
