@@ -1,9 +1,18 @@
 #include "algorithms/algorithm_docs.hpp"
 
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "algorithms/lr_schedule.hpp"
+
 namespace dtsim::algorithms {
 
-std::span<const config::FieldDoc> algorithm_docs() {
-  static constexpr config::FieldDoc docs[] = {
+namespace {
+
+constexpr config::FieldDoc kDocs[] = {
     {"algorithm", "", "The distributed algorithm; each reads only its own fields (algorithms/README.md), any other is "
         "an error.",
      R"json({"allOf": [{"if": {"properties": {"nesterov": {"const": true}}, "required": ["nesterov"]}, "then": {"required": ["momentum"], "properties": {"momentum": {"exclusiveMinimum": 0}, "dampening": {"maximum": 0}}}}]})json"},
@@ -102,11 +111,7 @@ std::span<const config::FieldDoc> algorithm_docs() {
         "counts steps). Absent (or constant without warm-up or scale-up): every step at lr, as before. "
         "Each type reads only its own fields besides warmup_epochs, warmup_init_lr and lr_scaleup; any "
         "other is an error."},
-    {"lr_schedule", "type", "constant: L; multistep: L times gamma per milestone reached; cosine: from L down to lr_min over "
-        "total_epochs (or the run's steps), counted after the warm-up; convex_decay: a / (t - 1 + b), lr "
-        "unused (the convex experiments' 0.1 / (lambda (t + d)): a = 0.1 / lambda, b = d); warmup_cosine "
-        "(the language-model default, in steps): L t / W up to warmup_steps W (from warmup_init_lr), then "
-        "lr_min + (L - lr_min) (1 + cos(pi (t - W) / (T - W))) / 2 to total_steps T (or the run's steps)"},
+    {"lr_schedule", "type", ""},  // each type's own line, from its entry (below)
     {"lr_schedule", "warmup_epochs", "E: the lr grows linearly from warmup_init_lr to the schedule's value at epoch E over the first E "
         "epochs"},
     {"lr_schedule", "warmup_init_lr", "the warm-up's starting lr; default: lr (unscaled) with a graph scale-up, as the reference, 0 "
@@ -119,12 +124,16 @@ std::span<const config::FieldDoc> algorithm_docs() {
      R"json({"type": "number", "exclusiveMinimum": 0, "default": 0.1})json"},
     {"lr_schedule", "total_epochs", "cosine: epochs at which the lr reaches lr_min (more than warmup_epochs); default: the run's "
         "steps"},
-    {"lr_schedule", "lr_min", "cosine, warmup_cosine: the final lr"},
+    {"lr_schedule", "lr_min", "cosine, warmup_cosine, wsd: the final lr"},
     {"lr_schedule", "a", "convex_decay (required): numerator"},
     {"lr_schedule", "b", "convex_decay (required): offset of the step index t - 1"},
-    {"lr_schedule", "warmup_steps", "warmup_cosine: W, steps of linear warm-up to the peak (warmup_epochs must stay 0)"},
-    {"lr_schedule", "total_steps", "warmup_cosine: T, the step at which the lr reaches lr_min (more than warmup_steps); 0 (the "
+    {"lr_schedule", "warmup_steps", "warmup_cosine, wsd: W, steps of linear warm-up to the peak (warmup_epochs must stay 0)"},
+    {"lr_schedule", "total_steps", "warmup_cosine, wsd: T, the step at which the lr reaches lr_min (more than warmup_steps); 0 (the "
         "default): the run's steps"},
+    {"lr_schedule", "decay_fraction", "wsd: D / T, the share of the T steps that decays (the last D steps; the stable phase "
+        "before it starts after the warm-up)"},
+    {"lr_schedule", "decay_shape", "wsd: the decay from the peak to lr_min over p in [0, 1]: linear 1 - p, cosine "
+        "(1 + cos(pi p)) / 2, 1-sqrt 1 - sqrt(p) (the paper's best cooldown)"},
     {"lr_scaleup", "", "The reference's lr scale-up (--lr_scaleup_factor): none, or graph: lr times the rank's "
         "neighbourhood in the topology, self included (3 on a ring, n on a complete graph), times batch / "
         "base_batch_size"},
@@ -143,7 +152,25 @@ std::span<const config::FieldDoc> algorithm_docs() {
      R"json({"type": "number", "minimum": 0, "exclusiveMaximum": 1})json"},
     {"optimizer", "eps", ""},
     {"optimizer", "amsgrad", ""},
-  };
+};
+
+// lr_schedule.type: each type and its one line, from the schedule entries.
+std::string lr_schedule_types_text() {
+  std::vector<std::string> parts;
+  for (const auto* e : lr_schedule_entries()) parts.push_back(fmt::format("{}: {}", e->name, e->description));
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+}  // namespace
+
+std::span<const config::FieldDoc> algorithm_docs() {
+  static const std::string types_text = lr_schedule_types_text();
+  static const std::vector<config::FieldDoc> docs = [] {
+    std::vector<config::FieldDoc> d(std::begin(kDocs), std::end(kDocs));
+    for (auto& doc : d)
+      if (doc.section == "lr_schedule" && doc.field == "type") doc.description = types_text;
+    return d;
+  }();
   return docs;
 }
 

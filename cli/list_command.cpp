@@ -67,8 +67,8 @@ std::string lr_schedules_table() {
   std::string out = fmt::format("| lr schedule type | the lr of step t | fields besides those every type reads ({}) |\n"
                                 "|---|---|---|\n",
                                 joined(algorithms::lr_schedule_common_fields()));
-  for (const auto& t : algorithms::lr_schedule_types())
-    out += fmt::format("| `{}` | {} | {} |\n", t.name, cell(t.description), joined(t.fields));
+  for (const auto* e : algorithms::lr_schedule_entries())
+    out += fmt::format("| `{}` | {} | {} |\n", e->name, cell(e->description), joined(e->fields));
   return out;
 }
 

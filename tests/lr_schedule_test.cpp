@@ -14,6 +14,9 @@
 
 #include "algorithms/apply_gradient.hpp"
 #include "algorithms/lr_schedule.hpp"
+#include "algorithms/lr_schedules/convex_decay.hpp"
+#include "algorithms/lr_schedules/cosine.hpp"
+#include "algorithms/lr_schedules/multistep.hpp"
 #include "algorithms/registry.hpp"
 #include "runner/run.hpp"
 #include "runner/scenario.hpp"
@@ -25,7 +28,10 @@ namespace {
 using algorithms::LrSchedule;
 using algorithms::LrScheduleRank;
 using algorithms::LrScheduleSpec;
-using algorithms::LrScheduleType;
+using algorithms::ConvexDecaySettings;
+using algorithms::CosineSettings;
+using algorithms::lr_schedule_settings;
+using algorithms::MultistepSettings;
 using nlohmann::json;
 
 // A shard of 100 samples in batches of 32: S = ceil(100 / 32) = 4 steps per epoch.
@@ -67,7 +73,7 @@ TEST(LrSchedule, LinearWarmUpReachesTheLrAtTheEndOfItsEpochs) {
 // The ResNet-20 setting's lr / 10 at epochs 150 and 225, S = 4: step t is at epoch t / 4,
 // so the first decayed step is t = 600 (epoch 150.0), the second t = 900.
 TEST(LrSchedule, MultistepDividesExactlyAtEachMilestone) {
-  const LrSchedule s(0.1, {.type = LrScheduleType::multistep, .milestones = {150, 225}, .gamma = 0.1}, kRank);
+  const LrSchedule s(0.1, {.type = "multistep", .settings = MultistepSettings{.milestones = {150, 225}, .gamma = 0.1}}, kRank);
   EXPECT_EQ(s.at(1), 0.1);
   EXPECT_EQ(s.at(599), 0.1);
   EXPECT_EQ(s.at(600), 0.1 * 0.1);
@@ -76,12 +82,12 @@ TEST(LrSchedule, MultistepDividesExactlyAtEachMilestone) {
   EXPECT_EQ(s.at(900), 0.1 * 0.1 * 0.1);
   EXPECT_EQ(s.at(100000), 0.1 * 0.1 * 0.1);
   // With 5 warm-up epochs (20 steps) first, from 0.
-  const LrSchedule warmed(0.1, {.type = LrScheduleType::multistep, .warmup_epochs = 5, .milestones = {150, 225}}, kRank);
+  const LrSchedule warmed(0.1, {.type = "multistep", .warmup_epochs = 5, .settings = MultistepSettings{.milestones = {150, 225}}}, kRank);
   EXPECT_DOUBLE_EQ(warmed.at(10), 0.1 * 10 / 20);
   EXPECT_EQ(warmed.at(20), 0.1);
   EXPECT_EQ(warmed.at(600), 0.1 * 0.1);
   // A fractional milestone: epoch 2.5 is step 10; gamma 0.5.
-  const LrSchedule half(0.8, {.type = LrScheduleType::multistep, .milestones = {2.5}, .gamma = 0.5}, kRank);
+  const LrSchedule half(0.8, {.type = "multistep", .settings = MultistepSettings{.milestones = {2.5}, .gamma = 0.5}}, kRank);
   EXPECT_EQ(half.at(9), 0.8);
   EXPECT_EQ(half.at(10), 0.4);
 }
@@ -91,18 +97,18 @@ double cosine(double lr, double lr_min, double p) { return lr_min + (lr - lr_min
 TEST(LrSchedule, CosineRunsFromTheLrToLrMinOverTheRunOrTotalEpochs) {
   // Over the run's 100 steps: lr_min at the last step, halfway at step 50.
   const LrScheduleRank run100{.shard_samples = 100, .batch_size = 32, .run_steps = 100};
-  const LrSchedule over_run(1.0, {.type = LrScheduleType::cosine, .lr_min = 0.1}, run100);
+  const LrSchedule over_run(1.0, {.type = "cosine", .settings = CosineSettings{.lr_min = 0.1}}, run100);
   EXPECT_DOUBLE_EQ(over_run.at(1), cosine(1.0, 0.1, 0.01));
   EXPECT_DOUBLE_EQ(over_run.at(50), 0.55);
   EXPECT_DOUBLE_EQ(over_run.at(100), 0.1);
   EXPECT_DOUBLE_EQ(over_run.at(150), 0.1);  // past T it stays at lr_min
   // Over 10 epochs (T = 40 steps), default lr_min 0.
-  const LrSchedule over_epochs(1.0, {.type = LrScheduleType::cosine, .total_epochs = 10}, kRank);
+  const LrSchedule over_epochs(1.0, {.type = "cosine", .settings = CosineSettings{.total_epochs = 10}}, kRank);
   EXPECT_DOUBLE_EQ(over_epochs.at(20), 0.5);
   EXPECT_DOUBLE_EQ(over_epochs.at(30), cosine(1.0, 0.0, 0.75));
   EXPECT_NEAR(over_epochs.at(40), 0.0, 1e-16);
   // After a 2-epoch warm-up (W = 8), the cosine runs over the remaining 32 steps.
-  const LrSchedule warmed(1.0, {.type = LrScheduleType::cosine, .warmup_epochs = 2, .total_epochs = 10}, kRank);
+  const LrSchedule warmed(1.0, {.type = "cosine", .warmup_epochs = 2, .settings = CosineSettings{.total_epochs = 10}}, kRank);
   EXPECT_DOUBLE_EQ(warmed.at(4), 0.5);  // warm-up from 0 to m(W) = 1
   EXPECT_EQ(warmed.at(8), 1.0);
   EXPECT_DOUBLE_EQ(warmed.at(24), 0.5);  // p = (24 - 8) / 32
@@ -112,12 +118,12 @@ TEST(LrSchedule, CosineRunsFromTheLrToLrMinOverTheRunOrTotalEpochs) {
 // The convex experiments' lr = 0.1 / (lambda (t + d)) with lambda = 1/N and t the iteration
 // from 0: a = 0.1 N, b = d. N = 1000, d = 5: step 1 (iteration 0) at 100 / 5.
 TEST(LrSchedule, ConvexDecayIsAOverIterationPlusB) {
-  const LrSchedule s(0.0, {.type = LrScheduleType::convex_decay, .a = 100, .b = 5}, kRank);
+  const LrSchedule s(0.0, {.type = "convex_decay", .settings = ConvexDecaySettings{.a = 100, .b = 5}}, kRank);
   EXPECT_DOUBLE_EQ(s.at(1), 20.0);
   EXPECT_DOUBLE_EQ(s.at(2), 100.0 / 6);
   EXPECT_DOUBLE_EQ(s.at(11), 100.0 / 15);
   // It counts no epochs: a workload without data can follow it.
-  EXPECT_DOUBLE_EQ(LrSchedule(0.0, {.type = LrScheduleType::convex_decay, .a = 1, .b = 1}, {}).at(3), 1.0 / 3);
+  EXPECT_DOUBLE_EQ(LrSchedule(0.0, {.type = "convex_decay", .settings = ConvexDecaySettings{.a = 1, .b = 1}}, {}).at(3), 1.0 / 3);
 }
 
 // The ResNet-20 setting: lr 0.1 tuned for batch 24, batch 128 per rank on a ring (3 in the
@@ -136,11 +142,11 @@ TEST(LrSchedule, GraphScaleUpMultipliesByTheNeighbourhoodAndTheBatchRatio) {
 TEST(LrSchedule, RefusesWhatTheWorkloadCannotProvide) {
   const LrScheduleRank no_data{.shard_samples = 0, .batch_size = 8, .run_steps = 10};
   EXPECT_THROW(LrSchedule(0.1, {.warmup_epochs = 1}, no_data), std::invalid_argument);
-  EXPECT_THROW(LrSchedule(0.1, {.type = LrScheduleType::multistep, .milestones = {1}}, no_data), std::invalid_argument);
-  EXPECT_NO_THROW(LrSchedule(0.1, {.type = LrScheduleType::cosine}, no_data));  // over the run's steps
+  EXPECT_THROW(LrSchedule(0.1, {.type = "multistep", .settings = MultistepSettings{.milestones = {1}}}, no_data), std::invalid_argument);
+  EXPECT_NO_THROW(LrSchedule(0.1, {.type = "cosine"}, no_data));  // over the run's steps
   EXPECT_THROW(LrSchedule(0.1, {.scaleup = algorithms::LrScaleup::graph, .base_batch_size = 8}, {}), std::invalid_argument);
   // A cosine over the run's 10 steps cannot follow a warm-up of 3 epochs x 4 steps.
-  EXPECT_THROW(LrSchedule(0.1, {.type = LrScheduleType::cosine, .warmup_epochs = 3}, {.shard_samples = 100, .batch_size = 32, .run_steps = 10}),
+  EXPECT_THROW(LrSchedule(0.1, {.type = "cosine", .warmup_epochs = 3}, {.shard_samples = 100, .batch_size = 32, .run_steps = 10}),
                std::invalid_argument);
 }
 
@@ -163,9 +169,9 @@ json scenario_doc(json lr_schedule, json algorithm = {{"name", "parallel_sgd"}, 
 TEST(LrScheduleScenario, ParsesEachTypeAndEchoesEveryFieldWithItsDefault) {
   const auto multistep = runner::parse_scenario(scenario_doc({{"type", "multistep"}, {"milestones", {150, 225}}}));
   const auto& m = multistep.algorithm.optimizer.lr_schedule;
-  EXPECT_EQ(m.type, LrScheduleType::multistep);
-  EXPECT_EQ(m.milestones, (std::vector<double>{150, 225}));
-  EXPECT_EQ(m.gamma, 0.1);
+  EXPECT_EQ(m.type, "multistep");
+  EXPECT_EQ(lr_schedule_settings<MultistepSettings>(m).milestones, (std::vector<double>{150, 225}));
+  EXPECT_EQ(lr_schedule_settings<MultistepSettings>(m).gamma, 0.1);
   EXPECT_EQ(multistep.to_json()["algorithm"]["lr_schedule"],
             (json{{"type", "multistep"}, {"warmup_epochs", 0.0}, {"warmup_init_lr", 0.0}, {"lr_scaleup", {{"factor", "none"}}},
                   {"milestones", {150.0, 225.0}}, {"gamma", 0.1}}));
@@ -177,8 +183,9 @@ TEST(LrScheduleScenario, ParsesEachTypeAndEchoesEveryFieldWithItsDefault) {
   const auto cosine = runner::parse_scenario(scenario_doc({{"type", "cosine"}, {"lr_min", 0.01}}));
   EXPECT_FALSE(cosine.to_json()["algorithm"]["lr_schedule"].contains("total_epochs"));  // absent: the run's steps
   const auto convex = runner::parse_scenario(scenario_doc({{"type", "convex_decay"}, {"a", 40000}, {"b", 10}}));
-  EXPECT_EQ(convex.algorithm.optimizer.lr_schedule.a, 40000);
-  EXPECT_EQ(convex.algorithm.optimizer.lr_schedule.b, 10);
+  const auto& decay = lr_schedule_settings<ConvexDecaySettings>(convex.algorithm.optimizer.lr_schedule);
+  EXPECT_EQ(decay.a, 40000);
+  EXPECT_EQ(decay.b, 10);
 }
 
 // parse -> to_json -> parse gives the same echo, for every type with every field set.

@@ -181,12 +181,12 @@ TEST(Registry, SchemaListsExactlyTheCompressorKindsAndTheirFields) {
 TEST(Registry, SchemaListsExactlyTheLrScheduleTypesAndTheirFields) {
   const auto& def = schema_def("lr_schedule");
   Names types;
-  for (const auto& t : algorithms::lr_schedule_types()) types.insert(std::string(t.name));
+  for (const auto* t : algorithms::lr_schedule_entries()) types.insert(std::string(t->name));
   EXPECT_EQ(enum_of(def.at("properties").at("type")), types);
-  for (const auto& t : algorithms::lr_schedule_types()) {
+  for (const auto* t : algorithms::lr_schedule_entries()) {
     Names fields = names_of(algorithms::lr_schedule_common_fields());
-    fields.insert(t.fields.begin(), t.fields.end());
-    EXPECT_EQ(schema_fields_of(def, "type", std::string(t.name), {"type"}), fields) << t.name;
+    fields.insert(t->fields.begin(), t->fields.end());
+    EXPECT_EQ(schema_fields_of(def, "type", std::string(t->name), {"type"}), fields) << t->name;
   }
 }
 
@@ -353,37 +353,33 @@ TEST(Registry, EveryFieldOfEveryCompressorKindIsEchoedAndSweepable) {
 TEST(Registry, EveryFieldOfEveryLrScheduleTypeIsEchoedAndSweepable) {
   const json workload = {{"type", "logistic_regression"}, {"samples", 64}, {"features", 4}};
   std::vector<std::string> all_fields;
-  for (const auto& t : algorithms::lr_schedule_types()) all_fields.insert(all_fields.end(), t.fields.begin(), t.fields.end());
-  for (const auto& t : algorithms::lr_schedule_types()) {
-    json schedule = {{"type", std::string(t.name)}, {"lr_scaleup", {{"factor", "graph"}, {"base_batch_size", 8}}}};
-    if (t.type == algorithms::LrScheduleType::multistep) schedule["milestones"] = {1, 2};
-    if (t.type == algorithms::LrScheduleType::cosine) schedule["total_epochs"] = 4;
-    if (t.type == algorithms::LrScheduleType::convex_decay) {
-      schedule = {{"type", "convex_decay"}, {"a", 1}, {"b", 1}};  // no scale-up: it sets its own lr
-    }
+  for (const auto* t : algorithms::lr_schedule_entries()) all_fields.insert(all_fields.end(), t->fields.begin(), t->fields.end());
+  for (const auto* t : algorithms::lr_schedule_entries()) {
+    json schedule = t->example;  // its required fields
+    schedule["type"] = std::string(t->name);
+    if (t->scales) schedule["lr_scaleup"] = {{"factor", "graph"}, {"base_batch_size", 8}};
     json algorithm = minimal_algorithm("choco_sgd");
     algorithm["lr_schedule"] = schedule;
     const json base = scenario_with(workload, algorithm);
     const json echoed = runner::parse_scenario(base).to_json();
     const auto& echo = echoed.at("algorithm").at("lr_schedule");
-    EXPECT_EQ(echo.size(), algorithms::lr_schedule_common_fields().size() + t.fields.size() + 1)
-        << t.name << ": echoes a field it does not read";
+    EXPECT_EQ(echo.size(), algorithms::lr_schedule_common_fields().size() + t->fields.size() + 1)
+        << t->name << ": echoes a field it does not read";
     std::vector<std::string> fields = algorithms::lr_schedule_common_fields();
-    fields.insert(fields.end(), t.fields.begin(), t.fields.end());
+    fields.insert(fields.end(), t->fields.begin(), t->fields.end());
     for (const auto& field : fields) {
-      ASSERT_TRUE(echo.contains(field)) << t.name << ": " << field << " not echoed";
+      ASSERT_TRUE(echo.contains(field)) << t->name << ": " << field << " not echoed";
       expect_sweepable(base, echoed, "/algorithm/lr_schedule/" + field);
     }
     expect_sweepable(base, echoed, "/algorithm/lr_schedule/lr_scaleup/factor");
-    if (t.type != algorithms::LrScheduleType::convex_decay)
-      expect_sweepable(base, echoed, "/algorithm/lr_schedule/lr_scaleup/base_batch_size");
+    if (t->scales) expect_sweepable(base, echoed, "/algorithm/lr_schedule/lr_scaleup/base_batch_size");
     for (const auto& other : all_fields) {
-      if (std::find(t.fields.begin(), t.fields.end(), other) != t.fields.end()) continue;
+      if (std::find(t->fields.begin(), t->fields.end(), other) != t->fields.end()) continue;
       json bad = base;
       bad["algorithm"]["lr_schedule"][other] = 1;
       try {
         runner::parse_scenario(bad);
-        ADD_FAILURE() << t.name << " accepted " << other;
+        ADD_FAILURE() << t->name << " accepted " << other;
       } catch (const runner::ScenarioError& e) {
         EXPECT_EQ(e.path(), "/algorithm/lr_schedule/" + other);
         EXPECT_EQ(e.kind(), runner::ErrorKind::unknown_field);

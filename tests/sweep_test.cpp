@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "algorithms/lr_schedules/multistep.hpp"
 #include "runner/run.hpp"
 #include "runner/scenario.hpp"
 #include "sweep/child_process.hpp"
@@ -137,9 +138,12 @@ TEST(SweepExpansion, AxesSweepNestedLrScheduleFields) {
   const json gamma = {{"base", base}, {"axes", {{{"path", "/algorithm/lr_schedule/gamma"}, {"values", {0.1, 0.5}}}}}};
   const auto s = parse_sweep(gamma, ".");
   ASSERT_EQ(s.points.size(), 2U);
-  EXPECT_EQ(s.points[0].scenario.algorithm.optimizer.lr_schedule.gamma, 0.1);
-  EXPECT_EQ(s.points[1].scenario.algorithm.optimizer.lr_schedule.gamma, 0.5);
-  EXPECT_EQ(s.points[1].scenario.algorithm.optimizer.lr_schedule.milestones, (std::vector<double>{2, 4}));
+  auto multistep = [&](std::size_t i) {
+    return algorithms::lr_schedule_settings<algorithms::MultistepSettings>(s.points[i].scenario.algorithm.optimizer.lr_schedule);
+  };
+  EXPECT_EQ(multistep(0).gamma, 0.1);
+  EXPECT_EQ(multistep(1).gamma, 0.5);
+  EXPECT_EQ(multistep(1).milestones, (std::vector<double>{2, 4}));
   EXPECT_NE(s.points[0].id, s.points[1].id);
   const json warmup = {{"base", tiny_base()}, {"axes", {{{"path", "/algorithm/lr_schedule/warmup_epochs"}, {"values", {0, 1}}}}}};
   const auto w = parse_sweep(warmup, ".");

@@ -1,0 +1,101 @@
+// lr_schedule "wsd": warm-up, stable, decay (Hagele et al., "Scaling Laws and
+// Compute-Optimal Training Beyond Fixed Training Durations", NeurIPS 2024; MiniCPM's
+// schedule): a linear warm-up over W steps, the peak lr until the decay starts at
+// T0 = T - D (D = decay_fraction T), then down to lr_min at T. Step t from 1:
+//
+//   t <= W:        lr_t = lr_0 + (L - lr_0) t / W
+//   W < t <= T0:   lr_t = L
+//   t > T0:        lr_t = lr_min + (L - lr_min) g(p),  p = min((t - T0) / D, 1)
+//
+// with g(p) = 1 - p (linear), (1 + cos(pi p)) / 2 (cosine) or 1 - sqrt(p) (1-sqrt, the
+// paper's best cooldown, the default). lr_0 = warmup_init_lr (default 0), L the peak (lr,
+// times a scale-up), T = total_steps or the run's steps; T0 >= W. Counted in steps, so it
+// runs on every workload; warmup_epochs must stay 0.
+#include "algorithms/lr_schedules/wsd.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "algorithms/lr_schedule.hpp"
+
+namespace dtsim::algorithms {
+
+namespace {
+
+const WsdSettings& settings(const LrScheduleSpec& s) { return lr_schedule_settings<WsdSettings>(s); }
+
+// The step the decay starts at, T0 = T - decay_fraction T.
+double decay_start(const WsdSettings& s, double T) { return T - s.decay_fraction * T; }
+
+void parse(config::ObjectReader& o, LrScheduleSpec& spec) {
+  if (spec.warmup_epochs != 0.0)
+    throw config::ScenarioError(o.where("warmup_epochs"), config::ErrorKind::inconsistent,
+                                "wsd counts its warm-up in steps: set warmup_steps instead");
+  WsdSettings s;
+  s.warmup_steps = o.integer("warmup_steps", s.warmup_steps, 0, config::kIntMax);
+  s.total_steps = o.integer("total_steps", s.total_steps, 0, config::kIntMax);
+  if (s.total_steps != 0 && s.total_steps <= s.warmup_steps)
+    throw config::ScenarioError(o.where("total_steps"), config::ErrorKind::inconsistent,
+                                fmt::format("expected more than warmup_steps ({}), got {}", s.warmup_steps, s.total_steps));
+  s.decay_fraction = o.number("decay_fraction", s.decay_fraction, 0.0, 1.0, true);
+  if (s.total_steps != 0 && decay_start(s, static_cast<double>(s.total_steps)) < static_cast<double>(s.warmup_steps))
+    throw config::ScenarioError(
+        o.where("decay_fraction"), config::ErrorKind::inconsistent,
+        fmt::format("the decay would start at step {} of {}, inside the {}-step warm-up: expected decay_fraction <= {}",
+                    decay_start(s, static_cast<double>(s.total_steps)), s.total_steps, s.warmup_steps,
+                    1.0 - static_cast<double>(s.warmup_steps) / static_cast<double>(s.total_steps)));
+  s.decay_shape = o.choice("decay_shape", s.decay_shape, {"linear", "cosine", "1-sqrt"});
+  s.lr_min = o.number("lr_min", s.lr_min, 0.0, config::kInf);
+  spec.settings = s;
+}
+
+void to_json(const LrScheduleSpec& spec, nlohmann::json& out) {
+  const WsdSettings& s = settings(spec);
+  out["warmup_steps"] = s.warmup_steps;
+  out["total_steps"] = s.total_steps;  // 0: the run's steps
+  out["decay_fraction"] = s.decay_fraction;
+  out["decay_shape"] = s.decay_shape;
+  out["lr_min"] = s.lr_min;
+}
+
+LrShape make(const LrScheduleSpec& spec, const LrShapeContext& c) {
+  const WsdSettings& s = settings(spec);
+  const double W = static_cast<double>(s.warmup_steps);
+  const double T = static_cast<double>(s.total_steps > 0 ? s.total_steps : c.run_steps);
+  const double T0 = decay_start(s, T), D = T - T0;
+  if (!(D > 0.0) || T0 < W)  // the loader checks total_steps; the run's steps are the run's
+    throw std::invalid_argument(fmt::format("wsd over {} steps: its decay would start at step {}, inside the {}-step warm-up",
+                                            T, T0, s.warmup_steps));
+  double (*g)(double) = nullptr;
+  if (s.decay_shape == "linear") g = [](double p) { return 1.0 - p; };
+  if (s.decay_shape == "cosine") g = [](double p) { return (1.0 + std::cos(std::numbers::pi * p)) / 2.0; };
+  if (s.decay_shape == "1-sqrt") g = [](double p) { return 1.0 - std::sqrt(p); };
+  if (g == nullptr) throw std::invalid_argument(fmt::format("wsd: unknown decay_shape '{}'", s.decay_shape));
+  return [peak = c.peak, lr_0 = spec.warmup_init_lr, lr_min = s.lr_min, W, T0, D, g](double t) {
+    if (t <= W) return lr_0 + (peak - lr_0) * (t / W);
+    if (t <= T0) return peak;
+    return lr_min + (peak - lr_min) * g(std::min((t - T0) / D, 1.0));
+  };
+}
+
+}  // namespace
+
+const LrScheduleEntry& wsd_schedule() {
+  static const LrScheduleEntry entry{
+      .name = "wsd",
+      .description = "warm-up, stable, decay, in steps: linear warm-up over warmup_steps, L, then the last decay_fraction of "
+                     "total_steps (or the run's steps) down to lr_min, linear, cosine or 1-sqrt (Hagele et al. 2024)",
+      .fields = {"warmup_steps", "total_steps", "decay_fraction", "decay_shape", "lr_min"},
+      .example = nlohmann::json::object(),
+      .parse = parse,
+      .to_json = to_json,
+      .counts_epochs = [](const LrScheduleSpec&) { return false; },
+      .make = make};
+  return entry;
+}
+
+}  // namespace dtsim::algorithms
