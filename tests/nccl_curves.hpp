@@ -30,6 +30,35 @@ struct Curve {
   std::vector<CurvePoint> points;
 };
 
+// A published figure without its curve: nccl-tests' "Avg bus bandwidth" over a run's sizes
+// (every size's busbw, out-of-place and in-place alike) and the peak busbw it reported.
+struct Figure {
+  std::string system;  // the machine as a user writes it: a system JSON (a preset and what differs)
+  std::string name;    // the machine, as published
+  std::string source;
+  int nodes;
+  int gpus_per_thread;                                // nccl-tests -g
+  std::int64_t min_bytes, max_bytes, step_bytes;      // -b, -e, -i
+  double average_busbw_GBps, peak_busbw_GBps;
+};
+
+// Across nodes (InfiniBand), where no per-size curve of a preset's machine is published.
+// nccl-tests issue 119 (2022-11): 3 servers of 8x A100-SXM4-40GB on NVSwitch, 2x Xeon
+// Platinum 8358, 4x HDR 200 Gb/s each; `mpirun -np 24 all_reduce_perf -b 8 -e 128M -g 1`
+// with 1 MiB steps (the header's "step: 1048576(bytes)"): average 84.8 GB/s, peak about
+// 96 GB/s ("theoretical 100 GB/s: 200G x 4 / 8"); NCCL's version not stated. This figure
+// showed the model's multi-node Simple ring paying the GPU's per-slice waits on top of the
+// NIC's wire time (about 64 and 75 GB/s then), so it has served development too.
+inline const std::vector<Figure>& published_figures() {
+  constexpr std::int64_t M = 1024 * 1024;
+  static const std::vector<Figure> figures{
+      {R"json({"preset": "a100_8x", "name": "a100_8x_4nic", "cpu": "intel", "network": {"nics_per_node": 4, "rails": 4}})json",
+       "3x (8x A100-SXM4-40GB, NVSwitch, 2x Xeon Platinum 8358, 4x HDR 200 Gb/s)",
+       "NVIDIA/nccl-tests issue 119 (mpirun -np 24, -g 1, 8 B - 128 MiB in 1 MiB steps)", 3, 1, 8, 128 * M, M, 84.8, 96.0},
+  };
+  return figures;
+}
+
 inline const std::vector<Curve>& published_curves() {
   constexpr std::int64_t K = 1024, M = K * K, G = M * K;
   static const std::vector<Curve> curves{

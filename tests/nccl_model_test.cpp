@@ -343,6 +343,30 @@ TEST(NcclExecution, BusBandwidthNeverBeatsTheLinks) {
   }
 }
 
+// Across nodes the NICs set the ring's pace: the hops between a node's GPUs run over its
+// NVLinks (faster than the NIC-sized channels NCCL's search gives the ring), and the GPU's
+// per-slice waits overlap the NIC's wire time (the proxy sends one slice while the GPU
+// writes the next). So a large Simple all-reduce over two 8x A100 nodes (8 HDR NICs) comes
+// within a few percent of NCCL's ring busBw, graph channels x bwInter = 8 x 24 = 192 GB/s,
+// and never beats it; the GPU's waits added to the wire time would leave it near 87 %.
+TEST(NcclExecution, AcrossNodesTheNicsSetTheRingsPace) {
+  System a100 = preset("a100_8x");
+  a100.nodes = 2;
+  const Machine m = make_machine(a100, 16);
+  const Tuning t = tune(m, parse_overrides("Ring", "Simple"));
+  const Graph& g = m.graphs[index(Algo::Ring)];
+  const double nccl_busbw = g.channels * g.bw_inter;
+  ASSERT_DOUBLE_EQ(nccl_busbw, 192.0);
+  for (double bytes : {1.0 * (1 << 30), 8.0 * (1 << 30)}) {
+    const Choice c = choose(m, t, Coll::AllReduce, bytes);
+    ASSERT_EQ(c.proto, Proto::Simple);
+    const double us = collective_us(m, t, Coll::AllReduce, bytes, c);
+    const double busbw = bytes / (us * 1e3) * 2 * 15 / 16;
+    EXPECT_LT(busbw, nccl_busbw) << bytes;
+    EXPECT_GT(busbw, 0.97 * nccl_busbw) << bytes;
+  }
+}
+
 // Point-to-point: NVLink within an NVSwitch node or a bridged pair, PCIe between pairs, the
 // NIC across nodes (one more NVLink hop when the NICs are on different rails: PXN); LL up
 // to 16 KiB, Simple above.

@@ -36,10 +36,14 @@ struct Hop {
   double lat = 0.0;   // us
 };
 
-// The ring's intra-node and network hops for protocol p.
+// The ring's intra-node and network hops for protocol p. Across nodes NCCL's search sizes
+// the channels for the NICs; the hops between a node's GPUs still share that node's links
+// (its NVLinks, or its PCIe link), so they run at the faster of the two.
 void ring_hops(const Machine& m, Coll c, Proto p, Hop& intra, Hop& net) {
   const Graph& g = m.graphs[index(Algo::Ring)];
   intra.rate = protocol_bus_bw(m, c, Algo::Ring, p, g.bw_intra) / m.channels * 1e3;
+  if (m.nodes > 1 && g.channels > 0)
+    intra.rate = std::max(intra.rate, protocol_bus_bw(m, c, Algo::Ring, p, g.node_bw / g.channels) / m.channels * 1e3);
   net.rate = protocol_bus_bw(m, c, Algo::Ring, p, g.bw_inter) / m.channels * 1e3;
   intra.lat = hop_latency_us(g.intra, Algo::Ring, p);
   net.lat = hop_latency_us(Hw::Net, Algo::Ring, p);
@@ -64,6 +68,18 @@ double step_cost(Proto p, i64 rc, i64 elem, double rate, double sync, int slice_
     if (here > 0) cost += static_cast<double>(here * elem) / rate + step_per_slice * sync;
   }
   return cost;
+}
+
+// One step's work on a network hop. The GPU writes each slice into the FIFO the proxy
+// sends from and posts it, and the NIC carries it while the GPU writes the next (NCCL_STEPS
+// slots ahead), so for Simple a step costs the slower of the wire and the GPU's side (its
+// copies over the node's links and its StepPerSlice hop latencies per slice), not their
+// sum. LL and LL128 lines go out as they are written.
+double net_step_cost(Proto p, i64 rc, i64 elem, const Hop& intra, const Hop& net, int slice_per_chunk, int step_per_slice) {
+  if (p != Proto::Simple) return static_cast<double>(rc * elem) / net.rate;
+  const double wire = step_cost(p, rc, elem, net.rate, 0.0, slice_per_chunk, step_per_slice);
+  const double gpu = step_cost(p, rc, elem, intra.rate, intra.lat, slice_per_chunk, step_per_slice);
+  return std::max(wire, gpu);
 }
 
 // A ring collective as NCCL's kernel runs it: loops over nc channels x chunks_per_loop
@@ -134,7 +150,7 @@ double ring_loop_us(const RingPlan& r, const Hop& intra, const Hop& net, i64 rc,
   // the proxy's pipeline overlaps, once per crossing); LL and LL128 once per step.
   const bool simple = r.p == Proto::Simple;
   const double ci = step_cost(r.p, rc, r.elem, intra.rate, intra.lat, r.slice_per_chunk, r.slice_steps);
-  const double cn = step_cost(r.p, rc, r.elem, net.rate, intra.lat, r.slice_per_chunk, r.slice_steps);
+  const double cn = r.N == 1 ? ci : net_step_cost(r.p, rc, r.elem, intra, net, r.slice_per_chunk, r.slice_steps);
   const double li = simple ? 0.0 : intra.lat, ln = simple && r.N == 1 ? 0.0 : net.lat;
   if (r.pipeline) {
     // The first chunk crosses n-1 hops (Simple: stored and forwarded whole at each; LL

@@ -11,12 +11,16 @@
 //   LL, LL128: rc / r, and the hop's latency lat once
 //   Simple:    per slice that carries data (SlicePerChunk = 2 of at least 32 KiB each; one
 //              for a smaller chunk) slice / r + StepPerSlice (2) x lat: the block's threads
-//              wait for and post every slice themselves; across nodes that is the GPU's side
-//              of the hop, and the network's latency comes once per crossing
+//              wait for and post every slice themselves. Across nodes that is the GPU's side
+//              of a network hop, which the NIC overlaps (the proxy sends a slice while the
+//              GPU writes the next): the step costs the slower of the two, and the
+//              network's latency comes once per crossing
 // with r = the protocol's bus bandwidth over the hop's links (NCCL's busBw for the graph's
 // channels, tuning.hpp) / the communicator's channels, and lat = NCCL's latency for a hop
 // over that link (hwLat: NVLink, PCIe, network; across nodes at least the network post
-// overhead). A loop takes
+// overhead). Across nodes the hops within a node run over the node's links (its NVLinks
+// or PCIe link shared by the channels), not at the NIC-sized speed NCCL's search gives the
+// channels. A loop takes
 //   max(sum over the K hops its chunks cross of (lat + work), K x the slowest hop's work + lat)
 // (the first when latency dominates: a chunk's path; the second when one hop's bandwidth
 // does), and the collective NCCL's baseLat plus its loops. On the development curve (8x

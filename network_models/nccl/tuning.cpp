@@ -226,6 +226,7 @@ Graph ring_graph(const Machine& m, int cc) {
   }
   ring.channels = f.channels;
   ring.bw_intra = ring.bw_inter = f.speed;
+  ring.node_bw = ring_bw;
   duplicate(ring, cc, kMaxChannels / 2);
   return ring;
 }
