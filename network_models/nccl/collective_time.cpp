@@ -36,14 +36,15 @@ struct Hop {
   double lat = 0.0;   // us
 };
 
-// The ring's intra-node and network hops for protocol p. Across nodes NCCL's search sizes
-// the channels for the NICs; the hops between a node's GPUs still share that node's links
-// (its NVLinks, or its PCIe link), so they run at the faster of the two.
+// The ring's intra-node and network hops for protocol p. The channels share the node's
+// links (a GPU's NVLinks, or its PCIe link): NCCL's search speed only sets how many channels
+// there are (within a node it fills the links: 12 x 20 = 240 GB/s on an A100; across nodes
+// it is sized for the NICs, 24 GB/s per channel for HDR), and the kernels' hops between the
+// node's GPUs move data as fast as those links carry it.
 void ring_hops(const Machine& m, Coll c, Proto p, Hop& intra, Hop& net) {
   const Graph& g = m.graphs[index(Algo::Ring)];
-  intra.rate = protocol_bus_bw(m, c, Algo::Ring, p, g.bw_intra) / m.channels * 1e3;
-  if (m.nodes > 1 && g.channels > 0)
-    intra.rate = std::max(intra.rate, protocol_bus_bw(m, c, Algo::Ring, p, g.node_bw / g.channels) / m.channels * 1e3);
+  const double per_channel = g.channels > 0 ? std::max(g.bw_intra, g.node_bw / g.channels) : g.bw_intra;
+  intra.rate = protocol_bus_bw(m, c, Algo::Ring, p, per_channel) / m.channels * 1e3;
   net.rate = protocol_bus_bw(m, c, Algo::Ring, p, g.bw_inter) / m.channels * 1e3;
   intra.lat = hop_latency_us(g.intra, Algo::Ring, p);
   net.lat = hop_latency_us(Hw::Net, Algo::Ring, p);

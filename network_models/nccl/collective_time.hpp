@@ -18,9 +18,9 @@
 // with r = the protocol's bus bandwidth over the hop's links (NCCL's busBw for the graph's
 // channels, tuning.hpp) / the communicator's channels, and lat = NCCL's latency for a hop
 // over that link (hwLat: NVLink, PCIe, network; across nodes at least the network post
-// overhead). Across nodes the hops within a node run over the node's links (its NVLinks
-// or PCIe link shared by the channels), not at the NIC-sized speed NCCL's search gives the
-// channels. A loop takes
+// overhead); a hop within a node shares the node's links (a GPU's NVLinks or PCIe link)
+// among the channels, whatever speed NCCL's search rounded them to (across nodes a
+// NIC-sized one). A loop takes
 //   max(sum over the K hops its chunks cross of (lat + work), K x the slowest hop's work + lat)
 // (the first when latency dominates: a chunk's path; the second when one hop's bandwidth
 // does), and the collective NCCL's baseLat plus its loops. On the development curve (8x

@@ -69,8 +69,8 @@ struct Graph {
   int channels = 0;   // 0: the algorithm has no graph on this machine
   double bw_intra = 0.0, bw_inter = 0.0;  // GB/s per channel
   // GB/s the ring's slowest hop within a node offers all channels together (a GPU's NVLinks,
-  // or its PCIe link): across nodes the search sizes the channels for the NICs, and the
-  // hops between the node's GPUs still run at this.
+  // or its PCIe link, in NCCL's units): the search's speed rounds it down to a whole number
+  // of channels (and across nodes sizes them for the NICs), the kernels' hops share all of it.
   double node_bw = 0.0;
   Hw intra = Hw::NvLink;                  // NVLink, or PCIe (typeIntra beyond NVB)
   bool tree_pattern = false;              // NCCL_TOPO_PATTERN_TREE (one GPU per node)
