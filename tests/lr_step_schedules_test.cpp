@@ -40,7 +40,7 @@ double closed_form(double t, double peak, double lr0, double lr_min, double W, d
 
 TEST(LrWarmupCosine, FollowsTheClosedFormAtEveryStep) {
   const LrScheduleSpec spec{.type = "warmup_cosine", .warmup_init_lr = 0.0,
-                            .settings = WarmupCosineSettings{.warmup_steps = 100, .total_steps = 0, .lr_min = 6e-5}};
+                            .settings = WarmupCosineSettings{.span = {.warmup_steps = 100, .total_steps = 0}, .lr_min = 6e-5}};
   const LrSchedule s(6e-4, spec, {.run_steps = 1000});  // no data needed: steps only
   for (std::int64_t t = 1; t <= 1100; ++t)
     EXPECT_NEAR(s.at(t), closed_form(static_cast<double>(t), 6e-4, 0.0, 6e-5, 100, 1000), 1e-18) << "step " << t;
@@ -54,14 +54,14 @@ TEST(LrWarmupCosine, FollowsTheClosedFormAtEveryStep) {
   for (std::int64_t t = 101; t < 1000; ++t) EXPECT_LT(s.at(t + 1), s.at(t));  // decays monotonically
   // total_steps instead of the run's; a starting lr; no warm-up at all.
   const LrSchedule own(1.0, {.type = "warmup_cosine", .warmup_init_lr = 0.1,
-                             .settings = WarmupCosineSettings{.warmup_steps = 10, .total_steps = 50}},
+                             .settings = WarmupCosineSettings{.span = {.warmup_steps = 10, .total_steps = 50}}},
                        {.run_steps = 1000});
   for (std::int64_t t = 1; t <= 60; ++t)
     EXPECT_NEAR(own.at(t), closed_form(static_cast<double>(t), 1.0, 0.1, 0.0, 10, 50), 1e-15) << "step " << t;
   const LrSchedule none(1.0, {.type = "warmup_cosine"}, {.run_steps = 20});
   for (std::int64_t t = 1; t <= 20; ++t)
     EXPECT_NEAR(none.at(t), 0.5 * (1.0 + std::cos(std::numbers::pi * static_cast<double>(t) / 20.0)), 1e-15);
-  EXPECT_THROW(LrSchedule(1.0, {.type = "warmup_cosine", .settings = WarmupCosineSettings{.warmup_steps = 20}}, {.run_steps = 20}),
+  EXPECT_THROW(LrSchedule(1.0, {.type = "warmup_cosine", .settings = WarmupCosineSettings{.span = {.warmup_steps = 20}}}, {.run_steps = 20}),
                std::invalid_argument);
 }
 
@@ -78,29 +78,31 @@ json scenario_doc(const json& schedule, const json& workload, int steps = 12) {
 
 const json kLogistic = {{"type", "logistic_regression"}, {"samples", 256}, {"features", 4}, {"batch_size", 16}};
 
+// The JSON Pointer a schedule's one-line scenario error names ("accepted" if none).
+std::string error_path(const json& schedule) {
+  try {
+    runner::parse_scenario(scenario_doc(schedule, kLogistic));
+  } catch (const runner::ScenarioError& e) {
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+    return e.path();
+  }
+  return "accepted";
+}
+
 TEST(LrWarmupCosine, ScenarioSyntaxEchoAndErrors) {
   const json schedule = {{"type", "warmup_cosine"}, {"warmup_steps", 3}, {"lr_min", 0.05}};
   const auto s = runner::parse_scenario(scenario_doc(schedule, kLogistic));
   const auto& l = s.algorithm.optimizer.lr_schedule;
   EXPECT_EQ(l.type, "warmup_cosine");
   const auto& own = lr_schedule_settings<WarmupCosineSettings>(l);
-  EXPECT_EQ(own.warmup_steps, 3);
-  EXPECT_EQ(own.total_steps, 0);
+  EXPECT_EQ(own.span.warmup_steps, 3);
+  EXPECT_EQ(own.span.total_steps, 0);
   EXPECT_EQ(own.lr_min, 0.05);
   const json echo = s.to_json();
   EXPECT_EQ(echo["algorithm"]["lr_schedule"],
             (json{{"type", "warmup_cosine"}, {"warmup_epochs", 0.0}, {"warmup_init_lr", 0.0},
                   {"lr_scaleup", {{"factor", "none"}}}, {"warmup_steps", 3}, {"total_steps", 0}, {"lr_min", 0.05}}));
   EXPECT_EQ(runner::parse_scenario(echo).to_json(), echo);
-  auto error_path = [&](const json& bad) -> std::string {
-    try {
-      runner::parse_scenario(scenario_doc(bad, kLogistic));
-    } catch (const runner::ScenarioError& e) {
-      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
-      return e.path();
-    }
-    return "accepted";
-  };
   EXPECT_EQ(error_path({{"type", "warmup_cosine"}, {"warmup_epochs", 1}}), "/algorithm/lr_schedule/warmup_epochs");
   EXPECT_EQ(error_path({{"type", "warmup_cosine"}, {"warmup_steps", 5}, {"total_steps", 5}}),
             "/algorithm/lr_schedule/total_steps");
@@ -142,7 +144,7 @@ TEST(LrWsd, FollowsTheClosedFormForEachDecayShape) {
     SCOPED_TRACE(shape);
     const LrSchedule s(1e-3,
                        {.type = "wsd",
-                        .settings = WsdSettings{.warmup_steps = 50, .decay_fraction = 0.2, .decay_shape = shape, .lr_min = 1e-5}},
+                        .settings = WsdSettings{.span = {.warmup_steps = 50}, .decay_fraction = 0.2, .decay_shape = shape, .lr_min = 1e-5}},
                        {.run_steps = 1000});
     for (std::int64_t t = 1; t <= 1100; ++t)
       EXPECT_NEAR(s.at(t), wsd_closed_form(static_cast<double>(t), 1e-3, 0.0, 1e-5, 50, 1000, 0.2, shape), 1e-18)
@@ -157,7 +159,7 @@ TEST(LrWsd, FollowsTheClosedFormForEachDecayShape) {
   }
   // Halfway through the decay (p = 1/2): linear 1/2, cosine 1/2, 1-sqrt 1 - 1/sqrt(2).
   auto halfway = [](const std::string& shape) {
-    return LrSchedule(1.0, {.type = "wsd", .settings = WsdSettings{.total_steps = 100, .decay_fraction = 0.5, .decay_shape = shape}},
+    return LrSchedule(1.0, {.type = "wsd", .settings = WsdSettings{.span = {.total_steps = 100}, .decay_fraction = 0.5, .decay_shape = shape}},
                       {.run_steps = 10})
         .at(75);
   };
@@ -169,7 +171,7 @@ TEST(LrWsd, FollowsTheClosedFormForEachDecayShape) {
                          {.run_steps = 10});
   EXPECT_DOUBLE_EQ(whole.at(1), 0.9);
   // The run's steps cannot hold the warm-up before the decay.
-  EXPECT_THROW(LrSchedule(1.0, {.type = "wsd", .settings = WsdSettings{.warmup_steps = 9}}, {.run_steps = 10}),
+  EXPECT_THROW(LrSchedule(1.0, {.type = "wsd", .settings = WsdSettings{.span = {.warmup_steps = 9}}}, {.run_steps = 10}),
                std::invalid_argument);
 }
 
@@ -177,7 +179,7 @@ TEST(LrWsd, ScenarioSyntaxEchoAndErrors) {
   const json schedule = {{"type", "wsd"}, {"warmup_steps", 2}, {"decay_fraction", 0.25}, {"decay_shape", "cosine"}};
   const auto s = runner::parse_scenario(scenario_doc(schedule, kLogistic));
   const auto& own = lr_schedule_settings<WsdSettings>(s.algorithm.optimizer.lr_schedule);
-  EXPECT_EQ(own.warmup_steps, 2);
+  EXPECT_EQ(own.span.warmup_steps, 2);
   EXPECT_EQ(own.decay_fraction, 0.25);
   EXPECT_EQ(own.decay_shape, "cosine");
   const json echo = s.to_json();
@@ -190,15 +192,6 @@ TEST(LrWsd, ScenarioSyntaxEchoAndErrors) {
                                                   .algorithm.optimizer.lr_schedule)
                 .decay_shape,
             "1-sqrt");  // the paper's best cooldown, the default
-  auto error_path = [&](const json& bad) -> std::string {
-    try {
-      runner::parse_scenario(scenario_doc(bad, kLogistic));
-    } catch (const runner::ScenarioError& e) {
-      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
-      return e.path();
-    }
-    return "accepted";
-  };
   EXPECT_EQ(error_path({{"type", "wsd"}, {"warmup_epochs", 1}}), "/algorithm/lr_schedule/warmup_epochs");
   EXPECT_EQ(error_path({{"type", "wsd"}, {"decay_fraction", 0}}), "/algorithm/lr_schedule/decay_fraction");
   EXPECT_EQ(error_path({{"type", "wsd"}, {"decay_fraction", 1.5}}), "/algorithm/lr_schedule/decay_fraction");

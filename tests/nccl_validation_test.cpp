@@ -141,9 +141,9 @@ std::string render_figures() {
   for (const auto& f : published_figures()) {
     const FigureRow r = predict(f);
     out += fmt::format("| {} | {} | `{}`, {} node{} | {:.1f} | {:.1f} | {:+.1f} % | {:.1f} | {:.1f} (at {}) | {:+.1f} % | {} |\n",
-                       f.name, f.source, f.system, f.nodes, f.nodes == 1 ? "" : "s", f.average_busbw_GBps, r.average, 100 * (r.average / f.average_busbw_GBps - 1),
-                       f.peak_busbw_GBps, r.peak, size_text(r.peak_bytes), 100 * (r.peak / f.peak_busbw_GBps - 1),
-                       r.choice_at_peak);
+                       f.name, f.source, f.system, f.nodes, f.nodes == 1 ? "" : "s", f.average_busbw_GBps, r.average,
+                       100 * (r.average / f.average_busbw_GBps - 1), f.peak_busbw_GBps, r.peak, size_text(r.peak_bytes),
+                       100 * (r.peak / f.peak_busbw_GBps - 1), r.choice_at_peak);
   }
   return out;
 }

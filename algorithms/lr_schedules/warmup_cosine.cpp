@@ -15,9 +15,6 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
-#include <stdexcept>
-
-#include <fmt/format.h>
 
 #include "algorithms/lr_schedule.hpp"
 
@@ -28,35 +25,23 @@ namespace {
 const WarmupCosineSettings& settings(const LrScheduleSpec& s) { return lr_schedule_settings<WarmupCosineSettings>(s); }
 
 void parse(config::ObjectReader& o, LrScheduleSpec& spec) {
-  if (spec.warmup_epochs != 0.0)
-    throw config::ScenarioError(o.where("warmup_epochs"), config::ErrorKind::inconsistent,
-                                "warmup_cosine counts its warm-up in steps: set warmup_steps instead");
   WarmupCosineSettings s;
-  s.warmup_steps = o.integer("warmup_steps", s.warmup_steps, 0, config::kIntMax);
-  s.total_steps = o.integer("total_steps", s.total_steps, 0, config::kIntMax);
-  if (s.total_steps != 0 && s.total_steps <= s.warmup_steps)
-    throw config::ScenarioError(o.where("total_steps"), config::ErrorKind::inconsistent,
-                                fmt::format("expected more than warmup_steps ({}), got {}", s.warmup_steps, s.total_steps));
+  s.span = parse_step_span(o, spec);
   s.lr_min = o.number("lr_min", s.lr_min, 0.0, config::kInf);
   spec.settings = s;
 }
 
 void to_json(const LrScheduleSpec& spec, nlohmann::json& out) {
-  out["warmup_steps"] = settings(spec).warmup_steps;
-  out["total_steps"] = settings(spec).total_steps;  // 0: the run's steps
+  step_span_json(settings(spec).span, out);
   out["lr_min"] = settings(spec).lr_min;
 }
 
 LrShape make(const LrScheduleSpec& spec, const LrShapeContext& c) {
   const WarmupCosineSettings& s = settings(spec);
-  const double W = static_cast<double>(s.warmup_steps);
-  const double T = static_cast<double>(s.total_steps > 0 ? s.total_steps : c.run_steps);
-  if (T <= W)  // the loader checks total_steps; the run's steps are the run's
-    throw std::invalid_argument(fmt::format("warmup_cosine over the run's {} steps: expected more steps than the "
-                                            "warm-up's {}",
-                                            c.run_steps, s.warmup_steps));
+  const double W = static_cast<double>(s.span.warmup_steps);
+  const double T = step_span_end(s.span, c.run_steps, "warmup_cosine");
   return [peak = c.peak, lr_0 = spec.warmup_init_lr, lr_min = s.lr_min, W, T](double t) {
-    if (t <= W) return lr_0 + (peak - lr_0) * (t / W);
+    if (t <= W) return step_warmup_lr(t, peak, lr_0, W);
     const double p = std::min((t - W) / (T - W), 1.0);
     return lr_min + (peak - lr_min) * (1.0 + std::cos(std::numbers::pi * p)) / 2.0;
   };

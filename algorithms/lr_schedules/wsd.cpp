@@ -32,22 +32,15 @@ const WsdSettings& settings(const LrScheduleSpec& s) { return lr_schedule_settin
 double decay_start(const WsdSettings& s, double T) { return T - s.decay_fraction * T; }
 
 void parse(config::ObjectReader& o, LrScheduleSpec& spec) {
-  if (spec.warmup_epochs != 0.0)
-    throw config::ScenarioError(o.where("warmup_epochs"), config::ErrorKind::inconsistent,
-                                "wsd counts its warm-up in steps: set warmup_steps instead");
   WsdSettings s;
-  s.warmup_steps = o.integer("warmup_steps", s.warmup_steps, 0, config::kIntMax);
-  s.total_steps = o.integer("total_steps", s.total_steps, 0, config::kIntMax);
-  if (s.total_steps != 0 && s.total_steps <= s.warmup_steps)
-    throw config::ScenarioError(o.where("total_steps"), config::ErrorKind::inconsistent,
-                                fmt::format("expected more than warmup_steps ({}), got {}", s.warmup_steps, s.total_steps));
+  s.span = parse_step_span(o, spec);
   s.decay_fraction = o.number("decay_fraction", s.decay_fraction, 0.0, 1.0, true);
-  if (s.total_steps != 0 && decay_start(s, static_cast<double>(s.total_steps)) < static_cast<double>(s.warmup_steps))
-    throw config::ScenarioError(
-        o.where("decay_fraction"), config::ErrorKind::inconsistent,
-        fmt::format("the decay would start at step {} of {}, inside the {}-step warm-up: expected decay_fraction <= {}",
-                    decay_start(s, static_cast<double>(s.total_steps)), s.total_steps, s.warmup_steps,
-                    1.0 - static_cast<double>(s.warmup_steps) / static_cast<double>(s.total_steps)));
+  const auto W = static_cast<double>(s.span.warmup_steps), T = static_cast<double>(s.span.total_steps);
+  if (s.span.total_steps != 0 && decay_start(s, T) < W)
+    throw config::ScenarioError(o.where("decay_fraction"), config::ErrorKind::inconsistent,
+                                fmt::format("the decay would start at step {} of {}, inside the {}-step warm-up: expected "
+                                            "decay_fraction <= {}",
+                                            decay_start(s, T), s.span.total_steps, s.span.warmup_steps, 1.0 - W / T));
   s.decay_shape = o.choice("decay_shape", s.decay_shape, {"linear", "cosine", "1-sqrt"});
   s.lr_min = o.number("lr_min", s.lr_min, 0.0, config::kInf);
   spec.settings = s;
@@ -55,8 +48,7 @@ void parse(config::ObjectReader& o, LrScheduleSpec& spec) {
 
 void to_json(const LrScheduleSpec& spec, nlohmann::json& out) {
   const WsdSettings& s = settings(spec);
-  out["warmup_steps"] = s.warmup_steps;
-  out["total_steps"] = s.total_steps;  // 0: the run's steps
+  step_span_json(s.span, out);
   out["decay_fraction"] = s.decay_fraction;
   out["decay_shape"] = s.decay_shape;
   out["lr_min"] = s.lr_min;
@@ -64,19 +56,19 @@ void to_json(const LrScheduleSpec& spec, nlohmann::json& out) {
 
 LrShape make(const LrScheduleSpec& spec, const LrShapeContext& c) {
   const WsdSettings& s = settings(spec);
-  const double W = static_cast<double>(s.warmup_steps);
-  const double T = static_cast<double>(s.total_steps > 0 ? s.total_steps : c.run_steps);
+  const double W = static_cast<double>(s.span.warmup_steps);
+  const double T = step_span_end(s.span, c.run_steps, "wsd");
   const double T0 = decay_start(s, T), D = T - T0;
-  if (!(D > 0.0) || T0 < W)  // the loader checks total_steps; the run's steps are the run's
-    throw std::invalid_argument(fmt::format("wsd over {} steps: its decay would start at step {}, inside the {}-step warm-up",
-                                            T, T0, s.warmup_steps));
+  if (T0 < W)
+    throw std::invalid_argument(
+        fmt::format("wsd over {} steps: its decay would start at step {}, inside the {}-step warm-up", T, T0, s.span.warmup_steps));
   double (*g)(double) = nullptr;
   if (s.decay_shape == "linear") g = [](double p) { return 1.0 - p; };
   if (s.decay_shape == "cosine") g = [](double p) { return (1.0 + std::cos(std::numbers::pi * p)) / 2.0; };
   if (s.decay_shape == "1-sqrt") g = [](double p) { return 1.0 - std::sqrt(p); };
   if (g == nullptr) throw std::invalid_argument(fmt::format("wsd: unknown decay_shape '{}'", s.decay_shape));
   return [peak = c.peak, lr_0 = spec.warmup_init_lr, lr_min = s.lr_min, W, T0, D, g](double t) {
-    if (t <= W) return lr_0 + (peak - lr_0) * (t / W);
+    if (t <= W) return step_warmup_lr(t, peak, lr_0, W);
     if (t <= T0) return peak;
     return lr_min + (peak - lr_min) * g(std::min((t - T0) / D, 1.0));
   };
