@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "network_models/machine_clock.hpp"
+#include "network_models/machine_ports.hpp"
 #include "network_models/transport.hpp"
 
 namespace dtsim::net {
@@ -17,12 +18,14 @@ namespace dtsim::net {
 // latencies: zero for the nccl model's topology) has passed and both its ports are free:
 // the sender's way out and the receiver's way in each carry one message at a time, in the
 // order the messages reach them (two sends from one GPU, two NICs' worth of traffic into
-// one, take turns). It arrives the clock's latency after its wire time. The route still has
-// to exist (a failed link reroutes or stops the run, as for the other models).
+// one, take turns), and none while a collective of the job runs (machine_ports.hpp). It
+// arrives the clock's latency after its wire time. The route still has to exist (a failed
+// link reroutes or stops the run, as for the other models).
 class ClockTransport final : public Transport {
  public:
+  // `ports`: shared with the job's collectives (CollectiveStream::ports).
   ClockTransport(sim::Engine& engine, Topology topology, Perturbations perturbations,
-                 std::shared_ptr<const MachineClock> clock);
+                 std::shared_ptr<const MachineClock> clock, std::shared_ptr<MachinePorts> ports);
   std::string name() const override { return "machine_clock"; }
 
  protected:
@@ -30,7 +33,7 @@ class ClockTransport final : public Transport {
 
  private:
   std::shared_ptr<const MachineClock> clock_;
-  std::vector<double> egress_free_, ingress_free_;  // per port, when its last message leaves the wire
+  std::shared_ptr<MachinePorts> ports_;
 };
 
 }  // namespace dtsim::net

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "network_models/machine_ports.hpp"
 #include "network_models/ring_recurrence.hpp"
 
 namespace dtsim::net {
@@ -543,9 +544,12 @@ ClosedFormExecution::ClosedFormExecution(sim::Engine& engine, int ranks, double 
 void ClosedFormExecution::arrive(int) {
   last_ = engine_.now();
   if (++arrived_ < ranks_) return;
-  const double start = stream_ ? std::max(last_, stream_->free_at) : last_;
+  double start = last_;
+  if (stream_) start = std::max(start, stream_->free_at);
+  if (stream_ && stream_->ports) start = std::max(start, stream_->ports->all_free());
   const double finish = engine_.time_grid().later(start, seconds_);
   if (stream_) stream_->free_at = finish;
+  if (stream_ && stream_->ports) stream_->ports->hold_all(finish);
   for (int r = 0; r < ranks_; ++r) engine_.call_at(finish, [done = done_, r] { done(r); });
 }
 

@@ -186,14 +186,19 @@ class ScheduledExecution final : public Execution,
   std::shared_ptr<ScheduledExecution> self_while_in_flight_;
 };
 
+struct MachinePorts;  // machine_ports.hpp
+
 // The collectives of one communicator that run one at a time, in the order they start,
-// as a process group's collectives do on its NCCL stream: when the one running ends.
+// as a process group's collectives do on its NCCL stream: when the one running ends. On a
+// described machine they also hold its ports (machine_ports.hpp) while they run.
 struct CollectiveStream {
   double free_at = 0.0;
+  std::shared_ptr<MachinePorts> ports;  // nullptr: no ports to share
 };
 
-// Waits for the last rank, then for `stream` (if any) to be free, and ends every rank
-// `seconds` later. Ranks issue their collectives in one order, so the last arrivals come
+// Waits for the last rank, then for `stream` (if any) to be free and its ports to be let
+// go by the messages on the wire, and ends every rank `seconds` later, holding the ports
+// until then. Ranks issue their collectives in one order, so the last arrivals come
 // in that order too and the stream runs them in it.
 class ClosedFormExecution final : public Execution {
  public:

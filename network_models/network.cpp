@@ -52,14 +52,16 @@ Network::Network(sim::Engine& engine, Topology topology, NetworkConfig config, s
     throw std::invalid_argument(fmt::format("network: bandwidth must be > 0, got {}", config_.nominal.bandwidth_bytes_per_s));
   if (!(config_.nominal.latency_s >= 0))
     throw std::invalid_argument(fmt::format("network: latency must be >= 0, got {}", config_.nominal.latency_s));
+  std::shared_ptr<MachinePorts> ports;
   if (model_->make_clock) {
     clock_ = model_->make_clock(config_, topology.size());
-    stream_ = std::make_shared<CollectiveStream>();
+    ports = std::make_shared<MachinePorts>(clock_->ports());
+    stream_ = std::make_shared<CollectiveStream>(CollectiveStream{.ports = ports});
   }
   // A described machine's clock chooses its own algorithms; `auto` is for scheduled collectives.
   if (!clock_ && !model_->closed_form_collectives && leaves_a_collective_to_auto(config_))
     fastest_ = std::make_unique<FastestAlgorithm>(*model_, topology, config_.nominal, engine.time_grid());
-  transport_ = clock_ ? std::make_unique<ClockTransport>(engine, std::move(topology), config_.perturbations, clock_)
+  transport_ = clock_ ? std::make_unique<ClockTransport>(engine, std::move(topology), config_.perturbations, clock_, ports)
                       : model_->make_transport(engine, std::move(topology), config_.perturbations);
   transport_->shortcuts().evaluate_rings(config_.evaluate_rings && model_->rings_as_recurrence);
 }

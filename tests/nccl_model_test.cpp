@@ -545,5 +545,47 @@ TEST(NcclNetwork, MessagesTakeTurnsAtTheirPorts) {
   EXPECT_NEAR(second, 2 * alone + alone, 1e-12);
 }
 
+// A collective drives every GPU's links, so it holds every port from its start to its end:
+// a message sent while it runs goes on the wire when it ends, and a collective whose last
+// rank arrives while a message is on the wire starts when that message has left it. One
+// issued later, with the ports free, starts at its last arrival.
+TEST(NcclNetwork, CollectivesAndMessagesTakeTurnsAtThePorts) {
+  const NetworkConfig config = nccl_network({{"model", "nccl"}, {"system", "a100_8x"}});
+  const Clock clock(config.nccl, 8);
+  const double bytes = 16 << 20;
+  const P2pTiming m = p2p_timing(clock.machine(), 2, 3, bytes);
+  const double wire = m.wire_us * 1e-6, alone = (m.latency_us + m.wire_us) * 1e-6;
+  struct Times {
+    double collective = -1, message = -1;
+  };
+  // The collective's ranks arrive at `arrive`, the message 2 -> 3 is sent at `send`.
+  auto run = [&](std::int64_t elements, double arrive, double send) {
+    sim::Engine engine;
+    Network network(engine, Topology::ring(8, config.nominal), config);
+    const auto spec = network.resolve(CollectiveSpec{.kind = CollectiveKind::AllReduce, .ranks = 8, .elements = elements});
+    Times t;
+    auto c = network.collective(spec, nullptr, [&](int r) {
+      if (r == 0) t.collective = engine.now();
+    });
+    for (int r = 0; r < 8; ++r) engine.call_at(arrive, [c, r] { c->arrive(r); });
+    engine.call_at(send, [&] { network.send(2, 3, bytes, [&] { t.message = engine.now(); }); });
+    engine.run();
+    return std::pair{t, clock.collective_seconds(spec)};
+  };
+  // The message sent while a 64 MiB all-reduce runs waits for its end.
+  auto [during, big] = run(1 << 24, 0.0, 1e-6);
+  ASSERT_GT(big, 2e-6);
+  EXPECT_NEAR(during.collective, big, 1e-12);
+  EXPECT_NEAR(during.message, big + alone, 1e-12);
+  // The collective whose ranks arrive while the message is on the wire waits for the wire.
+  auto [after, small] = run(1 << 10, wire / 2, 0.0);
+  EXPECT_NEAR(after.message, alone, 1e-12);
+  EXPECT_NEAR(after.collective, wire + small, 1e-12);
+  // Apart in time, neither waits.
+  auto [apart, small2] = run(1 << 10, 2 * alone, 0.0);
+  EXPECT_NEAR(apart.message, alone, 1e-12);
+  EXPECT_NEAR(apart.collective, 2 * alone + small2, 1e-12);
+}
+
 }  // namespace
 }  // namespace dtsim::net::nccl

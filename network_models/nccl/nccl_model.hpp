@@ -13,7 +13,9 @@
 // iteration: it measures max(G x launch_us, the GPUs' time) (benchmark_seconds).
 //
 // Collectives run one at a time in the order they start, as one process group's do on
-// its NCCL stream (net::CollectiveStream): one issued while another runs waits for it.
+// its NCCL stream (net::CollectiveStream): one issued while another runs waits for it. A
+// running collective holds every port of the machine, so the job's point-to-point messages
+// take turns with it (net::MachinePorts).
 #pragma once
 
 #include <memory>
