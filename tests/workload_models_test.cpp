@@ -23,6 +23,7 @@
 #include "workloads/image_models.hpp"
 #include "workloads/shape_models.hpp"
 #include "workloads/sources/fashion_mnist.hpp"
+#include "workloads/workload_registry.hpp"
 #include "workloads/workload_spec.hpp"
 
 namespace dtsim::workloads {
@@ -449,10 +450,18 @@ TEST(ShapeModels, TensorCountsAndParametersMatchPublishedFigures) {
   EXPECT_EQ(gpt.front().name, "ln_f.bias");
   EXPECT_EQ(gpt.back().name, "wte.weight");
   EXPECT_EQ(gpt[2].name, "h.11.mlp.c_proj.bias");
-  for (const auto* m : {"resnet20", "resnet50", "bert_base", "gpt2_small"}) {
+  // Every kind of the table: unique tensor names, and a workload type of its name whose
+  // fields are the batch and, for a transformer, the sequence length.
+  for (const auto* kind : shape_model_kinds()) {
+    const std::string m(kind->name);
     std::set<std::string> names;
     for (const auto& t : shape_model_tensors(m)) names.insert(t.name);
     EXPECT_EQ(names.size(), shape_model_tensors(m).size()) << m;
+    const WorkloadEntry* entry = find_workload(m);
+    ASSERT_NE(entry, nullptr) << m;
+    const std::vector<std::string> fields = kind->max_positions > 0 ? std::vector<std::string>{"batch_size", "sequence_length"}
+                                                                     : std::vector<std::string>{"batch_size"};
+    EXPECT_EQ(entry->fields, fields) << m;
   }
   EXPECT_NE(error_of([] { shape_model_tensors("vgg16"); }).find("unknown shape model 'vgg16'"), std::string::npos);
 }

@@ -15,225 +15,6 @@ namespace dtsim::workloads {
 
 namespace {
 
-// Builds the layer list; op() charges a parameter-free operation to the last layer.
-class ModelBuilder {
- public:
-  void layer(const std::string& name, std::vector<TensorShape> tensors, double flops, double bytes, double fixed) {
-    layers_.push_back({name, std::move(tensors), flops, bytes, fixed});
-  }
-  void op(double flops, double bytes) {
-    if (layers_.empty()) throw std::logic_error("shape model: an operation before the first layer");
-    layers_.back().flops += flops;
-    layers_.back().bytes += bytes;
-  }
-  std::vector<ShapeLayer> done() { return std::move(layers_); }
-
- private:
-  std::vector<ShapeLayer> layers_;
-};
-
-struct Image {
-  std::int64_t c, h, w;
-  double numel() const { return static_cast<double>(c * h * w); }
-};
-
-// A conv named "<name>.weight", bias-free unless `bias` ("<name>.bias": one more FLOP per
-// output element, its values read once per batch); updates x to the output.
-void conv(ModelBuilder& b, const std::string& name, Image& x, std::int64_t out, std::int64_t k, std::int64_t stride,
-          std::int64_t pad, bool bias = false) {
-  const Image y{out, (x.h + 2 * pad - k) / stride + 1, (x.w + 2 * pad - k) / stride + 1};
-  const double weights = static_cast<double>(x.c * out * k * k);
-  std::vector<TensorShape> tensors{{name + ".weight", {out, x.c, k, k}}};
-  if (bias) tensors.push_back({name + ".bias", {out}});
-  b.layer(name, std::move(tensors), 2.0 * weights * static_cast<double>(y.h * y.w) + (bias ? y.numel() : 0.0),
-          4.0 * (x.numel() + y.numel()), 4.0 * (weights + (bias ? static_cast<double>(out) : 0.0)));
-  x = y;
-}
-
-// BatchNorm (weight, bias) in inference form y = a x + c: 2 FLOPs and 8 bytes per element;
-// a following ReLU adds 1 FLOP and 8 bytes per element.
-void batchnorm(ModelBuilder& b, const std::string& name, const Image& x, bool relu) {
-  b.layer(name, {{name + ".weight", {x.c}}, {name + ".bias", {x.c}}}, 2.0 * x.numel(), 8.0 * x.numel(),
-          8.0 * static_cast<double>(x.c));
-  if (relu) b.op(x.numel(), 8.0 * x.numel());
-}
-
-// Linear layer on `tokens` rows: weight [out, in] (or [in, out] for GPT-2's Conv1D) and bias.
-void linear(ModelBuilder& b, const std::string& name, std::int64_t in, std::int64_t out, double tokens,
-            bool transposed = false) {
-  const std::vector<std::int64_t> shape = transposed ? std::vector<std::int64_t>{in, out} : std::vector<std::int64_t>{out, in};
-  const double w = static_cast<double>(in * out);
-  b.layer(name, {{name + ".weight", shape}, {name + ".bias", {out}}},
-          tokens * (2.0 * w + static_cast<double>(out)), 4.0 * tokens * static_cast<double>(in + out),
-          4.0 * (w + static_cast<double>(out)));
-}
-
-// LayerNorm over `tokens` x `h`: about 8 FLOPs and 8 bytes per element.
-void layernorm(ModelBuilder& b, const std::string& name, std::int64_t h, double tokens) {
-  const double n = tokens * static_cast<double>(h);
-  b.layer(name, {{name + ".weight", {h}}, {name + ".bias", {h}}}, 8.0 * n, 8.0 * n, 8.0 * static_cast<double>(h));
-}
-
-// Residual add of n elements: 1 FLOP, 12 bytes per element.
-void add(ModelBuilder& b, double n) { b.op(n, 12.0 * n); }
-
-// Self-attention on S tokens of width h in `heads` heads: scores Q K^T and context P V
-// (2 S S h FLOPs each), softmax over heads x S x S.
-void attention(ModelBuilder& b, std::int64_t s, std::int64_t h, std::int64_t heads) {
-  const double ss = static_cast<double>(s * s), sh = static_cast<double>(s * h), p = static_cast<double>(heads) * ss;
-  b.op(2.0 * ss * static_cast<double>(h), 4.0 * (2.0 * sh + p));  // scores: read Q, K; write P
-  b.op(5.0 * p, 8.0 * p);                                         // softmax
-  b.op(2.0 * ss * static_cast<double>(h), 4.0 * (p + 2.0 * sh));  // context: read P, V; write
-}
-
-}  // namespace
-
-std::vector<ShapeLayer> resnet20_layers(std::int64_t in_channels, std::int64_t classes) {
-  ModelBuilder b;
-  Image x{in_channels, 32, 32};
-  conv(b, "conv1", x, 16, 3, 1, 1);
-  batchnorm(b, "bn1", x, true);
-  const std::int64_t widths[] = {16, 32, 64};
-  for (int stage = 0; stage < 3; ++stage) {
-    for (int block = 0; block < 3; ++block) {
-      const std::string p = fmt::format("layer{}.{}.", stage + 1, block);
-      const std::int64_t stride = stage > 0 && block == 0 ? 2 : 1;
-      conv(b, p + "conv1", x, widths[stage], 3, stride, 1);
-      batchnorm(b, p + "bn1", x, true);
-      conv(b, p + "conv2", x, widths[stage], 3, 1, 1);
-      batchnorm(b, p + "bn2", x, false);
-      add(b, x.numel());  // option A shortcut: subsample and zero-pad, no parameters
-      b.op(x.numel(), 8.0 * x.numel());  // relu
-    }
-  }
-  b.op(x.numel(), 4.0 * (x.numel() + static_cast<double>(x.c)));  // global average pool
-  linear(b, "fc", 64, classes, 1.0);
-  return b.done();
-}
-
-std::vector<ShapeLayer> vgg11_layers(std::int64_t in_channels, std::int64_t classes) {
-  ModelBuilder b;
-  Image x{in_channels, 32, 32};
-  int index = 0;  // the module's position in `features`: conv, bn, relu, then maxpool after some
-  for (const std::int64_t width : {64, 0, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0}) {
-    if (width == 0) {  // maxpool 2x2 stride 2: 4 comparisons per output
-      const Image pooled{x.c, x.h / 2, x.w / 2};
-      b.op(4.0 * pooled.numel(), 4.0 * (x.numel() + pooled.numel()));
-      x = pooled;
-      ++index;
-      continue;
-    }
-    conv(b, fmt::format("features.{}", index), x, width, 3, 1, 1, /*bias=*/true);
-    batchnorm(b, fmt::format("features.{}", index + 1), x, true);
-    index += 3;
-  }
-  // classifier: dropout, fc 512, relu, dropout, fc 512, relu, fc; a dropout is a mask
-  // multiply (1 FLOP, 12 bytes per element).
-  const double hidden = 512;
-  b.op(x.numel(), 12.0 * x.numel());
-  linear(b, "classifier.1", x.c * x.h * x.w, 512, 1.0);
-  b.op(hidden, 8.0 * hidden);
-  b.op(hidden, 12.0 * hidden);
-  linear(b, "classifier.4", 512, 512, 1.0);
-  b.op(hidden, 8.0 * hidden);
-  linear(b, "classifier.6", 512, classes, 1.0);
-  return b.done();
-}
-
-namespace {
-
-std::vector<ShapeLayer> resnet50() {
-  ModelBuilder b;
-  Image x{3, 224, 224};
-  conv(b, "conv1", x, 64, 7, 2, 3);
-  batchnorm(b, "bn1", x, true);
-  const Image pooled{x.c, (x.h + 2 - 3) / 2 + 1, (x.w + 2 - 3) / 2 + 1};
-  b.op(9.0 * pooled.numel(), 4.0 * (x.numel() + pooled.numel()));  // maxpool 3x3 stride 2
-  x = pooled;
-  const std::int64_t planes[] = {64, 128, 256, 512}, blocks[] = {3, 4, 6, 3};
-  for (int stage = 0; stage < 4; ++stage) {
-    for (std::int64_t block = 0; block < blocks[stage]; ++block) {
-      const std::string p = fmt::format("layer{}.{}.", stage + 1, block);
-      const std::int64_t stride = stage > 0 && block == 0 ? 2 : 1;
-      const Image in = x;
-      conv(b, p + "conv1", x, planes[stage], 1, 1, 0);
-      batchnorm(b, p + "bn1", x, true);
-      conv(b, p + "conv2", x, planes[stage], 3, stride, 1);
-      batchnorm(b, p + "bn2", x, true);
-      conv(b, p + "conv3", x, planes[stage] * 4, 1, 1, 0);
-      batchnorm(b, p + "bn3", x, false);
-      if (block == 0) {
-        Image shortcut = in;
-        conv(b, p + "downsample.0", shortcut, planes[stage] * 4, 1, stride, 0);
-        batchnorm(b, p + "downsample.1", shortcut, false);
-      }
-      add(b, x.numel());
-      b.op(x.numel(), 8.0 * x.numel());  // relu
-    }
-  }
-  b.op(x.numel(), 4.0 * (x.numel() + static_cast<double>(x.c)));  // global average pool
-  linear(b, "fc", 2048, 1000, 1.0);
-  return b.done();
-}
-
-constexpr std::int64_t kHidden = 768, kFfn = 3072, kHeads = 12, kLayers = 12;
-constexpr std::int64_t kBertVocab = 30522, kBertPositions = 512, kGptVocab = 50257, kGptPositions = 1024;
-
-std::vector<ShapeLayer> bert_base(std::int64_t s) {
-  ModelBuilder b;
-  const double t = static_cast<double>(s), th = t * static_cast<double>(kHidden);
-  b.layer("embeddings",
-          {{"embeddings.word_embeddings.weight", {kBertVocab, kHidden}},
-           {"embeddings.position_embeddings.weight", {kBertPositions, kHidden}},
-           {"embeddings.token_type_embeddings.weight", {2, kHidden}}},
-          2.0 * th, 16.0 * th, 0.0);  // three look-ups summed
-  layernorm(b, "embeddings.LayerNorm", kHidden, t);
-  for (std::int64_t i = 0; i < kLayers; ++i) {
-    const std::string p = fmt::format("encoder.layer.{}.", i);
-    linear(b, p + "attention.self.query", kHidden, kHidden, t);
-    linear(b, p + "attention.self.key", kHidden, kHidden, t);
-    linear(b, p + "attention.self.value", kHidden, kHidden, t);
-    attention(b, s, kHidden, kHeads);
-    linear(b, p + "attention.output.dense", kHidden, kHidden, t);
-    add(b, th);
-    layernorm(b, p + "attention.output.LayerNorm", kHidden, t);
-    linear(b, p + "intermediate.dense", kHidden, kFfn, t);
-    b.op(8.0 * t * kFfn, 8.0 * t * kFfn);  // GELU
-    linear(b, p + "output.dense", kFfn, kHidden, t);
-    add(b, th);
-    layernorm(b, p + "output.LayerNorm", kHidden, t);
-  }
-  linear(b, "pooler.dense", kHidden, kHidden, 1.0);  // on the [CLS] token
-  b.op(4.0 * kHidden, 8.0 * kHidden);                 // tanh
-  return b.done();
-}
-
-std::vector<ShapeLayer> gpt2_small(std::int64_t s) {
-  ModelBuilder b;
-  const double t = static_cast<double>(s), th = t * static_cast<double>(kHidden);
-  b.layer("embeddings", {{"wte.weight", {kGptVocab, kHidden}}, {"wpe.weight", {kGptPositions, kHidden}}}, th,
-          12.0 * th, 0.0);
-  for (std::int64_t i = 0; i < kLayers; ++i) {
-    const std::string p = fmt::format("h.{}.", i);
-    layernorm(b, p + "ln_1", kHidden, t);
-    linear(b, p + "attn.c_attn", kHidden, 3 * kHidden, t, true);
-    attention(b, s, kHidden, kHeads);
-    linear(b, p + "attn.c_proj", kHidden, kHidden, t, true);
-    add(b, th);
-    layernorm(b, p + "ln_2", kHidden, t);
-    linear(b, p + "mlp.c_fc", kHidden, kFfn, t, true);
-    b.op(8.0 * t * kFfn, 8.0 * t * kFfn);  // GELU
-    linear(b, p + "mlp.c_proj", kFfn, kHidden, t, true);
-    add(b, th);
-  }
-  layernorm(b, "ln_f", kHidden, t);
-  // LM head tied to wte: logits = h wte^T, then softmax cross-entropy.
-  const double tv = t * static_cast<double>(kGptVocab);
-  b.op(2.0 * th * kGptVocab, 4.0 * (th + tv));
-  b.op(5.0 * tv, 8.0 * tv);
-  return b.done();
-}
-
 std::uint64_t splitmix64(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -345,34 +126,52 @@ std::int64_t TensorShape::numel() const {
   return n;
 }
 
+const ShapeModelKind& resnet20_shape();    // shapes/resnet20.cpp
+const ShapeModelKind& resnet50_shape();    // shapes/resnet50.cpp
+const ShapeModelKind& bert_base_shape();   // shapes/bert_base.cpp
+const ShapeModelKind& gpt2_small_shape();  // shapes/gpt2_small.cpp
+
+std::span<const ShapeModelKind* const> shape_model_kinds() {
+  static const std::vector<const ShapeModelKind*> table{&resnet20_shape(), &resnet50_shape(), &bert_base_shape(),
+                                                        &gpt2_small_shape()};
+  return table;
+}
+
 const std::vector<std::string>& shape_model_types() {
-  static const std::vector<std::string> types{"resnet20", "resnet50", "bert_base", "gpt2_small"};
+  static const std::vector<std::string> types = [] {
+    std::vector<std::string> t;
+    for (const auto* k : shape_model_kinds()) t.emplace_back(k->name);
+    return t;
+  }();
   return types;
 }
 
-bool is_shape_model(const std::string& model) {
-  const auto& t = shape_model_types();
-  return std::find(t.begin(), t.end(), model) != t.end();
+namespace {
+
+const ShapeModelKind* find_shape_model(const std::string& model) {
+  for (const auto* k : shape_model_kinds())
+    if (k->name == model) return k;
+  return nullptr;
 }
 
+}  // namespace
+
+bool is_shape_model(const std::string& model) { return find_shape_model(model) != nullptr; }
+
 ShapeModel shape_model(const std::string& model, std::int64_t sequence_length) {
-  ShapeModel m;
-  m.name = model;
-  if (model == "resnet20") {
-    m.layers = resnet20_layers();
-  } else if (model == "resnet50") {
-    m.layers = resnet50();
-  } else if (model == "bert_base" || model == "gpt2_small") {
-    const std::int64_t max = model == "bert_base" ? kBertPositions : kGptPositions;
-    if (sequence_length < 1 || sequence_length > max)
-      throw std::invalid_argument(fmt::format("/workload/sequence_length: expected 1 to {} for {}, got {}", max, model,
-                                              sequence_length));
-    m.sequence_length = sequence_length;
-    m.layers = model == "bert_base" ? bert_base(sequence_length) : gpt2_small(sequence_length);
-  } else {
+  const ShapeModelKind* kind = find_shape_model(model);
+  if (!kind)
     throw std::invalid_argument(fmt::format("unknown shape model '{}' (expected one of: {})", model,
                                             fmt::join(shape_model_types(), ", ")));
+  ShapeModel m;
+  m.name = model;
+  if (kind->max_positions > 0) {
+    if (sequence_length < 1 || sequence_length > kind->max_positions)
+      throw std::invalid_argument(fmt::format("/workload/sequence_length: expected 1 to {} for {}, got {}",
+                                              kind->max_positions, model, sequence_length));
+    m.sequence_length = sequence_length;
   }
+  m.layers = kind->layers(sequence_length);
   return m;
 }
 
@@ -403,17 +202,19 @@ struct ShapePoolData : WorkloadData {
   at::Tensor pool;
 };
 
+bool is_transformer(const std::string& model) { return find_shape_model(model)->max_positions > 0; }
+
 void parse_shape_workload(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext&) {
   spec.batch_size = w.integer("batch_size", spec.batch_size, 1, config::kIntMax);
   ShapeModelSpec s;
-  if (shape_model(spec.type, 1).sequence_length > 0)  // a transformer
+  if (is_transformer(spec.type))
     s.sequence_length = w.integer("sequence_length", s.sequence_length, 1, config::kIntMax);
   spec.settings = s;
 }
 
 void shape_workload_json(const WorkloadSpec& spec, nlohmann::json& out) {
   out["batch_size"] = spec.batch_size;
-  if (shape_model(spec.type, 1).sequence_length > 0)
+  if (is_transformer(spec.type))
     out["sequence_length"] = settings_of<ShapeModelSpec>(spec).sequence_length;
 }
 
@@ -440,11 +241,11 @@ WorkloadFootprint shape_workload_footprint(const WorkloadSpec& spec, int) {
   return w;
 }
 
-WorkloadEntry shape_workload_entry(std::string name, std::string description, bool transformer) {
+WorkloadEntry shape_workload_entry(const ShapeModelKind& kind) {
   std::vector<std::string> fields{"batch_size"};
-  if (transformer) fields.push_back("sequence_length");
-  return {.name = std::move(name),
-          .description = std::move(description),
+  if (kind.max_positions > 0) fields.push_back("sequence_length");
+  return {.name = std::string(kind.name),
+          .description = std::string(kind.description),
           .fields = std::move(fields),
           .data_path = "/workload",
           .parse = parse_shape_workload,
@@ -456,28 +257,18 @@ WorkloadEntry shape_workload_entry(std::string name, std::string description, bo
 
 }  // namespace
 
-const WorkloadEntry& resnet20_entry() {
-  static const WorkloadEntry entry = shape_workload_entry(
-      "resnet20", "ResNet-20 (CIFAR-10, 0.27 M parameters), shapes and FLOPs only: for communication sweeps", false);
-  return entry;
-}
-
-const WorkloadEntry& resnet50_entry() {
-  static const WorkloadEntry entry = shape_workload_entry(
-      "resnet50", "ResNet-50 (ImageNet, 25.6 M parameters), shapes and FLOPs only: for communication sweeps", false);
-  return entry;
-}
-
-const WorkloadEntry& bert_base_entry() {
-  static const WorkloadEntry entry = shape_workload_entry(
-      "bert_base", "BERT-base (110 M parameters), shapes and FLOPs only: for communication sweeps", true);
-  return entry;
-}
-
-const WorkloadEntry& gpt2_small_entry() {
-  static const WorkloadEntry entry = shape_workload_entry(
-      "gpt2_small", "GPT-2 small (124 M parameters), shapes and FLOPs only: for communication sweeps", true);
-  return entry;
+std::span<const WorkloadEntry* const> shape_workload_entries() {
+  static const std::vector<WorkloadEntry> entries = [] {
+    std::vector<WorkloadEntry> e;
+    for (const auto* k : shape_model_kinds()) e.push_back(shape_workload_entry(*k));
+    return e;
+  }();
+  static const std::vector<const WorkloadEntry*> pointers = [] {
+    std::vector<const WorkloadEntry*> p;
+    for (const auto& e : entries) p.push_back(&e);
+    return p;
+  }();
+  return pointers;
 }
 
 }  // namespace dtsim::workloads

@@ -35,7 +35,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "workloads/workload.hpp"
@@ -69,7 +71,24 @@ struct ShapeModel {
   std::int64_t sequence_length = 0;  // transformers; 0 for the CNNs
 };
 
-// "resnet20", "resnet50", "bert_base", "gpt2_small".
+struct WorkloadEntry;  // workload_registry.hpp
+
+// A shape-only model: its layers (shape_builder.hpp) in a file of its own under shapes/,
+// and one line in shape_models.cpp's table; its workload type, its fields and its row in
+// `dtsim list workloads` follow from the entry.
+struct ShapeModelKind {
+  std::string_view name;
+  std::string_view description;    // one line
+  std::int64_t max_positions = 0;  // a transformer's longest sequence; 0: a CNN (no sequence_length)
+  std::vector<ShapeLayer> (*layers)(std::int64_t sequence_length);
+};
+
+// In table order: resnet20, resnet50, bert_base, gpt2_small.
+std::span<const ShapeModelKind* const> shape_model_kinds();
+// Their workload types' entries (workload_registry.hpp), in the same order.
+std::span<const WorkloadEntry* const> shape_workload_entries();
+
+// The kinds' names.
 const std::vector<std::string>& shape_model_types();
 bool is_shape_model(const std::string& model);
 

@@ -1,5 +1,7 @@
 #include "workloads/workload_registry.hpp"
 
+#include "workloads/shape_models.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -12,22 +14,18 @@ namespace dtsim::workloads {
 const WorkloadEntry& logistic_regression_entry();  // logistic_regression.cpp
 const WorkloadEntry& mlp_entry();                  // image_models.cpp
 const WorkloadEntry& cnn_entry();                  // image_models.cpp
-const WorkloadEntry& resnet20_entry();             // shape_models.cpp
-const WorkloadEntry& resnet50_entry();             // shape_models.cpp
-const WorkloadEntry& bert_base_entry();            // shape_models.cpp
-const WorkloadEntry& gpt2_small_entry();           // shape_models.cpp
 const WorkloadEntry& resnet20_real_entry();        // resnet20_model.cpp
 const WorkloadEntry& vgg11_real_entry();           // vgg11_model.cpp
 const WorkloadEntry& torchscript_entry();          // torchscript_model.cpp
 const WorkloadEntry& gpt_entry();                  // gpt_workload.cpp
 
 std::span<const WorkloadEntry* const> workload_entries() {
-  static const std::vector<const WorkloadEntry*> table{&logistic_regression_entry(), &mlp_entry(),
-                                                       &cnn_entry(),                 &resnet20_entry(),
-                                                       &resnet50_entry(),            &bert_base_entry(),
-                                                       &gpt2_small_entry(),          &resnet20_real_entry(),
-                                                       &vgg11_real_entry(),          &torchscript_entry(),
-                                                       &gpt_entry()};
+  static const std::vector<const WorkloadEntry*> table = [] {
+    std::vector<const WorkloadEntry*> t{&logistic_regression_entry(), &mlp_entry(), &cnn_entry()};
+    for (const auto* shape_only : shape_workload_entries()) t.push_back(shape_only);  // shape_models.cpp's table
+    for (const auto* e : {&resnet20_real_entry(), &vgg11_real_entry(), &torchscript_entry(), &gpt_entry()}) t.push_back(e);
+    return t;
+  }();
   return table;
 }
 
