@@ -530,6 +530,10 @@ TEST(WorkloadSpecScenario, TypesAndTheirFields) {
   EXPECT_EQ(error_at({{"samples", 10}, {"data_dir", "x"}}).rfind("/workload/data_dir: not a field of workload type "
                                                                   "logistic_regression", 0), 0u);
   EXPECT_EQ(error_at({{"type", "resnet50"}, {"sequence_length", 8}}).rfind("/workload/sequence_length", 0), 0u);
+  // A transformer's sequence is at most its position table (BERT 512, GPT-2 1024), refused at load.
+  EXPECT_EQ(error_at({{"type", "bert_base"}, {"sequence_length", 513}}),
+            "/workload/sequence_length: expected an integer >= 1 and <= 512, got 513");
+  EXPECT_EQ(error_at({{"type", "gpt2_small"}, {"sequence_length", 1024}}), "accepted");
   EXPECT_EQ(error_at({{"type", "mlp"}, {"kind", "mlp"}}).rfind("/workload/kind", 0), 0u);
   EXPECT_EQ(error_at({{"type", "mlp"}, {"partition", "sorted"}}).rfind("/workload/partition", 0), 0u);
   // The old name still works; the echo says type; mlp's fields round-trip.

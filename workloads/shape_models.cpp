@@ -202,13 +202,16 @@ struct ShapePoolData : WorkloadData {
   at::Tensor pool;
 };
 
+// The shape model a shape workload's entry was made for (its type is a kind's name).
+const ShapeModelKind& kind_of(const WorkloadSpec& spec) { return *find_shape_model(spec.type); }
+
 bool is_transformer(const std::string& model) { return find_shape_model(model)->max_positions > 0; }
 
 void parse_shape_workload(config::ObjectReader& w, WorkloadSpec& spec, const WorkloadContext&) {
   spec.batch_size = w.integer("batch_size", spec.batch_size, 1, config::kIntMax);
   ShapeModelSpec s;
-  if (is_transformer(spec.type))
-    s.sequence_length = w.integer("sequence_length", s.sequence_length, 1, config::kIntMax);
+  if (const std::int64_t positions = kind_of(spec).max_positions; positions > 0)
+    s.sequence_length = w.integer("sequence_length", s.sequence_length, 1, positions);
   spec.settings = s;
 }
 
