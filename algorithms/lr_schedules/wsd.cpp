@@ -17,8 +17,11 @@
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "algorithms/lr_schedule.hpp"
 
@@ -27,6 +30,23 @@ namespace dtsim::algorithms {
 namespace {
 
 const WsdSettings& settings(const LrScheduleSpec& s) { return lr_schedule_settings<WsdSettings>(s); }
+
+// The decay's shapes g(p), p in [0, 1]: from 1 at the decay's start to 0 at its end.
+struct DecayShape {
+  std::string_view name;
+  double (*g)(double p);
+};
+constexpr DecayShape kDecayShapes[] = {
+    {"linear", [](double p) { return 1.0 - p; }},
+    {"cosine", [](double p) { return (1.0 + std::cos(std::numbers::pi * p)) / 2.0; }},
+    {"1-sqrt", [](double p) { return 1.0 - std::sqrt(p); }},
+};
+
+std::vector<std::string> decay_shape_names() {
+  std::vector<std::string> names;
+  for (const auto& d : kDecayShapes) names.emplace_back(d.name);
+  return names;
+}
 
 // The step the decay starts at, T0 = T - decay_fraction T.
 double decay_start(const WsdSettings& s, double T) { return T - s.decay_fraction * T; }
@@ -41,7 +61,7 @@ void parse(config::ObjectReader& o, LrScheduleSpec& spec) {
                                 fmt::format("the decay would start at step {} of {}, inside the {}-step warm-up: expected "
                                             "decay_fraction <= {}",
                                             decay_start(s, T), s.span.total_steps, s.span.warmup_steps, 1.0 - W / T));
-  s.decay_shape = o.choice("decay_shape", s.decay_shape, {"linear", "cosine", "1-sqrt"});
+  s.decay_shape = o.choice("decay_shape", s.decay_shape, decay_shape_names());
   s.lr_min = o.number("lr_min", s.lr_min, 0.0, config::kInf);
   spec.settings = s;
 }
@@ -62,11 +82,12 @@ LrShape make(const LrScheduleSpec& spec, const LrShapeContext& c) {
   if (T0 < W)
     throw std::invalid_argument(
         fmt::format("wsd over {} steps: its decay would start at step {}, inside the {}-step warm-up", T, T0, s.span.warmup_steps));
-  double (*g)(double) = nullptr;
-  if (s.decay_shape == "linear") g = [](double p) { return 1.0 - p; };
-  if (s.decay_shape == "cosine") g = [](double p) { return (1.0 + std::cos(std::numbers::pi * p)) / 2.0; };
-  if (s.decay_shape == "1-sqrt") g = [](double p) { return 1.0 - std::sqrt(p); };
-  if (g == nullptr) throw std::invalid_argument(fmt::format("wsd: unknown decay_shape '{}'", s.decay_shape));
+  const auto shape = std::find_if(std::begin(kDecayShapes), std::end(kDecayShapes),
+                                  [&](const DecayShape& d) { return d.name == s.decay_shape; });
+  if (shape == std::end(kDecayShapes))
+    throw std::invalid_argument(fmt::format("wsd: unknown decay_shape '{}' (expected {})", s.decay_shape,
+                                            fmt::join(decay_shape_names(), ", ")));
+  const auto g = shape->g;
   return [peak = c.peak, lr_0 = spec.warmup_init_lr, lr_min = s.lr_min, W, T0, D, g](double t) {
     if (t <= W) return step_warmup_lr(t, peak, lr_0, W);
     if (t <= T0) return peak;
