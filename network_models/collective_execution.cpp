@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "network_models/machine_ports.hpp"
 #include "network_models/ring_recurrence.hpp"
 
 namespace dtsim::net {
@@ -542,15 +541,34 @@ ClosedFormExecution::ClosedFormExecution(sim::Engine& engine, int ranks, double 
     : engine_(engine), seconds_(seconds), done_(std::move(done)), stream_(std::move(stream)), ranks_(ranks) {}
 
 void ClosedFormExecution::arrive(int) {
-  last_ = engine_.now();
   if (++arrived_ < ranks_) return;
-  double start = last_;
-  if (stream_) start = std::max(start, stream_->free_at);
-  if (stream_ && stream_->ports) start = std::max(start, stream_->ports->all_free());
-  const double finish = engine_.time_grid().later(start, seconds_);
-  if (stream_) stream_->free_at = finish;
-  if (stream_ && stream_->ports) stream_->ports->hold_all(finish);
+  if (stream_) return stream_->submit(seconds_, ranks_, std::move(done_));
+  const double finish = engine_.after(seconds_);
   for (int r = 0; r < ranks_; ++r) engine_.call_at(finish, [done = done_, r] { done(r); });
+}
+
+CollectiveStream::CollectiveStream(sim::Engine& engine, std::shared_ptr<PortFlows> ports)
+    : engine_(engine), ports_(std::move(ports)) {
+  if (!ports_) throw std::invalid_argument("CollectiveStream: expected the machine's ports");
+}
+
+void CollectiveStream::submit(double seconds, int ranks, Execution::RankDone done) {
+  waiting_.push_back({seconds, ranks, std::move(done)});
+  if (!running_) start_next();
+}
+
+void CollectiveStream::start_next() {
+  if (waiting_.empty()) return;
+  running_ = true;
+  ports_->start_everywhere(waiting_.front().seconds, *this, 0);
+}
+
+void CollectiveStream::transfer_done(std::uint64_t) {
+  Waiting ended = std::move(waiting_.front());
+  waiting_.pop_front();
+  running_ = false;
+  for (int r = 0; r < ended.ranks; ++r) engine_.call_at(engine_.now(), [done = ended.done, r] { done(r); });
+  start_next();
 }
 
 void ScheduledExecution::abandon() {

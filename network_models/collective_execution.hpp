@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "network_models/collective_reuse.hpp"
 #include "network_models/execution.hpp"
 #include "network_models/network_model.hpp"
+#include "network_models/port_flows.hpp"
 #include "network_models/ring_wavefront.hpp"
 #include "network_models/schedule.hpp"
 #include "network_models/transport.hpp"
@@ -186,20 +188,36 @@ class ScheduledExecution final : public Execution,
   std::shared_ptr<ScheduledExecution> self_while_in_flight_;
 };
 
-struct MachinePorts;  // machine_ports.hpp
+// The collectives of one communicator on a described machine: one at a time, in the
+// order their last ranks arrive, as a process group's collectives run on its NCCL stream.
+// Each is a transfer on every port of the machine for the time its clock gives it
+// (port_flows.hpp): alone it ends exactly that long after it starts; point-to-point
+// messages on the wire meanwhile share the ports' time with it, and so slow it.
+class CollectiveStream : private PortFlows::Client {
+ public:
+  CollectiveStream(sim::Engine& engine, std::shared_ptr<PortFlows> ports);
+  // A collective whose last rank arrived now and that takes `seconds` alone: each of its
+  // `ranks` is told it is done (one event each) when it ends.
+  void submit(double seconds, int ranks, Execution::RankDone done);
 
-// The collectives of one communicator that run one at a time, in the order they start,
-// as a process group's collectives do on its NCCL stream: when the one running ends. On a
-// described machine they also hold its ports (machine_ports.hpp) while they run.
-struct CollectiveStream {
-  double free_at = 0.0;
-  std::shared_ptr<MachinePorts> ports;  // nullptr: no ports to share
+ private:
+  void transfer_done(std::uint64_t tag) override;
+  void start_next();
+
+  struct Waiting {
+    double seconds = 0.0;
+    int ranks = 0;
+    Execution::RankDone done;
+  };
+  sim::Engine& engine_;
+  std::shared_ptr<PortFlows> ports_;
+  std::deque<Waiting> waiting_;  // the front is running when running_
+  bool running_ = false;
 };
 
-// Waits for the last rank, then for `stream` (if any) to be free and its ports to be let
-// go by the messages on the wire, and ends every rank `seconds` later, holding the ports
-// until then. Ranks issue their collectives in one order, so the last arrivals come
-// in that order too and the stream runs them in it.
+// Waits for the last rank, then ends every rank `seconds` later (one event each), or,
+// given a stream, hands the collective to it. Ranks issue their collectives in one order,
+// so the last arrivals come in that order too and the stream runs them in it.
 class ClosedFormExecution final : public Execution {
  public:
   ClosedFormExecution(sim::Engine& engine, int ranks, double seconds, RankDone done,
@@ -213,7 +231,6 @@ class ClosedFormExecution final : public Execution {
   std::shared_ptr<CollectiveStream> stream_;
   int arrived_ = 0;
   int ranks_;
-  double last_ = 0.0;
 };
 
 // Runs one schedule alone on a fresh engine (its time grid `grid`, none by default) and

@@ -13,9 +13,10 @@
 
 namespace dtsim::net {
 
-// A point-to-point message as the machine carries it: a fixed part, a time on the wire,
-// and the ports it holds meanwhile (the sender's way out, the receiver's way in; ids in
-// [0, MachineClock::ports()) for each direction), which carry one message at a time.
+// A point-to-point message as the machine carries it: a fixed part, a time on the wire
+// alone, and the ports it uses meanwhile (the sender's way out, the receiver's way in; ids
+// in [0, MachineClock::ports()) for each direction), whose time the transfers on them share
+// (port_flows.hpp).
 struct MessageTiming {
   double latency_s = 0.0;
   double wire_s = 0.0;

@@ -52,11 +52,11 @@ Network::Network(sim::Engine& engine, Topology topology, NetworkConfig config, s
     throw std::invalid_argument(fmt::format("network: bandwidth must be > 0, got {}", config_.nominal.bandwidth_bytes_per_s));
   if (!(config_.nominal.latency_s >= 0))
     throw std::invalid_argument(fmt::format("network: latency must be >= 0, got {}", config_.nominal.latency_s));
-  std::shared_ptr<MachinePorts> ports;
+  std::shared_ptr<PortFlows> ports;
   if (model_->make_clock) {
     clock_ = model_->make_clock(config_, topology.size());
-    ports = std::make_shared<MachinePorts>(clock_->ports());
-    stream_ = std::make_shared<CollectiveStream>(CollectiveStream{.ports = ports});
+    ports = std::make_shared<PortFlows>(engine, clock_->ports());
+    stream_ = std::make_shared<CollectiveStream>(engine, ports);
   }
   // A described machine's clock chooses its own algorithms; `auto` is for scheduled collectives.
   if (!clock_ && !model_->closed_form_collectives && leaves_a_collective_to_auto(config_))

@@ -23,7 +23,7 @@ class Engine;
 namespace dtsim::net {
 
 class CollectiveReuse;
-struct CollectiveStream;
+class CollectiveStream;
 class FastestAlgorithm;
 class MachineClock;
 struct NetworkModel;

@@ -489,11 +489,12 @@ TEST(NcclNetwork, CollectivesQueueOnTheStream) {
   for (double e : ends) EXPECT_NEAR(e, t, 1e-12);
 }
 
-// Point-to-point messages hold the sender's way out and the receiver's way in while on the
-// wire: a GPU's NVLink port within a node, a node's NIC across nodes. Two sends from one
-// GPU, or two into one, take turns; messages with no port in common, and one on NVLink
-// beside one through a NIC, do not wait for each other.
-TEST(NcclNetwork, MessagesTakeTurnsAtTheirPorts) {
+// Point-to-point messages are transfers on the sender's way out and the receiver's way in
+// (port_flows.hpp): a GPU's NVLink port within a node, a node's NIC across nodes. Two
+// sends from one GPU, or two into one, share the port's time (each at half pace while
+// both are on it); messages with no port in common, and one on NVLink beside one through a
+// NIC, do not slow each other.
+TEST(NcclNetwork, MessagesShareTheirPorts) {
   const json two_nodes = {{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nodes", 2}}}};
   config::ObjectReader r(two_nodes, "/network");
   const NetworkConfig config = parse_network_section(r, 16, 0);
@@ -507,15 +508,17 @@ TEST(NcclNetwork, MessagesTakeTurnsAtTheirPorts) {
   EXPECT_EQ(nic.ingress, 16 + 8 + 0);  // node 1's NIC 0
   EXPECT_EQ(p2p_ports(clock.machine()), 16 + 2 * 8);
   const double alone = (nvlink.latency_us + nvlink.wire_us) * 1e-6, wire = nvlink.wire_us * 1e-6;
-  const double across = (nic.latency_us + nic.wire_us) * 1e-6;
+  const double lat = nvlink.latency_us * 1e-6, across = (nic.latency_us + nic.wire_us) * 1e-6;
 
   // Sends at time 0 (in this order); arrival time of each.
-  auto arrivals = [&](const std::vector<std::pair<int, int>>& sends) {
+  auto arrivals = [&](const std::vector<std::pair<int, int>>& sends, double bytes_each) {
     sim::Engine engine;
     Network network(engine, Topology::ring(16, config.nominal), config);
     std::vector<double> at(sends.size(), -1.0);
     for (std::size_t i = 0; i < sends.size(); ++i)
-      engine.call_at(0.0, [&, i] { network.send(sends[i].first, sends[i].second, bytes, [&, i] { at[i] = engine.now(); }); });
+      engine.call_at(0.0, [&, i] {
+        network.send(sends[i].first, sends[i].second, bytes_each, [&, i] { at[i] = engine.now(); });
+      });
     engine.run();
     return at;
   };
@@ -523,18 +526,33 @@ TEST(NcclNetwork, MessagesTakeTurnsAtTheirPorts) {
     ASSERT_EQ(got.size(), want.size());
     for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << "message " << i;
   };
-  expect(arrivals({{0, 1}, {0, 2}}), {alone, alone + wire});      // one GPU's way out
-  expect(arrivals({{1, 0}, {2, 0}}), {alone, alone + wire});      // one GPU's way in
-  expect(arrivals({{0, 1}, {2, 3}}), {alone, alone});             // no port in common
-  expect(arrivals({{0, 1}, {0, 8}}), {alone, across});            // NVLink beside the NIC
-  expect(arrivals({{0, 8}, {1, 9}}), {across, across});           // two NICs (8 per node)
+  expect(arrivals({{0, 1}, {0, 2}}, bytes), {2 * wire + lat, 2 * wire + lat});  // one GPU's way out
+  expect(arrivals({{1, 0}, {2, 0}}, bytes), {2 * wire + lat, 2 * wire + lat});  // one GPU's way in
+  expect(arrivals({{0, 1}, {2, 3}}, bytes), {alone, alone});                    // no port in common
+  expect(arrivals({{0, 1}, {0, 8}}, bytes), {alone, across});                   // NVLink beside the NIC
+  expect(arrivals({{0, 8}, {1, 9}}, bytes), {across, across});                  // two NICs (8 per node)
   // Rank 0 reaches rank 9 (NIC 1's rail) through GPU 1's NIC (PXN): the NIC rank 1 uses.
   const P2pTiming pxn = p2p_timing(clock.machine(), 0, 9, bytes), direct = p2p_timing(clock.machine(), 1, 9, bytes);
   EXPECT_EQ(pxn.egress, direct.egress);
   EXPECT_GT(pxn.latency_us, direct.latency_us);  // one more NVLink hop
-  expect(arrivals({{1, 9}, {0, 9}, {0, 8}}), {(direct.latency_us + direct.wire_us) * 1e-6,
-                                              (direct.wire_us + pxn.wire_us + pxn.latency_us) * 1e-6, across});
-  // A message sent after the port is free again does not wait.
+  ASSERT_EQ(pxn.wire_us, direct.wire_us);
+  const double nic_wire = direct.wire_us * 1e-6;
+  expect(arrivals({{1, 9}, {0, 9}, {0, 8}}, bytes),
+         {2 * nic_wire + direct.latency_us * 1e-6, 2 * nic_wire + pxn.latency_us * 1e-6, across});
+  // Ports share time, not bytes: a small message (LL: half the wire's bytes) beside a large
+  // one each runs at half its own pace until the small one ends.
+  const P2pTiming small = p2p_timing(clock.machine(), 0, 2, 4096);
+  const double small_wire = small.wire_us * 1e-6;
+  ASSERT_LT(2 * small_wire, wire);
+  sim::Engine engine0;
+  Network mixed(engine0, Topology::ring(16, config.nominal), config);
+  double big_at = -1, small_at = -1;
+  engine0.call_at(0.0, [&] { mixed.send(0, 1, bytes, [&] { big_at = engine0.now(); }); });
+  engine0.call_at(0.0, [&] { mixed.send(0, 2, 4096, [&] { small_at = engine0.now(); }); });
+  engine0.run();
+  EXPECT_NEAR(small_at, 2 * small_wire + small.latency_us * 1e-6, 1e-12);
+  EXPECT_NEAR(big_at, wire + small_wire + lat, 1e-12);
+  // A message sent after the port is free again runs alone.
   sim::Engine engine;
   Network network(engine, Topology::ring(16, config.nominal), config);
   double first = -1, second = -1;
@@ -545,16 +563,17 @@ TEST(NcclNetwork, MessagesTakeTurnsAtTheirPorts) {
   EXPECT_NEAR(second, 2 * alone + alone, 1e-12);
 }
 
-// A collective drives every GPU's links, so it holds every port from its start to its end:
-// a message sent while it runs goes on the wire when it ends, and a collective whose last
-// rank arrives while a message is on the wire starts when that message has left it. One
-// issued later, with the ports free, starts at its last arrival.
-TEST(NcclNetwork, CollectivesAndMessagesTakeTurnsAtThePorts) {
+// A collective drives every GPU's links and the NICs, so it is a transfer on every port:
+// a message sent while it runs shares the message's two ports with it, each at half pace
+// while both are on the wire (the collective is as slow as its busiest port), so the
+// message takes twice its wire time and the collective ends later by the message's wire
+// time. Apart in time, neither slows the other.
+TEST(NcclNetwork, CollectivesAndMessagesShareThePorts) {
   const NetworkConfig config = nccl_network({{"model", "nccl"}, {"system", "a100_8x"}});
   const Clock clock(config.nccl, 8);
   const double bytes = 16 << 20;
   const P2pTiming m = p2p_timing(clock.machine(), 2, 3, bytes);
-  const double wire = m.wire_us * 1e-6, alone = (m.latency_us + m.wire_us) * 1e-6;
+  const double wire = m.wire_us * 1e-6, lat = m.latency_us * 1e-6, alone = lat + wire;
   struct Times {
     double collective = -1, message = -1;
   };
@@ -572,15 +591,17 @@ TEST(NcclNetwork, CollectivesAndMessagesTakeTurnsAtThePorts) {
     engine.run();
     return std::pair{t, clock.collective_seconds(spec)};
   };
-  // The message sent while a 64 MiB all-reduce runs waits for its end.
+  // The message sent 1 us into a 64 MiB all-reduce, which outlasts it.
   auto [during, big] = run(1 << 24, 0.0, 1e-6);
-  ASSERT_GT(big, 2e-6);
-  EXPECT_NEAR(during.collective, big, 1e-12);
-  EXPECT_NEAR(during.message, big + alone, 1e-12);
-  // The collective whose ranks arrive while the message is on the wire waits for the wire.
-  auto [after, small] = run(1 << 10, wire / 2, 0.0);
-  EXPECT_NEAR(after.message, alone, 1e-12);
-  EXPECT_NEAR(after.collective, wire + small, 1e-12);
+  ASSERT_GT(big, 1e-6 + 2 * wire);
+  EXPECT_NEAR(during.message, 1e-6 + 2 * wire + lat, 1e-12);
+  EXPECT_NEAR(during.collective, big + wire, 1e-12);
+  // A small all-reduce whose ranks arrive while the message is on the wire, and which
+  // ends first: both at half pace from then until it ends.
+  auto [after, small] = run(1 << 10, wire / 4, 0.0);
+  ASSERT_LT(wire / 4 + 2 * small, wire);
+  EXPECT_NEAR(after.collective, wire / 4 + 2 * small, 1e-12);
+  EXPECT_NEAR(after.message, wire + small + lat, 1e-12);
   // Apart in time, neither waits.
   auto [apart, small2] = run(1 << 10, 2 * alone, 0.0);
   EXPECT_NEAR(apart.message, alone, 1e-12);

@@ -14,8 +14,9 @@
 //
 // Collectives run one at a time in the order they start, as one process group's do on
 // its NCCL stream (net::CollectiveStream): one issued while another runs waits for it. A
-// running collective holds every port of the machine, so the job's point-to-point messages
-// take turns with it (net::MachinePorts).
+// running collective is a transfer on every port of the machine and a point-to-point
+// message one on its two, sharing each port's time by max-min fairness (net::PortFlows):
+// alone each takes its clock's time; a message beside a collective slows both.
 #pragma once
 
 #include <memory>

@@ -1,0 +1,117 @@
+// net::PortFlows (network_models/port_flows.hpp): a machine's ports shared by max-min
+// fairness over their time, against the fluid model's closed forms.
+#include "network_models/port_flows.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <vector>
+
+namespace dtsim::net {
+namespace {
+
+// Records when each tag ended.
+struct Ends : PortFlows::Client {
+  explicit Ends(sim::Engine& e) : engine(e) {}
+  void transfer_done(std::uint64_t tag) override { at[tag] = engine.now(); }
+  sim::Engine& engine;
+  std::map<std::uint64_t, double> at;
+};
+
+struct Fixture {
+  sim::Engine engine;
+  PortFlows ports{engine, 8};
+  Ends ends{engine};
+  void message(double t, double seconds, int egress, int ingress, std::uint64_t tag) {
+    engine.call_at(t, [=, this] { ports.start(seconds, egress, ingress, ends, tag); });
+  }
+  void everywhere(double t, double seconds, std::uint64_t tag) {
+    engine.call_at(t, [=, this] { ports.start_everywhere(seconds, ends, tag); });
+  }
+};
+
+TEST(PortFlows, AloneATransferTakesExactlyItsTime) {
+  Fixture f;
+  f.message(0.25, 1.0 / 3.0, 0, 1, 7);
+  f.everywhere(5.0, 0.1, 8);
+  f.engine.run();
+  EXPECT_EQ(f.ends.at.at(7), 0.25 + 1.0 / 3.0);
+  EXPECT_EQ(f.ends.at.at(8), 5.0 + 0.1);
+  EXPECT_EQ(f.ports.active(), 0u);
+}
+
+// Two transfers on one way out (or into one way in) each run at half pace while both
+// are on it; the shorter ends at twice its time, the longer takes the whole port after:
+// a + b in all (the port never idles). Transfers with no port in common, or on the same
+// port in the other direction, do not slow each other.
+TEST(PortFlows, TwoOnOnePortEachRunAtHalfPace) {
+  Fixture f;
+  f.message(0.0, 3.0, 0, 1, 1);
+  f.message(0.0, 1.0, 0, 2, 2);  // port 0's way out
+  f.message(0.0, 2.0, 3, 4, 3);  // no port in common
+  f.message(0.0, 2.0, 4, 0, 4);  // port 0's way in, port 4's way out
+  f.engine.run();
+  EXPECT_DOUBLE_EQ(f.ends.at.at(2), 2.0);
+  EXPECT_DOUBLE_EQ(f.ends.at.at(1), 4.0);
+  EXPECT_DOUBLE_EQ(f.ends.at.at(3), 2.0);
+  EXPECT_DOUBLE_EQ(f.ends.at.at(4), 2.0);
+}
+
+// Max-min: three transfers into port 2 run at 1/3 each; the one that shares port 0's way
+// out with them is held to 1/3 there, so the other on port 0 takes the 2/3 left (not 1/2).
+TEST(PortFlows, TimeATransferCannotUseGoesToTheOthers) {
+  Fixture f;
+  f.message(0.0, 1.0, 0, 1, 1);  // x: port 0 out only with y
+  f.message(0.0, 1.0, 0, 2, 2);  // y: into port 2
+  f.message(0.0, 1.0, 3, 2, 3);  // z: into port 2
+  f.message(0.0, 1.0, 4, 2, 4);  // w: into port 2
+  f.engine.run();
+  EXPECT_DOUBLE_EQ(f.ends.at.at(1), 1.5);  // at 2/3
+  for (std::uint64_t t : {2, 3, 4}) EXPECT_DOUBLE_EQ(f.ends.at.at(t), 3.0);  // at 1/3 throughout
+  EXPECT_EQ(f.ports.solves(), 3u);  // the start, x's end, the three ends at once
+}
+
+// A transfer joining later slows the one running from then on: the first runs alone for
+// t0, then both at half pace.
+TEST(PortFlows, ALaterTransferSharesFromItsStart) {
+  Fixture f;
+  f.message(0.0, 2.0, 5, 6, 1);
+  f.message(1.0, 2.0, 7, 6, 2);  // into port 6 too, after 1 s
+  f.engine.run();
+  EXPECT_DOUBLE_EQ(f.ends.at.at(1), 3.0);  // 1 alone + the remaining 1 at half pace
+  EXPECT_DOUBLE_EQ(f.ends.at.at(2), 4.0);  // 1 of its 2 by 3 s at half pace, then alone
+}
+
+// A collective holds every port: a message beside it halves its pace while it is on the
+// wire, and the collective's too (its busiest port limits it), so each ends later by the
+// other's work on the shared port.
+TEST(PortFlows, ACollectiveSharesEveryPortWithTheMessages) {
+  Fixture f;
+  f.everywhere(0.0, 10.0, 1);
+  f.message(1.0, 2.0, 2, 3, 2);
+  f.engine.run();
+  EXPECT_DOUBLE_EQ(f.ends.at.at(2), 5.0);   // 1 + 2 / (1/2)
+  EXPECT_DOUBLE_EQ(f.ends.at.at(1), 12.0);  // 10 + the message's 2
+}
+
+// Transfers started at one instant are solved once, after every event due then.
+TEST(PortFlows, OneSolvePerInstant) {
+  Fixture f;
+  for (int p = 0; p < 8; ++p) f.message(0.0, 1.0, p, (p + 1) % 8, static_cast<std::uint64_t>(p));
+  for (int p = 0; p < 8; ++p) f.message(0.0, 1.0, p, (p + 7) % 8, static_cast<std::uint64_t>(8 + p));
+  f.engine.run();
+  for (std::uint64_t t = 0; t < 16; ++t) EXPECT_DOUBLE_EQ(f.ends.at.at(t), 2.0) << t;
+  EXPECT_EQ(f.ports.solves(), 2u);  // the starts, the ends
+}
+
+TEST(PortFlows, RefusesPortsItDoesNotHave) {
+  sim::Engine engine;
+  PortFlows ports(engine, 2);
+  Ends ends(engine);
+  EXPECT_THROW(ports.start(1.0, 0, 2, ends, 0), std::out_of_range);
+  EXPECT_THROW(ports.start(1.0, -1, 0, ends, 0), std::out_of_range);
+  EXPECT_THROW(PortFlows(engine, 0), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace dtsim::net
