@@ -1,10 +1,13 @@
 // net::PortFlows (network_models/port_flows.hpp): a machine's ports shared by max-min
 // fairness over their time, against the fluid model's closed forms.
 #include "network_models/port_flows.hpp"
+#include "network_models/collective_execution.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <memory>
 #include <vector>
 
 namespace dtsim::net {
@@ -71,6 +74,27 @@ TEST(PortFlows, TimeATransferCannotUseGoesToTheOthers) {
   EXPECT_EQ(f.ports.solves(), 3u);  // the start, x's end, the three ends at once
 }
 
+// Processor sharing on one port: n transfers started together with works w_1 <= ... <=
+// w_n end at sum_{j<k} w_j + (n - k + 1) w_k (each at 1/m while m remain), the last at
+// the sum of all: the port never idles.
+TEST(PortFlows, OnePortIsProcessorSharing) {
+  Fixture f;
+  std::vector<double> work;
+  for (int k = 0; k < 7; ++k) work.push_back(0.125 * (k * k % 5 + 1) + 0.01 * k);  // distinct, unsorted
+  for (std::size_t k = 0; k < work.size(); ++k) f.message(0.0, work[k], 1, static_cast<int>(k % 4 + 2), k);
+  f.engine.run();
+  std::vector<std::size_t> order(work.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](auto a, auto b) { return work[a] < work[b]; });
+  const double n = static_cast<double>(work.size());
+  double before = 0.0;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const double w = work[order[k]];
+    EXPECT_NEAR(f.ends.at.at(order[k]), before + (n - static_cast<double>(k)) * w, 1e-12) << "transfer " << order[k];
+    before += w;
+  }
+}
+
 // A transfer joining later slows the one running from then on: the first runs alone for
 // t0, then both at half pace.
 TEST(PortFlows, ALaterTransferSharesFromItsStart) {
@@ -102,6 +126,27 @@ TEST(PortFlows, OneSolvePerInstant) {
   f.engine.run();
   for (std::uint64_t t = 0; t < 16; ++t) EXPECT_DOUBLE_EQ(f.ends.at.at(t), 2.0) << t;
   EXPECT_EQ(f.ports.solves(), 2u);  // the starts, the ends
+}
+
+// Two communicators' streams on one machine (two process groups): their collectives run
+// at once, each on every port, so each at half pace while both run; within one stream
+// they still run one after the other.
+TEST(PortFlows, CollectivesOfTwoStreamsShareTheMachine) {
+  sim::Engine engine;
+  auto ports = std::make_shared<PortFlows>(engine, 4);
+  CollectiveStream first(engine, ports), second(engine, ports);
+  std::vector<double> a(2, -1.0), b(2, -1.0), c(2, -1.0);
+  engine.call_at(0.0, [&] {
+    first.submit(1.0, 2, [&](int r) { a[static_cast<std::size_t>(r)] = engine.now(); });
+    second.submit(3.0, 2, [&](int r) { b[static_cast<std::size_t>(r)] = engine.now(); });
+    first.submit(1.0, 2, [&](int r) { c[static_cast<std::size_t>(r)] = engine.now(); });  // behind the first
+  });
+  engine.run();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_DOUBLE_EQ(a[static_cast<std::size_t>(r)], 2.0);  // at half pace beside the second stream's
+    EXPECT_DOUBLE_EQ(c[static_cast<std::size_t>(r)], 4.0);  // then the next of its stream, also at half
+    EXPECT_DOUBLE_EQ(b[static_cast<std::size_t>(r)], 5.0);  // 2 of its 3 done by 4, the last alone
+  }
 }
 
 TEST(PortFlows, RefusesPortsItDoesNotHave) {
