@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
     const auto op = op_name == "sum" ? comm::ReduceOp::Sum : comm::ReduceOp::Average;
     net::NcclTable table{
         .source = net::TableSource::Measured,
-        .op = net::CollectiveKind::AllReduce,
+        .op = net::NcclTestOp::AllReduce,
         .ranks = comm->size(),
         .title = fmt::format("dtsim_nccl_bench: all_reduce, {} rank(s), fp32 {} in place, {} warm-up + {} timed per size",
                              comm->size(), op_name, warmup, iters),

@@ -19,7 +19,7 @@ namespace {
 using namespace dtsim;
 
 runner::CollectiveSweep sizes_of_the_command(runner::CollectiveSweep s) {
-  s.kind = net::CollectiveKind::AllReduce;
+  s.op = net::NcclTestOp::AllReduce;
   s.min_bytes = std::int64_t{1} << 10;
   s.max_bytes = std::int64_t{1} << 30;
   s.factor = 4.0;

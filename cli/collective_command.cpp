@@ -22,6 +22,9 @@ namespace dtsim::cli {
 
 namespace {
 
+// alltoall's n (n - 1) messages a size: 1,024 ranks (a million messages) take seconds.
+constexpr int kMaxAllToAllRanks = 1024;
+
 // parse(text), its std::invalid_argument (the parsers' refusal) as the flag's
 // InputError, prefixed with the flag and kept on one line (the text is the user's, and
 // may hold anything).
@@ -40,7 +43,7 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
   cmd_ = app.add_subcommand(
       "collective", "Simulate one collective over a range of sizes and print the nccl-tests table (size, count, type, "
                     "redop, root, time, algbw, busbw) for the simulated network");
-  cmd_->add_option("--op", op_, "allreduce, reducescatter, allgather or broadcast")->capture_default_str();
+  cmd_->add_option("--op", op_, "allreduce, reducescatter, allgather, broadcast, reduce (nccl model only), sendrecv or alltoall (nccl-tests' operations)")->capture_default_str();
   cmd_->add_option("--algo", algo_,
                    net::algorithm_names(", ", " or ") +
                        "; auto: per size, the fastest of the single-port algorithms simulated alone on this "
@@ -57,7 +60,7 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
   cmd_->add_option("--model", model_, net::network_model_names(", ", " or "))->capture_default_str();
   cmd_->add_option("--latency-us", latency_us_, "Per-link latency")->capture_default_str();
   cmd_->add_option("--bandwidth-GBps", bandwidth_GBps_, "Per-link bandwidth (1e9 bytes/s)")->capture_default_str();
-  cmd_->add_option("-r,--root", root_, "Broadcast root")->capture_default_str();
+  cmd_->add_option("-r,--root", root_, "Broadcast's or reduce's root")->capture_default_str();
   cmd_->add_option("--json", json_, "Also write the table as JSON to this file");
   cmd_->add_option("--system", system_,
                    fmt::format("--model nccl: the machine, a preset ({}) or a system JSON file", net::nccl::system_preset_names()));
@@ -92,7 +95,7 @@ net::nccl::System read_system(const std::string& text) {
 
 runner::CollectiveSweep CollectiveCommand::sweep() const {
   runner::CollectiveSweep sweep;
-  sweep.kind = flag("--op", [&] { return runner::parse_collective(op_); });
+  sweep.op = flag("--op", [&] { return runner::parse_test_op(op_); });
   if (!net::find_network_model(model_))
     throw config::InputError(
         config::one_line(fmt::format("--model: expected one of {}, got \"{}\"{}", net::network_model_names(), model_,
@@ -100,6 +103,10 @@ runner::CollectiveSweep CollectiveCommand::sweep() const {
   if (net::network_model(model_).make_clock) return machine_sweep(std::move(sweep));
   for (const char* f : {"--system", "--nodes", "--nccl-algo", "--nccl-proto", "--ngpus"})
     if (cmd_->count(f) > 0) throw config::InputError(fmt::format("{}: only --model nccl reads it", f));
+  if (sweep.op == net::NcclTestOp::Reduce)
+    throw config::InputError(fmt::format("--op reduce: only --model nccl times a reduce (dtsim has no reduce schedule for {})", model_));
+  if (!net::collective_kind(sweep.op) && cmd_->count("--algo") > 0)
+    throw config::InputError(fmt::format("--algo: {} sends its messages directly (no algorithm to choose)", net::to_string(sweep.op)));
   sweep.algorithm = flag("--algo", [&] { return net::parse_algorithm(algo_); });
   sweep.topology = flag("--topology", [&] { return net::parse_topology(topology_); });
   sweep.ranks = ranks_;
@@ -126,6 +133,11 @@ runner::CollectiveSweep CollectiveCommand::sweep() const {
                                               fmt::join(sweep.topology.dims, "x"),
                                               product >> 31 ? "more than 2^31" : std::to_string(product), sweep.ranks));
   }
+  // A topology that cannot hold the ranks (a fat-tree's k^3 / 4) is the flags' error.
+  flag("--topology", [&] { return net::make_topology(sweep.topology, sweep.ranks, {}).size(); });
+  if (sweep.op == net::NcclTestOp::AllToAll && sweep.ranks > kMaxAllToAllRanks)
+    throw config::InputError(fmt::format("-n/--ranks: alltoall sends n (n - 1) messages per size; expected at most {} ranks, got {}",
+                                         kMaxAllToAllRanks, sweep.ranks));
   sweep.model = model_;
   sweep.link = {latency_us_ * 1e-6, bandwidth_GBps_ * 1e9};
   // An infinite latency (CLI11 reads 1e309 as inf) would schedule events at inf.
@@ -178,6 +190,9 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
   sweep.algorithm = net::Algorithm::Auto;
   sweep.ranks = ranks_ == 0 ? config->system.gpus() : ranks_;
   flag("-n/--ranks", [&] { return net::nccl::make_machine(config->system, sweep.ranks); });
+  if (sweep.op == net::NcclTestOp::AllToAll && sweep.ranks > kMaxAllToAllRanks)
+    throw config::InputError(fmt::format("-n/--ranks: alltoall sends n (n - 1) messages per size; expected at most {} ranks, got {}",
+                                         kMaxAllToAllRanks, sweep.ranks));
   sweep.link = net::nccl::nominal_link(config->system);
   sweep.nccl = config;
   if (gpus_per_thread_ < 1 || gpus_per_thread_ > sweep.ranks)

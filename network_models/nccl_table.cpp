@@ -10,12 +10,53 @@ namespace dtsim::net {
 
 const char* to_string(TableSource source) { return source == TableSource::Simulated ? "simulated" : "measured"; }
 
-double bus_factor(CollectiveKind kind, int n) {
+const char* to_string(NcclTestOp op) {
+  switch (op) {
+    case NcclTestOp::AllReduce: return "all_reduce";
+    case NcclTestOp::ReduceScatter: return "reduce_scatter";
+    case NcclTestOp::AllGather: return "all_gather";
+    case NcclTestOp::Broadcast: return "broadcast";
+    case NcclTestOp::Reduce: return "reduce";
+    case NcclTestOp::SendRecv: return "sendrecv";
+    case NcclTestOp::AllToAll: return "alltoall";
+  }
+  return "?";
+}
+
+NcclTestOp test_op(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::AllReduce: return 2.0 * (n - 1) / n;
-    case CollectiveKind::ReduceScatter:
-    case CollectiveKind::AllGather: return static_cast<double>(n - 1) / n;
-    case CollectiveKind::Broadcast: return 1.0;
+    case CollectiveKind::AllReduce: return NcclTestOp::AllReduce;
+    case CollectiveKind::ReduceScatter: return NcclTestOp::ReduceScatter;
+    case CollectiveKind::AllGather: return NcclTestOp::AllGather;
+    case CollectiveKind::Broadcast: return NcclTestOp::Broadcast;
+  }
+  return NcclTestOp::AllReduce;
+}
+
+std::optional<CollectiveKind> collective_kind(NcclTestOp op) {
+  switch (op) {
+    case NcclTestOp::AllReduce: return CollectiveKind::AllReduce;
+    case NcclTestOp::ReduceScatter: return CollectiveKind::ReduceScatter;
+    case NcclTestOp::AllGather: return CollectiveKind::AllGather;
+    case NcclTestOp::Broadcast: return CollectiveKind::Broadcast;
+    case NcclTestOp::Reduce:
+    case NcclTestOp::SendRecv:
+    case NcclTestOp::AllToAll: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+bool has_root(NcclTestOp op) { return op == NcclTestOp::Broadcast || op == NcclTestOp::Reduce; }
+
+double bus_factor(NcclTestOp op, int n) {
+  switch (op) {
+    case NcclTestOp::AllReduce: return 2.0 * (n - 1) / n;
+    case NcclTestOp::ReduceScatter:
+    case NcclTestOp::AllGather:
+    case NcclTestOp::AllToAll: return static_cast<double>(n - 1) / n;
+    case NcclTestOp::Broadcast:
+    case NcclTestOp::Reduce:
+    case NcclTestOp::SendRecv: return 1.0;
   }
   return 1.0;
 }
@@ -36,12 +77,12 @@ std::int64_t parse_nccl_size(const std::string& text) {
   return value * scale;
 }
 
-NcclRow nccl_row(CollectiveKind kind, int ranks, std::int64_t bytes, std::int64_t count, double payload_bytes,
+NcclRow nccl_row(NcclTestOp op, int ranks, std::int64_t bytes, std::int64_t count, double payload_bytes,
                  double seconds) {
-  const bool reduces = kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter;
+  const bool reduces = op == NcclTestOp::AllReduce || op == NcclTestOp::ReduceScatter || op == NcclTestOp::Reduce;
   NcclRow row{.bytes = bytes, .count = count, .redop = reduces ? "sum" : "none", .time_us = seconds * 1e6};
   row.algbw_GBps = algbw_GBps(payload_bytes, seconds);
-  row.busbw_GBps = row.algbw_GBps * bus_factor(kind, ranks);
+  row.busbw_GBps = row.algbw_GBps * bus_factor(op, ranks);
   return row;
 }
 

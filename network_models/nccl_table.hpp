@@ -8,7 +8,7 @@
 // shows the schedule's algorithm (a column "algo"); a measured one the elements that
 // differed from the expected result ("#wrong"; NCCL picks its algorithm unseen).
 //
-// JSON: {"source": "simulated" | "measured", "op": "all_reduce", "ranks": n,
+// JSON: {"source": "simulated" | "measured", "op": "all_reduce" (to_string(NcclTestOp)), "ranks": n,
 //        "setup": {how the figures were obtained: model and links, or iterations},
 //        "rows": [{"bytes", "count", "type", "redop", "root", "time_us", "algbw_GBps",
 //                  "busbw_GBps", "algorithm", "bytes_sent_per_rank", "wrong"}]}
@@ -30,10 +30,22 @@ namespace dtsim::net {
 enum class TableSource { Simulated, Measured };
 const char* to_string(TableSource source);  // "simulated", "measured"
 
+// What a table measures: one of nccl-tests' binaries (all_reduce_perf, ...). The first
+// four are the communicator's collectives; reduce is NCCL's (root gets the sum);
+// sendrecv: every rank sends the size to the next and receives it from the previous;
+// alltoall: every rank sends size / n to each rank.
+enum class NcclTestOp { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, SendRecv, AllToAll };
+const char* to_string(NcclTestOp op);  // nccl-tests' names: "all_reduce", ..., "reduce", "sendrecv", "alltoall"
+NcclTestOp test_op(CollectiveKind kind);
+// The collective a test times, if it is one of the communicator's.
+std::optional<CollectiveKind> collective_kind(NcclTestOp op);
+bool has_root(NcclTestOp op);  // broadcast, reduce
+
 // nccl-tests' factor from algbw to busbw over `ranks` ranks (its src/*.cu, BusBw):
-// all-reduce 2(n-1)/n; reduce-scatter and all-gather (n-1)/n, the size being the whole
-// buffer of n blocks; broadcast 1.
-double bus_factor(CollectiveKind kind, int ranks);
+// all-reduce 2(n-1)/n; reduce-scatter, all-gather and alltoall (n-1)/n, the size being
+// the whole buffer of n blocks; broadcast, reduce and sendrecv 1.
+double bus_factor(NcclTestOp op, int ranks);
+inline double bus_factor(CollectiveKind kind, int ranks) { return bus_factor(test_op(kind), ranks); }
 // payload_bytes / seconds in 1e9 bytes/s; 0 for a zero time (one rank, nothing to do).
 double algbw_GBps(double payload_bytes, double seconds);
 // Parses "8", "4K", "16M", "1G" (powers of 1024, as nccl-tests reads -b and -e); a
@@ -54,14 +66,18 @@ struct NcclRow {
   std::optional<std::int64_t> wrong;          // measured: elements that differ from the expected result
 };
 
-// A row of `kind` over `ranks` ranks that took `seconds` for `payload_bytes` (count x
-// the type's size): fp32, summed if the collective reduces ("none" otherwise), root -1.
-NcclRow nccl_row(CollectiveKind kind, int ranks, std::int64_t bytes, std::int64_t count, double payload_bytes,
+// A row of `op` over `ranks` ranks that took `seconds` for `payload_bytes` (count x
+// the type's size): fp32, summed if the op reduces ("none" otherwise), root -1.
+NcclRow nccl_row(NcclTestOp op, int ranks, std::int64_t bytes, std::int64_t count, double payload_bytes,
                  double seconds);
+inline NcclRow nccl_row(CollectiveKind kind, int ranks, std::int64_t bytes, std::int64_t count, double payload_bytes,
+                        double seconds) {
+  return nccl_row(test_op(kind), ranks, bytes, count, payload_bytes, seconds);
+}
 
 struct NcclTable {
   TableSource source = TableSource::Simulated;
-  CollectiveKind op = CollectiveKind::AllReduce;
+  NcclTestOp op = NcclTestOp::AllReduce;
   int ranks = 1;
   std::string title;  // the first line, after "# "
   nlohmann::json setup = nlohmann::json::object();

@@ -7,64 +7,155 @@
 #include <fmt/format.h>
 
 #include "network_models/fastest_algorithm.hpp"
+#include "network_models/nccl/collective_time.hpp"
+#include "sim/engine.hpp"
 
 namespace dtsim::runner {
 
 std::int64_t parse_size(const std::string& text) { return net::parse_nccl_size(text); }
 
-net::CollectiveKind parse_collective(const std::string& text) {
-  if (text == "allreduce" || text == "all_reduce") return net::CollectiveKind::AllReduce;
-  if (text == "reducescatter" || text == "reduce_scatter") return net::CollectiveKind::ReduceScatter;
-  if (text == "allgather" || text == "all_gather") return net::CollectiveKind::AllGather;
-  if (text == "broadcast") return net::CollectiveKind::Broadcast;
-  throw std::invalid_argument(
-      fmt::format("unknown collective \"{}\" (expected allreduce, reducescatter, allgather or broadcast)", text));
+net::NcclTestOp parse_test_op(const std::string& text) {
+  using Op = net::NcclTestOp;
+  if (text == "allreduce" || text == "all_reduce") return Op::AllReduce;
+  if (text == "reducescatter" || text == "reduce_scatter") return Op::ReduceScatter;
+  if (text == "allgather" || text == "all_gather") return Op::AllGather;
+  if (text == "broadcast") return Op::Broadcast;
+  if (text == "reduce") return Op::Reduce;
+  if (text == "sendrecv") return Op::SendRecv;
+  if (text == "alltoall") return Op::AllToAll;
+  throw std::invalid_argument(fmt::format(
+      "unknown operation \"{}\" (expected allreduce, reducescatter, allgather, broadcast, reduce, sendrecv or alltoall)",
+      text));
 }
+
+namespace {
+
+// sendrecv and alltoall: every message (`bytes` each) sent at time 0 on a fresh network;
+// the time the last one arrives.
+double messages_seconds(const CollectiveSweep& s, const net::NetworkConfig& config, const net::Topology& topology,
+                        std::int64_t bytes) {
+  sim::Engine engine;
+  net::Network network(engine, topology, config);
+  const int n = s.ranks;
+  double last = 0.0;
+  auto arrived = [&] { last = std::max(last, engine.now()); };
+  engine.call_at(0.0, [&] {
+    for (int r = 0; r < n; ++r) {
+      if (s.op == net::NcclTestOp::SendRecv) {
+        if (n > 1) network.send(r, (r + 1) % n, static_cast<double>(bytes), arrived);
+        continue;
+      }
+      // alltoall: to the next rank first, as NCCL's grouped send/recv orders its peers.
+      for (int k = 1; k < n; ++k) network.send(r, (r + k) % n, static_cast<double>(bytes), arrived);
+    }
+  });
+  engine.run();
+  return last;
+}
+
+// What a sweep's rows share: the model, its network config, the clock of a described
+// machine, the topology messages and schedules run on.
+struct SweepContext {
+  const CollectiveSweep& s;
+  const net::NetworkModel& model;
+  net::NetworkConfig config;
+  std::shared_ptr<const net::MachineClock> clock;
+  const net::nccl::Clock* nccl_clock = nullptr;
+  std::optional<net::Topology> topology;
+  std::optional<net::FastestAlgorithm> fastest;
+  double host_seconds = 0.0;  // what nccl-tests' -g G measures at least: G launches from one thread
+};
+
+// sendrecv, alltoall: their messages (alltoall: count / n elements to each peer).
+CollectiveRow messages_row(const SweepContext& c, std::int64_t bytes) {
+  const auto& s = c.s;
+  const std::int64_t elements = bytes / 4;
+  const bool one_peer = s.op == net::NcclTestOp::SendRecv;
+  const std::int64_t message = (one_peer ? elements : elements / s.ranks) * 4;
+  const double seconds = messages_seconds(s, c.config, *c.topology, message);
+  auto row = net::nccl_row(s.op, s.ranks, bytes, elements, static_cast<double>(elements * 4),
+                           std::max(c.host_seconds, seconds));
+  row.algorithm =
+      c.nccl_clock ? fmt::format("P2P/{}", net::nccl::to_string(net::nccl::p2p_protocol(static_cast<double>(message))))
+                   : "direct";
+  const int peers = s.ranks < 2 ? 0 : one_peer ? 1 : s.ranks - 1;
+  row.bytes_sent_per_rank = static_cast<double>(message) * peers;
+  return row;
+}
+
+// reduce: NCCL's choice on the machine.
+CollectiveRow nccl_reduce_row(const SweepContext& c, std::int64_t bytes) {
+  const std::int64_t elements = bytes / 4;
+  const double payload = static_cast<double>(elements * 4);
+  const auto run = c.nccl_clock->run(net::nccl::Coll::Reduce, payload);
+  auto row = net::nccl_row(c.s.op, c.s.ranks, bytes, elements, payload, std::max(c.host_seconds, run.gpu_us * 1e-6));
+  row.algorithm = net::nccl::describe(run.choice);
+  row.bytes_sent_per_rank = net::nccl::bytes_sent_per_rank(c.nccl_clock->machine(), run.coll, run.bytes, run.choice);
+  return row;
+}
+
+// One of the communicator's collectives: the machine's clock, or its schedule run alone
+// (`auto`: per size, the candidate fastest on this topology and model, timed once while it
+// is chosen).
+CollectiveRow collective_row(SweepContext& c, net::CollectiveKind kind, std::int64_t bytes) {
+  const auto& s = c.s;
+  net::CollectiveSpec spec{.kind = kind, .algorithm = s.algorithm, .ranks = s.ranks, .elements = bytes / 4, .root = s.root};
+  spec.block_elements.assign(s.ranks, spec.elements / s.ranks);
+  const double payload = static_cast<double>(spec.elements * 4);
+  if (c.clock) {
+    auto row = net::nccl_row(s.op, s.ranks, bytes, spec.elements, payload, c.clock->benchmark_seconds(spec, s.gpus_per_thread));
+    row.algorithm = c.clock->describe(spec);
+    row.bytes_sent_per_rank = c.clock->bytes_sent_per_rank(spec);
+    return row;
+  }
+  std::optional<double> seconds;
+  if (c.fastest) {
+    const auto choice = c.fastest->choose(spec);
+    spec.algorithm = choice.algorithm;
+    seconds = choice.seconds;
+  }
+  const auto schedule = net::make_schedule(spec);
+  if (!seconds) seconds = net::seconds_alone(c.model, *c.topology, s.link, spec, schedule);
+  double sent = 0.0;
+  for (int r = 0; r < s.ranks; ++r) sent += schedule.bytes_sent(r);
+  auto row = net::nccl_row(s.op, s.ranks, bytes, spec.elements, payload, *seconds);
+  row.algorithm = net::to_string(spec.algorithm);
+  row.bytes_sent_per_rank = sent / s.ranks;
+  return row;
+}
+
+}  // namespace
 
 std::vector<CollectiveRow> run_collective_sweep(const CollectiveSweep& s) {
   if (s.min_bytes < 0 || s.max_bytes < s.min_bytes)
     throw std::invalid_argument(fmt::format("sizes: expected 0 <= min ({}) <= max ({})", s.min_bytes, s.max_bytes));
   if (s.step_bytes <= 0 && !(s.factor > 1.0))
     throw std::invalid_argument(fmt::format("step factor must be > 1, got {}", s.factor));
-  const auto& model = net::network_model(s.model);
-  net::NetworkConfig config;
-  config.model = s.model;
-  config.nominal = s.link;
-  config.nccl = s.nccl;
+  SweepContext c{.s = s, .model = net::network_model(s.model)};
+  c.config.model = s.model;
+  c.config.nominal = s.link;
+  c.config.nccl = s.nccl;
   // A described machine times the collective itself (NCCL's choice of algorithm).
-  const auto clock = model.make_clock ? model.make_clock(config, s.ranks) : nullptr;
-  const auto topology = clock ? net::Topology::ring(1, s.link) : net::make_topology(s.topology, s.ranks, s.link);
-  std::optional<net::FastestAlgorithm> fastest;
-  if (!clock && s.algorithm == net::Algorithm::Auto) fastest.emplace(model, topology, s.link);
+  if (c.model.make_clock) c.clock = c.model.make_clock(c.config, s.ranks);
+  c.nccl_clock = dynamic_cast<const net::nccl::Clock*>(c.clock.get());
+  const bool messages = s.op == net::NcclTestOp::SendRecv || s.op == net::NcclTestOp::AllToAll;
+  const auto collective = net::collective_kind(s.op);
+  if (s.op == net::NcclTestOp::Reduce && !c.nccl_clock)
+    throw std::invalid_argument(fmt::format("reduce: only the nccl model times it (the {} model has no reduce schedule)",
+                                            s.model));
+  // Messages on a described machine go by its clock: the links only need to exist, and
+  // add no latency of their own. Its collectives need none.
+  if (!c.clock) c.topology = net::make_topology(s.topology, s.ranks, s.link);
+  else if (messages) c.topology = net::Topology::ring(s.ranks, {0.0, s.link.bandwidth_bytes_per_s});
+  if (!c.clock && collective && s.algorithm == net::Algorithm::Auto) c.fastest.emplace(c.model, *c.topology, s.link);
+  if (s.nccl) c.host_seconds = s.gpus_per_thread * s.nccl->system.host.launch_us * 1e-6;
+
   std::vector<CollectiveRow> rows;
   for (std::int64_t bytes = s.min_bytes; bytes <= s.max_bytes;) {
-    net::CollectiveSpec spec{
-        .kind = s.kind, .algorithm = s.algorithm, .ranks = s.ranks, .elements = bytes / 4, .root = s.root};
-    spec.block_elements.assign(s.ranks, spec.elements / s.ranks);
-    CollectiveRow row;
-    if (clock) {
-      row = net::nccl_row(s.kind, s.ranks, bytes, spec.elements, static_cast<double>(spec.elements * 4),
-                          clock->benchmark_seconds(spec, s.gpus_per_thread));
-      row.algorithm = clock->describe(spec);
-      row.bytes_sent_per_rank = clock->bytes_sent_per_rank(spec);
-    } else {
-      // `auto`: per size, the candidate fastest on this topology and model, timed once
-      // while it is chosen.
-      std::optional<double> seconds;
-      if (fastest) {
-        const auto choice = fastest->choose(spec);
-        spec.algorithm = choice.algorithm;
-        seconds = choice.seconds;
-      }
-      const auto schedule = net::make_schedule(spec);
-      if (!seconds) seconds = net::seconds_alone(model, topology, s.link, spec, schedule);
-      double sent = 0.0;
-      for (int r = 0; r < s.ranks; ++r) sent += schedule.bytes_sent(r);
-      row = net::nccl_row(s.kind, s.ranks, bytes, spec.elements, static_cast<double>(spec.elements * 4), *seconds);
-      row.algorithm = net::to_string(spec.algorithm);
-      row.bytes_sent_per_rank = sent / s.ranks;
-    }
-    if (s.kind == net::CollectiveKind::Broadcast) row.root = s.root;
+    CollectiveRow row = messages     ? messages_row(c, bytes)
+                        : collective ? collective_row(c, *collective, bytes)
+                                     : nccl_reduce_row(c, bytes);
+    if (net::has_root(s.op)) row.root = s.root;
     rows.push_back(std::move(row));
     const auto next = next_collective_size(s, bytes);
     if (!next) break;
@@ -101,11 +192,11 @@ net::NcclTable collective_table(const CollectiveSweep& s, std::vector<Collective
     if (!s.nccl->overrides.algo.empty()) setup["nccl_algo"] = s.nccl->overrides.algo;
     if (!s.nccl->overrides.proto.empty()) setup["nccl_proto"] = s.nccl->overrides.proto;
     return {.source = net::TableSource::Simulated,
-            .op = s.kind,
+            .op = s.op,
             .ranks = s.ranks,
             .title = fmt::format("dtsim collective: {} on {} ({} ranks: {} node{} of {}), model {} (NCCL 2.18's choices{}), "
                                  "{} GPU{} per thread (host launch {:g} us per GPU)",
-                                 net::to_string(s.kind), sys.name, s.ranks, nodes, nodes == 1 ? "" : "s", per_node,
+                                 net::to_string(s.op), sys.name, s.ranks, nodes, nodes == 1 ? "" : "s", per_node,
                                  s.model, nccl_env, s.gpus_per_thread, s.gpus_per_thread == 1 ? "" : "s",
                                  sys.host.launch_us),
             .setup = setup,
@@ -113,10 +204,10 @@ net::NcclTable collective_table(const CollectiveSweep& s, std::vector<Collective
   }
   const std::string topology = net::make_topology(s.topology, s.ranks, s.link).kind();
   return {.source = net::TableSource::Simulated,
-          .op = s.kind,
+          .op = s.op,
           .ranks = s.ranks,
           .title = fmt::format("dtsim collective: {} on {} ({} ranks), model {}, links {:g} us / {:g} GB/s",
-                               net::to_string(s.kind), topology, s.ranks, s.model, s.link.latency_s * 1e6,
+                               net::to_string(s.op), topology, s.ranks, s.model, s.link.latency_s * 1e6,
                                s.link.bandwidth_bytes_per_s / 1e9),
           .setup = {{"topology", topology},
                     {"model", s.model},

@@ -1,7 +1,12 @@
-// `dtsim collective`: one collective over a range of sizes on a simulated network,
-// printed as nccl-tests prints its measurements, so predicted and measured tables can
-// be compared line by line: the table, its busbw factors and its JSON are
+// `dtsim collective`: one of nccl-tests' operations over a range of sizes on a simulated
+// network, printed as nccl-tests prints its measurements, so predicted and measured tables
+// can be compared line by line: the table, its busbw factors and its JSON are
 // network_models/nccl_table.hpp's, which bench/nccl_bench.cpp writes too.
+//
+// The communicator's collectives run their schedule (or, on a described machine, NCCL's
+// choice); reduce only on a described machine (dtsim has no reduce schedule); sendrecv
+// and alltoall are their point-to-point messages, all sent at once on a fresh network of
+// the model (sharing links or ports as the model does), the time the last one arrives.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +24,7 @@
 namespace dtsim::runner {
 
 struct CollectiveSweep {
-  net::CollectiveKind kind = net::CollectiveKind::AllReduce;
+  net::NcclTestOp op = net::NcclTestOp::AllReduce;
   net::Algorithm algorithm = net::Algorithm::Ring;  // Auto: per size, net::fastest_algorithm's choice
   net::TopologySpec topology;
   int ranks = 8;
@@ -43,7 +48,9 @@ using CollectiveRow = net::NcclRow;
 // Parses "8", "4K", "16M", "1G" (powers of 1024, as nccl-tests does); a size beyond
 // int64 is an error.
 std::int64_t parse_size(const std::string& text);
-net::CollectiveKind parse_collective(const std::string& text);  // allreduce, reducescatter, allgather, broadcast
+// allreduce, reducescatter, allgather, broadcast, reduce, sendrecv, alltoall (and
+// nccl-tests' names: all_reduce, ...).
+net::NcclTestOp parse_test_op(const std::string& text);
 using net::bus_factor;
 
 std::vector<CollectiveRow> run_collective_sweep(const CollectiveSweep& sweep);

@@ -5,6 +5,7 @@
 // schema's network models and algorithms being the tables' own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -15,6 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "network_models/nccl/collective_time.hpp"
+#include "network_models/nccl/nccl_model.hpp"
+#include "network_models/nccl/presets.hpp"
 #include "network_models/nccl_table.hpp"
 #include "network_models/network_model.hpp"
 #include "runner/collective_table.hpp"
@@ -36,7 +40,7 @@ NcclRow measured_row(int ranks, std::int64_t count, double seconds, std::int64_t
 
 NcclTable measured_table() {
   return {.source = TableSource::Measured,
-          .op = CollectiveKind::AllReduce,
+          .op = NcclTestOp::AllReduce,
           .ranks = 2,
           .title = "dtsim_nccl_bench: all_reduce, 2 rank(s), fp32 avg in place, 5 warm-up + 20 timed per size",
           .setup = {{"benchmark", "nccl_all_reduce"}, {"iters", 20}, {"warmup", 5}},
@@ -55,6 +59,22 @@ TEST(NcclTable, BusFactorsAreNcclTests) {
     for (std::size_t i = 0; i < ranks.size(); ++i)
       EXPECT_DOUBLE_EQ(bus_factor(kind, ranks[i]), factors[i]) << to_string(kind) << " n=" << ranks[i];
   }
+  // alltoall (n-1)/n; reduce and sendrecv 1; names as nccl-tests' binaries.
+  const std::vector<std::pair<NcclTestOp, std::vector<double>>> more{{NcclTestOp::AllToAll, {0.0, 0.5, 0.875}},
+                                                                     {NcclTestOp::Reduce, {1.0, 1.0, 1.0}},
+                                                                     {NcclTestOp::SendRecv, {1.0, 1.0, 1.0}}};
+  for (const auto& [op, factors] : more)
+    for (std::size_t i = 0; i < factors.size(); ++i)
+      EXPECT_DOUBLE_EQ(bus_factor(op, std::vector<int>{1, 2, 8}[i]), factors[i]) << to_string(op);
+  for (auto op : {NcclTestOp::AllReduce, NcclTestOp::ReduceScatter, NcclTestOp::AllGather, NcclTestOp::Broadcast,
+                  NcclTestOp::Reduce, NcclTestOp::SendRecv, NcclTestOp::AllToAll}) {
+    const std::string name = to_string(op);
+    EXPECT_EQ(runner::parse_test_op(name), op) << name;
+    if (const auto kind = collective_kind(op)) {
+      EXPECT_EQ(name, to_string(*kind));
+    }
+  }
+  EXPECT_THROW(runner::parse_test_op("scatter"), std::invalid_argument);
   EXPECT_EQ(algbw_GBps(8e9, 2.0), 4.0);
   EXPECT_EQ(algbw_GBps(8.0, 0.0), 0.0);  // one rank: nothing to do, no time
 }
@@ -63,7 +83,7 @@ TEST(NcclTable, SimulatedTextLayout) {
   // Rows of `dtsim collective --op allreduce --topology torus:8x8 --model flow` and of a
   // broadcast from root 3: the layout it printed before the table was shared.
   NcclTable t{.source = TableSource::Simulated,
-              .op = CollectiveKind::AllReduce,
+              .op = NcclTestOp::AllReduce,
               .ranks = 64,
               .title = "dtsim collective: all_reduce on torus:8x8 (64 ranks), model flow, links 5 us / 12.5 GB/s"};
   auto row = nccl_row(CollectiveKind::AllReduce, 64, 8, 2, 8.0, 1260.0012800000027e-6);
@@ -182,6 +202,86 @@ TEST(CollectiveCommand, AutoNamesTheFastestAlgorithmInEveryRow) {
   }
   EXPECT_EQ(rows.back()["algorithm"], "ring");
   EXPECT_LT(by_candidate["ring"].back().time_us, by_candidate["halving_doubling"].back().time_us);
+}
+
+// sendrecv and alltoall are their messages, all sent at once: on uncontended links each
+// takes its route's latency plus its bytes over the bandwidth; on a star with flows a
+// rank's n - 1 alltoall messages share its link to the switch (and the switch's to it);
+// on a described machine they share the GPUs' ports (port_flows.hpp). Reduce is the nccl
+// model's alone, and sendrecv / alltoall have no algorithm to pick.
+TEST(CollectiveCommand, SendRecvAndAllToAllAreTheirMessages) {
+  runner::CollectiveSweep sweep;
+  sweep.model = "alpha_beta";
+  sweep.topology = parse_topology("complete");
+  sweep.ranks = 8;
+  sweep.link = {5e-6, 12.5e9};
+  sweep.min_bytes = sweep.max_bytes = 16 << 20;
+  const double S = 16 << 20, n = 8;
+  sweep.op = NcclTestOp::SendRecv;
+  auto rows = runner::run_collective_sweep(sweep);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_NEAR(rows[0].time_us, (5e-6 + S / 12.5e9) * 1e6, 1e-6);
+  EXPECT_DOUBLE_EQ(rows[0].busbw_GBps, rows[0].algbw_GBps);
+  EXPECT_EQ(rows[0].bytes_sent_per_rank, S);
+  EXPECT_EQ(rows[0].algorithm, "direct");
+  sweep.op = NcclTestOp::AllToAll;
+  rows = runner::run_collective_sweep(sweep);
+  EXPECT_NEAR(rows[0].time_us, (5e-6 + S / n / 12.5e9) * 1e6, 1e-6);
+  EXPECT_DOUBLE_EQ(rows[0].busbw_GBps, rows[0].algbw_GBps * (n - 1) / n);
+  EXPECT_EQ(rows[0].bytes_sent_per_rank, S / n * (n - 1));
+  sweep.model = "flow";
+  sweep.topology = parse_topology("star");
+  rows = runner::run_collective_sweep(sweep);
+  EXPECT_NEAR(rows[0].time_us, (2 * 5e-6 + (n - 1) * S / n / 12.5e9) * 1e6, 1e-6);
+
+  // On 8x H100: a sendrecv message alone on its GPU's ports; alltoall's 7 per GPU share
+  // its way out (and 7 its way in), all ending together.
+  runner::CollectiveSweep machine;
+  machine.model = "nccl";
+  auto config = std::make_shared<nccl::Config>();
+  config->system = *nccl::find_system_preset("h100_8x");
+  machine.nccl = config;
+  machine.ranks = 8;
+  machine.min_bytes = machine.max_bytes = 1 << 30;
+  const nccl::Clock clock(config, 8);
+  machine.op = NcclTestOp::SendRecv;
+  rows = runner::run_collective_sweep(machine);
+  EXPECT_NEAR(rows[0].time_us, nccl::p2p_us(clock.machine(), 0, 1, 1 << 30), 1e-6);
+  EXPECT_EQ(rows[0].algorithm, "P2P/Simple");
+  machine.op = NcclTestOp::AllToAll;
+  rows = runner::run_collective_sweep(machine);
+  const auto peer = nccl::p2p_timing(clock.machine(), 0, 1, (1 << 30) / 8);
+  EXPECT_NEAR(rows[0].time_us, 7 * peer.wire_us + peer.latency_us, 1e-6);
+  // -g 8: the host's 8 launches bound a small one.
+  machine.gpus_per_thread = 8;
+  machine.min_bytes = machine.max_bytes = 1024;
+  rows = runner::run_collective_sweep(machine);
+  EXPECT_NEAR(rows[0].time_us, 8 * config->system.host.launch_us, 1e-9);
+  EXPECT_EQ(rows[0].algorithm, "P2P/LL");
+
+  // Reduce: NCCL's choice on the machine, refused elsewhere.
+  machine.op = NcclTestOp::Reduce;
+  machine.gpus_per_thread = 1;
+  machine.min_bytes = machine.max_bytes = 1 << 26;
+  rows = runner::run_collective_sweep(machine);
+  const auto run = clock.run(nccl::Coll::Reduce, 1 << 26);
+  EXPECT_DOUBLE_EQ(rows[0].time_us, run.gpu_us);
+  EXPECT_EQ(rows[0].algorithm, nccl::describe(run.choice));
+  EXPECT_DOUBLE_EQ(rows[0].busbw_GBps, rows[0].algbw_GBps);
+  sweep.op = NcclTestOp::Reduce;
+  EXPECT_THROW(runner::run_collective_sweep(sweep), std::invalid_argument);
+  // Flags the command refuses, each with one line naming the flag (exit code 2).
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {"-n 8 --op reduce", "--op reduce: only --model nccl"},
+           {"-n 8 --op alltoall --algo ring", "--algo: alltoall sends its messages directly"},
+           {"-n 2048 --op alltoall", "-n/--ranks: alltoall sends n (n - 1) messages per size; expected at most 1024"},
+           {"--model nccl --system h100_8x --nodes 256 --op alltoall", "-n/--ranks: alltoall sends n (n - 1) messages"},
+           {"-n 256 --topology fat_tree:8", "--topology: fat_tree: a 8-ary fat-tree holds at most 128 ranks, got 256"}}) {
+    const auto refused = testing::run_command(std::string(DTSIM_BINARY) + " collective " + flags);
+    EXPECT_EQ(refused.exit_code, 2) << flags << ": " << refused.output;
+    EXPECT_NE(refused.output.find(message), std::string::npos) << flags << ": " << refused.output;
+    EXPECT_EQ(std::count(refused.output.begin(), refused.output.end(), '\n'), 1) << flags << ": " << refused.output;
+  }
 }
 
 // scenario.schema.json lists the network models and the algorithms per collective too;

@@ -263,11 +263,13 @@ double collective_us(const Machine& m, const Tuning& t, Coll c, double bytes, co
   return 0.0;
 }
 
+Proto p2p_protocol(double bytes) { return bytes <= kP2pLLThreshold ? Proto::LL : Proto::Simple; }
+
 int p2p_ports(const Machine& m) { return m.ranks + m.nodes * std::max(1, m.system.network.nics_per_node); }
 
 P2pTiming p2p_timing(const Machine& m, int src, int dst, double bytes) {
   if (src == dst) return {.egress = src, .ingress = dst};
-  const Proto p = bytes <= kP2pLLThreshold ? Proto::LL : Proto::Simple;
+  const Proto p = p2p_protocol(bytes);
   const double efficiency = p == Proto::LL ? 0.5 : 1.0;  // LL: 8 data bytes per 16-byte line
   const System& s = m.system;
   const int node_a = src / m.per_node, node_b = dst / m.per_node;

@@ -59,6 +59,10 @@ namespace dtsim::net::nccl {
 // whole elements; all-gather and broadcast move bytes).
 double collective_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& choice, int element_size = 4);
 
+// The protocol NCCL's send/recv uses for a message of `bytes`: LL up to
+// NCCL_P2P_LL_THRESHOLD, Simple above.
+Proto p2p_protocol(double bytes);
+
 // A point-to-point message: its fixed part (NCCL's base latency and the hops') and its
 // time on the wire, and the ports it holds while on the wire: the sender's way out and the
 // receiver's way in, each a GPU's NVLink or PCIe port within a node, a node's NIC across

@@ -516,7 +516,8 @@ std::string mutate_args(const std::string& seed, const std::vector<std::string>&
       "fat_tree:", "fat_tree:3", "fat_tree:2147483646", "fat_tree:1000", "fat_tree:8", "fat_tree:0", "hierarchical:",
       "hierarchical:0", "hierarchical:2147483647:direct", "hierarchical:4:foo", "hierarchical:4:nvswitch",
       "hierarchical:65536", "edges", "ring:5", "complete", "star", "exponential", "hypercube", "analytical",
-      "alpha_beta", "flow", "packet", "allreduce", "all_gather", "broadcast", "reducescatter", "ps", "tree", "direct",
+      "alpha_beta", "flow", "packet", "allreduce", "all_gather", "broadcast", "reducescatter", "reduce", "sendrecv",
+      "alltoall", "ps", "tree", "direct",
       "halving_doubling", "binomial", "auto", "a\nb", "\xff", "--", "-", "collective", "run", "--help"};
   static const std::vector<std::string> flags{
       "--op", "--algo", "-b", "--minbytes", "-e", "--maxbytes", "-f", "--stepfactor", "-i", "--stepbytes", "--topology",

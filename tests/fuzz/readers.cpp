@@ -748,6 +748,10 @@ std::vector<std::string> seeds(Reader reader) {
       out.push_back(args({"collective", "--op", "reducescatter", "-n", "6", "--topology", "complete", "-b", "4K", "-e",
                           "4M", "-f", "4"}));
       out.push_back(args({"collective", "--model", "nccl", "--system", "a100_8x", "-g", "8", "-b", "1K", "-e", "8G"}));
+      out.push_back(args({"collective", "--model", "nccl", "--system", "h100_8x", "--nodes", "2", "--op", "alltoall", "-b",
+                          "1M", "-e", "64M", "-f", "8"}));
+      out.push_back(args({"collective", "--op", "sendrecv", "-n", "8", "--topology", "star", "--model", "flow", "-e", "1M"}));
+      out.push_back(args({"collective", "--model", "nccl", "--system", "a100_8x", "--op", "reduce", "-r", "2", "-e", "1M"}));
       out.push_back(args({"collective", "--model", "nccl", "--system", "h100_8x", "--nodes", "2", "--op", "allgather",
                           "--nccl-algo", "Ring", "--nccl-proto", "^LL128", "-e", "64M", "-f", "4"}));
       break;
