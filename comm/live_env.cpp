@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -109,18 +110,35 @@ LiveEnv LiveEnv::from_variables(const std::function<const char*(const char*)>& g
   return env;
 }
 
-std::uint16_t free_loopback_port() {
+namespace {
+
+// Whether `port` can be bound on the loopback interface now.
+bool loopback_port_free(std::uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw std::runtime_error("free_loopback_port: cannot open a socket");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  addr.sin_port = htons(port);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
   ::close(fd);
-  if (!ok) throw std::runtime_error("free_loopback_port: cannot bind a loopback port");
-  return ntohs(addr.sin_port);
+  return ok;
+}
+
+}  // namespace
+
+std::uint16_t free_loopback_port() {
+  // Below Linux's ephemeral range (32768-60999), from which the kernel gives out the
+  // ports of every connection and of Gloo's own listeners: a port taken from that range
+  // can be handed to a concurrent job's connection before this job's store binds it.
+  // Candidates here collide only with another job's explicit choice.
+  constexpr std::uint16_t kFirst = 20000, kCount = 12000;
+  static std::mt19937 pick(std::random_device{}() ^ static_cast<std::uint32_t>(::getpid()));
+  for (int attempt = 0; attempt < 256; ++attempt) {
+    const auto port = static_cast<std::uint16_t>(kFirst + pick() % kCount);
+    if (loopback_port_free(port)) return port;
+  }
+  throw std::runtime_error("free_loopback_port: no free loopback port in 20000-31999");
 }
 
 }  // namespace dtsim::comm

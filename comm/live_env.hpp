@@ -48,9 +48,10 @@ struct LiveEnv {
   static LiveEnv from_variables(const std::function<const char*(const char*)>& get);
 };
 
-// A TCP port on the loopback interface that the kernel handed out a moment ago: the
-// rendezvous of a job started on this machine alone (tests, one-rank benchmarks).
-// Another process may take it in between, which concurrent runs make rare, not impossible.
+// A TCP port on the loopback interface that was free a moment ago, drawn at random below
+// the kernel's ephemeral range: the rendezvous of a job started on this machine alone
+// (tests, one-rank benchmarks). Another job may take it in between only by choosing it
+// too, which concurrent runs make rare, not impossible.
 std::uint16_t free_loopback_port();
 
 }  // namespace dtsim::comm
