@@ -63,14 +63,14 @@ std::span<const config::FieldDoc> network_docs() {
         "computed sender restarts the run with that ring simulated. Not with jitter, a bandwidth trace or "
         "failures still to come, or a trace file. Off: every message is simulated."},
     {"network", "algorithms", "collective algorithms; auto picks the candidate fastest on this network (simulated alone; by "
-        "closed form for the analytical model)"},
+        "closed form for the analytical model). Not the nccl model's: it runs NCCL's choice (nccl_algo)"},
     {"network.algorithms", "all_reduce", "all-reduce schedule"},
     {"network.algorithms", "reduce_scatter", "reduce-scatter schedule"},
     {"network.algorithms", "all_gather", "all-gather schedule"},
     {"network.algorithms", "broadcast", "broadcast schedule"},
-    {"network", "bandwidth_trace", "bandwidth changes of existing cables",
+    {"network", "bandwidth_trace", "bandwidth changes of existing cables (not the nccl model's: its links are its system's)",
      R"json({"type": "array", "items": {"type": "object", "additionalProperties": false, "description": "the cable a-b changes bandwidth at time_s", "required": ["time_s", "a", "b", "bandwidth_GBps"], "properties": {"time_s": {"type": "number", "description": "simulated seconds", "minimum": 0}, "a": {"type": "integer", "description": "node", "minimum": 0}, "b": {"type": "integer", "description": "node", "minimum": 0}, "bandwidth_GBps": {"type": "number", "description": "new bandwidth, 1e9 bytes per second", "minimum": 1e-09, "maximum": 1000000}}}})json"},
-    {"network", "failures", "cable failures of existing cables",
+    {"network", "failures", "cable failures of existing cables (not the nccl model's: its links are its system's)",
      R"json({"type": "array", "items": {"type": "object", "additionalProperties": false, "description": "the cable a-b fails at time_s; traffic reroutes, or the run stops naming the link", "required": ["time_s", "a", "b"], "properties": {"time_s": {"type": "number", "description": "simulated seconds", "minimum": 0}, "a": {"type": "integer", "description": "node", "minimum": 0}, "b": {"type": "integer", "description": "node", "minimum": 0}}}})json"},
     {"nccl_system", "", "A machine for the nccl model: nodes of GPUs on an NVSwitch or on PCIe (NVLink bridges between "
         "pairs), NICs, the host's launch cost. Fields left out keep the preset's (preset) or the "

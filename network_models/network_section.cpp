@@ -67,10 +67,15 @@ NetworkConfig parse_network_section(ObjectReader& n, int nodes, std::uint64_t se
     net.nominal = nccl::nominal_link(net.nccl->system);
     // A look, not a read (ObjectReader::find would mark it read, and a schema recording
     // would list it among the model's fields).
-    for (const char* key : {"latency_us", "bandwidth_GBps"})
+    for (const char* key : {"latency_us", "bandwidth_GBps", "bandwidth_trace", "failures"})
       if (n.value().contains(key))
         throw ScenarioError(n.where(key), ErrorKind::inconsistent,
                             fmt::format("the {} model takes its links from /network/system, not {}", net.model, key));
+    if (n.value().contains("algorithms"))
+      throw ScenarioError(n.where("algorithms"), ErrorKind::inconsistent,
+                          fmt::format("the {} model runs NCCL's own choice of algorithm (nccl_algo restricts it, as "
+                                      "NCCL_ALGO does)",
+                                      net.model));
   } else {
     for (const char* key : {"system", "nccl_algo", "nccl_proto"})
       if (n.value().contains(key))
@@ -84,6 +89,12 @@ NetworkConfig parse_network_section(ObjectReader& n, int nodes, std::uint64_t se
   net.perturbations.jitter_seed = seed;
   net.reuse_collectives = n.boolean("reuse_collectives", true);
   net.evaluate_rings = n.boolean("evaluate_rings", true);
+  // A described machine runs NCCL's choice on the system's links: no schedule algorithms
+  // to set, no topology links to perturb (refused above).
+  if (net.nccl) {
+    n.finish();
+    return net;
+  }
   auto algorithms = n.object("algorithms", false);
   parse_collective_algorithms(algorithms, net);
   net.perturbations.bandwidth_trace = parse_array<BandwidthChange>(n, "bandwidth_trace", [&](ObjectReader& c) {
@@ -108,8 +119,8 @@ json network_section_json(const NetworkConfig& network) {
   for (const auto& [kind, choice] : network.algorithms) algorithms[to_string(kind)] = to_string(choice);
   json net = {{"model", network.model},
               {"overhead_us", network.perturbations.overhead_s * 1e6},
-              {"jitter_us", network.perturbations.jitter_s * 1e6},
-              {"algorithms", algorithms}};
+              {"jitter_us", network.perturbations.jitter_s * 1e6}};
+  if (!network.nccl) net["algorithms"] = algorithms;
   if (network.nccl) {
     nccl::add_config_json(*network.nccl, net);
   } else {

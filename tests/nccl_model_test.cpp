@@ -394,7 +394,8 @@ NetworkConfig nccl_network(const json& network) {
 
 // A scenario's /network for the nccl model: a system instead of links, NCCL's overrides; a
 // collective ends its clock's time after the last arrival, a message its p2p time after it
-// is sent; the links fields and a system under another model are refused by path.
+// is sent; the links fields, the topology's perturbations, schedule algorithms, and a system
+// under another model are refused by path.
 TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
   NetworkConfig config = nccl_network({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_proto", "^LL128"}});
   ASSERT_TRUE(config.nccl);
@@ -425,6 +426,15 @@ TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
             "/network/latency_us: the nccl model takes its links from /network/system, not latency_us");
   EXPECT_EQ(refused({{"model", "flow"}, {"latency_us", 1}, {"bandwidth_GBps", 1}, {"system", "a100_8x"}}),
             "/network/system: only the nccl model reads system (this network's model is flow)");
+  // The topology's link perturbations and the schedules' algorithms have nothing to act on.
+  const json trace = json::array({{{"time_s", 0}, {"a", 0}, {"b", 1}, {"bandwidth_GBps", 1}}});
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", "a100_8x"}, {"bandwidth_trace", trace}}),
+            "/network/bandwidth_trace: the nccl model takes its links from /network/system, not bandwidth_trace");
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", "a100_8x"}, {"failures", json::array({{{"time_s", 0}, {"a", 0}, {"b", 1}}})}}),
+            "/network/failures: the nccl model takes its links from /network/system, not failures");
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", "a100_8x"}, {"algorithms", {{"all_reduce", "tree"}}}}),
+            "/network/algorithms: the nccl model runs NCCL's own choice of algorithm (nccl_algo restricts it, as NCCL_ALGO "
+            "does)");
   EXPECT_EQ(refused({{"model", "nccl"}}), "/network/system: missing required field (expected a system preset's name or a system object)");
   EXPECT_EQ(refused({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_algo", "Rings"}}).substr(0, 36),
             "/network/nccl_algo: NCCL_ALGO: unkno");
