@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "network_models/fastest_algorithm.hpp"
+#include "network_models/message_benchmark.hpp"
 #include "network_models/nccl/collective_time.hpp"
-#include "sim/engine.hpp"
 
 namespace dtsim::runner {
 
@@ -30,29 +30,6 @@ net::NcclTestOp parse_test_op(const std::string& text) {
 
 namespace {
 
-// sendrecv and alltoall: every message (`bytes` each) sent at time 0 on a fresh network;
-// the time the last one arrives.
-double messages_seconds(const CollectiveSweep& s, const net::NetworkConfig& config, const net::Topology& topology,
-                        std::int64_t bytes) {
-  sim::Engine engine;
-  net::Network network(engine, topology, config);
-  const int n = s.ranks;
-  double last = 0.0;
-  auto arrived = [&] { last = std::max(last, engine.now()); };
-  engine.call_at(0.0, [&] {
-    for (int r = 0; r < n; ++r) {
-      if (s.op == net::NcclTestOp::SendRecv) {
-        if (n > 1) network.send(r, (r + 1) % n, static_cast<double>(bytes), arrived);
-        continue;
-      }
-      // alltoall: to the next rank first, as NCCL's grouped send/recv orders its peers.
-      for (int k = 1; k < n; ++k) network.send(r, (r + k) % n, static_cast<double>(bytes), arrived);
-    }
-  });
-  engine.run();
-  return last;
-}
-
 // What a sweep's rows share: the model, its network config, the clock of a described
 // machine, the topology messages and schedules run on.
 struct SweepContext {
@@ -72,7 +49,7 @@ CollectiveRow messages_row(const SweepContext& c, std::int64_t bytes) {
   const std::int64_t elements = bytes / 4;
   const bool one_peer = s.op == net::NcclTestOp::SendRecv;
   const std::int64_t message = (one_peer ? elements : elements / s.ranks) * 4;
-  const double seconds = messages_seconds(s, c.config, *c.topology, message);
+  const double seconds = net::message_benchmark_seconds(s.op, c.config, *c.topology, static_cast<double>(message));
   auto row = net::nccl_row(s.op, s.ranks, bytes, elements, static_cast<double>(elements * 4),
                            std::max(c.host_seconds, seconds));
   row.algorithm =
