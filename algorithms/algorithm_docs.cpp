@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "algorithms/ddp_hook.hpp"
 #include "algorithms/lr_schedule.hpp"
 
 namespace dtsim::algorithms {
@@ -53,8 +54,7 @@ constexpr config::FieldDoc kDocs[] = {
     {"algorithm", "corr", "distopt sparse: accumulate the unsent residual (error feedback)"},
     {"algorithm", "exchange", "distopt sparse, threshold mode: padded (SINGA's: all-gather the counts, then blocks padded to "
         "the largest) or exact (each rank's own pairs)"},
-    {"algorithm", "hook", "ddp: the comm hook run on each full bucket: allreduce (average), fp16_compress, bf16_compress "
-        "(16-bit payloads) or powersgd (low-rank PowerSGD)"},
+    {"algorithm", "hook", ""},  // each hook's line, from its entry (below)
     {"algorithm", "bucket_cap_mb", "ddp: every bucket after the first closes when it holds at least this many MB (2^20 bytes) of "
         "fp32 gradients"},
     {"algorithm", "first_bucket_mb", "ddp: the first bucket's cap in MB (PyTorch's _DEFAULT_FIRST_BUCKET_BYTES)"},
@@ -161,14 +161,24 @@ std::string lr_schedule_types_text() {
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
+// algorithm.hook: each DDP comm hook and its one line, from the hook entries.
+std::string ddp_hooks_text() {
+  std::vector<std::string> parts;
+  for (const auto& e : ddp_hooks()) parts.push_back(fmt::format("{}: {}", e.name, e.description));
+  return fmt::format("ddp: the comm hook run on each full bucket ({})", fmt::join(parts, "; "));
+}
+
 }  // namespace
 
 std::span<const config::FieldDoc> algorithm_docs() {
   static const std::string types_text = lr_schedule_types_text();
+  static const std::string hooks_text = ddp_hooks_text();
   static const std::vector<config::FieldDoc> docs = [] {
     std::vector<config::FieldDoc> d(std::begin(kDocs), std::end(kDocs));
-    for (auto& doc : d)
+    for (auto& doc : d) {
       if (doc.section == "lr_schedule" && doc.field == "type") doc.description = types_text;
+      if (doc.section == "algorithm" && doc.field == "hook") doc.description = hooks_text;
+    }
     return d;
   }();
   return docs;

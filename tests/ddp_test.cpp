@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "algorithms/ddp.hpp"
+#include "algorithms/ddp_hooks/powersgd.hpp"
 #include "algorithms/parallel_sgd.hpp"
 #include "comm/emulated.hpp"
 #include "comm/phase_timer.hpp"
@@ -130,11 +131,12 @@ void record_pq(algorithms::Algorithm& algorithm, std::map<std::size_t, std::pair
     const auto tensors = centralized->compressed_tensors();
     for (std::size_t i = 0; i < tensors.size(); ++i) pq[tensors[i]] = {ps[i].clone(), qs[i].clone()};
   }
-  if (auto* ddp = dynamic_cast<algorithms::Ddp*>(&algorithm)) {
+  const auto* ddp = dynamic_cast<algorithms::Ddp*>(&algorithm);
+  if (const auto* hook = ddp ? dynamic_cast<const algorithms::PowerSgdHook*>(&ddp->hook()) : nullptr) {
     for (std::size_t b = 0; b < ddp->buckets().size(); ++b) {
-      const auto ps = ddp->ps(b), qs = ddp->qs(b);
+      const auto ps = hook->group(b).ps(), qs = hook->group(b).qs();
       const auto& bucket = ddp->buckets()[b];
-      const auto& order = bucket.powersgd.compressed_order();
+      const auto& order = hook->group(b).compressed_order();
       for (std::size_t i = 0; i < order.size(); ++i) pq[bucket.slots[order[i]].param] = {ps[i].clone(), qs[i].clone()};
     }
   }
@@ -618,9 +620,10 @@ TEST(DdpPowerSgd, CompressionRuleAndNBits) {
       }
     }
     std::set<std::size_t> got;
-    for (const auto& b : ddp.buckets())
-      for (const auto& s : b.slots)
-        if (s.r > 0) got.insert(s.param);
+    const auto& hook = dynamic_cast<const algorithms::PowerSgdHook&>(ddp.hook());
+    for (std::size_t b = 0; b < ddp.buckets().size(); ++b)
+      for (std::size_t i = 0; i < ddp.buckets()[b].slots.size(); ++i)
+        if (hook.group(b).slots()[i].r > 0) got.insert(ddp.buckets()[b].slots[i].param);
     EXPECT_EQ(got, compressed);
     if (rate == 2.0) {
       EXPECT_EQ(compressed, (std::set<std::size_t>{1, 4, 6}));
@@ -726,8 +729,9 @@ TEST(DdpScenario, PowerSgdFieldsOnlyWithItsHookAndPyTorchsStartRule) {
   // The algorithm refuses too, as a broken precondition.
   algorithms::AlgorithmSpec spec;
   spec.name = "ddp";
-  algorithms::DdpSettings settings{.hook = "powersgd"};
-  settings.powersgd.start_powerSGD_iter = 0;
+  algorithms::PowerSgdOptions options;
+  options.start_powerSGD_iter = 0;
+  algorithms::DdpSettings settings{.hook = "powersgd", .hook_settings = options};
   spec.settings = settings;
   EXPECT_THROW(algorithms::Ddp{spec}, std::logic_error);
 }
