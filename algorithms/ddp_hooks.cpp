@@ -7,10 +7,11 @@ const DdpHookEntry& allreduce_hook_entry();      // allreduce.cpp
 const DdpHookEntry& fp16_compress_hook_entry();  // half_precision.cpp
 const DdpHookEntry& bf16_compress_hook_entry();  // half_precision.cpp
 const DdpHookEntry& powersgd_hook_entry();       // powersgd.cpp
+const DdpHookEntry& noop_hook_entry();           // noop.cpp
 
 const std::vector<DdpHookEntry>& ddp_hooks() {
   static const std::vector<DdpHookEntry> table{allreduce_hook_entry(), fp16_compress_hook_entry(),
-                                               bf16_compress_hook_entry(), powersgd_hook_entry()};
+                                               bf16_compress_hook_entry(), powersgd_hook_entry(), noop_hook_entry()};
   return table;
 }
 

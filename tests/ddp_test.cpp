@@ -716,6 +716,25 @@ std::string error_path(const json& algorithm) {
   return "accepted";
 }
 
+// The noop hook communicates nothing: no bits, nothing exposed (sync/sync 0), and each
+// rank steps with its own gradient, so the ranks' models part; the allreduce hook's step
+// takes longer by its exposed communication.
+TEST(DdpNoop, EachRankStepsAlone) {
+  const auto m = small_model();
+  const auto noop = run({{"name", "ddp"}, {"hook", "noop"}, {"lr", 0.1}}, m, 2, 3);
+  const auto plain = run({{"name", "ddp"}, {"hook", "allreduce"}, {"lr", 0.1}}, m, 2, 3);
+  for (const auto& step : noop.n_bits)
+    for (auto bits : step) EXPECT_EQ(bits, 0u);
+  for (std::size_t t = 0; t < 3; ++t) {
+    EXPECT_EQ(noop.phases[t].count("sync/sync") ? noop.phases[t].at("sync/sync") : 0.0, 0.0);
+    EXPECT_LT(noop.step_time[t], plain.step_time[t]);
+  }
+  bool parted = false;
+  for (std::size_t j = 0; j < m.shapes.size(); ++j) parted = parted || !noop.params[2][0][j].equal(noop.params[2][1][j]);
+  EXPECT_TRUE(parted);
+  for (std::size_t j = 0; j < m.shapes.size(); ++j) EXPECT_TRUE(plain.params[2][0][j].equal(plain.params[2][1][j]));
+}
+
 TEST(DdpScenario, PowerSgdFieldsOnlyWithItsHookAndPyTorchsStartRule) {
   EXPECT_EQ(error_path({{"name", "ddp"}, {"lr", 0.1}, {"matrix_approximation_rank", 2}}).rfind("/algorithm/matrix_approximation_rank | ", 0), 0u);
   EXPECT_EQ(error_path({{"name", "ddp"}, {"lr", 0.1}, {"hook", "fp16_compress"}, {"warm_start", false}}).rfind("/algorithm/warm_start | ", 0), 0u);
@@ -946,7 +965,8 @@ HookCase powersgd_case(std::int64_t rank, bool warm_start_and_error_feedback) {
 // PowerSGD at ranks 1, 2 and 4 (Gram-Schmidt, then QR), with and without warm start and
 // error feedback, on 4 ranks (fp32 sums, whose order Gloo and dtsim choose differently:
 // rounding), and the fp16 / bf16 hooks on 2 ranks (two addends: one rounding whatever the
-// order, so bit for bit where the model's own arithmetic is PyTorch's; below). PowerSGD's
+// order, so bit for bit where the model's own arithmetic is PyTorch's; below), and the noop
+// hook (no communication: rank 0 steps with its own gradient) on 2 ranks. PowerSGD's
 // own effect, its distance to the plain all-reduce,
 // is 10^3 to 10^5 times what separates dtsim from PyTorch.
 TEST(DdpAgainstPyTorch, PowerSgdAndHalfPrecisionHooks) {
@@ -964,7 +984,8 @@ TEST(DdpAgainstPyTorch, PowerSgdAndHalfPrecisionHooks) {
   }
   const std::vector<HookCase> half{
       {"fp16_compress", {{"name", "ddp"}, {"hook", "fp16_compress"}, {"lr", 0.1}}, {{"hook", "fp16_compress"}}},
-      {"bf16_compress", {{"name", "ddp"}, {"hook", "bf16_compress"}, {"lr", 0.1}}, {{"hook", "bf16_compress"}}}};
+      {"bf16_compress", {{"name", "ddp"}, {"hook", "bf16_compress"}, {"lr", 0.1}}, {{"hook", "bf16_compress"}}},
+      {"noop", {{"name", "ddp"}, {"hook", "noop"}, {"lr", 0.1}}, {{"hook", "noop"}}}};
   // Bit for bit where dtsim's `cnn` and PyTorch's module compute the same float operations,
   // which the plain all-reduce (no hook) shows: so with LibTorch 1.13. With 2.15 they part
   // by an ulp or so in the model's own arithmetic (6e-8 after 12 steps without a hook), the

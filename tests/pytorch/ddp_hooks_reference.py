@@ -5,7 +5,7 @@ usage: ddp_hooks_reference.py CASES.json
 
 CASES.json: {"ranks": W, "steps": T, "seed": S, "lr": LR, "data": "data.pt",
              "init": "init.pt", "cases": [{"hook": ..., "out": "params.json", ...}, ...]}
-Hooks: "allreduce" (DDP's own), "fp16_compress", "bf16_compress", "powersgd" (with
+Hooks: "allreduce" (DDP's own), "fp16_compress", "bf16_compress", "noop", "powersgd" (with
 "matrix_approximation_rank", "start_powerSGD_iter", "use_error_feedback", "warm_start",
 "random_seed"). W Gloo processes on this machine, one thread each, run every case in turn:
 dtsim's `cnn` workload (conv 3x3 pad 1 - relu - maxpool 2, twice, then fc 128 - relu -
@@ -26,7 +26,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+from torch.distributed.algorithms.ddp_comm_hooks import debugging_hooks, default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel
 
 
@@ -83,6 +83,8 @@ def hook_of(case, model):
         # no bf16 sum: bf16_gloo_hook takes the hook's steps with the sum done over the
         # gathered bf16 values, registered as register_comm_hook does after its check.
         dist._register_comm_hook(model.reducer, None, bf16_gloo_hook)
+    elif hook == "noop":
+        model.register_comm_hook(None, debugging_hooks.noop_hook)
     elif hook == "powersgd":
         state = powerSGD_hook.PowerSGDState(
             process_group=None,
