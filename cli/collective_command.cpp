@@ -23,7 +23,12 @@ namespace dtsim::cli {
 namespace {
 
 // alltoall's n (n - 1) messages a size: 1,024 ranks (a million messages) take seconds.
-constexpr int kMaxAllToAllRanks = 1024;
+void check_alltoall_ranks(const runner::CollectiveSweep& sweep) {
+  constexpr int kMaxAllToAllRanks = 1024;
+  if (sweep.op == net::NcclTestOp::AllToAll && sweep.ranks > kMaxAllToAllRanks)
+    throw config::InputError(fmt::format("-n/--ranks: alltoall sends n (n - 1) messages per size; expected at most {} ranks, got {}",
+                                         kMaxAllToAllRanks, sweep.ranks));
+}
 
 // parse(text), its std::invalid_argument (the parsers' refusal) as the flag's
 // InputError, prefixed with the flag and kept on one line (the text is the user's, and
@@ -135,9 +140,7 @@ runner::CollectiveSweep CollectiveCommand::sweep() const {
   }
   // A topology that cannot hold the ranks (a fat-tree's k^3 / 4) is the flags' error.
   flag("--topology", [&] { return net::make_topology(sweep.topology, sweep.ranks, {}).size(); });
-  if (sweep.op == net::NcclTestOp::AllToAll && sweep.ranks > kMaxAllToAllRanks)
-    throw config::InputError(fmt::format("-n/--ranks: alltoall sends n (n - 1) messages per size; expected at most {} ranks, got {}",
-                                         kMaxAllToAllRanks, sweep.ranks));
+  check_alltoall_ranks(sweep);
   sweep.model = model_;
   sweep.link = {latency_us_ * 1e-6, bandwidth_GBps_ * 1e9};
   // An infinite latency (CLI11 reads 1e309 as inf) would schedule events at inf.
@@ -190,9 +193,7 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
   sweep.algorithm = net::Algorithm::Auto;
   sweep.ranks = ranks_ == 0 ? config->system.gpus() : ranks_;
   flag("-n/--ranks", [&] { return net::nccl::make_machine(config->system, sweep.ranks); });
-  if (sweep.op == net::NcclTestOp::AllToAll && sweep.ranks > kMaxAllToAllRanks)
-    throw config::InputError(fmt::format("-n/--ranks: alltoall sends n (n - 1) messages per size; expected at most {} ranks, got {}",
-                                         kMaxAllToAllRanks, sweep.ranks));
+  check_alltoall_ranks(sweep);
   sweep.link = net::nccl::nominal_link(config->system);
   sweep.nccl = config;
   if (gpus_per_thread_ < 1 || gpus_per_thread_ > sweep.ranks)

@@ -8,7 +8,6 @@
 
 #include "network_models/fastest_algorithm.hpp"
 #include "network_models/message_benchmark.hpp"
-#include "network_models/nccl/collective_time.hpp"
 
 namespace dtsim::runner {
 
@@ -40,23 +39,19 @@ struct SweepContext {
   const net::nccl::Clock* nccl_clock = nullptr;
   std::optional<net::Topology> topology;
   std::optional<net::FastestAlgorithm> fastest;
-  double host_seconds = 0.0;  // what nccl-tests' -g G measures at least: G launches from one thread
+  double host_seconds = 0.0;  // a reduce's -g G at least: G launches from one thread (the clock's for the others)
 };
 
-// sendrecv, alltoall: their messages (alltoall: count / n elements to each peer).
+// sendrecv, alltoall: their messages.
 CollectiveRow messages_row(const SweepContext& c, std::int64_t bytes) {
   const auto& s = c.s;
+  const auto b = net::message_benchmark(s.op, c.config, s.ranks, c.topology ? &*c.topology : nullptr, bytes,
+                                        s.gpus_per_thread);
   const std::int64_t elements = bytes / 4;
-  const bool one_peer = s.op == net::NcclTestOp::SendRecv;
-  const std::int64_t message = (one_peer ? elements : elements / s.ranks) * 4;
-  const double seconds = net::message_benchmark_seconds(s.op, c.config, *c.topology, static_cast<double>(message));
-  auto row = net::nccl_row(s.op, s.ranks, bytes, elements, static_cast<double>(elements * 4),
-                           std::max(c.host_seconds, seconds));
-  row.algorithm =
-      c.nccl_clock ? fmt::format("P2P/{}", net::nccl::to_string(net::nccl::p2p_protocol(static_cast<double>(message))))
-                   : "direct";
-  const int peers = s.ranks < 2 ? 0 : one_peer ? 1 : s.ranks - 1;
-  row.bytes_sent_per_rank = static_cast<double>(message) * peers;
+  auto row = net::nccl_row(s.op, s.ranks, bytes, elements, static_cast<double>(elements * 4), b.seconds);
+  row.algorithm = b.algorithm;
+  const int peers = s.ranks < 2 ? 0 : s.op == net::NcclTestOp::SendRecv ? 1 : s.ranks - 1;
+  row.bytes_sent_per_rank = static_cast<double>(b.message_bytes) * peers;
   return row;
 }
 
@@ -115,20 +110,18 @@ std::vector<CollectiveRow> run_collective_sweep(const CollectiveSweep& s) {
   // A described machine times the collective itself (NCCL's choice of algorithm).
   if (c.model.make_clock) c.clock = c.model.make_clock(c.config, s.ranks);
   c.nccl_clock = dynamic_cast<const net::nccl::Clock*>(c.clock.get());
-  const bool messages = s.op == net::NcclTestOp::SendRecv || s.op == net::NcclTestOp::AllToAll;
   const auto collective = net::collective_kind(s.op);
   if (s.op == net::NcclTestOp::Reduce && !c.nccl_clock)
     throw std::invalid_argument(fmt::format("reduce: only the nccl model times it (the {} model has no reduce schedule)",
                                             s.model));
-  // Messages on a described machine go by its clock: the links only need to exist, and
-  // add no latency of their own. Its collectives need none.
+  // A described machine's collectives and messages go by its clock, not by links.
   if (!c.clock) c.topology = net::make_topology(s.topology, s.ranks, s.link);
-  else if (messages) c.topology = net::Topology::ring(s.ranks, {0.0, s.link.bandwidth_bytes_per_s});
   if (!c.clock && collective && s.algorithm == net::Algorithm::Auto) c.fastest.emplace(c.model, *c.topology, s.link);
   if (s.nccl) c.host_seconds = s.gpus_per_thread * s.nccl->system.host.launch_us * 1e-6;
 
   std::vector<CollectiveRow> rows;
   for (std::int64_t bytes = s.min_bytes; bytes <= s.max_bytes;) {
+    const bool messages = s.op == net::NcclTestOp::SendRecv || s.op == net::NcclTestOp::AllToAll;
     CollectiveRow row = messages     ? messages_row(c, bytes)
                         : collective ? collective_row(c, *collective, bytes)
                                      : nccl_reduce_row(c, bytes);

@@ -17,7 +17,6 @@
 #include <fmt/format.h>
 
 #include "network_models/message_benchmark.hpp"
-#include "network_models/nccl/collective_time.hpp"
 #include "network_models/nccl/nccl_model.hpp"
 #include "network_models/nccl/presets.hpp"
 #include "network_models/nccl_table.hpp"
@@ -117,15 +116,14 @@ FigureRow predict(const Figure& figure) {
     double seconds = 0.0;
     std::string choice;
     if (figure.op == NcclTestOp::AllToAll) {
-      // Its messages on the machine's ports, launched as -g says.
+      // Its messages on the machine's ports.
       NetworkConfig network;
       network.model = "nccl";
       network.nccl = config;
-      network.nominal = {0.0, nominal_link(config->system).bandwidth_bytes_per_s};
-      const double message = static_cast<double>(bytes / 4 / n * 4);
-      seconds = std::max(figure.gpus_per_thread * config->system.host.launch_us * 1e-6,
-                         message_benchmark_seconds(figure.op, network, Topology::ring(n, network.nominal), message));
-      choice = fmt::format("P2P/{}", to_string(p2p_protocol(message)));
+      network.nominal = nominal_link(config->system);
+      const auto b = message_benchmark(figure.op, network, n, nullptr, bytes, figure.gpus_per_thread);
+      seconds = b.seconds;
+      choice = b.algorithm;
     } else {
       CollectiveSpec spec{.kind = CollectiveKind::AllReduce, .ranks = n, .elements = bytes / 4};
       seconds = clock.benchmark_seconds(spec, figure.gpus_per_thread);
