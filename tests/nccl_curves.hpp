@@ -44,6 +44,7 @@ struct Figure {
   int gpus_per_thread;                                // nccl-tests -g
   std::int64_t min_bytes, max_bytes, step_bytes;      // -b, -e, -i
   double average_busbw_GBps, peak_busbw_GBps;
+  double step_factor = 0.0;                           // -f; 0: sizes step by step_bytes
 };
 
 // nccl-tests issue 212 (2024-05), NCCL's maintainer on 8x H100 SXM: "NCCL can get an
@@ -63,6 +64,11 @@ struct Figure {
 // `alltoall_perf -b 4G -e 4G -g 1` (one size): busbw 19.83 GB/s, with the NICs at about
 // 183 Gb/s on the wire (20.71 after the reporter's change to which GPU's proxy sends for
 // which remote GPU). Not used to build the model; added with alltoall.
+//
+// li-plus/playground cuda/nccl.md: "8 A100 NVLink GPUs with 600GB/s bi-directional
+// bandwidth" (NVSwitch), `sendrecv_perf -b 128M -e 1G -f 2 -g 8`: busbw 110.8 / 110.8,
+// 188.6 / 189.0, 192.8 / 193.7, 195.1 / 195.6 GB/s (out-of-place / in-place) at 128 MiB -
+// 1 GiB; NCCL's version not stated. Not used to build the model.
 inline const std::vector<Figure>& published_figures() {
   constexpr std::int64_t M = 1024 * 1024;
   static const std::vector<Figure> figures{
@@ -77,6 +83,9 @@ inline const std::vector<Figure>& published_figures() {
        R"json({"preset": "a100_8x", "name": "a100_8x_4nic", "network": {"nics_per_node": 4, "rails": 4}})json",
        "2x (8x A100, 4x 200 Gb/s NICs), alltoall", "NVIDIA/nccl issue 1138 (NCCL 2.18.6, -np 16, -g 1, 4 GiB)", 2, "", 1,
        4096 * M, 4096 * M, M, 19.83, 19.83},
+      {net::NcclTestOp::SendRecv, R"json({"preset": "a100_8x"})json", "8x A100 SXM (NVSwitch), sendrecv",
+       "li-plus/playground cuda/nccl.md (-g 8, 128 MiB - 1 GiB, -f 2)", 1, "", 8, 128 * M, 1024 * M, 0,
+       (110.81 + 110.76 + 188.60 + 189.01 + 192.75 + 193.66 + 195.10 + 195.56) / 8, 195.56, 2.0},
   };
   return figures;
 }
