@@ -536,14 +536,14 @@ void ScheduledExecution::maybe_record() {
   ++w.reuse->stats().recorded;
 }
 
-ClosedFormExecution::ClosedFormExecution(sim::Engine& engine, int ranks, double seconds, RankDone done,
+ClosedFormExecution::ClosedFormExecution(sim::Engine& engine, int ranks, CollectiveTiming timing, RankDone done,
                                          std::shared_ptr<CollectiveStream> stream)
-    : engine_(engine), seconds_(seconds), done_(std::move(done)), stream_(std::move(stream)), ranks_(ranks) {}
+    : engine_(engine), timing_(timing), done_(std::move(done)), stream_(std::move(stream)), ranks_(ranks) {}
 
 void ClosedFormExecution::arrive(int) {
   if (++arrived_ < ranks_) return;
-  if (stream_) return stream_->submit(seconds_, ranks_, std::move(done_));
-  const double finish = engine_.after(seconds_);
+  if (stream_) return stream_->submit(timing_, ranks_, std::move(done_));
+  const double finish = engine_.after(timing_.seconds);
   for (int r = 0; r < ranks_; ++r) engine_.call_at(finish, [done = done_, r] { done(r); });
 }
 
@@ -552,18 +552,31 @@ CollectiveStream::CollectiveStream(sim::Engine& engine, std::shared_ptr<PortFlow
   if (!ports_) throw std::invalid_argument("CollectiveStream: expected the machine's ports");
 }
 
-void CollectiveStream::submit(double seconds, int ranks, Execution::RankDone done) {
-  waiting_.push_back({seconds, ranks, std::move(done)});
+void CollectiveStream::submit(CollectiveTiming timing, int ranks, Execution::RankDone done) {
+  waiting_.push_back({timing, ranks, std::move(done)});
   if (!running_) start_next();
 }
 
 void CollectiveStream::start_next() {
   if (waiting_.empty()) return;
   running_ = true;
-  ports_->start_everywhere(waiting_.front().seconds, *this, 0);
+  started_at_ = engine_.now();
+  const CollectiveTiming& t = waiting_.front().timing;
+  if (t.wire_s > 0) return ports_->start_everywhere(t.wire_s, *this, 0);
+  engine_.call_at(engine_.after(t.seconds), [this] { finish(); });  // latency only: no port held
 }
 
 void CollectiveStream::transfer_done(std::uint64_t) {
+  // Its latencies follow its data: it ends its own time after it started, later by what
+  // sharing the ports added to its data's time (nothing alone, so alone it ends exactly
+  // its own time after it started, on the engine's grid as the transfer's end is).
+  const CollectiveTiming& t = waiting_.front().timing;
+  const sim::TimeGrid& grid = engine_.time_grid();
+  const double delay = engine_.now() - grid.later(started_at_, t.wire_s);
+  engine_.call_at(std::max(engine_.now(), grid.later(started_at_, t.seconds) + delay), [this] { finish(); });
+}
+
+void CollectiveStream::finish() {
   Waiting ended = std::move(waiting_.front());
   waiting_.pop_front();
   running_ = false;

@@ -19,6 +19,7 @@
 
 #include "network_models/collective_reuse.hpp"
 #include "network_models/execution.hpp"
+#include "network_models/machine_clock.hpp"
 #include "network_models/network_model.hpp"
 #include "network_models/port_flows.hpp"
 #include "network_models/ring_wavefront.hpp"
@@ -190,22 +191,25 @@ class ScheduledExecution final : public Execution,
 
 // The collectives of one communicator on a described machine: one at a time, in the
 // order their last ranks arrive, as a process group's collectives run on its NCCL stream.
-// Each is a transfer on every port of the machine for the time its clock gives it
-// (port_flows.hpp): alone it ends exactly that long after it starts; point-to-point
-// messages on the wire meanwhile share the ports' time with it, and so slow it.
+// A collective's data is a transfer on every port of the machine for its wire time
+// (port_flows.hpp), and its latencies follow: alone it ends exactly its clock's time after
+// it starts; point-to-point messages on the wire meanwhile share the ports' time with its
+// data, and so slow it by as much as they take of the ports, and it them. The next
+// collective starts when the running one ends.
 class CollectiveStream : private PortFlows::Client {
  public:
   CollectiveStream(sim::Engine& engine, std::shared_ptr<PortFlows> ports);
-  // A collective whose last rank arrived now and that takes `seconds` alone: each of its
+  // A collective whose last rank arrived now and that takes `timing` alone: each of its
   // `ranks` is told it is done (one event each) when it ends.
-  void submit(double seconds, int ranks, Execution::RankDone done);
+  void submit(CollectiveTiming timing, int ranks, Execution::RankDone done);
 
  private:
   void transfer_done(std::uint64_t tag) override;
   void start_next();
+  void finish();
 
   struct Waiting {
-    double seconds = 0.0;
+    CollectiveTiming timing;
     int ranks = 0;
     Execution::RankDone done;
   };
@@ -213,20 +217,21 @@ class CollectiveStream : private PortFlows::Client {
   std::shared_ptr<PortFlows> ports_;
   std::deque<Waiting> waiting_;  // the front is running when running_
   bool running_ = false;
+  double started_at_ = 0.0;  // the running one's
 };
 
-// Waits for the last rank, then ends every rank `seconds` later (one event each), or,
-// given a stream, hands the collective to it. Ranks issue their collectives in one order,
-// so the last arrivals come in that order too and the stream runs them in it.
+// Waits for the last rank, then ends every rank `timing.seconds` later (one event each),
+// or, given a stream, hands the collective to it. Ranks issue their collectives in one
+// order, so the last arrivals come in that order too and the stream runs them in it.
 class ClosedFormExecution final : public Execution {
  public:
-  ClosedFormExecution(sim::Engine& engine, int ranks, double seconds, RankDone done,
+  ClosedFormExecution(sim::Engine& engine, int ranks, CollectiveTiming timing, RankDone done,
                       std::shared_ptr<CollectiveStream> stream = nullptr);
   void arrive(int rank) override;
 
  private:
   sim::Engine& engine_;
-  double seconds_;
+  CollectiveTiming timing_;
   RankDone done_;
   std::shared_ptr<CollectiveStream> stream_;
   int arrived_ = 0;

@@ -23,11 +23,20 @@ struct MessageTiming {
   int egress = 0, ingress = 0;
 };
 
+// A collective as the machine runs it alone: seconds from the last rank's arrival to every
+// rank's completion, and the part of them that is its data on the ports (the rest is
+// latency: hops, steps, launches), which the transfers on the ports share.
+struct CollectiveTiming {
+  double seconds = 0.0;
+  double wire_s = 0.0;  // <= seconds
+};
+
 class MachineClock {
  public:
   virtual ~MachineClock() = default;
-  // Seconds from the last rank's arrival to every rank's completion (spec resolved: ranks set).
-  virtual double collective_seconds(const CollectiveSpec& spec) const = 0;
+  // Spec resolved (ranks set).
+  virtual CollectiveTiming collective_timing(const CollectiveSpec& spec) const = 0;
+  double collective_seconds(const CollectiveSpec& spec) const { return collective_timing(spec).seconds; }
   // What a benchmark that launches `gpus_per_thread` GPUs' kernels from one thread
   // (nccl-tests' -g) measures per iteration: the host's launches can outlast the GPUs.
   virtual double benchmark_seconds(const CollectiveSpec& spec, int gpus_per_thread) const = 0;

@@ -108,12 +108,12 @@ std::shared_ptr<Execution> Network::collective(const CollectiveSpec& spec, std::
 
 std::shared_ptr<Execution> Network::start(const CollectiveSpec& spec, std::shared_ptr<const Schedule> schedule,
                                           Execution::RankDone done, std::string shape) {
-  if (model_->closed_form_collectives)
-    return std::make_shared<ClosedFormExecution>(
-        engine(), size(),
-        clock_ ? clock_->collective_seconds(spec)
-               : closed_form_seconds(spec, config_.nominal.latency_s, config_.nominal.bandwidth_bytes_per_s),
-        std::move(done), stream_);
+  if (model_->closed_form_collectives) {
+    const CollectiveTiming timing =
+        clock_ ? clock_->collective_timing(spec)
+               : CollectiveTiming{.seconds = closed_form_seconds(spec, config_.nominal.latency_s, config_.nominal.bandwidth_bytes_per_s)};
+    return std::make_shared<ClosedFormExecution>(engine(), size(), timing, std::move(done), stream_);
+  }
   return std::make_shared<ScheduledExecution>(*transport_, std::move(schedule), std::move(done), reuse_.get(),
                                               std::move(shape));
 }

@@ -37,8 +37,8 @@ std::span<const config::FieldDoc> network_docs() {
      R"json({"type": "string", "minLength": 1})json"},
     {"network", "model", "analytical: closed forms, no contention; alpha_beta: point-to-point schedules without "
         "contention; flow: schedules as flows sharing links by max-min fairness; nccl: collectives as "
-        "NCCL runs them on a described machine (algorithm, protocol, channels), one at a time; they and the "
-        "messages share each GPU's and NIC's port by max-min fairness"},
+        "NCCL runs them on a described machine (algorithm, protocol, channels), one at a time; their data and "
+        "the messages' share each GPU's and NIC's port by max-min fairness"},
     {"network", "latency_us", "alpha of every link, microseconds"},
     {"network", "bandwidth_GBps", "beta of every link, 1e9 bytes per second"},
     {"network", "system", "nccl model: the machine, a preset's name (dtsim list systems) or a system object "

@@ -51,7 +51,7 @@ const std::vector<NetworkModel>& network_model_table() {
       // the clock's (Network builds it); make_transport serves callers without a system.
       {.name = "nccl",
        .description = "collectives as NCCL runs them on a described machine (algorithm, protocol, channels), one at a "
-                      "time; they and the messages share each GPU's and NIC's port by max-min fairness",
+                      "time; their data and the messages' share each GPU's and NIC's port by max-min fairness",
        .make_transport = make<UncontendedTransport>,
        .closed_form_collectives = true,
        .relative_events_per_message = 1.0,

@@ -1,9 +1,9 @@
 // net::PortFlows: the ports of a described machine (MachineClock::ports(): each GPU's way
 // out and way in, each NIC's) shared by the transfers on them, as the flow model shares
 // links. A transfer is what the machine's clock times alone: a point-to-point message
-// holds its sender's way out and its receiver's way in for its wire time; a collective
-// holds every port for its time (NCCL's kernels drive every GPU's links and the nodes'
-// NICs at once). Transfers on a port share its time by max-min fairness (progressive
+// holds its sender's way out and its receiver's way in for its wire time; a collective's
+// data holds every port for its wire time (NCCL's kernels drive every GPU's links and the
+// nodes' NICs at once; its latencies, which follow, hold none: CollectiveStream). Transfers on a port share its time by max-min fairness (progressive
 // filling: each port's time is split equally among the transfers it limits, the time a
 // transfer limited elsewhere cannot use going to the others), recomputed whenever one
 // starts or ends: a transfer alone runs at its own pace (its time, exactly), two on one

@@ -573,11 +573,13 @@ TEST(NcclNetwork, MessagesShareTheirPorts) {
   EXPECT_NEAR(second, 2 * alone + alone, 1e-12);
 }
 
-// A collective drives every GPU's links and the NICs, so it is a transfer on every port:
-// a message sent while it runs shares the message's two ports with it, each at half pace
-// while both are on the wire (the collective is as slow as its busiest port), so the
-// message takes twice its wire time and the collective ends later by the message's wire
-// time. Apart in time, neither slows the other.
+// A collective drives every GPU's links and the NICs, so its data is a transfer on every
+// port, its latencies following: a message sent while the data is on the wire shares the
+// message's two ports with it, each at half pace while both are on the wire (the
+// collective is as slow as its busiest port), so the message takes twice its wire time and
+// the collective ends later by the message's wire time. A small collective's time is
+// mostly latency, which no port holds: it slows the message only by its data's time.
+// Apart in time, neither slows the other.
 TEST(NcclNetwork, CollectivesAndMessagesShareThePorts) {
   const NetworkConfig config = nccl_network({{"model", "nccl"}, {"system", "a100_8x"}});
   const Clock clock(config.nccl, 8);
@@ -599,23 +601,51 @@ TEST(NcclNetwork, CollectivesAndMessagesShareThePorts) {
     for (int r = 0; r < 8; ++r) engine.call_at(arrive, [c, r] { c->arrive(r); });
     engine.call_at(send, [&] { network.send(2, 3, bytes, [&] { t.message = engine.now(); }); });
     engine.run();
-    return std::pair{t, clock.collective_seconds(spec)};
+    return std::pair{t, clock.collective_timing(spec)};
   };
-  // The message sent 1 us into a 64 MiB all-reduce, which outlasts it.
+  // The message sent 1 us into a 64 MiB all-reduce, whose data outlasts it.
   auto [during, big] = run(1 << 24, 0.0, 1e-6);
-  ASSERT_GT(big, 1e-6 + 2 * wire);
+  ASSERT_GT(big.wire_s, 1e-6 + 2 * wire);
   EXPECT_NEAR(during.message, 1e-6 + 2 * wire + lat, 1e-12);
-  EXPECT_NEAR(during.collective, big + wire, 1e-12);
-  // A small all-reduce whose ranks arrive while the message is on the wire, and which
-  // ends first: both at half pace from then until it ends.
+  EXPECT_NEAR(during.collective, big.seconds + wire, 1e-12);
+  // A small all-reduce whose ranks arrive while the message is on the wire, and whose data
+  // ends first: both at half pace from then until it does; its latencies follow, alone.
   auto [after, small] = run(1 << 10, wire / 4, 0.0);
-  ASSERT_LT(wire / 4 + 2 * small, wire);
-  EXPECT_NEAR(after.collective, wire / 4 + 2 * small, 1e-12);
-  EXPECT_NEAR(after.message, wire + small + lat, 1e-12);
+  ASSERT_GT(small.wire_s, 0.0);
+  ASSERT_LT(small.wire_s, small.seconds / 4);  // mostly latency
+  ASSERT_LT(wire / 4 + 2 * small.wire_s, wire);
+  EXPECT_NEAR(after.collective, wire / 4 + 2 * small.wire_s + (small.seconds - small.wire_s), 1e-12);
+  EXPECT_NEAR(after.message, wire + small.wire_s + lat, 1e-12);
   // Apart in time, neither waits.
   auto [apart, small2] = run(1 << 10, 2 * alone, 0.0);
   EXPECT_NEAR(apart.message, alone, 1e-12);
-  EXPECT_NEAR(apart.collective, 2 * alone + small2, 1e-12);
+  EXPECT_NEAR(apart.collective, 2 * alone + small2.seconds, 1e-12);
+}
+
+// The part of a collective's time that is latency is the collective with the links'
+// bandwidth unlimited: all of a tiny one's time, little of a large one's, and the same
+// whatever the size while a ring's chunks cross the same steps.
+TEST(NcclExecution, LatencyIsTheTimeWithUnlimitedBandwidth) {
+  const NetworkConfig config = nccl_network({{"model", "nccl"}, {"system", "a100_8x"}});
+  const Clock clock(config.nccl, 8);
+  auto at = [&](double bytes) { return clock.run(Coll::AllReduce, bytes); };
+  for (double bytes : {1024.0, 65536.0, 16.0 * (1 << 20), 1024.0 * (1 << 20)}) {
+    const auto r = at(bytes);
+    EXPECT_GT(r.latency_us, 0.0) << bytes;
+    EXPECT_LE(r.latency_us, r.gpu_us) << bytes;
+  }
+  // Ring/LL over 24 channels at 1 MiB: 2(n-1) = 14 steps of NVLink LL latency after NCCL's
+  // base latency, whatever the chunks carry.
+  const auto small = at(1 << 20);
+  ASSERT_EQ(describe(small.choice), "Ring/LL/24ch");
+  EXPECT_NEAR(small.latency_us, base_latency_us(Algo::Ring, Proto::LL) + 14 * hop_latency_us(Hw::NvLink, Algo::Ring, Proto::LL),
+              1e-9);
+  // 1 GiB of Ring/Simple: its data is most of its time.
+  const auto big = at(1024.0 * (1 << 20));
+  EXPECT_LT(big.latency_us, 0.1 * big.gpu_us);
+  // 1 KiB: the data's share is small.
+  const auto tiny = at(1024);
+  EXPECT_GT(tiny.latency_us, 0.5 * tiny.gpu_us);
 }
 
 }  // namespace

@@ -137,9 +137,9 @@ TEST(PortFlows, CollectivesOfTwoStreamsShareTheMachine) {
   CollectiveStream first(engine, ports), second(engine, ports);
   std::vector<double> a(2, -1.0), b(2, -1.0), c(2, -1.0);
   engine.call_at(0.0, [&] {
-    first.submit(1.0, 2, [&](int r) { a[static_cast<std::size_t>(r)] = engine.now(); });
-    second.submit(3.0, 2, [&](int r) { b[static_cast<std::size_t>(r)] = engine.now(); });
-    first.submit(1.0, 2, [&](int r) { c[static_cast<std::size_t>(r)] = engine.now(); });  // behind the first
+    first.submit({1.0, 1.0}, 2, [&](int r) { a[static_cast<std::size_t>(r)] = engine.now(); });
+    second.submit({3.0, 3.0}, 2, [&](int r) { b[static_cast<std::size_t>(r)] = engine.now(); });
+    first.submit({1.0, 1.0}, 2, [&](int r) { c[static_cast<std::size_t>(r)] = engine.now(); });  // behind the first
   });
   engine.run();
   for (int r = 0; r < 2; ++r) {
@@ -147,6 +147,44 @@ TEST(PortFlows, CollectivesOfTwoStreamsShareTheMachine) {
     EXPECT_DOUBLE_EQ(c[static_cast<std::size_t>(r)], 4.0);  // then the next of its stream, also at half
     EXPECT_DOUBLE_EQ(b[static_cast<std::size_t>(r)], 5.0);  // 2 of its 3 done by 4, the last alone
   }
+}
+
+// A collective's latencies hold no port: only its data shares the ports. A collective of
+// 1 s of which 0.2 s is data, beside a message of 1 s on the wire: both at half pace until
+// the collective's data is done (0.4 s), its 0.8 s of latency after, alone (1.2 s); the
+// message, 0.2 s of its wire done by then, alone after (1.2 s). Had the whole second held
+// the ports, both would end at 2 s. The next collective of the stream starts when the
+// first ends, latencies included; one with no data holds no port.
+TEST(PortFlows, OnlyACollectivesDataSharesThePorts) {
+  sim::Engine engine;
+  auto ports = std::make_shared<PortFlows>(engine, 4);
+  CollectiveStream stream(engine, ports);
+  Ends ends(engine);
+  std::vector<double> first(2, -1.0), second(2, -1.0), latency_only(2, -1.0);
+  engine.call_at(0.0, [&] {
+    stream.submit({1.0, 0.2}, 2, [&](int r) { first[static_cast<std::size_t>(r)] = engine.now(); });
+    stream.submit({0.5, 0.5}, 2, [&](int r) { second[static_cast<std::size_t>(r)] = engine.now(); });
+    stream.submit({0.25, 0.0}, 2, [&](int r) { latency_only[static_cast<std::size_t>(r)] = engine.now(); });
+    ports->start(1.0, 0, 1, ends, 1);
+  });
+  engine.run();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_DOUBLE_EQ(first[static_cast<std::size_t>(r)], 1.2);
+    EXPECT_DOUBLE_EQ(second[static_cast<std::size_t>(r)], 1.7);  // alone: the message ended at 1.2
+    EXPECT_DOUBLE_EQ(latency_only[static_cast<std::size_t>(r)], 1.95);
+  }
+  EXPECT_DOUBLE_EQ(ends.at.at(1), 1.2);
+}
+
+// Alone, a collective ends exactly its time after it starts, its data and latencies apart.
+TEST(PortFlows, AloneACollectiveTakesExactlyItsTime) {
+  sim::Engine engine;
+  auto ports = std::make_shared<PortFlows>(engine, 4);
+  CollectiveStream stream(engine, ports);
+  double end = -1.0;
+  engine.call_at(0.25, [&] { stream.submit({1.0 / 3.0, 0.1}, 1, [&](int) { end = engine.now(); }); });
+  engine.run();
+  EXPECT_EQ(end, 0.25 + 1.0 / 3.0);
 }
 
 TEST(PortFlows, RefusesPortsItDoesNotHave) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace dtsim::net::nccl {
 
@@ -18,6 +19,12 @@ constexpr i64 kLLGrainBytes = 8;      // ProtoLL::calcBytePerGrain
 constexpr i64 kLL128GrainBytes = 60;  // ProtoLL128::calcBytePerGrain
 constexpr i64 kNvlsMaxChunk = 131072;
 constexpr double kP2pLLThreshold = 16384;  // NCCL_P2P_LL_THRESHOLD
+
+constexpr double kUnlimited = std::numeric_limits<double>::infinity();
+
+// What to time: the collective, or its latencies alone (the links' bandwidth unlimited:
+// every byte takes no time, each hop's and step's latency stays).
+enum class Part { Whole, Latency };
 
 i64 divup(i64 a, i64 b) { return (a + b - 1) / b; }
 i64 roundup(i64 a, i64 b) { return divup(a, b) * b; }
@@ -41,7 +48,7 @@ struct Hop {
 // there are (within a node it fills the links: 12 x 20 = 240 GB/s on an A100; across nodes
 // it is sized for the NICs, 24 GB/s per channel for HDR), and the kernels' hops between the
 // node's GPUs move data as fast as those links carry it.
-void ring_hops(const Machine& m, Coll c, Proto p, Hop& intra, Hop& net) {
+void ring_hops(const Machine& m, Coll c, Proto p, Part part, Hop& intra, Hop& net) {
   const Graph& g = m.graphs[index(Algo::Ring)];
   const double per_channel = g.channels > 0 ? std::max(g.bw_intra, g.node_bw / g.channels) : g.bw_intra;
   intra.rate = protocol_bus_bw(m, c, Algo::Ring, p, per_channel) / m.channels * 1e3;
@@ -53,6 +60,7 @@ void ring_hops(const Machine& m, Coll c, Proto p, Hop& intra, Hop& net) {
     intra.lat = std::max(intra.lat, p == Proto::Simple ? 3 * overhead : overhead);
   }
   if (m.nodes == 1) net = intra;
+  if (part == Part::Latency) intra.rate = net.rate = kUnlimited;
 }
 
 // One step's work on a hop for a chunk of rc elements: the data over the channel's share of
@@ -165,10 +173,10 @@ double ring_loop_us(const RingPlan& r, const Hop& intra, const Hop& net, i64 rc,
   return std::max(path, bandwidth);
 }
 
-double ring_us(const Machine& m, Coll c, double bytes, const Choice& ch, int element_size) {
+double ring_us(const Machine& m, Coll c, double bytes, const Choice& ch, int element_size, Part part) {
   const RingPlan r = ring_plan(m, c, bytes, ch, element_size);
   Hop intra, net;
-  ring_hops(m, c, r.p, intra, net);
+  ring_hops(m, c, r.p, part, intra, net);
   // Whole loops are alike: the first (a pipeline's fill), then the others, then the rest.
   const i64 whole = r.count / r.loop, rest = r.count % r.loop;
   double t = base_latency_us(Algo::Ring, r.p);
@@ -181,7 +189,7 @@ double ring_us(const Machine& m, Coll c, double bytes, const Choice& ch, int ele
   return t;
 }
 
-double tree_us(const Machine& m, double bytes, const Choice& ch, int element_size) {
+double tree_us(const Machine& m, double bytes, const Choice& ch, int element_size, Part part) {
   const Proto p = ch.proto;
   const Graph& g = m.graphs[index(Algo::Tree)];
   const i64 nc = ch.channels, nt = ch.threads, elem = element_size;
@@ -206,7 +214,9 @@ double tree_us(const Machine& m, double bytes, const Choice& ch, int element_siz
     chunk = divup(count, nc * std::max<i64>(1, min_chunk)) * std::max<i64>(1, min_chunk);
   }
   const i64 chunks = std::max<i64>(1, divup(count, nc * chunk));
-  auto rate = [&](double bw) { return protocol_bus_bw(m, Coll::AllReduce, Algo::Tree, p, bw) * 0.5 / m.channels * 1e3; };
+  auto rate = [&](double bw) {
+    return part == Part::Latency ? kUnlimited : protocol_bus_bw(m, Coll::AllReduce, Algo::Tree, p, bw) * 0.5 / m.channels * 1e3;
+  };
   const double ri = rate(g.bw_intra), rn = m.nodes > 1 ? rate(g.bw_inter) : ri;
   const double li = hop_latency_us(g.intra, Algo::Tree, p), ln = hop_latency_us(Hw::Net, Algo::Tree, p);
   const double chunk_bytes = static_cast<double>(chunk * elem);
@@ -224,14 +234,14 @@ double tree_us(const Machine& m, double bytes, const Choice& ch, int element_siz
 // nHeads chunks per channel at NCCL's bandwidth per channel; a loop hands over between
 // roles through flags, one NVLink Simple hop latency each. So: NCCL's latency (base and
 // network hops) + 3 hand-overs + (loops + 2) x a loop's time.
-double switch_reduction_us(const Machine& m, const Tuning& t, double bytes, const Choice& ch) {
+double switch_reduction_us(const Machine& m, const Tuning& t, double bytes, const Choice& ch, Part part) {
   const double lat = t.latency_us[index(Coll::AllReduce)][index(ch.algo)][index(ch.proto)];
   const double bw = t.bandwidth_GBps[index(Coll::AllReduce)][index(ch.algo)][index(ch.proto)];
   if (!(bw > 0)) return lat;
   const bool nvls = ch.algo == Algo::Nvls || ch.algo == Algo::NvlsTree;
   // CollNet's bandwidth is its heads' (NCCL gives it the same whatever channels run it).
   const int total_channels = nvls ? m.nvls_channels : ch.channels;
-  const double rate = bw / total_channels * 1e3;  // bytes per us per channel
+  const double rate = part == Part::Latency ? kUnlimited : bw / total_channels * 1e3;  // bytes per us per channel
   const double per_channel = bytes / ch.channels;
   const int heads = nvls ? m.per_node : std::max(1, m.graphs[index(ch.algo)].channels);
   double chunk = static_cast<double>(kNvlsMaxChunk);
@@ -247,20 +257,29 @@ double switch_reduction_us(const Machine& m, const Tuning& t, double bytes, cons
   return lat + 3 * handover + (loops + 2) * (loop / rate);
 }
 
-}  // namespace
-
-double collective_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& choice, int element_size) {
+double time_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& choice, int element_size, Part part) {
   if (m.ranks <= 1 || !(bytes > 0)) return 0.0;
   element_size = std::clamp(element_size, 1, 8);
   switch (choice.algo) {
-    case Algo::Ring: return ring_us(m, c, bytes, choice, element_size);
-    case Algo::Tree: return tree_us(m, bytes, choice, element_size);
+    case Algo::Ring: return ring_us(m, c, bytes, choice, element_size, part);
+    case Algo::Tree: return tree_us(m, bytes, choice, element_size, part);
     case Algo::CollNetDirect:
     case Algo::CollNetChain:
     case Algo::Nvls:
-    case Algo::NvlsTree: return switch_reduction_us(m, t, bytes, choice);
+    case Algo::NvlsTree: return switch_reduction_us(m, t, bytes, choice, part);
   }
   return 0.0;
+}
+
+}  // namespace
+
+double collective_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& choice, int element_size) {
+  return time_us(m, t, c, bytes, choice, element_size, Part::Whole);
+}
+
+double collective_latency_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& choice, int element_size) {
+  return std::min(time_us(m, t, c, bytes, choice, element_size, Part::Latency),
+                  collective_us(m, t, c, bytes, choice, element_size));
 }
 
 Proto p2p_protocol(double bytes) { return bytes <= kP2pLLThreshold ? Proto::LL : Proto::Simple; }

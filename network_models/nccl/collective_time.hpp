@@ -58,6 +58,11 @@ namespace dtsim::net::nccl {
 // `element_size`: bytes per element of a reduction's datatype (the kernels round chunks to
 // whole elements; all-gather and broadcast move bytes).
 double collective_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& choice, int element_size = 4);
+// The part of collective_us that is latency: the same collective with the links' bandwidth
+// unlimited (every hop's and step's latency, no byte's time); the rest is the data on the
+// links, which other transfers on them slow (net::PortFlows).
+double collective_latency_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& choice,
+                             int element_size = 4);
 
 // The protocol NCCL's send/recv uses for a message of `bytes`: LL up to
 // NCCL_P2P_LL_THRESHOLD, Simple above.

@@ -54,6 +54,7 @@ Clock::Run Clock::run(Coll coll, double bytes, int element_size) const {
   r.bytes = bytes;
   r.choice = choose(machine_, tuning_, coll, bytes);
   r.gpu_us = collective_us(machine_, tuning_, coll, bytes, r.choice, element_size);
+  r.latency_us = collective_latency_us(machine_, tuning_, coll, bytes, r.choice, element_size);
   return r;
 }
 
@@ -77,7 +78,10 @@ Clock::Run Clock::run(const CollectiveSpec& spec) const {
   return {};
 }
 
-double Clock::collective_seconds(const CollectiveSpec& spec) const { return run(spec).gpu_us * 1e-6; }
+CollectiveTiming Clock::collective_timing(const CollectiveSpec& spec) const {
+  const Run r = run(spec);
+  return {.seconds = r.gpu_us * 1e-6, .wire_s = (r.gpu_us - r.latency_us) * 1e-6};
+}
 
 double Clock::benchmark_seconds(const CollectiveSpec& spec, int gpus_per_thread) const {
   const double host_us = gpus_per_thread * config_->system.host.launch_us;

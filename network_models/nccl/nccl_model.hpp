@@ -14,9 +14,10 @@
 //
 // Collectives run one at a time in the order they start, as one process group's do on
 // its NCCL stream (net::CollectiveStream): one issued while another runs waits for it. A
-// running collective is a transfer on every port of the machine and a point-to-point
-// message one on its two, sharing each port's time by max-min fairness (net::PortFlows):
-// alone each takes its clock's time; a message beside a collective slows both.
+// running collective's data is a transfer on every port of the machine (its latencies
+// follow it, its own) and a point-to-point message's data one on its two ports, sharing
+// each port's time by max-min fairness (net::PortFlows): alone each takes its clock's
+// time; a message beside a collective slows both by the part of each that is data.
 #pragma once
 
 #include <memory>
@@ -65,12 +66,13 @@ class Clock final : public MachineClock {
     double bytes = 0.0;  // NCCL's nBytes
     Choice choice;
     double gpu_us = 0.0;
+    double latency_us = 0.0;  // the part of gpu_us that is latency (collective_latency_us)
   };
   // How NCCL runs `bytes` of `coll` here (element_size: the reduction's datatype).
   Run run(Coll coll, double bytes, int element_size = 4) const;
   Run run(const CollectiveSpec& spec) const;
 
-  double collective_seconds(const CollectiveSpec& spec) const override;
+  CollectiveTiming collective_timing(const CollectiveSpec& spec) const override;
   double benchmark_seconds(const CollectiveSpec& spec, int gpus_per_thread) const override;
   MessageTiming message_timing(int src, int dst, double bytes) const override;
   int ports() const override;
