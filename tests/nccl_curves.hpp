@@ -65,6 +65,17 @@ struct Figure {
 // 183 Gb/s on the wire (20.71 after the reporter's change to which GPU's proxy sends for
 // which remote GPU). Not used to build the model; added with alltoall.
 //
+// NCCL issue 812 (2023-03), NCCL's maintainer: "On an Nvidia DGX-A100 system we have
+// 8x200Gbit/s IB cards and we measure 192GB/s AllReduce BusBW", advising NCCL_ALGO=RING on
+// two nodes (large sizes; node count and size not stated: taken at 2 nodes, 8 GiB). Not
+// used to build the model.
+//
+// nccl-tests issue 290 (2025-03), NCCL's maintainer on 2 nodes of 8x H100 with 8 NDR NICs
+// each, NCCL_ALGO=RING: "For NDR @ 400Gbps you should see 46-48GB/s per NIC"; by the
+// maintainers' rule of issue 119 (the busbw target is the NICs' count times a NIC's
+// figure) 8 x 47 = 376 GB/s (taken at 8 GiB). A rule, not a measurement. Not used to build
+// the model.
+//
 // li-plus/playground cuda/nccl.md: "8 A100 NVLink GPUs with 600GB/s bi-directional
 // bandwidth" (NVSwitch), `sendrecv_perf -b 128M -e 1G -f 2 -g 8`: busbw 110.8 / 110.8,
 // 188.6 / 189.0, 192.8 / 193.7, 195.1 / 195.6 GB/s (out-of-place / in-place) at 128 MiB -
@@ -83,6 +94,14 @@ inline const std::vector<Figure>& published_figures() {
        R"json({"preset": "a100_8x", "name": "a100_8x_4nic", "network": {"nics_per_node": 4, "rails": 4}})json",
        "2x (8x A100, 4x 200 Gb/s NICs), alltoall", "NVIDIA/nccl issue 1138 (NCCL 2.18.6, -np 16, -g 1, 4 GiB)", 2, "", 1,
        4096 * M, 4096 * M, M, 19.83, 19.83},
+      {net::NcclTestOp::AllReduce, R"json({"preset": "a100_8x"})json",
+       "DGX A100 (8x A100 SXM, 8x HDR 200 Gb/s), all-reduce with NCCL_ALGO=Ring across nodes",
+       "NVIDIA/nccl issue 812 (NCCL's maintainer: 192 GB/s measured; taken at 2 nodes, 8 GiB)", 2, "Ring", 1, 8192 * M,
+       8192 * M, M, 192.0, 192.0},
+      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x"})json",
+       "2x (8x H100 SXM, 8x NDR 400 Gb/s), all-reduce with NCCL_ALGO=Ring",
+       "NVIDIA/nccl-tests issue 290 (NCCL's maintainer: 46-48 GB/s per NDR NIC; 8 x 47 by the rule of issue 119; at 8 GiB)",
+       2, "Ring", 1, 8192 * M, 8192 * M, M, 376.0, 376.0},
       {net::NcclTestOp::SendRecv, R"json({"preset": "a100_8x"})json", "8x A100 SXM (NVSwitch), sendrecv",
        "li-plus/playground cuda/nccl.md (-g 8, 128 MiB - 1 GiB, -f 2)", 1, "", 8, 128 * M, 1024 * M, 0,
        (110.81 + 110.76 + 188.60 + 189.01 + 192.75 + 193.66 + 195.10 + 195.56) / 8, 195.56, 2.0},

@@ -158,7 +158,11 @@ std::string render_figures() {
       "The alltoall figure (NCCL issue 1138) was not used to build the model either: dtsim's messages cross each\n"
       "NIC at NCCL's 24 GB/s for HDR, where the reporter saw about 183 Gb/s on the wire (and 4 % more after\n"
       "changing which GPU's proxy sends to which remote GPU). Nor the sendrecv figure: dtsim's message between two\n"
-      "GPUs of an NVSwitch node moves at NCCL's NVLink figure for the GPU's links (12 x 20 GB/s on an A100).\n\n"
+      "GPUs of an NVSwitch node moves at NCCL's NVLink figure for the GPU's links (12 x 20 GB/s on an A100).\n"
+      "Across nodes, the DGX A100 figure (NCCL issue 812) was not used to build the model; the 2x H100 figure is the\n"
+      "maintainers' rule (a NIC's figure times the NICs), not a measurement: there dtsim's ring is held by the GPU's\n"
+      "side of each network step (the slice's copy over the node's links and two waits of NCCL's 3 us network\n"
+      "overhead per 1 MiB slice) rather than the NICs, the per-slice waits that put the one-node H100 ring under too.\n\n"
       "| machine | run | system | measured average | predicted average | error | measured peak | predicted peak | error | NCCL's choice at the peak |\n"
       "|---|---|---|---:|---:|---:|---:|---:|---:|---|\n";
   for (const auto& f : published_figures()) {
