@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -17,6 +19,7 @@
 #include "config/scenario_error.hpp"
 #include "network_models/nccl/presets.hpp"
 #include "network_models/network_model.hpp"
+#include "runner/measured_comparison.hpp"
 
 namespace dtsim::cli {
 
@@ -67,6 +70,9 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
   cmd_->add_option("--bandwidth-GBps", bandwidth_GBps_, "Per-link bandwidth (1e9 bytes/s)")->capture_default_str();
   cmd_->add_option("-r,--root", root_, "Broadcast's or reduce's root")->capture_default_str();
   cmd_->add_option("--json", json_, "Also write the table as JSON to this file");
+  cmd_->add_option("--against", against_,
+                   "nccl-tests' output (a file): run its operation, ranks, -g and sizes, and print the model beside each "
+                   "measured size (in-place time and busbw, error, and the median, geometric mean and worst |error|)");
   cmd_->add_option("--system", system_,
                    fmt::format("--model nccl: the machine, a preset ({}) or a system JSON file", net::nccl::system_preset_names()));
   cmd_->add_option("--nodes", nodes_, "--model nccl: nodes of the system (default: the system's; -n defaults to all their GPUs)");
@@ -98,14 +104,60 @@ net::nccl::System read_system(const std::string& text) {
 
 }  // namespace
 
+std::optional<net::NcclTestsRun> CollectiveCommand::measured_run() const {
+  if (cmd_->count("--against") == 0) return std::nullopt;
+  // A file, not a device or pipe that might never end; nccl-tests' output, even with
+  // NCCL_DEBUG=INFO, is far below the cap.
+  constexpr std::uintmax_t kMaxBytes = std::uintmax_t{64} << 20;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(against_, ec))
+    throw config::InputError(config::one_line(fmt::format("--against: cannot read \"{}\" (not a file)", against_)));
+  if (const auto size = std::filesystem::file_size(against_, ec); ec || size > kMaxBytes)
+    throw config::InputError(config::one_line(fmt::format("--against: \"{}\" is larger than 64 MiB", against_)));
+  std::ifstream in(against_, std::ios::binary);
+  if (!in) throw config::InputError(config::one_line(fmt::format("--against: cannot read \"{}\"", against_)));
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return flag("--against", [&] {
+    try {
+      return net::parse_nccl_tests_output(text);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(config::one_line(fmt::format("{}: {}", against_, e.what())));
+    }
+  });
+}
+
 runner::CollectiveSweep CollectiveCommand::sweep() const {
+  const auto against = measured_run();
+  return sweep(against ? &*against : nullptr);
+}
+
+runner::CollectiveSweep CollectiveCommand::sweep(const net::NcclTestsRun* against) const {
   runner::CollectiveSweep sweep;
   sweep.op = flag("--op", [&] { return runner::parse_test_op(op_); });
+  int ranks = ranks_;
+  if (against) {
+    // The measured run's operation, ranks and sizes.
+    for (const auto& [f, name] : {std::pair{"--minbytes", "-b/--minbytes"}, std::pair{"--maxbytes", "-e/--maxbytes"},
+                                  std::pair{"--stepfactor", "-f/--stepfactor"}, std::pair{"--stepbytes", "-i/--stepbytes"}})
+      if (cmd_->count(f) > 0) throw config::InputError(fmt::format("{}: --against takes the sizes from its file", name));
+    if (against->op) {
+      if (cmd_->count("--op") > 0 && sweep.op != *against->op)
+        throw config::InputError(fmt::format("--op: {}, but --against measured {}", net::to_string(sweep.op),
+                                             net::to_string(*against->op)));
+      sweep.op = *against->op;
+    }
+    if (against->ranks > 0) {
+      if (cmd_->count("--ranks") > 0 && ranks_ != against->ranks)
+        throw config::InputError(fmt::format("-n/--ranks: {}, but --against lists {} ranks", ranks_, against->ranks));
+      ranks = against->ranks;
+    }
+    for (const auto& p : against->points) sweep.sizes.push_back(p.bytes);
+  }
   if (!net::find_network_model(model_))
     throw config::InputError(
         config::one_line(fmt::format("--model: expected one of {}, got \"{}\"{}", net::network_model_names(), model_,
                                      config::did_you_mean(model_, net::network_models()))));
-  if (net::network_model(model_).make_clock) return machine_sweep(std::move(sweep));
+  if (net::network_model(model_).make_clock) return machine_sweep(std::move(sweep), ranks, against);
   for (const char* f : {"--system", "--nodes", "--nccl-algo", "--nccl-proto", "--ngpus"})
     if (cmd_->count(f) > 0) throw config::InputError(fmt::format("{}: only --model nccl reads it", f));
   if (sweep.op == net::NcclTestOp::Reduce)
@@ -114,7 +166,7 @@ runner::CollectiveSweep CollectiveCommand::sweep() const {
     throw config::InputError(fmt::format("--algo: {} sends its messages directly (no algorithm to choose)", net::to_string(sweep.op)));
   sweep.algorithm = flag("--algo", [&] { return net::parse_algorithm(algo_); });
   sweep.topology = flag("--topology", [&] { return net::parse_topology(topology_); });
-  sweep.ranks = ranks_;
+  sweep.ranks = ranks;
   if (sweep.ranks == 0 && sweep.topology.kind == "torus") {
     std::int64_t product = 1;
     for (int d : sweep.topology.dims) {
@@ -171,7 +223,8 @@ runner::CollectiveSweep CollectiveCommand::sweep() const {
 
 // The flags of a model of a described machine (nccl): the system and NCCL's overrides
 // instead of a topology and links.
-runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep sweep) const {
+runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep sweep, int ranks,
+                                                         const net::NcclTestsRun* against) const {
   for (const char* f : {"--topology", "--latency-us", "--bandwidth-GBps"})
     if (cmd_->count(f) > 0) throw config::InputError(fmt::format("{}: --model {} takes its links from --system", f, model_));
   if (algo_ != "auto")
@@ -183,6 +236,8 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
   if (cmd_->count("--nodes") > 0) {
     if (nodes_ < 1 || nodes_ > (1 << 14)) throw config::InputError(fmt::format("--nodes: expected 1 to {}, got {}", 1 << 14, nodes_));
     config->system.nodes = nodes_;
+  } else if (against && ranks > config->system.gpus() && ranks % config->system.gpus_per_node == 0) {
+    config->system.nodes = ranks / config->system.gpus_per_node;  // the measured run's nodes
   }
   if (config->system.nodes > 1 && (config->system.network.nics_per_node < 1 || !(config->system.network.nic_Gbps > 0)))
     throw config::InputError(fmt::format("--nodes: {} nodes of {} need a network (the system has no NICs)", config->system.nodes,
@@ -191,14 +246,21 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
   config->overrides = flag("--nccl-proto", [&] { return net::nccl::parse_overrides(nccl_algo_, nccl_proto_); });
   sweep.model = model_;
   sweep.algorithm = net::Algorithm::Auto;
-  sweep.ranks = ranks_ == 0 ? config->system.gpus() : ranks_;
+  sweep.ranks = ranks == 0 ? config->system.gpus() : ranks;
   flag("-n/--ranks", [&] { return net::nccl::make_machine(config->system, sweep.ranks); });
   check_alltoall_ranks(sweep);
   sweep.link = net::nccl::nominal_link(config->system);
   sweep.nccl = config;
-  if (gpus_per_thread_ < 1 || gpus_per_thread_ > sweep.ranks)
-    throw config::InputError(fmt::format("-g/--ngpus: expected 1 to the rank count ({}), got {}", sweep.ranks, gpus_per_thread_));
-  sweep.gpus_per_thread = gpus_per_thread_;
+  int gpus_per_thread = gpus_per_thread_;
+  if (against && against->gpus_per_thread > 0) {
+    if (cmd_->count("--ngpus") > 0 && gpus_per_thread_ != against->gpus_per_thread)
+      throw config::InputError(fmt::format("-g/--ngpus: {}, but --against ran nGpus {}", gpus_per_thread_,
+                                           against->gpus_per_thread));
+    gpus_per_thread = against->gpus_per_thread;
+  }
+  if (gpus_per_thread < 1 || gpus_per_thread > sweep.ranks)
+    throw config::InputError(fmt::format("-g/--ngpus: expected 1 to the rank count ({}), got {}", sweep.ranks, gpus_per_thread));
+  sweep.gpus_per_thread = gpus_per_thread;
   sweep.min_bytes = flag("-b/--minbytes", [&] { return runner::parse_size(min_); });
   sweep.max_bytes = flag("-e/--maxbytes", [&] { return runner::parse_size(max_); });
   if (sweep.max_bytes < sweep.min_bytes)
@@ -219,7 +281,18 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
 std::optional<int> CollectiveCommand::run() const {
   if (!parsed()) return std::nullopt;
   return exit_code_of([&] {
-    const auto s = sweep();
+    const auto against = measured_run();
+    const auto s = sweep(against ? &*against : nullptr);
+    if (against) {
+      const auto c = flag("--against", [&] { return runner::compare_with_measured(s, *against, against_); });
+      std::cout << runner::format_measured_comparison(c);
+      if (!json_.empty()) {
+        std::ofstream out(json_);
+        out << runner::measured_comparison_json(c).dump(2) << '\n';
+        if (!out) throw std::runtime_error("cannot write " + json_);
+      }
+      return 0;
+    }
     const auto rows = runner::run_collective_sweep(s);
     std::cout << runner::format_collective_table(s, rows);
     if (!json_.empty()) {

@@ -99,9 +99,11 @@ CollectiveRow collective_row(SweepContext& c, net::CollectiveKind kind, std::int
 }  // namespace
 
 std::vector<CollectiveRow> run_collective_sweep(const CollectiveSweep& s) {
-  if (s.min_bytes < 0 || s.max_bytes < s.min_bytes)
+  for (auto b : s.sizes)
+    if (b < 0) throw std::invalid_argument(fmt::format("sizes: expected sizes >= 0, got {}", b));
+  if (s.sizes.empty() && (s.min_bytes < 0 || s.max_bytes < s.min_bytes))
     throw std::invalid_argument(fmt::format("sizes: expected 0 <= min ({}) <= max ({})", s.min_bytes, s.max_bytes));
-  if (s.step_bytes <= 0 && !(s.factor > 1.0))
+  if (s.sizes.empty() && s.step_bytes <= 0 && !(s.factor > 1.0))
     throw std::invalid_argument(fmt::format("step factor must be > 1, got {}", s.factor));
   SweepContext c{.s = s, .model = net::network_model(s.model)};
   c.config.model = s.model;
@@ -120,13 +122,20 @@ std::vector<CollectiveRow> run_collective_sweep(const CollectiveSweep& s) {
   if (s.nccl) c.host_seconds = s.gpus_per_thread * s.nccl->system.host.launch_us * 1e-6;
 
   std::vector<CollectiveRow> rows;
-  for (std::int64_t bytes = s.min_bytes; bytes <= s.max_bytes;) {
+  auto add = [&](std::int64_t bytes) {
     const bool messages = s.op == net::NcclTestOp::SendRecv || s.op == net::NcclTestOp::AllToAll;
     CollectiveRow row = messages     ? messages_row(c, bytes)
                         : collective ? collective_row(c, *collective, bytes)
                                      : nccl_reduce_row(c, bytes);
     if (net::has_root(s.op)) row.root = s.root;
     rows.push_back(std::move(row));
+  };
+  if (!s.sizes.empty()) {
+    for (auto bytes : s.sizes) add(bytes);
+    return rows;
+  }
+  for (std::int64_t bytes = s.min_bytes; bytes <= s.max_bytes;) {
+    add(bytes);
     const auto next = next_collective_size(s, bytes);
     if (!next) break;
     bytes = *next;

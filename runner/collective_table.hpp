@@ -33,6 +33,7 @@ struct CollectiveSweep {
   std::int64_t min_bytes = 8, max_bytes = 1 << 20;
   double factor = 2.0;  // multiplicative step between sizes
   std::int64_t step_bytes = 0;  // additive step instead, when > 0
+  std::vector<std::int64_t> sizes;  // these sizes, in this order, instead of the range when not empty
   int root = 0;
   // A model of a described machine (nccl): its system and NCCL_ALGO / NCCL_PROTO, and how
   // many GPUs the benchmark launches from one thread (nccl-tests' -g: its host launches can

@@ -24,6 +24,7 @@
 #include "runner/collective_table.hpp"
 #include "runner/schema.hpp"
 #include "test_util.hpp"
+#include "tests/nccl_curves.hpp"
 
 namespace dtsim::net {
 namespace {
@@ -282,6 +283,73 @@ TEST(CollectiveCommand, SendRecvAndAllToAllAreTheirMessages) {
     EXPECT_NE(refused.output.find(message), std::string::npos) << flags << ": " << refused.output;
     EXPECT_EQ(std::count(refused.output.begin(), refused.output.end(), '\n'), 1) << flags << ": " << refused.output;
   }
+}
+
+// `dtsim collective --against FILE`: nccl-tests' output of the development curve (8x A100,
+// -g 8, NCCL_ALGO=NVLS), written as all_reduce_perf prints it with each time from the
+// published busbw, gives back the validation's errors point by point (to the times'
+// rounding to 0.01 us), its worst point, and refuses flags that contradict the file.
+TEST(CollectiveCommand, AgainstAMeasuredRun) {
+  const auto& curve = tests::published_curves().at(0);
+  ASSERT_EQ(curve.system, "a100_8x");
+  std::string text = "# nThread 1 nGpus 8 minBytes 1024 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20\n"
+                     "#\n# Using devices\n";
+  for (int r = 0; r < 8; ++r)
+    text += fmt::format("#  Rank {:2} Group  0 Pid   7 on  host device {:2} [0x{:02x}] NVIDIA A100-SXM4-80GB\n", r, r, r);
+  text += "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
+  for (const auto& p : curve.points) {
+    const double us = static_cast<double>(p.bytes) * 1.75 / (p.busbw_GBps * 1e3);
+    const double algbw = static_cast<double>(p.bytes) / (us * 1e3);
+    text += fmt::format("{:12} {:13} {:>9} {:>7} {:7} {:8.2f} {:7.2f} {:7.2f} {:6} {:8.2f} {:7.2f} {:7.2f} {:6}\n", p.bytes,
+                        p.bytes / 4, "float", "sum", -1, us, algbw, p.busbw_GBps, 0, us, algbw, p.busbw_GBps, 0);
+  }
+  const auto dir = testing::fresh_dir("against");
+  testing::write_file(dir / "a100.txt", text);
+  const std::string base = std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --nccl-algo NVLS --against " +
+                           (dir / "a100.txt").string();
+  const auto run = testing::run_command(base + " --json " + (dir / "c.json").string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("worst 44.0 % (at 16777216 bytes)"), std::string::npos) << run.output;
+  const json c = testing::read_json(dir / "c.json");
+  EXPECT_EQ(c["op"], "all_reduce");
+  EXPECT_EQ(c["ranks"], 8);
+  EXPECT_EQ(c["setup"]["gpus_per_thread"], 8);
+  ASSERT_EQ(c["rows"].size(), curve.points.size());
+  // The validation's errors: predicted busbw on the same machine over the published busbw.
+  auto config = std::make_shared<nccl::Config>();
+  config->system = *nccl::find_system_preset("a100_8x");
+  config->overrides = nccl::parse_overrides("NVLS", "");
+  const nccl::Clock clock(config, 8);
+  for (std::size_t i = 0; i < curve.points.size(); ++i) {
+    const auto& p = curve.points[i];
+    const json& row = c["rows"][i];
+    CollectiveSpec spec{.kind = CollectiveKind::AllReduce, .ranks = 8, .elements = p.bytes / 4};
+    const double predicted = algbw_GBps(static_cast<double>(p.bytes), clock.benchmark_seconds(spec, 8)) * 1.75;
+    EXPECT_EQ(row["bytes"], p.bytes);
+    EXPECT_NEAR(row["error"].get<double>(), predicted / p.busbw_GBps - 1, 2e-3 * (1 + predicted / p.busbw_GBps)) << p.bytes;
+    EXPECT_EQ(row["algorithm"], clock.describe(spec)) << p.bytes;
+  }
+  EXPECT_EQ(c["summary"]["points"], static_cast<int>(curve.points.size()));
+  EXPECT_EQ(c["summary"]["worst_bytes"], 16 << 20);
+  // Flags that contradict the file, or sizes besides it: one line naming the flag.
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {" -n 16", "-n/--ranks: 16, but --against lists 8 ranks"},
+           {" -g 1", "-g/--ngpus: 1, but --against ran nGpus 8"},
+           {" -e 1G", "-e/--maxbytes: --against takes the sizes from its file"}}) {
+    const auto refused = testing::run_command(base + flags);
+    EXPECT_EQ(refused.exit_code, 2) << flags << ": " << refused.output;
+    EXPECT_NE(refused.output.find(message), std::string::npos) << flags << ": " << refused.output;
+    EXPECT_EQ(std::count(refused.output.begin(), refused.output.end(), '\n'), 1) << flags << ": " << refused.output;
+  }
+  testing::write_file(dir / "gather.txt", "# Collective test starting: all_gather_perf\n" + text);
+  const auto op = testing::run_command(std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --op allreduce --against " +
+                                       (dir / "gather.txt").string());
+  EXPECT_EQ(op.exit_code, 2) << op.output;
+  EXPECT_NE(op.output.find("--op: all_reduce, but --against measured all_gather"), std::string::npos) << op.output;
+  const auto missing = testing::run_command(std::string(DTSIM_BINARY) + " collective --against " + (dir / "none.txt").string());
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("--against: cannot read"), std::string::npos) << missing.output;
+  std::filesystem::remove_all(dir);
 }
 
 // scenario.schema.json lists the network models and the algorithms per collective too;

@@ -20,6 +20,7 @@
 #include "network_models/nccl/nccl_model.hpp"
 #include "network_models/nccl/presets.hpp"
 #include "network_models/nccl_table.hpp"
+#include "network_models/prediction_error.hpp"
 #include "tests/nccl_curves.hpp"
 
 namespace dtsim::net::nccl {
@@ -37,11 +38,6 @@ struct Row {
   double time_us = 0.0, gpu_us = 0.0;
   bool host_bound = false;
   std::string choice;
-};
-
-struct Summary {
-  double median = 0.0, worst = 0.0, geomean = 0.0;  // of |error| over 64 KiB - 8 GiB
-  std::int64_t worst_bytes = 0;
 };
 
 std::vector<Row> predict(const Curve& curve) {
@@ -68,25 +64,11 @@ std::vector<Row> predict(const Curve& curve) {
   return rows;
 }
 
-Summary summarize(const std::vector<Row>& rows) {
-  std::vector<double> errors;
-  Summary s;
-  double log_sum = 0.0;
-  for (const auto& r : rows) {
-    if (r.bytes < 64 * 1024) continue;
-    const double e = std::max(std::abs(r.error), 1e-12);
-    errors.push_back(e);
-    log_sum += std::log(e);
-    if (e > s.worst) {
-      s.worst = e;
-      s.worst_bytes = r.bytes;
-    }
-  }
-  std::sort(errors.begin(), errors.end());
-  const std::size_t k = errors.size();
-  s.median = k % 2 ? errors[k / 2] : (errors[k / 2 - 1] + errors[k / 2]) / 2;
-  s.geomean = std::exp(log_sum / static_cast<double>(k));
-  return s;
+// Over 64 KiB - 8 GiB, as the gates are.
+ErrorSummary summarize(const std::vector<Row>& rows) {
+  std::vector<PointError> points;
+  for (const auto& r : rows) points.push_back({r.bytes, r.error});
+  return summarize_errors(points, 64 * 1024);
 }
 
 std::string size_text(std::int64_t b) {
@@ -195,7 +177,7 @@ std::string render() {
     out += fmt::format("Source: {}; NCCL_ALGO={}, -g {}.\n\n", curve.source, curve.nccl_algo, curve.gpus_per_thread);
     out += fmt::format("64 KiB - 8 GiB ({} points): median |error| {:.1f} %, geometric mean {:.1f} %, worst {:.1f} % (at {}). "
                        "1 KiB: {:+.1f} %.\n\n",
-                       rows.size() - 6, 100 * s.median, 100 * s.geomean, 100 * s.worst, size_text(s.worst_bytes),
+                       s.points, 100 * s.median, 100 * s.geomean, 100 * s.worst, size_text(s.worst_bytes),
                        100 * first.error);
     out += "| size | measured busbw (GB/s) | predicted busbw (GB/s) | error | predicted time (us) | GPUs' time (us) | bound | NCCL's choice |\n"
            "|---:|---:|---:|---:|---:|---:|---|---|\n";

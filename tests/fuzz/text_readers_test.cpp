@@ -4,7 +4,9 @@
 // readers.cpp's), with mutate.hpp's mutations: a token tensors file mutated as the `tensors`
 // reader's torch.save files are, a text corpus as the `libsvm` reader's text is. Each input is
 // also given to the scenario loader behind /workload/tokens_file or /workload/text_path,
-// whose rejection must be a one-line ScenarioError naming that field.
+// whose rejection must be a one-line ScenarioError naming that field. nccl-tests' output
+// (`dtsim collective --against`), mutated as text, is accepted or refused with one line
+// naming the line at fault.
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
@@ -18,6 +20,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "network_models/nccl_tests_output.hpp"
 #include "runner/scenario.hpp"
 #include "tests/fuzz/mutate.hpp"
 #include "workloads/text_data.hpp"
@@ -131,6 +134,44 @@ TEST_P(TextReaders, MutatedInputsKeepTheContract) {
   std::printf("%s: %d accepted, %d rejected of 300 mutated inputs\n", tokens ? "tokens" : "text", accepted, rejected);
   EXPECT_GT(rejected, 0);
   fs::remove_all(dir);
+}
+
+TEST(NcclTestsOutputReader, MutatedInputsKeepTheContract) {
+  std::string run = "# Collective test starting: all_reduce_perf\n# nThread 1 nGpus 2 minBytes 8 maxBytes 64\n";
+  for (int r = 0; r < 2; ++r) run += fmt::format("#  Rank  {} Group  0 Pid  1 on h device  {} [0x0{}] NVIDIA A100\n", r, r, r);
+  for (int b = 8; b <= 64; b *= 2)
+    run += fmt::format("{:12} {:13} float sum -1 {:.2f} 0.00 0.00 0 {:.2f} 0.00 0.00 0\n", b, b / 4, 10.0 + b, 10.5 + b);
+  const std::vector<std::string> seeds{run, "nThread 1 nGpus 1 minBytes 32\n  32  8  float  sum  10.14  0.00  0.00  0e+00  10.21  0.00  0.00  0e+00\n",
+                                       "[1,0]<stdout>:     8     2   float  none  -1  12.9  0.00  0.00  0  12.8  0.00  0.00  N/A\n"};
+  auto verdict = [](const std::string& text) {
+    try {
+      (void)net::parse_nccl_tests_output(text);
+      return std::string();
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.find('\n'), std::string::npos) << printable(what);
+      EXPECT_TRUE(what.rfind("line ", 0) == 0 || what.rfind("no nccl-tests rows", 0) == 0) << printable(what);
+      return what.empty() ? std::string("?") : what;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not std::invalid_argument: " << printable(e.what());
+      return std::string("?");
+    }
+  };
+  for (const auto& s : seeds) EXPECT_EQ(verdict(s), "") << "a seed is refused";
+  Rng rng(50);
+  std::vector<std::string> pool(seeds);
+  int accepted = 0, rejected = 0;
+  for (int i = 0; i < 300; ++i) {
+    const bool from_seed = i < 40 || rng.chance(30);
+    const std::string& base = from_seed ? rng.pick(seeds) : rng.pick(pool);
+    const auto input = mutate(Reader::libsvm, base, from_seed, pool, rng);
+    (verdict(input).empty() ? accepted : rejected) += 1;
+    if (pool.size() < 64) pool.push_back(input);
+    else pool[rng.below(pool.size())] = input;
+  }
+  std::printf("nccl-tests output: %d accepted, %d rejected of 300 mutated inputs\n", accepted, rejected);
+  EXPECT_GT(rejected, 0);
+  EXPECT_GT(accepted, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Readers, TextReaders, ::testing::Values(true, false),

@@ -1,0 +1,178 @@
+#include "network_models/nccl_tests_output.hpp"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace dtsim::net {
+
+namespace {
+
+std::vector<std::string_view> tokens(std::string_view line) {
+  std::vector<std::string_view> out;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+    const std::size_t start = i;
+    while (i < line.size() && !std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+    if (i > start) out.push_back(line.substr(start, i - start));
+  }
+  return out;
+}
+
+std::optional<std::int64_t> integer(std::string_view t) {
+  std::int64_t v = 0;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec != std::errc() || end != t.data() + t.size()) return std::nullopt;
+  return v;
+}
+
+bool is_word(std::string_view t) {
+  return !t.empty() && std::isalpha(static_cast<unsigned char>(t.front())) && t != "N/A";
+}
+
+// A time or bandwidth column: a finite number >= 0.
+double number(std::string_view t, int line, const char* what) {
+  std::string text(t);
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || !std::isfinite(v) || v < 0)
+    throw std::invalid_argument(fmt::format("line {}: {} \"{}\" is not a number >= 0", line, what, text));
+  return v;
+}
+
+// The operation of "<name>_perf".
+NcclTestOp test_op_of(std::string_view binary, int line) {
+  std::string_view name = binary;
+  if (name.ends_with("_perf")) name.remove_suffix(5);
+  for (auto op : {NcclTestOp::AllReduce, NcclTestOp::ReduceScatter, NcclTestOp::AllGather, NcclTestOp::Broadcast,
+                  NcclTestOp::Reduce, NcclTestOp::SendRecv, NcclTestOp::AllToAll})
+    if (name == to_string(op)) return op;
+  throw std::invalid_argument(fmt::format("line {}: {}: dtsim times all_reduce, reduce_scatter, all_gather, broadcast, "
+                                          "reduce, sendrecv and alltoall, not this test",
+                                          line, binary));
+}
+
+// mpirun's "[1,0]<stdout>:" (or a bare "[0]") before the text.
+std::string_view strip_launcher_prefix(std::string_view line) {
+  if (line.empty() || line.front() != '[') return line;
+  const auto close = line.find(']');
+  if (close == std::string_view::npos) return line;
+  line.remove_prefix(close + 1);
+  for (std::string_view tag : {"<stdout>:", "<stderr>:"})
+    if (line.starts_with(tag)) line.remove_prefix(tag.size());
+  return line;
+}
+
+// "... device  3 [0x07] NVIDIA A100-SXM4-80GB": what follows the bus id.
+std::string device_name(std::string_view line) {
+  const auto at = line.find(" device ");
+  if (at == std::string_view::npos) return "";
+  const auto close = line.find(']', at);
+  std::string_view rest = close == std::string_view::npos ? std::string_view{} : line.substr(close + 1);
+  while (!rest.empty() && std::isspace(static_cast<unsigned char>(rest.front()))) rest.remove_prefix(1);
+  while (!rest.empty() && std::isspace(static_cast<unsigned char>(rest.back()))) rest.remove_suffix(1);
+  return std::string(rest);
+}
+
+NcclTestsPoint parse_row(const std::vector<std::string_view>& t, int line) {
+  NcclTestsPoint p;
+  p.line = line;
+  const auto size = integer(t[0]);
+  const auto count = t.size() > 1 ? integer(t[1]) : std::nullopt;
+  if (!size || !count || *size < 0 || *count < 0 || t.size() < 3 || !is_word(t[2]))
+    throw std::invalid_argument(fmt::format("line {}: expected a row of nccl-tests (size count type ...)", line));
+  p.bytes = *size;
+  p.count = *count;
+  p.type = std::string(t[2]);
+  std::size_t i = 3;
+  if (i < t.size() && is_word(t[i])) p.redop = std::string(t[i++]);
+  const std::size_t left = t.size() - i;
+  if (left == 9) {
+    const auto root = integer(t[i]);
+    if (!root || *root < -1 || *root > (1 << 30))
+      throw std::invalid_argument(fmt::format("line {}: root \"{}\" is not a rank", line, t[i]));
+    p.root = static_cast<int>(*root);
+    ++i;
+  } else if (left != 8) {
+    throw std::invalid_argument(fmt::format(
+        "line {}: expected nccl-tests' columns (size count type [redop] [root], then time algbw busbw #wrong out of "
+        "place and in place), got {} columns",
+        line, t.size()));
+  }
+  p.out_of_place_us = number(t[i], line, "out-of-place time");
+  p.out_of_place_busbw_GBps = number(t[i + 2], line, "out-of-place busbw");
+  p.in_place_us = number(t[i + 4], line, "in-place time");
+  p.in_place_busbw_GBps = number(t[i + 6], line, "in-place busbw");
+  return p;
+}
+
+}  // namespace
+
+NcclTestsRun parse_nccl_tests_output(std::string_view text) {
+  NcclTestsRun run;
+  std::map<std::int64_t, int> size_line;
+  std::map<int, int> rank_line;
+  int line_no = 0;
+  while (!text.empty()) {
+    const auto eol = text.find('\n');
+    std::string_view line = text.substr(0, eol);
+    text.remove_prefix(eol == std::string_view::npos ? text.size() : eol + 1);
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    line = strip_launcher_prefix(line);
+    const auto t = tokens(line);
+    if (t.empty()) continue;
+    const bool comment = t[0].starts_with('#');
+    auto words = t;
+    if (comment) {
+      if (words[0] == "#")
+        words.erase(words.begin());
+      else
+        words[0].remove_prefix(1);
+    }
+    if (words.empty()) continue;
+    // "Collective test starting: all_reduce_perf"
+    for (std::size_t k = 0; k + 2 < words.size(); ++k)
+      if (words[k] == "Collective" && words[k + 1] == "test" && words[k + 2] == "starting:" && k + 3 < words.size())
+        run.op = test_op_of(words[k + 3], line_no);
+    // "nThread 1 nGpus 8 minBytes ..."
+    if (words[0] == "nThread" && words.size() >= 4 && words[2] == "nGpus") {
+      const auto threads = integer(words[1]), gpus = integer(words[3]);
+      if (!threads || !gpus || *threads < 1 || *gpus < 1 || *threads > 4096 || *gpus > 4096)
+        throw std::invalid_argument(fmt::format("line {}: nThread / nGpus are not counts", line_no));
+      run.threads = static_cast<int>(*threads);
+      run.gpus_per_thread = static_cast<int>(*gpus);
+      continue;
+    }
+    // "Rank  3 Group  0 Pid ... device  3 [0x07] NVIDIA ..."
+    if (words[0] == "Rank" && words.size() >= 2 && line.find(" device ") != std::string_view::npos) {
+      const auto rank = integer(words[1]);
+      if (!rank || *rank < 0 || *rank > (1 << 20)) throw std::invalid_argument(fmt::format("line {}: rank is not a number", line_no));
+      const int r = static_cast<int>(*rank);
+      if (const auto [it, fresh] = rank_line.emplace(r, line_no); !fresh)
+        throw std::invalid_argument(fmt::format("line {}: rank {} listed again (first on line {}): is this two runs' output?",
+                                                line_no, r, it->second));
+      if (r != run.ranks)
+        throw std::invalid_argument(fmt::format("line {}: rank {} listed where rank {} was expected", line_no, r, run.ranks));
+      ++run.ranks;
+      run.devices.push_back(device_name(line));
+      continue;
+    }
+    if (comment || !integer(words[0])) continue;
+    NcclTestsPoint p = parse_row(words, line_no);
+    if (const auto [it, fresh] = size_line.emplace(p.bytes, line_no); !fresh)
+      throw std::invalid_argument(fmt::format("line {}: size {} printed again (first on line {}): is this two runs' output?",
+                                              line_no, p.bytes, it->second));
+    run.points.push_back(std::move(p));
+  }
+  if (run.points.empty())
+    throw std::invalid_argument("no nccl-tests rows (size count type redop root time algbw busbw ...) in the text");
+  return run;
+}
+
+}  // namespace dtsim::net

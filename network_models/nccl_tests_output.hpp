@@ -1,0 +1,50 @@
+// net::NcclTestsRun: what nccl-tests printed for one run (all_reduce_perf and its siblings'
+// stdout, as users keep it or paste it into an issue), read back so `dtsim collective
+// --against FILE` can put the model's prediction beside each measured size.
+//
+// Read from the text:
+//   "# Collective test starting: all_reduce_perf"   the operation, where printed
+//   "# nThread 1 nGpus 8 minBytes ..."               threads per process, GPUs per thread (-g)
+//   "#  Rank  3 Group  0 Pid ... device  3 [..] NVIDIA A100-SXM4-80GB"
+//                                                    one line per rank of the job
+//   rows: size count type [redop] [root] time algbw busbw #wrong time algbw busbw #wrong
+//         (out-of-place, then in-place; older nccl-tests print no root, the oldest no
+//         redop either, and "error" in place of #wrong)
+// Lines may carry mpirun's "[1,0]<stdout>:" prefix; the leading '#' of the header lines may
+// be missing (as pasted); other lines (NCCL INFO, warnings, the footer) are skipped.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "network_models/nccl_table.hpp"
+
+namespace dtsim::net {
+
+struct NcclTestsPoint {
+  std::int64_t bytes = 0, count = 0;
+  std::string type, redop;  // redop "" where the run printed none
+  int root = -1;
+  double out_of_place_us = 0.0, out_of_place_busbw_GBps = 0.0;
+  double in_place_us = 0.0, in_place_busbw_GBps = 0.0;
+  int line = 0;  // in the text, from 1
+};
+
+struct NcclTestsRun {
+  std::optional<NcclTestOp> op;  // where the run printed "Collective test starting"
+  int threads = 0;               // nThread (0: not printed)
+  int gpus_per_thread = 0;       // nGpus, nccl-tests' -g (0: not printed)
+  int ranks = 0;                 // the ranks listed under "Using devices" (0: none listed)
+  std::vector<std::string> devices;  // each listed rank's device, in rank order ("NVIDIA A100-SXM4-80GB")
+  std::vector<NcclTestsPoint> points;  // in the order printed, each size once
+};
+
+// Throws std::invalid_argument "line N: ..." for a row that is not nccl-tests' (too few or
+// too many columns, a size or time that is not a number), a size printed twice (two runs'
+// output in one text), ranks listed out of order, and a text with no rows.
+NcclTestsRun parse_nccl_tests_output(std::string_view text);
+
+}  // namespace dtsim::net
