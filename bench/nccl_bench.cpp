@@ -141,8 +141,8 @@ int main(int argc, char** argv) {
         .source = net::TableSource::Measured,
         .op = net::NcclTestOp::AllReduce,
         .ranks = comm->size(),
-        .title = fmt::format("dtsim_nccl_bench: all_reduce, {} rank(s), fp32 {} in place, {} warm-up + {} timed per size",
-                             comm->size(), op_name, warmup, iters),
+        .title = net::nccl_bench_title(net::NcclTestOp::AllReduce, comm->size(),
+                                       fmt::format("fp32 {} in place, {} warm-up + {} timed per size", op_name, warmup, iters)),
         .setup = {{"benchmark", "nccl_all_reduce"}, {"iters", iters}, {"warmup", warmup}}};
     const bool prints = comm->rank() == 0;
     if (prints) fmt::print("{}", net::nccl_table_header(table));

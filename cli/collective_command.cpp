@@ -71,8 +71,9 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
   cmd_->add_option("-r,--root", root_, "Broadcast's or reduce's root")->capture_default_str();
   cmd_->add_option("--json", json_, "Also write the table as JSON to this file");
   cmd_->add_option("--against", against_,
-                   "nccl-tests' output (a file): run its operation, ranks, -g and sizes, and print the model beside each "
-                   "measured size (in-place time and busbw, error, and the median, geometric mean and worst |error|)");
+                   "nccl-tests' output, or dtsim_nccl_bench's (text or --json), in a file: run its operation, ranks, -g "
+                   "and sizes, and print the model beside each measured size (in-place time and busbw, error, and the "
+                   "median, geometric mean and worst |error|)");
   cmd_->add_option("--system", system_,
                    fmt::format("--model nccl: the machine, a preset ({}) or a system JSON file", net::nccl::system_preset_names()));
   cmd_->add_option("--nodes", nodes_, "--model nccl: nodes of the system (default: the system's; -n defaults to all their GPUs)");
@@ -119,6 +120,13 @@ std::optional<net::NcclTestsRun> CollectiveCommand::measured_run() const {
   std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   return flag("--against", [&] {
     try {
+      // dtsim_nccl_bench --json's table, or nccl-tests' (or dtsim_nccl_bench's) printed text.
+      const auto first = text.find_first_not_of(" \t\r\n");
+      if (first != std::string::npos && text[first] == '{') {
+        const auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+        if (doc.is_discarded()) throw std::invalid_argument("not JSON (dtsim_nccl_bench --json writes it)");
+        return net::measured_table_from_json(doc);
+      }
       return net::parse_nccl_tests_output(text);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(config::one_line(fmt::format("{}: {}", against_, e.what())));

@@ -86,6 +86,10 @@ NcclRow nccl_row(NcclTestOp op, int ranks, std::int64_t bytes, std::int64_t coun
   return row;
 }
 
+std::string nccl_bench_title(NcclTestOp op, int ranks, const std::string& how) {
+  return fmt::format("dtsim_nccl_bench: {}, {} rank(s), {}", to_string(op), ranks, how);
+}
+
 namespace {
 
 // The columns: "algo" in a simulated table, "#wrong" in a measured one.

@@ -75,6 +75,10 @@ inline NcclRow nccl_row(CollectiveKind kind, int ranks, std::int64_t bytes, std:
   return nccl_row(test_op(kind), ranks, bytes, count, payload_bytes, seconds);
 }
 
+// dtsim_nccl_bench's title: "dtsim_nccl_bench: all_reduce, 8 rank(s), <how>" (its text
+// table is read back by nccl_tests_output.hpp, which takes the operation and ranks from it).
+std::string nccl_bench_title(NcclTestOp op, int ranks, const std::string& how);
+
 struct NcclTable {
   TableSource source = TableSource::Simulated;
   NcclTestOp op = NcclTestOp::AllReduce;

@@ -45,13 +45,19 @@ double number(std::string_view t, int line, const char* what) {
   return v;
 }
 
+// nccl-tests' name of an operation dtsim times ("all_reduce", ...).
+std::optional<NcclTestOp> find_test_op(std::string_view name) {
+  for (auto op : {NcclTestOp::AllReduce, NcclTestOp::ReduceScatter, NcclTestOp::AllGather, NcclTestOp::Broadcast,
+                  NcclTestOp::Reduce, NcclTestOp::SendRecv, NcclTestOp::AllToAll})
+    if (name == to_string(op)) return op;
+  return std::nullopt;
+}
+
 // The operation of "<name>_perf".
 NcclTestOp test_op_of(std::string_view binary, int line) {
   std::string_view name = binary;
   if (name.ends_with("_perf")) name.remove_suffix(5);
-  for (auto op : {NcclTestOp::AllReduce, NcclTestOp::ReduceScatter, NcclTestOp::AllGather, NcclTestOp::Broadcast,
-                  NcclTestOp::Reduce, NcclTestOp::SendRecv, NcclTestOp::AllToAll})
-    if (name == to_string(op)) return op;
+  if (const auto op = find_test_op(name)) return *op;
   throw std::invalid_argument(fmt::format("line {}: {}: dtsim times all_reduce, reduce_scatter, all_gather, broadcast, "
                                           "reduce, sendrecv and alltoall, not this test",
                                           line, binary));
@@ -92,17 +98,22 @@ NcclTestsPoint parse_row(const std::vector<std::string_view>& t, int line) {
   std::size_t i = 3;
   if (i < t.size() && is_word(t[i])) p.redop = std::string(t[i++]);
   const std::size_t left = t.size() - i;
-  if (left == 9) {
+  if (left == 9 || left == 5) {
     const auto root = integer(t[i]);
     if (!root || *root < -1 || *root > (1 << 30))
       throw std::invalid_argument(fmt::format("line {}: root \"{}\" is not a rank", line, t[i]));
     p.root = static_cast<int>(*root);
     ++i;
-  } else if (left != 8) {
+  } else if (left != 8 && left != 4) {
     throw std::invalid_argument(fmt::format(
         "line {}: expected nccl-tests' columns (size count type [redop] [root], then time algbw busbw #wrong out of "
         "place and in place), got {} columns",
         line, t.size()));
+  }
+  if (t.size() - i == 4) {  // dtsim_nccl_bench: one in-place time per size
+    p.in_place_us = p.out_of_place_us = number(t[i], line, "time");
+    p.in_place_busbw_GBps = p.out_of_place_busbw_GBps = number(t[i + 2], line, "busbw");
+    return p;
   }
   p.out_of_place_us = number(t[i], line, "out-of-place time");
   p.out_of_place_busbw_GBps = number(t[i + 2], line, "out-of-place busbw");
@@ -136,6 +147,20 @@ NcclTestsRun parse_nccl_tests_output(std::string_view text) {
         words[0].remove_prefix(1);
     }
     if (words.empty()) continue;
+    if (words[0] == "dtsim" && words.size() > 1 && words[1] == "collective:")
+      throw std::invalid_argument(fmt::format("line {}: this is dtsim collective's prediction, not a measurement", line_no));
+    // dtsim_nccl_bench's title: "dtsim_nccl_bench: all_reduce, 8 rank(s), ...", one GPU per process.
+    if (words[0] == "dtsim_nccl_bench:" && words.size() > 2) {
+      std::string_view name = words[1];
+      if (name.ends_with(',')) name.remove_suffix(1);
+      run.op = test_op_of(name, line_no);
+      const auto ranks = integer(words[2]);
+      if (!ranks || *ranks < 1 || *ranks > (1 << 20))
+        throw std::invalid_argument(fmt::format("line {}: dtsim_nccl_bench's rank count is not a number", line_no));
+      run.ranks = static_cast<int>(*ranks);
+      run.threads = run.gpus_per_thread = 1;
+      continue;
+    }
     // "Collective test starting: all_reduce_perf"
     for (std::size_t k = 0; k + 2 < words.size(); ++k)
       if (words[k] == "Collective" && words[k + 1] == "test" && words[k + 2] == "starting:" && k + 3 < words.size())
@@ -172,6 +197,61 @@ NcclTestsRun parse_nccl_tests_output(std::string_view text) {
   }
   if (run.points.empty())
     throw std::invalid_argument("no nccl-tests rows (size count type redop root time algbw busbw ...) in the text");
+  return run;
+}
+
+NcclTestsRun measured_table_from_json(const nlohmann::json& doc) {
+  auto fail = [](const std::string& path, const std::string& what) {
+    throw std::invalid_argument(fmt::format("{}: {}", path, what));
+  };
+  if (!doc.is_object()) fail("/", "expected a table of dtsim_nccl_bench --json (an object)");
+  const auto source = doc.find("source");
+  if (source == doc.end() || !source->is_string()) fail("/source", "expected \"measured\"");
+  if (*source != "measured") fail("/source", fmt::format("\"{}\": this is not a measurement", source->get<std::string>()));
+  NcclTestsRun run;
+  const auto op = doc.find("op");
+  if (op == doc.end() || !op->is_string()) fail("/op", "expected one of nccl-tests' operations (\"all_reduce\", ...)");
+  run.op = find_test_op(op->get<std::string>());
+  if (!run.op) fail("/op", fmt::format("\"{}\": dtsim times all_reduce, reduce_scatter, all_gather, broadcast, reduce, "
+                                      "sendrecv and alltoall",
+                                      op->get<std::string>()));
+  const auto ranks = doc.find("ranks");
+  if (ranks == doc.end() || !ranks->is_number_integer() || *ranks < 1 || *ranks > (1 << 20))
+    fail("/ranks", "expected a rank count");
+  run.ranks = ranks->get<int>();
+  run.threads = run.gpus_per_thread = 1;  // one rank per process
+  const auto rows = doc.find("rows");
+  if (rows == doc.end() || !rows->is_array() || rows->empty()) fail("/rows", "expected the measured rows");
+  std::map<std::int64_t, std::size_t> seen;
+  for (std::size_t k = 0; k < rows->size(); ++k) {
+    const auto& r = (*rows)[k];
+    const std::string at = fmt::format("/rows/{}", k);
+    auto field = [&](const char* name) -> const nlohmann::json& {
+      const auto it = r.is_object() ? r.find(name) : r.end();
+      if (!r.is_object() || it == r.end()) fail(at + "/" + name, "missing");
+      return *it;
+    };
+    const auto& bytes = field("bytes");
+    const auto& time = field("time_us");
+    const auto& busbw = field("busbw_GBps");
+    if (!bytes.is_number_integer() || bytes.get<std::int64_t>() < 0) fail(at + "/bytes", "expected a size >= 0");
+    for (const auto& [v, name] : {std::pair{&time, "time_us"}, std::pair{&busbw, "busbw_GBps"}})
+      if (!v->is_number() || !std::isfinite(v->get<double>()) || v->get<double>() < 0)
+        fail(at + "/" + name, "expected a number >= 0");
+    NcclTestsPoint p;
+    p.bytes = bytes.get<std::int64_t>();
+    const auto count = r.find("count");
+    p.count = count != r.end() && count->is_number_integer() ? count->get<std::int64_t>() : p.bytes / 4;
+    const auto type = r.find("type");
+    p.type = type != r.end() && type->is_string() ? type->get<std::string>() : "float";
+    const auto redop = r.find("redop");
+    p.redop = redop != r.end() && redop->is_string() ? redop->get<std::string>() : "";
+    p.in_place_us = p.out_of_place_us = time.get<double>();
+    p.in_place_busbw_GBps = p.out_of_place_busbw_GBps = busbw.get<double>();
+    if (const auto [it, fresh] = seen.emplace(p.bytes, k); !fresh)
+      fail(at + "/bytes", fmt::format("size {} measured again (first at /rows/{})", p.bytes, it->second));
+    run.points.push_back(std::move(p));
+  }
   return run;
 }
 

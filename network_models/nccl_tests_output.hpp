@@ -12,6 +12,8 @@
 //         redop either, and "error" in place of #wrong)
 // Lines may carry mpirun's "[1,0]<stdout>:" prefix; the leading '#' of the header lines may
 // be missing (as pasted); other lines (NCCL INFO, warnings, the footer) are skipped.
+// dtsim_nccl_bench's table reads too (its title gives the operation and ranks; one time,
+// in place, per size); dtsim collective's prediction is refused.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "network_models/nccl_table.hpp"
 
@@ -46,5 +50,11 @@ struct NcclTestsRun {
 // too many columns, a size or time that is not a number), a size printed twice (two runs'
 // output in one text), ranks listed out of order, and a text with no rows.
 NcclTestsRun parse_nccl_tests_output(std::string_view text);
+
+// dtsim_nccl_bench's measurement as its --json writes it (nccl_table.hpp's JSON, "source":
+// "measured"): the operation, ranks (one GPU per process) and each size's in-place time and
+// busbw. Throws std::invalid_argument "JSON-PATH: ..." for another document, a prediction
+// ("source": "simulated"), a row without its size, time or busbw, a size measured twice.
+NcclTestsRun measured_table_from_json(const nlohmann::json& doc);
 
 }  // namespace dtsim::net

@@ -346,6 +346,21 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
                                        (dir / "gather.txt").string());
   EXPECT_EQ(op.exit_code, 2) << op.output;
   EXPECT_NE(op.output.find("--op: all_reduce, but --against measured all_gather"), std::string::npos) << op.output;
+  // dtsim_nccl_bench --json's table: one rank per process, so one GPU per thread.
+  NcclTable bench{.source = TableSource::Measured, .op = NcclTestOp::AllReduce, .ranks = 8,
+                  .title = nccl_bench_title(NcclTestOp::AllReduce, 8, "fp32 sum in place")};
+  bench.rows.push_back(measured_row(8, 1 << 20, 1e-4, 0));
+  testing::write_file(dir / "bench.json", nccl_table_json(bench).dump(2));
+  const auto from_json = testing::run_command(std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --against " +
+                                              (dir / "bench.json").string());
+  EXPECT_EQ(from_json.exit_code, 0) << from_json.output;
+  EXPECT_NE(from_json.output.find("8 ranks: 1 node of 8), model nccl (NCCL 2.18's choices), 1 GPU per thread"),
+            std::string::npos) << from_json.output;
+  EXPECT_NE(from_json.output.find("     4194304        100.00"), std::string::npos) << from_json.output;
+  testing::write_file(dir / "broken.json", "{ \"source\": ");
+  const auto broken = testing::run_command(std::string(DTSIM_BINARY) + " collective --against " + (dir / "broken.json").string());
+  EXPECT_EQ(broken.exit_code, 2) << broken.output;
+  EXPECT_NE(broken.output.find("broken.json: not JSON (dtsim_nccl_bench --json writes it)"), std::string::npos) << broken.output;
   const auto missing = testing::run_command(std::string(DTSIM_BINARY) + " collective --against " + (dir / "none.txt").string());
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
   EXPECT_NE(missing.output.find("--against: cannot read"), std::string::npos) << missing.output;

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -129,6 +131,63 @@ TEST(NcclTestsOutput, ErrorsNameTheLine) {
   EXPECT_EQ(message("#  Rank  0 Group 0 Pid 1 on a device  0 [0x1] GPU\n#  Rank  0 Group 0 Pid 1 on a device  0 [0x1] GPU\n" + row),
             "line 2: rank 0 listed again (first on line 1): is this two runs' output?");
   EXPECT_EQ(message("# nThread 0 nGpus 8 minBytes 8\n" + row), "line 1: nThread / nGpus are not counts");
+}
+
+// dtsim_nccl_bench's table, printed or as its --json: the operation and ranks from it, one
+// in-place time per size. dtsim collective's prediction is not a measurement.
+TEST(NcclTestsOutput, ReadsDtsimNcclBench) {
+  NcclTable table{.source = TableSource::Measured,
+                  .op = NcclTestOp::AllReduce,
+                  .ranks = 4,
+                  .title = nccl_bench_title(NcclTestOp::AllReduce, 4, "fp32 sum in place, 5 warm-up + 20 timed per size")};
+  for (std::int64_t count : {256, 262144}) {
+    auto row = nccl_row(NcclTestOp::AllReduce, 4, count * 4, count, static_cast<double>(count * 4), 2e-5 + count * 1e-11);
+    row.wrong = 0;
+    table.rows.push_back(row);
+  }
+  for (const auto& run : {parse_nccl_tests_output(format_nccl_table(table)), measured_table_from_json(nccl_table_json(table))}) {
+    ASSERT_TRUE(run.op.has_value());
+    EXPECT_EQ(*run.op, NcclTestOp::AllReduce);
+    EXPECT_EQ(run.ranks, 4);
+    EXPECT_EQ(run.gpus_per_thread, 1);
+    ASSERT_EQ(run.points.size(), 2u);
+    for (std::size_t k = 0; k < 2; ++k) {
+      EXPECT_EQ(run.points[k].bytes, table.rows[k].bytes);
+      EXPECT_NEAR(run.points[k].in_place_us, table.rows[k].time_us, 0.005);  // the text's 2 decimals
+      EXPECT_NEAR(run.points[k].in_place_busbw_GBps, table.rows[k].busbw_GBps, 0.005);
+    }
+  }
+  auto message = [](const nlohmann::json& doc) {
+    try {
+      measured_table_from_json(doc);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const nlohmann::json measured = nccl_table_json(table);
+  auto with = [&](const std::string& pointer, nlohmann::json value) {
+    nlohmann::json doc = measured;
+    doc[nlohmann::json::json_pointer(pointer)] = std::move(value);
+    return doc;
+  };
+  EXPECT_EQ(message(with("/source", "simulated")), "/source: \"simulated\": this is not a measurement");
+  EXPECT_EQ(message(with("/op", "gather")), "/op: \"gather\": dtsim times all_reduce, reduce_scatter, all_gather, broadcast, "
+                                            "reduce, sendrecv and alltoall");
+  EXPECT_EQ(message(with("/ranks", 0)), "/ranks: expected a rank count");
+  EXPECT_EQ(message(with("/rows", nlohmann::json::array())), "/rows: expected the measured rows");
+  EXPECT_EQ(message(with("/rows/1/time_us", -1)), "/rows/1/time_us: expected a number >= 0");
+  EXPECT_EQ(message(with("/rows/1/bytes", 1024)), "/rows/1/bytes: size 1024 measured again (first at /rows/0)");
+  EXPECT_EQ(message(nlohmann::json::array()), "/: expected a table of dtsim_nccl_bench --json (an object)");
+  NcclTable predicted = table;
+  predicted.source = TableSource::Simulated;
+  predicted.title = "dtsim collective: all_reduce on ring (4 ranks), model flow, links 5 us / 12.5 GB/s";
+  try {
+    parse_nccl_tests_output(format_nccl_table(predicted));
+    ADD_FAILURE() << "a prediction was read as a measurement";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "line 1: this is dtsim collective's prediction, not a measurement");
+  }
 }
 
 // Median, geometric mean and worst of |error|, over the points at or above the threshold.
