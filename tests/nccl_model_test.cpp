@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
@@ -55,6 +56,29 @@ TEST(NcclSystems, PresetsRoundTrip) {
   EXPECT_EQ(two.nodes, 2);
   EXPECT_EQ(two.gpus(), 16);
   EXPECT_EQ(two.intra.nvlink_links, 18);
+}
+
+// The example system files (scenarios/systems/) read, each names and describes itself, and
+// the one written after issue 119's machine is the validation file's description of it.
+TEST(NcclSystems, ExampleFilesRead) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(DTSIM_SOURCE_DIR) / "scenarios" / "systems")) {
+    if (entry.path().extension() != ".json") continue;
+    ++files;
+    const System s = read_system_file(entry.path().string());
+    EXPECT_EQ(s.name, entry.path().stem().string());
+    EXPECT_FALSE(s.description.empty()) << s.name;
+    EXPECT_FALSE(s.source.empty()) << s.name;
+    EXPECT_NO_THROW((void)make_machine(s, s.gpus())) << s.name;
+  }
+  EXPECT_GE(files, 2);
+  System file = read_system_file(std::string(DTSIM_SOURCE_DIR) + "/scenarios/systems/a100_8x_4nic.json");
+  System validation = parse_system(
+      json::parse(R"({"preset": "a100_8x", "name": "a100_8x_4nic", "cpu": "intel", "network": {"nics_per_node": 4, "rails": 4}})"),
+      "/s");
+  file.description = validation.description;
+  file.source = validation.source;
+  EXPECT_EQ(system_json(file), system_json(validation));
 }
 
 // A bad description is one line naming the JSON path to change.
