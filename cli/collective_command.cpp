@@ -20,6 +20,7 @@
 #include "network_models/nccl/presets.hpp"
 #include "network_models/network_model.hpp"
 #include "runner/measured_comparison.hpp"
+#include "sweep/svg.hpp"
 
 namespace dtsim::cli {
 
@@ -74,6 +75,7 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
                    "nccl-tests' output, or dtsim_nccl_bench's (text or --json), in a file: run its operation, ranks, -g "
                    "and sizes, and print the model beside each measured size (in-place time and busbw, error, and the "
                    "median, geometric mean and worst |error|)");
+  cmd_->add_option("--svg", svg_, "With --against: also draw the measured and predicted bus bandwidth against size (SVG)");
   cmd_->add_option("--system", system_,
                    fmt::format("--model nccl: the machine, a preset ({}) or a system JSON file", net::nccl::system_preset_names()));
   cmd_->add_option("--nodes", nodes_, "--model nccl: nodes of the system (default: the system's; -n defaults to all their GPUs)");
@@ -101,6 +103,28 @@ net::nccl::System read_system(const std::string& text) {
   } catch (const config::InputError& e) {
     throw config::InputError(fmt::format("--system: {}", e.what()));
   }
+}
+
+// Measured and predicted busbw against size, both axes logarithmic.
+sweep::Chart comparison_chart(const runner::MeasuredComparison& c) {
+  sweep::Chart chart{.title = c.predicted.title,
+                     .x_label = "size (bytes)",
+                     .y_label = "bus bandwidth (GB/s)",
+                     .x_log = true,
+                     .y_log = true};
+  sweep::Series measured{.name = "measured: " + c.source + " (in place)"}, predicted{.name = "dtsim, model " + c.sweep.model};
+  for (const auto& r : c.rows) {
+    measured.x.push_back(static_cast<double>(r.bytes));
+    measured.y.push_back(r.measured_busbw_GBps);
+    predicted.x.push_back(static_cast<double>(r.bytes));
+    predicted.y.push_back(r.predicted_busbw_GBps);
+  }
+  chart.series = {std::move(measured), std::move(predicted)};
+  const auto& s = c.summary;
+  if (s.points > 0)
+    chart.notes.push_back(fmt::format("|error| over {} sizes: median {:.1f} %, geometric mean {:.1f} %, worst {:.1f} % at {} bytes",
+                                      s.points, 100 * s.median, 100 * s.geomean, 100 * s.worst, s.worst_bytes));
+  return chart;
 }
 
 }  // namespace
@@ -140,6 +164,7 @@ runner::CollectiveSweep CollectiveCommand::sweep() const {
 }
 
 runner::CollectiveSweep CollectiveCommand::sweep(const net::NcclTestsRun* against) const {
+  if (!against && cmd_->count("--svg") > 0) throw config::InputError("--svg: draws the --against comparison (give --against FILE)");
   runner::CollectiveSweep sweep;
   sweep.op = flag("--op", [&] { return runner::parse_test_op(op_); });
   int ranks = ranks_;
@@ -298,6 +323,11 @@ std::optional<int> CollectiveCommand::run() const {
         std::ofstream out(json_);
         out << runner::measured_comparison_json(c).dump(2) << '\n';
         if (!out) throw std::runtime_error("cannot write " + json_);
+      }
+      if (!svg_.empty()) {
+        std::ofstream out(svg_);
+        out << sweep::render_svg(comparison_chart(c));
+        if (!out) throw std::runtime_error("cannot write " + svg_);
       }
       return 0;
     }

@@ -32,7 +32,7 @@ class CollectiveCommand {
   CLI::App* cmd_ = nullptr;
   std::string op_ = "allreduce", algo_ = "auto", topology_ = "ring", model_ = "flow", min_ = "8", max_ = "128M", json_;
   double factor_ = 2.0, latency_us_ = 5.0, bandwidth_GBps_ = 12.5;
-  std::string step_, against_;
+  std::string step_, against_, svg_;
   int ranks_ = 0, root_ = 0;
   // The nccl model: --system NAME|FILE.json, --nodes, --nccl-algo, --nccl-proto, -g.
   std::string system_, nccl_algo_, nccl_proto_;

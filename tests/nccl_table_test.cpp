@@ -307,8 +307,12 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
   testing::write_file(dir / "a100.txt", text);
   const std::string base = std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --nccl-algo NVLS --against " +
                            (dir / "a100.txt").string();
-  const auto run = testing::run_command(base + " --json " + (dir / "c.json").string());
+  const auto run = testing::run_command(base + " --json " + (dir / "c.json").string() + " --svg " + (dir / "c.svg").string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string figure = testing::read_file(dir / "c.svg");
+  EXPECT_EQ(figure.rfind("<svg", 0), 0u);
+  EXPECT_NE(figure.find("dtsim, model nccl"), std::string::npos);
+  EXPECT_NE(figure.find("worst 44.0 % at 16777216 bytes"), std::string::npos);
   EXPECT_NE(run.output.find("worst 44.0 % (at 16777216 bytes)"), std::string::npos) << run.output;
   const json c = testing::read_json(dir / "c.json");
   EXPECT_EQ(c["op"], "all_reduce");
@@ -341,6 +345,10 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
     EXPECT_NE(refused.output.find(message), std::string::npos) << flags << ": " << refused.output;
     EXPECT_EQ(std::count(refused.output.begin(), refused.output.end(), '\n'), 1) << flags << ": " << refused.output;
   }
+  const auto no_against = testing::run_command(std::string(DTSIM_BINARY) + " collective -n 8 --svg " + (dir / "x.svg").string());
+  EXPECT_EQ(no_against.exit_code, 2) << no_against.output;
+  EXPECT_NE(no_against.output.find("--svg: draws the --against comparison (give --against FILE)"), std::string::npos)
+      << no_against.output;
   testing::write_file(dir / "gather.txt", "# Collective test starting: all_gather_perf\n" + text);
   const auto op = testing::run_command(std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --op allreduce --against " +
                                        (dir / "gather.txt").string());

@@ -21,6 +21,7 @@
 #include "network_models/nccl/presets.hpp"
 #include "network_models/nccl_table.hpp"
 #include "network_models/prediction_error.hpp"
+#include "sweep/svg.hpp"
 #include "tests/nccl_curves.hpp"
 
 namespace dtsim::net::nccl {
@@ -157,6 +158,31 @@ std::string render_figures() {
   return out;
 }
 
+// The curve's figure: measured and predicted busbw against size, both axes logarithmic.
+std::string curve_figure(const Curve& curve, const std::vector<Row>& rows, const ErrorSummary& s) {
+  sweep::Chart chart{.title = fmt::format("{}: all_reduce_perf, -g {}, NCCL_ALGO={}", curve.system, curve.gpus_per_thread,
+                                          curve.nccl_algo),
+                     .x_label = "size (bytes)",
+                     .y_label = "bus bandwidth, in place (GB/s)",
+                     .x_log = true,
+                     .y_log = true};
+  sweep::Series measured{.name = "measured: " + curve.name}, predicted{.name = "dtsim, nccl model (NCCL 2.18's choices)"};
+  for (const auto& r : rows) {
+    measured.x.push_back(static_cast<double>(r.bytes));
+    measured.y.push_back(r.measured);
+    predicted.x.push_back(static_cast<double>(r.bytes));
+    predicted.y.push_back(r.predicted);
+  }
+  chart.series = {std::move(measured), std::move(predicted)};
+  chart.notes.push_back(fmt::format("64 KiB - 8 GiB: median |error| {:.1f} %, geometric mean {:.1f} %, worst {:.1f} % at {}",
+                                    100 * s.median, 100 * s.geomean, 100 * s.worst, size_text(s.worst_bytes)));
+  return sweep::render_svg(chart);
+}
+
+std::string figure_file(const Curve& curve) {
+  return std::string(DTSIM_SOURCE_DIR) + "/bench/results/nccl-validation-" + curve.system + ".svg";
+}
+
 std::string render() {
   std::string out =
       "# The nccl network model against published nccl-tests curves\n\n"
@@ -179,6 +205,8 @@ std::string render() {
                        "1 KiB: {:+.1f} %.\n\n",
                        s.points, 100 * s.median, 100 * s.geomean, 100 * s.worst, size_text(s.worst_bytes),
                        100 * first.error);
+    out += fmt::format("![{}: measured and predicted busbw against size](nccl-validation-{}.svg)\n\n", curve.system,
+                       curve.system);
     out += "| size | measured busbw (GB/s) | predicted busbw (GB/s) | error | predicted time (us) | GPUs' time (us) | bound | NCCL's choice |\n"
            "|---:|---:|---:|---:|---:|---:|---|---|\n";
     for (const auto& r : rows)
@@ -217,6 +245,25 @@ TEST(NcclValidation, TableIsUpToDate) {
   std::ifstream in(validation_file());
   const std::string committed{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   EXPECT_EQ(committed, table) << "bench/results/nccl-validation.md is stale: rerun with DTSIM_UPDATE_VALIDATION=1";
+}
+
+// So are the curves' figures beside it.
+TEST(NcclValidation, FiguresAreUpToDate) {
+  const bool update = [] {
+    const char* v = std::getenv("DTSIM_UPDATE_VALIDATION");
+    return v && std::string(v) == "1";
+  }();
+  for (const auto& curve : published_curves()) {
+    const auto rows = predict(curve);
+    const std::string figure = curve_figure(curve, rows, summarize(rows));
+    if (update) {
+      std::ofstream(figure_file(curve)) << figure;
+      continue;
+    }
+    std::ifstream in(figure_file(curve));
+    const std::string committed{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    EXPECT_EQ(committed, figure) << figure_file(curve) << " is stale: rerun with DTSIM_UPDATE_VALIDATION=1";
+  }
 }
 
 }  // namespace
