@@ -107,7 +107,8 @@ net::nccl::System read_system(const std::string& text) {
 
 // Measured and predicted busbw against size, both axes logarithmic.
 sweep::Chart comparison_chart(const runner::MeasuredComparison& c) {
-  sweep::Chart chart{.title = c.predicted.title,
+  sweep::Chart chart{.title = fmt::format("{}, {} ranks: measured and model {}", net::to_string(c.sweep.op), c.sweep.ranks,
+                                          c.sweep.model),
                      .x_label = "size (bytes)",
                      .y_label = "bus bandwidth (GB/s)",
                      .x_log = true,
@@ -120,6 +121,7 @@ sweep::Chart comparison_chart(const runner::MeasuredComparison& c) {
     predicted.y.push_back(r.predicted_busbw_GBps);
   }
   chart.series = {std::move(measured), std::move(predicted)};
+  chart.notes.push_back(c.predicted.title);
   const auto& s = c.summary;
   if (s.points > 0)
     chart.notes.push_back(fmt::format("|error| over {} sizes: median {:.1f} %, geometric mean {:.1f} %, worst {:.1f} % at {} bytes",
