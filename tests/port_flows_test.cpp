@@ -176,15 +176,22 @@ TEST(PortFlows, OnlyACollectivesDataSharesThePorts) {
   EXPECT_DOUBLE_EQ(ends.at.at(1), 1.2);
 }
 
-// Alone, a collective ends exactly its time after it starts, its data and latencies apart.
+// Alone, a collective ends exactly its time after it starts, its data and latencies apart:
+// in plain doubles, and on a time grid (where the engine rounds every duration to ticks).
 TEST(PortFlows, AloneACollectiveTakesExactlyItsTime) {
-  sim::Engine engine;
-  auto ports = std::make_shared<PortFlows>(engine, 4);
-  CollectiveStream stream(engine, ports);
-  double end = -1.0;
-  engine.call_at(0.25, [&] { stream.submit({1.0 / 3.0, 0.1}, 1, [&](int) { end = engine.now(); }); });
-  engine.run();
-  EXPECT_EQ(end, 0.25 + 1.0 / 3.0);
+  for (const auto& grid : {sim::TimeGrid(), sim::TimeGrid::from_resolution(1e-14), sim::TimeGrid::from_resolution(1e-9)}) {
+    sim::Engine engine(grid);
+    auto ports = std::make_shared<PortFlows>(engine, 4);
+    CollectiveStream stream(engine, ports);
+    double end = -1.0, second = -1.0;
+    engine.call_at(0.25, [&] {
+      stream.submit({1.0 / 3.0, 0.1}, 1, [&](int) { end = engine.now(); });
+      stream.submit({1.0 / 7.0, 1.0 / 11.0}, 1, [&](int) { second = engine.now(); });  // behind it
+    });
+    engine.run();
+    EXPECT_EQ(end, grid.later(0.25, 1.0 / 3.0)) << grid.tick();
+    EXPECT_EQ(second, grid.later(end, 1.0 / 7.0)) << grid.tick();
+  }
 }
 
 TEST(PortFlows, RefusesPortsItDoesNotHave) {
