@@ -76,6 +76,12 @@ struct Figure {
 // figure) 8 x 47 = 376 GB/s (taken at 8 GiB). A rule, not a measurement. Not used to build
 // the model.
 //
+// NCCL issue 1455 (2024-09), 8x H100 SXM, `NCCL_ALGO=[ALGO] all_reduce_perf -b 2G -e 4G -f 2
+// -g [gpus]` (NCCL's version not stated): Ring "about 365-370 GBps when gpus from 2 to 8"
+// (taken as 367.5); NVLS the same from 2 to 4 GPUs, then 420, 440, 460 and 480 GB/s at 5, 6,
+// 7 and 8 GPUs. The GPUs of one node as a node of that many (on one socket: the sockets
+// matter only to PCIe paths). Not used to build the model.
+//
 // li-plus/playground cuda/nccl.md: "8 A100 NVLink GPUs with 600GB/s bi-directional
 // bandwidth" (NVSwitch), `sendrecv_perf -b 128M -e 1G -f 2 -g 8`: busbw 110.8 / 110.8,
 // 188.6 / 189.0, 192.8 / 193.7, 195.1 / 195.6 GB/s (out-of-place / in-place) at 128 MiB -
@@ -102,6 +108,33 @@ inline const std::vector<Figure>& published_figures() {
        "2x (8x H100 SXM, 8x NDR 400 Gb/s), all-reduce with NCCL_ALGO=Ring",
        "NVIDIA/nccl-tests issue 290 (NCCL's maintainer: 46-48 GB/s per NDR NIC; 8 x 47 by the rule of issue 119; at 8 GiB)",
        2, "Ring", 1, 8192 * M, 8192 * M, M, 376.0, 376.0},
+      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "gpus_per_node": 2, "sockets": 1})json",
+       "2 of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=Ring", "NVIDIA/nccl issue 1455 (-g 2, 2 - 4 GiB)", 1,
+       "Ring", 2, 2048 * M, 4096 * M, 0, 367.5, 367.5, 2.0},
+      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "gpus_per_node": 4, "sockets": 1})json",
+       "4 of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=Ring", "NVIDIA/nccl issue 1455 (-g 4, 2 - 4 GiB)", 1,
+       "Ring", 4, 2048 * M, 4096 * M, 0, 367.5, 367.5, 2.0},
+      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "gpus_per_node": 2, "sockets": 1})json",
+       "2 of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=NVLS", "NVIDIA/nccl issue 1455 (-g 2, 2 - 4 GiB)", 1,
+       "NVLS", 2, 2048 * M, 4096 * M, 0, 367.5, 367.5, 2.0},
+      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "gpus_per_node": 3, "sockets": 1})json",
+       "3 of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=NVLS", "NVIDIA/nccl issue 1455 (-g 3, 2 - 4 GiB)", 1,
+       "NVLS", 3, 2048 * M, 4096 * M, 0, 367.5, 367.5, 2.0},
+      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "gpus_per_node": 4, "sockets": 1})json",
+       "4 of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=NVLS", "NVIDIA/nccl issue 1455 (-g 4, 2 - 4 GiB)", 1,
+       "NVLS", 4, 2048 * M, 4096 * M, 0, 367.5, 367.5, 2.0},
+      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "gpus_per_node": 5, "sockets": 1})json",
+       "5 of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=NVLS", "NVIDIA/nccl issue 1455 (-g 5, 2 - 4 GiB)", 1,
+       "NVLS", 5, 2048 * M, 4096 * M, 0, 420.0, 420.0, 2.0},
+      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "gpus_per_node": 6, "sockets": 1})json",
+       "6 of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=NVLS", "NVIDIA/nccl issue 1455 (-g 6, 2 - 4 GiB)", 1,
+       "NVLS", 6, 2048 * M, 4096 * M, 0, 440.0, 440.0, 2.0},
+      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "gpus_per_node": 7, "sockets": 1})json",
+       "7 of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=NVLS", "NVIDIA/nccl issue 1455 (-g 7, 2 - 4 GiB)", 1,
+       "NVLS", 7, 2048 * M, 4096 * M, 0, 460.0, 460.0, 2.0},
+      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "gpus_per_node": 8, "sockets": 1})json",
+       "8 of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=NVLS", "NVIDIA/nccl issue 1455 (-g 8, 2 - 4 GiB)", 1,
+       "NVLS", 8, 2048 * M, 4096 * M, 0, 480.0, 480.0, 2.0},
       {net::NcclTestOp::SendRecv, R"json({"preset": "a100_8x"})json", "8x A100 SXM (NVSwitch), sendrecv",
        "li-plus/playground cuda/nccl.md (-g 8, 128 MiB - 1 GiB, -f 2)", 1, "", 8, 128 * M, 1024 * M, 0,
        (110.81 + 110.76 + 188.60 + 189.01 + 192.75 + 193.66 + 195.10 + 195.56) / 8, 195.56, 2.0},

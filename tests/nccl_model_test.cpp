@@ -132,6 +132,15 @@ TEST(NcclGraph, H100NvSwitchWithNvls) {
   EXPECT_EQ(m.graphs[index(Algo::Nvls)].channels, 8);
   EXPECT_DOUBLE_EQ(m.graphs[index(Algo::Nvls)].bw_intra, 40.0);
   EXPECT_EQ(m.nvls_channels, 16);
+  // NCCL gives a communicator of 2 GPUs on a node no NVLS (ncclNvlsInit: gpuCount <= 2);
+  // asked for it (NCCL_ALGO=NVLS), NCCL >= 2.19 falls back to the ring.
+  EXPECT_FALSE(make_machine(preset("h100_8x"), 2).nvls);
+  EXPECT_TRUE(make_machine(preset("h100_8x"), 3).nvls);
+  auto config = std::make_shared<Config>();
+  config->system = preset("h100_8x");
+  config->overrides = parse_overrides("NVLS", "");
+  EXPECT_EQ(Clock(config, 2).run(Coll::AllReduce, 1 << 30).choice.algo, Algo::Ring);
+  EXPECT_EQ(Clock(config, 3).run(Coll::AllReduce, 1 << 30).choice.algo, Algo::Nvls);
 }
 
 // A PCIe box: the ring crosses PCIe Gen4 x16 (16 x 120 / 80 = 24 GB/s) between pairs; 1 x 20

@@ -288,7 +288,8 @@ Machine make_machine(const System& s, int ranks) {
     m.graphs[index(Algo::CollNetDirect)] = ring;
     m.graphs[index(Algo::CollNetChain)] = ring;
   }
-  m.nvls = s.intra.nvls && s.intra.kind == IntraKind::NvSwitch && cc >= 90 && m.per_node > 1;
+  // ncclNvlsInit: no NVLS for a communicator of 2 GPUs or fewer on a node (gpuCount <= 2).
+  m.nvls = s.intra.nvls && s.intra.kind == IntraKind::NvSwitch && cc >= 90 && m.per_node > 2;
   if (m.nvls) {
     m.graphs[index(Algo::Nvls)] = m.graphs[index(Algo::NvlsTree)] = nvls_graph(m);
     m.nvls_channels = kNvlsChannels;
