@@ -136,6 +136,13 @@ TEST(NcclGraph, H100NvSwitchWithNvls) {
   // asked for it (NCCL_ALGO=NVLS), NCCL >= 2.19 falls back to the ring.
   EXPECT_FALSE(make_machine(preset("h100_8x"), 2).nvls);
   EXPECT_TRUE(make_machine(preset("h100_8x"), 3).nvls);
+  // Fewer GPUs: k channels take k + 1 speeds of a GPU's 360 GB/s (twice on the head's
+  // links), so 5 GPUs fit 5 x 60, 6 and 7 only 5 of 60 and fall to 40 (NCCL's table), as 8.
+  for (const auto& [gpus, speed] : std::vector<std::pair<int, double>>{{3, 60}, {4, 60}, {5, 60}, {6, 40}, {7, 40}, {8, 40}}) {
+    const Machine sub = make_machine(preset("h100_8x"), gpus);
+    EXPECT_EQ(sub.graphs[index(Algo::Nvls)].channels, gpus) << gpus;
+    EXPECT_DOUBLE_EQ(sub.graphs[index(Algo::Nvls)].bw_intra, speed) << gpus;
+  }
   auto config = std::make_shared<Config>();
   config->system = preset("h100_8x");
   config->overrides = parse_overrides("NVLS", "");

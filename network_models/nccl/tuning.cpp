@@ -231,13 +231,20 @@ Graph ring_graph(const Machine& m, int cc) {
   return ring;
 }
 
-// NVLS's graph: one channel per GPU of the node at NCCL's search speed, the NIC's speed
-// across nodes.
+// NVLS's graph: one channel per GPU of the node (NCCL forces minChannels = maxChannels = the
+// GPUs) at the first speed of NCCL's table at which they all fit, the NIC's speed across
+// nodes. The search starts below the node's bandwidth over (g - 1) / g (patterns other than
+// the ring); a channel then takes its speed on every GPU's NVLinks to and from the switch,
+// twice on its head's (ncclTopoSearchTryNvls), so k channels need k + 1 speeds of a GPU's
+// NVLinks: 8 GPUs of an H100 (18 x 20 = 360 GB/s) fit 8 channels of 40 GB/s exactly, 6 or 7
+// GPUs no more than 5 of 60 and so also run at 40, 5 GPUs fit at 60.
 Graph nvls_graph(const Machine& m) {
   const int g = m.per_node;
   const double nvl_total = m.system.intra.nvlink_links * m.nvlink_bw;
   const double nvls_total = nvl_total * g / (g - 1.0);  // patterns other than the ring
-  const Found fn = search(kSm90SpeedIntra, nvl_total, nvls_total, g, g, [&](double sp) { return sp * g <= nvls_total ? g : 0; });
+  const Found fn = search(kSm90SpeedIntra, nvl_total, nvls_total, g, g, [&](double sp) {
+    return sp * g <= nvls_total ? std::min(g, floor_div(nvl_total, sp) - 1) : 0;
+  });
   Graph nv;
   nv.channels = fn.channels;
   nv.bw_intra = nv.bw_inter = fn.speed;
