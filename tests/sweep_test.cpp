@@ -1259,7 +1259,8 @@ std::vector<fs::path> scenario_files() {
   for (const auto& e : fs::recursive_directory_iterator(fs::path(DTSIM_SOURCE_DIR) / "scenarios")) {
     const std::string name = e.path().filename().string();
     if (e.path().extension() != ".json" || name.ends_with(".result.json") || name.ends_with(".schema.json")) continue;
-    if (e.path().parent_path().filename() == "sweeps") continue;
+    // Sweep files, and the nccl model's example machines (NcclSystems.ExampleFilesRead reads those).
+    if (e.path().parent_path().filename() == "sweeps" || e.path().parent_path().filename() == "systems") continue;
     files.push_back(e.path());
   }
   return files;
