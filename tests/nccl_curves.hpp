@@ -80,7 +80,8 @@ struct Figure {
 // -g [gpus]` (NCCL's version not stated): Ring "about 365-370 GBps when gpus from 2 to 8"
 // (taken as 367.5); NVLS the same from 2 to 4 GPUs, then 420, 440, 460 and 480 GB/s at 5, 6,
 // 7 and 8 GPUs. The GPUs of one node as a node of that many (on one socket: the sockets
-// matter only to PCIe paths). Not used to build the model.
+// matter only to PCIe paths). These served development: they showed NVLS with 3 - 7 GPUs
+// running at NCCL's rounded tuning speed (collective_time.cpp, switch_reduction_us).
 //
 // li-plus/playground cuda/nccl.md: "8 A100 NVLink GPUs with 600GB/s bi-directional
 // bandwidth" (NVSwitch), `sendrecv_perf -b 128M -e 1G -f 2 -g 8`: busbw 110.8 / 110.8,

@@ -370,6 +370,24 @@ TEST(NcclExecution, RingMatchesDtsimsSimulationOfItsSteps) {
 // Time never falls as the size grows (it stays flat while the kernels' chunks keep their
 // grain), and never beats the links: busbw stays under the ring's NCCL bandwidth (12 x 20
 // = 240 GB/s on 8x A100).
+// One node's NVLS moves a large buffer at the channels' share of a GPU's NVLinks, k + 1
+// shares for k channels, times NCCL's 5/6 (its NVLS busBw to algBw): 8 H100s 8 x 360/9 x 5/6
+// = 266.7 GB/s (NCCL's table speed, 40); 4 H100s 4 x 360/5 x 5/6 = 240 GB/s, where NCCL's
+// estimate rounds the share down to 60 (200 GB/s). A 4 GiB buffer comes within 1.5 % (the
+// pipeline's fill and latencies).
+TEST(NcclExecution, NvlsMovesDataAtTheChannelsShareOfTheLinks) {
+  const double bytes = 4.0 * (1 << 30);
+  for (const auto& [gpus, algbw_GBps] : std::vector<std::pair<int, double>>{{8, 8 * 40 * 5.0 / 6}, {4, 4 * 72 * 5.0 / 6}}) {
+    auto config = std::make_shared<Config>();
+    config->system = preset("h100_8x");
+    config->overrides = parse_overrides("NVLS", "");
+    const Clock clock(config, gpus);
+    const auto run = clock.run(Coll::AllReduce, bytes);
+    ASSERT_EQ(run.choice.algo, Algo::Nvls) << gpus;
+    EXPECT_NEAR(bytes / (run.gpu_us * 1e3), algbw_GBps, 0.015 * algbw_GBps) << gpus;  // less the pipeline's fill
+  }
+}
+
 TEST(NcclExecution, BusBandwidthNeverBeatsTheLinks) {
   const Machine m = make_machine(preset("a100_8x"), 8);
   const Tuning t = tune(m, Overrides{});

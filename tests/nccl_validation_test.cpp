@@ -146,11 +146,12 @@ std::string render_figures() {
       "maintainers' rule (a NIC's figure times the NICs), not a measurement: there dtsim's ring is held by the GPU's\n"
       "side of each network step (the slice's copy over the node's links and two waits of NCCL's 3 us network\n"
       "overhead per 1 MiB slice) rather than the NICs, the per-slice waits that put the one-node H100 ring under too.\n"
-      "NCCL issue 1455's H100 figures by GPU count were not used to build the model either. Its ring is 11 % under at\n"
-      "every count; its NVLS runs at NCCL's own tuning bandwidth (the NVLS graph's speed per GPU from NCCL's table,\n"
-      "60 GB/s for 3 - 5 GPUs and 40 for 6 - 8, times the GPUs, times 5/6), within 6 % at 5 and 8 GPUs but 14 - 46 %\n"
-      "under at 3, 4, 6 and 7, where the measured NVLS algbw is nearly flat (245 - 275 GB/s from 4 to 8 GPUs); 2 GPUs\n"
-      "get no NVLS (NCCL's ncclNvlsInit), so NCCL_ALGO=NVLS falls back to the ring.\n\n"
+      "NCCL issue 1455's H100 figures by GPU count served development: against them dtsim's NVLS, then at NCCL's own\n"
+      "tuning bandwidth (each channel at the speed NCCL's table rounds its share of a GPU's NVLinks down to: 60 GB/s\n"
+      "for 3 - 5 GPUs, 40 for 6 - 8), was 14 - 46 % under at 3, 4, 6 and 7 GPUs, where the measured NVLS bandwidth\n"
+      "hardly changes with the GPU count; one node's NVLS now runs at the share itself (a GPU's NVLinks over the\n"
+      "channels plus one, as NCCL's search counts them; 40 GB/s with 8 GPUs, as before). Its ring is 11 % under at\n"
+      "every count. 2 GPUs get no NVLS (NCCL's ncclNvlsInit), so NCCL_ALGO=NVLS falls back to the ring.\n\n"
       "| machine | run | system | measured average | predicted average | error | measured peak | predicted peak | error | NCCL's choice at the peak |\n"
       "|---|---|---|---:|---:|---:|---:|---:|---:|---|\n";
   for (const auto& f : published_figures()) {

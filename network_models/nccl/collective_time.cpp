@@ -234,10 +234,20 @@ double tree_us(const Machine& m, double bytes, const Choice& ch, int element_siz
 // nHeads chunks per channel at NCCL's bandwidth per channel; a loop hands over between
 // roles through flags, one NVLink Simple hop latency each. So: NCCL's latency (base and
 // network hops) + 3 hand-overs + (loops + 2) x a loop's time.
+// Within a node NVLS moves data as fast as the GPUs' NVLinks carry it, as the ring does
+// (ring_hops): NCCL's search gives each of the k channels one share of every GPU's NVLinks
+// and its head two (k + 1 shares a GPU), rounded down to its speed table, which sets NCCL's
+// estimate but not the kernels' pace; with 8 GPUs the share is the table's speed (360 / 9 =
+// 40 GB/s on an H100), with 3 - 7 it is above it.
 double switch_reduction_us(const Machine& m, const Tuning& t, double bytes, const Choice& ch, Part part) {
   const double lat = t.latency_us[index(Coll::AllReduce)][index(ch.algo)][index(ch.proto)];
-  const double bw = t.bandwidth_GBps[index(Coll::AllReduce)][index(ch.algo)][index(ch.proto)];
+  double bw = t.bandwidth_GBps[index(Coll::AllReduce)][index(ch.algo)][index(ch.proto)];
   if (!(bw > 0)) return lat;
+  if (ch.algo == Algo::Nvls && m.nodes == 1) {
+    const Graph& g = m.graphs[index(Algo::Nvls)];
+    const double share = m.system.intra.nvlink_links * m.nvlink_bw / (g.channels + 1);
+    if (share > g.bw_intra) bw *= share / g.bw_intra;
+  }
   const bool nvls = ch.algo == Algo::Nvls || ch.algo == Algo::NvlsTree;
   // CollNet's bandwidth is its heads' (NCCL gives it the same whatever channels run it).
   const int total_channels = nvls ? m.nvls_channels : ch.channels;
