@@ -37,7 +37,8 @@
 // NVLS, NVLS tree and CollNet (reduction in the NVSwitch or the network): three roles on
 // successive loops (scatter, reduce, gather) with a hand-over latency each: NCCL's latency
 // + 3 NVLink Simple hop latencies + (loops + 2) x a loop's time at NCCL's bandwidth per
-// channel.
+// channel; within one node NVLS's at the channels' unrounded share of the GPUs' NVLinks
+// (a GPU's NVLinks over the channels plus one, as NCCL's search counts them).
 //
 // Point-to-point (send/recv; gossip's neighbour exchanges): LL up to 16 KiB
 // (NCCL_P2P_LL_THRESHOLD), Simple above; baseLat + the path's hop latencies + bytes / the
