@@ -12,9 +12,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "network_models/nccl_table.hpp"
-#include <vector>
 
 namespace dtsim::tests {
 
@@ -89,6 +91,14 @@ struct Figure {
 // 1 GiB; NCCL's version not stated. Not used to build the model.
 inline const std::vector<Figure>& published_figures() {
   constexpr std::int64_t M = 1024 * 1024;
+  // NCCL issue 1455's runs: `gpus` GPUs of one H100 node under NCCL_ALGO=`algo`, 2 and 4 GiB.
+  auto issue_1455 = [](const char* algo, int gpus, double busbw_GBps) {
+    return Figure{net::NcclTestOp::AllReduce,
+                  fmt::format(R"json({{"preset": "h100_8x", "gpus_per_node": {}, "sockets": 1}})json", gpus),
+                  fmt::format("{} of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO={}", gpus, algo),
+                  fmt::format("NVIDIA/nccl issue 1455 (-g {}, 2 - 4 GiB)", gpus), 1, algo, gpus, 2048 * M, 4096 * M, 0,
+                  busbw_GBps, busbw_GBps, 2.0};
+  };
   static const std::vector<Figure> figures{
       {net::NcclTestOp::AllReduce,
        R"json({"preset": "a100_8x", "name": "a100_8x_4nic", "cpu": "intel", "network": {"nics_per_node": 4, "rails": 4}})json",
@@ -109,33 +119,15 @@ inline const std::vector<Figure>& published_figures() {
        "2x (8x H100 SXM, 8x NDR 400 Gb/s), all-reduce with NCCL_ALGO=Ring",
        "NVIDIA/nccl-tests issue 290 (NCCL's maintainer: 46-48 GB/s per NDR NIC; 8 x 47 by the rule of issue 119; at 8 GiB)",
        2, "Ring", 1, 8192 * M, 8192 * M, M, 376.0, 376.0},
-      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "gpus_per_node": 2, "sockets": 1})json",
-       "2 of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=Ring", "NVIDIA/nccl issue 1455 (-g 2, 2 - 4 GiB)", 1,
-       "Ring", 2, 2048 * M, 4096 * M, 0, 367.5, 367.5, 2.0},
-      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "gpus_per_node": 4, "sockets": 1})json",
-       "4 of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=Ring", "NVIDIA/nccl issue 1455 (-g 4, 2 - 4 GiB)", 1,
-       "Ring", 4, 2048 * M, 4096 * M, 0, 367.5, 367.5, 2.0},
-      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "gpus_per_node": 2, "sockets": 1})json",
-       "2 of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=NVLS", "NVIDIA/nccl issue 1455 (-g 2, 2 - 4 GiB)", 1,
-       "NVLS", 2, 2048 * M, 4096 * M, 0, 367.5, 367.5, 2.0},
-      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "gpus_per_node": 3, "sockets": 1})json",
-       "3 of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=NVLS", "NVIDIA/nccl issue 1455 (-g 3, 2 - 4 GiB)", 1,
-       "NVLS", 3, 2048 * M, 4096 * M, 0, 367.5, 367.5, 2.0},
-      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "gpus_per_node": 4, "sockets": 1})json",
-       "4 of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=NVLS", "NVIDIA/nccl issue 1455 (-g 4, 2 - 4 GiB)", 1,
-       "NVLS", 4, 2048 * M, 4096 * M, 0, 367.5, 367.5, 2.0},
-      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "gpus_per_node": 5, "sockets": 1})json",
-       "5 of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=NVLS", "NVIDIA/nccl issue 1455 (-g 5, 2 - 4 GiB)", 1,
-       "NVLS", 5, 2048 * M, 4096 * M, 0, 420.0, 420.0, 2.0},
-      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "gpus_per_node": 6, "sockets": 1})json",
-       "6 of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=NVLS", "NVIDIA/nccl issue 1455 (-g 6, 2 - 4 GiB)", 1,
-       "NVLS", 6, 2048 * M, 4096 * M, 0, 440.0, 440.0, 2.0},
-      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "gpus_per_node": 7, "sockets": 1})json",
-       "7 of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=NVLS", "NVIDIA/nccl issue 1455 (-g 7, 2 - 4 GiB)", 1,
-       "NVLS", 7, 2048 * M, 4096 * M, 0, 460.0, 460.0, 2.0},
-      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "gpus_per_node": 8, "sockets": 1})json",
-       "8 of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=NVLS", "NVIDIA/nccl issue 1455 (-g 8, 2 - 4 GiB)", 1,
-       "NVLS", 8, 2048 * M, 4096 * M, 0, 480.0, 480.0, 2.0},
+      issue_1455("Ring", 2, 367.5),
+      issue_1455("Ring", 4, 367.5),
+      issue_1455("NVLS", 2, 367.5),
+      issue_1455("NVLS", 3, 367.5),
+      issue_1455("NVLS", 4, 367.5),
+      issue_1455("NVLS", 5, 420.0),
+      issue_1455("NVLS", 6, 440.0),
+      issue_1455("NVLS", 7, 460.0),
+      issue_1455("NVLS", 8, 480.0),
       {net::NcclTestOp::SendRecv, R"json({"preset": "a100_8x"})json", "8x A100 SXM (NVSwitch), sendrecv",
        "li-plus/playground cuda/nccl.md (-g 8, 128 MiB - 1 GiB, -f 2)", 1, "", 8, 128 * M, 1024 * M, 0,
        (110.81 + 110.76 + 188.60 + 189.01 + 192.75 + 193.66 + 195.10 + 195.56) / 8, 195.56, 2.0},
