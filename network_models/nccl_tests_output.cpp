@@ -95,8 +95,14 @@ NcclTestsPoint parse_row(const std::vector<std::string_view>& t, int line) {
   p.bytes = *size;
   p.count = *count;
   p.type = std::string(t[2]);
+
   std::size_t i = 3;
-  if (i < t.size() && is_word(t[i])) p.redop = std::string(t[i++]);
+  // Old nccl-tests printed no redop, and every rank's buffers in its size column.
+  if (i >= t.size() || !is_word(t[i]))
+    throw std::invalid_argument(fmt::format("line {}: no redop column: an old nccl-tests, whose size column counts every "
+                                            "rank's buffer; rerun with a current one",
+                                            line));
+  p.redop = std::string(t[i++]);
   const std::size_t left = t.size() - i;
   if (left == 9 || left == 5) {
     const auto root = integer(t[i]);
@@ -106,7 +112,7 @@ NcclTestsPoint parse_row(const std::vector<std::string_view>& t, int line) {
     ++i;
   } else if (left != 8 && left != 4) {
     throw std::invalid_argument(fmt::format(
-        "line {}: expected nccl-tests' columns (size count type [redop] [root], then time algbw busbw #wrong out of "
+        "line {}: expected nccl-tests' columns (size count type redop [root], then time algbw busbw #wrong out of "
         "place and in place), got {} columns",
         line, t.size()));
   }

@@ -7,9 +7,10 @@
 //   "# nThread 1 nGpus 8 minBytes ..."               threads per process, GPUs per thread (-g)
 //   "#  Rank  3 Group  0 Pid ... device  3 [..] NVIDIA A100-SXM4-80GB"
 //                                                    one line per rank of the job
-//   rows: size count type [redop] [root] time algbw busbw #wrong time algbw busbw #wrong
-//         (out-of-place, then in-place; older nccl-tests print no root, the oldest no
-//         redop either, and "error" in place of #wrong)
+//   rows: size count type redop [root] time algbw busbw #wrong time algbw busbw #wrong
+//         (out-of-place, then in-place; older nccl-tests print no root, and "error" in
+//         place of #wrong; the oldest, which print no redop and whose size column counts
+//         every rank's buffer, are refused)
 // Lines may carry mpirun's "[1,0]<stdout>:" prefix; the leading '#' of the header lines may
 // be missing (as pasted); other lines (NCCL INFO, warnings, the footer) are skipped.
 // dtsim_nccl_bench's table reads too (its title gives the operation and ranks; one time,
@@ -47,7 +48,7 @@ struct NcclTestsRun {
 };
 
 // Throws std::invalid_argument "line N: ..." for a row that is not nccl-tests' (too few or
-// too many columns, a size or time that is not a number), a size printed twice (two runs'
+// too many columns, no redop, a size or time that is not a number), a size printed twice (two runs'
 // output in one text), ranks listed out of order, and a text with no rows.
 NcclTestsRun parse_nccl_tests_output(std::string_view text);
 
