@@ -282,7 +282,9 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
   sweep.model = model_;
   sweep.algorithm = net::Algorithm::Auto;
   sweep.ranks = ranks == 0 ? config->system.gpus() : ranks;
-  flag("-n/--ranks", [&] { return net::nccl::make_machine(config->system, sweep.ranks); });
+  // The ranks are the measured run's when --against gave them.
+  flag(against && against->ranks > 0 ? "--against (the ranks it lists)" : "-n/--ranks",
+       [&] { return net::nccl::make_machine(config->system, sweep.ranks); });
   check_alltoall_ranks(sweep);
   sweep.link = net::nccl::nominal_link(config->system);
   sweep.nccl = config;

@@ -369,6 +369,17 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
   const auto broken = testing::run_command(std::string(DTSIM_BINARY) + " collective --against " + (dir / "broken.json").string());
   EXPECT_EQ(broken.exit_code, 2) << broken.output;
   EXPECT_NE(broken.output.find("broken.json: not JSON (dtsim_nccl_bench --json writes it)"), std::string::npos) << broken.output;
+  // Ranks that do not fill whole nodes of the system: the file's, so the error names --against.
+  std::string twelve = "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 1048576\n";
+  for (int r = 0; r < 12; ++r)
+    twelve += fmt::format("#  Rank {:2} Group  0 Pid 1 on n{} device {} [0x0] NVIDIA A100-SXM4-80GB\n", r, r / 8, r % 8);
+  twelve += "1048576 262144 float sum -1 100.0 10.49 19.66 0 100.0 10.49 19.66 0\n";
+  testing::write_file(dir / "twelve.txt", twelve);
+  const auto partial = testing::run_command(std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --against " +
+                                            (dir / "twelve.txt").string());
+  EXPECT_EQ(partial.exit_code, 2) << partial.output;
+  EXPECT_NE(partial.output.find("--against (the ranks it lists): 12 ranks do not fill whole nodes of 8 GPUs"), std::string::npos)
+      << partial.output;
   const auto missing = testing::run_command(std::string(DTSIM_BINARY) + " collective --against " + (dir / "none.txt").string());
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
   EXPECT_NE(missing.output.find("--against: cannot read"), std::string::npos) << missing.output;
