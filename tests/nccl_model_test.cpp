@@ -686,24 +686,36 @@ TEST(NcclNetwork, CollectivesAndMessagesShareThePorts) {
 TEST(NcclExecution, LatencyIsTheTimeWithUnlimitedBandwidth) {
   const NetworkConfig config = nccl_network({{"model", "nccl"}, {"system", "a100_8x"}});
   const Clock clock(config.nccl, 8);
-  auto at = [&](double bytes) { return clock.run(Coll::AllReduce, bytes); };
+  struct Timed {
+    Clock::Run run;
+    double latency_us;
+  };
+  auto at = [&](double bytes) {
+    const auto r = clock.run(Coll::AllReduce, bytes);
+    return Timed{r, collective_latency_us(clock.machine(), clock.tuning(), Coll::AllReduce, bytes, r.choice)};
+  };
   for (double bytes : {1024.0, 65536.0, 16.0 * (1 << 20), 1024.0 * (1 << 20)}) {
-    const auto r = at(bytes);
-    EXPECT_GT(r.latency_us, 0.0) << bytes;
-    EXPECT_LE(r.latency_us, r.gpu_us) << bytes;
+    const auto t = at(bytes);
+    EXPECT_GT(t.latency_us, 0.0) << bytes;
+    EXPECT_LE(t.latency_us, t.run.gpu_us) << bytes;
+    // The clock's split of a job's collective is the same.
+    const auto timing = clock.collective_timing(
+        CollectiveSpec{.kind = CollectiveKind::AllReduce, .ranks = 8, .elements = static_cast<std::int64_t>(bytes) / 4});
+    EXPECT_DOUBLE_EQ(timing.seconds, t.run.gpu_us * 1e-6) << bytes;
+    EXPECT_NEAR(timing.wire_s, (t.run.gpu_us - t.latency_us) * 1e-6, 1e-15) << bytes;
   }
   // Ring/LL over 24 channels at 1 MiB: 2(n-1) = 14 steps of NVLink LL latency after NCCL's
   // base latency, whatever the chunks carry.
   const auto small = at(1 << 20);
-  ASSERT_EQ(describe(small.choice), "Ring/LL/24ch");
+  ASSERT_EQ(describe(small.run.choice), "Ring/LL/24ch");
   EXPECT_NEAR(small.latency_us, base_latency_us(Algo::Ring, Proto::LL) + 14 * hop_latency_us(Hw::NvLink, Algo::Ring, Proto::LL),
               1e-9);
   // 1 GiB of Ring/Simple: its data is most of its time.
   const auto big = at(1024.0 * (1 << 20));
-  EXPECT_LT(big.latency_us, 0.1 * big.gpu_us);
+  EXPECT_LT(big.latency_us, 0.1 * big.run.gpu_us);
   // 1 KiB: the data's share is small.
   const auto tiny = at(1024);
-  EXPECT_GT(tiny.latency_us, 0.5 * tiny.gpu_us);
+  EXPECT_GT(tiny.latency_us, 0.5 * tiny.run.gpu_us);
 }
 
 }  // namespace

@@ -54,7 +54,7 @@ Clock::Run Clock::run(Coll coll, double bytes, int element_size) const {
   r.bytes = bytes;
   r.choice = choose(machine_, tuning_, coll, bytes);
   r.gpu_us = collective_us(machine_, tuning_, coll, bytes, r.choice, element_size);
-  r.latency_us = collective_latency_us(machine_, tuning_, coll, bytes, r.choice, element_size);
+  r.element_size = element_size;
   return r;
 }
 
@@ -79,8 +79,11 @@ Clock::Run Clock::run(const CollectiveSpec& spec) const {
 }
 
 CollectiveTiming Clock::collective_timing(const CollectiveSpec& spec) const {
+  // Only a job's collectives need their latency part (the streams' port sharing), not
+  // tables and benchmarks: it is timed here, not in run().
   const Run r = run(spec);
-  return {.seconds = r.gpu_us * 1e-6, .wire_s = (r.gpu_us - r.latency_us) * 1e-6};
+  const double latency_us = collective_latency_us(machine_, tuning_, r.coll, r.bytes, r.choice, r.element_size);
+  return {.seconds = r.gpu_us * 1e-6, .wire_s = (r.gpu_us - latency_us) * 1e-6};
 }
 
 double Clock::benchmark_seconds(const CollectiveSpec& spec, int gpus_per_thread) const {

@@ -66,7 +66,7 @@ class Clock final : public MachineClock {
     double bytes = 0.0;  // NCCL's nBytes
     Choice choice;
     double gpu_us = 0.0;
-    double latency_us = 0.0;  // the part of gpu_us that is latency (collective_latency_us)
+    int element_size = 4;
   };
   // How NCCL runs `bytes` of `coll` here (element_size: the reduction's datatype).
   Run run(Coll coll, double bytes, int element_size = 4) const;
