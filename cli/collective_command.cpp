@@ -186,7 +186,12 @@ runner::CollectiveSweep CollectiveCommand::sweep(const net::NcclTestsRun* agains
         throw config::InputError(fmt::format("-n/--ranks: {}, but --against lists {} ranks", ranks_, against->ranks));
       ranks = against->ranks;
     }
-    for (const auto& p : against->points) sweep.sizes.push_back(p.bytes);
+    for (const auto& p : against->points) {
+      // As -e's bound: far beyond any GPU's memory, and where sizes in doubles stop being exact.
+      if (p.bytes > (std::int64_t{1} << 50))
+        throw config::InputError(fmt::format("--against: line {}: size {} is beyond 2^50 bytes (1048576G)", p.line, p.bytes));
+      sweep.sizes.push_back(p.bytes);
+    }
   }
   if (!net::find_network_model(model_))
     throw config::InputError(
@@ -241,12 +246,15 @@ runner::CollectiveSweep CollectiveCommand::sweep(const net::NcclTestsRun* agains
   // Every time the sweep computes must be finite: one collective takes at most about
   // 2 x ranks latencies plus ranks x the largest size over the bandwidth (a parameter
   // server's root), and 1e-320 GB/s or a latency of 1e308 us make that inf.
+  const std::int64_t largest =
+      sweep.sizes.empty() ? sweep.max_bytes : *std::max_element(sweep.sizes.begin(), sweep.sizes.end());
   const double worst = 4.0 * (1 << 20) *
-                       (sweep.link.latency_s + static_cast<double>(sweep.max_bytes) / sweep.link.bandwidth_bytes_per_s);
+                       (sweep.link.latency_s + static_cast<double>(largest) / sweep.link.bandwidth_bytes_per_s);
   if (!std::isfinite(worst))
-    throw config::InputError(fmt::format("--latency-us, --bandwidth-GBps: a collective of -e/--maxbytes ({} bytes) "
+    throw config::InputError(fmt::format("--latency-us, --bandwidth-GBps: a collective of {} ({} bytes) "
                                             "over {:g} us / {:g} GB/s links would take longer than any finite time",
-                                            sweep.max_bytes, latency_us_, bandwidth_GBps_));
+                                            sweep.sizes.empty() ? "-e/--maxbytes" : "--against's largest size", largest,
+                                            latency_us_, bandwidth_GBps_));
   sweep.factor = factor_;
   if (!step_.empty()) sweep.step_bytes = flag("-i/--stepbytes", [&] { return runner::parse_size(step_); });
   if (sweep.step_bytes <= 0 && !(sweep.factor > 1.0))

@@ -369,6 +369,15 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
   const auto broken = testing::run_command(std::string(DTSIM_BINARY) + " collective --against " + (dir / "broken.json").string());
   EXPECT_EQ(broken.exit_code, 2) << broken.output;
   EXPECT_NE(broken.output.find("broken.json: not JSON (dtsim_nccl_bench --json writes it)"), std::string::npos) << broken.output;
+  // A size no -e would take.
+  testing::write_file(dir / "huge.txt", "1152921504606846976 288230376151711744 float sum -1 1.0 0 0 0 1.0 0 0 0\n");
+  for (const std::string model : {"--model nccl --system a100_8x", "--model flow"}) {
+    const auto huge = testing::run_command(std::string(DTSIM_BINARY) + " collective -n 8 " + model + " --against " +
+                                           (dir / "huge.txt").string());
+    EXPECT_EQ(huge.exit_code, 2) << huge.output;
+    EXPECT_NE(huge.output.find("--against: line 1: size 1152921504606846976 is beyond 2^50 bytes"), std::string::npos)
+        << huge.output;
+  }
   // Ranks that do not fill whole nodes of the system: the file's, so the error names --against.
   std::string twelve = "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 1048576\n";
   for (int r = 0; r < 12; ++r)
