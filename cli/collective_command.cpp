@@ -82,6 +82,8 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
   cmd_->add_option("--nccl-algo", nccl_algo_, "--model nccl: as NCCL_ALGO (Tree, Ring, CollNetDirect, CollNetChain, NVLS, "
                                               "NVLSTree; a comma-separated list, or ^ and the ones to leave out)");
   cmd_->add_option("--nccl-proto", nccl_proto_, "--model nccl: as NCCL_PROTO (LL, LL128, Simple)");
+  cmd_->add_option("--nccl-version", nccl_version_,
+                   "--model nccl: the NCCL release whose constants and rules apply, 2.18 or 2.20 (default: the system's)");
   cmd_->add_option("-g,--ngpus", gpus_per_thread_,
                    "--model nccl: GPUs whose kernels one thread launches, as nccl-tests' -g (the host's launches can "
                    "outlast the GPUs)")
@@ -198,7 +200,7 @@ runner::CollectiveSweep CollectiveCommand::sweep(const net::NcclTestsRun* agains
         config::one_line(fmt::format("--model: expected one of {}, got \"{}\"{}", net::network_model_names(), model_,
                                      config::did_you_mean(model_, net::network_models()))));
   if (net::network_model(model_).make_clock) return machine_sweep(std::move(sweep), ranks, against);
-  for (const char* f : {"--system", "--nodes", "--nccl-algo", "--nccl-proto", "--ngpus"})
+  for (const char* f : {"--system", "--nodes", "--nccl-algo", "--nccl-proto", "--nccl-version", "--ngpus"})
     if (cmd_->count(f) > 0) throw config::InputError(fmt::format("{}: only --model nccl reads it", f));
   if (sweep.op == net::NcclTestOp::Reduce)
     throw config::InputError(fmt::format("--op reduce: only --model nccl times a reduce (dtsim has no reduce schedule for {})", model_));
@@ -287,6 +289,8 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
                                          config->system.name));
   config->overrides = flag("--nccl-algo", [&] { return net::nccl::parse_overrides(nccl_algo_, ""); });
   config->overrides = flag("--nccl-proto", [&] { return net::nccl::parse_overrides(nccl_algo_, nccl_proto_); });
+  if (!nccl_version_.empty())
+    config->system.nccl = flag("--nccl-version", [&] { return net::nccl::parse_nccl_release(nccl_version_); });
   sweep.model = model_;
   sweep.algorithm = net::Algorithm::Auto;
   sweep.ranks = ranks == 0 ? config->system.gpus() : ranks;
@@ -294,6 +298,8 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
   flag(against && against->ranks > 0 ? "--against (the ranks it lists)" : "-n/--ranks",
        [&] { return net::nccl::make_machine(config->system, sweep.ranks); });
   check_alltoall_ranks(sweep);
+  // A collective NCCL_ALGO leaves nothing to run (where the release fails).
+  flag("--nccl-algo", [&] { return net::nccl::Clock(config, sweep.ranks).machine().ranks; });
   sweep.link = net::nccl::nominal_link(config->system);
   sweep.nccl = config;
   int gpus_per_thread = gpus_per_thread_;

@@ -34,8 +34,8 @@ class CollectiveCommand {
   double factor_ = 2.0, latency_us_ = 5.0, bandwidth_GBps_ = 12.5;
   std::string step_, against_, svg_;
   int ranks_ = 0, root_ = 0;
-  // The nccl model: --system NAME|FILE.json, --nodes, --nccl-algo, --nccl-proto, -g.
-  std::string system_, nccl_algo_, nccl_proto_;
+  // The nccl model: --system NAME|FILE.json, --nodes, --nccl-algo, --nccl-proto, --nccl-version, -g.
+  std::string system_, nccl_algo_, nccl_proto_, nccl_version_;
   int nodes_ = 0, gpus_per_thread_ = 1;
 };
 

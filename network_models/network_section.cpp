@@ -149,6 +149,11 @@ void check_network_links(const NetworkConfig& network, const Topology& topology)
     } catch (const std::invalid_argument& e) {
       throw ScenarioError("/network/system", ErrorKind::inconsistent, e.what());
     }
+    try {
+      (void)nccl::Clock(network.nccl, topology.size());
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError("/network/nccl_algo", ErrorKind::inconsistent, e.what());
+    }
   }
   auto is_link = [&](int a, int b) {
     for (const auto& link : topology.links())

@@ -173,10 +173,10 @@ net::NcclTable collective_table(const CollectiveSweep& s, std::vector<Collective
     return {.source = net::TableSource::Simulated,
             .op = s.op,
             .ranks = s.ranks,
-            .title = fmt::format("dtsim collective: {} on {} ({} ranks: {} node{} of {}), model {} (NCCL 2.18's choices{}), "
+            .title = fmt::format("dtsim collective: {} on {} ({} ranks: {} node{} of {}), model {} (NCCL {}'s choices{}), "
                                  "{} GPU{} per thread (host launch {:g} us per GPU)",
                                  net::to_string(s.op), sys.name, s.ranks, nodes, nodes == 1 ? "" : "s", per_node,
-                                 s.model, nccl_env, s.gpus_per_thread, s.gpus_per_thread == 1 ? "" : "s",
+                                 s.model, net::nccl::to_string(sys.nccl), nccl_env, s.gpus_per_thread, s.gpus_per_thread == 1 ? "" : "s",
                                  sys.host.launch_us),
             .setup = setup,
             .rows = std::move(rows)};

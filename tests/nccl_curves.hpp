@@ -7,7 +7,12 @@
 // -g 8 -n 40`: one process and one thread for the node's 8 GPUs (-g 8). On A100 NVLS does
 // not exist and NCCL >= 2.19 runs the ring instead, with its own protocols (tuning.cc:
 // "at least set ring algo available"); the page's "NCCL 2.18.5" can therefore not be the
-// library that ran, whose all-reduce would have had no algorithm.
+// library that ran, whose all-reduce would have had no algorithm: it is modelled as 2.20
+// (the H200 page's release, and PyTorch 2.4.1's, which all three pages list).
+//
+// The NCCL release a figure is modelled with (tuning.hpp): the one its source names; where
+// it names none, 2.18 for figures from before 2024 and 2.20 (the newest modelled; PyTorch
+// 2.3 and 2.4 ship 2.20.5) for later ones.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +36,7 @@ struct Curve {
   std::string source;
   std::string nccl_algo;  // NCCL_ALGO of the run
   int gpus_per_thread;    // nccl-tests -g
+  std::string nccl_version;  // the release it is modelled with (above)
   std::vector<CurvePoint> points;
 };
 
@@ -38,7 +44,7 @@ struct Curve {
 // (every size's busbw, out-of-place and in-place alike) and the peak busbw it reported.
 struct Figure {
   net::NcclTestOp op;  // the nccl-tests binary
-  std::string system;  // the machine as a user writes it: a system JSON (a preset and what differs)
+  std::string system;  // the machine as a user writes it: a system JSON (a preset, what differs, the NCCL release)
   std::string name;    // the machine, as published
   std::string source;
   int nodes;
@@ -82,7 +88,7 @@ struct Figure {
 // -g [gpus]` (NCCL's version not stated): Ring "about 365-370 GBps when gpus from 2 to 8"
 // (taken as 367.5); NVLS the same from 2 to 4 GPUs, then 420, 440, 460 and 480 GB/s at 5, 6,
 // 7 and 8 GPUs. The GPUs of one node as a node of that many (on one socket: the sockets
-// matter only to PCIe paths). These served development: they showed NVLS with 3 - 7 GPUs
+// matter only to PCIe paths). 2 GPUs under NCCL_ALGO=NVLS ran (as the ring): NCCL >= 2.19. These served development: they showed NVLS with 3 - 7 GPUs
 // running at NCCL's rounded tuning speed (collective_time.cpp, switch_reduction_us).
 //
 // li-plus/playground cuda/nccl.md: "8 A100 NVLink GPUs with 600GB/s bi-directional
@@ -94,7 +100,7 @@ inline const std::vector<Figure>& published_figures() {
   // NCCL issue 1455's runs: `gpus` GPUs of one H100 node under NCCL_ALGO=`algo`, 2 and 4 GiB.
   auto issue_1455 = [](const char* algo, int gpus, double busbw_GBps) {
     return Figure{net::NcclTestOp::AllReduce,
-                  fmt::format(R"json({{"preset": "h100_8x", "gpus_per_node": {}, "sockets": 1}})json", gpus),
+                  fmt::format(R"json({{"preset": "h100_8x", "gpus_per_node": {}, "sockets": 1, "nccl_version": "2.20"}})json", gpus),
                   fmt::format("{} of 8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO={}", gpus, algo),
                   fmt::format("NVIDIA/nccl issue 1455 (-g {}, 2 - 4 GiB)", gpus), 1, algo, gpus, 2048 * M, 4096 * M, 0,
                   busbw_GBps, busbw_GBps, 2.0};
@@ -104,18 +110,19 @@ inline const std::vector<Figure>& published_figures() {
        R"json({"preset": "a100_8x", "name": "a100_8x_4nic", "cpu": "intel", "network": {"nics_per_node": 4, "rails": 4}})json",
        "3x (8x A100-SXM4-40GB, NVSwitch, 2x Xeon Platinum 8358, 4x HDR 200 Gb/s)",
        "NVIDIA/nccl-tests issue 119 (mpirun -np 24, -g 1, 8 B - 128 MiB in 1 MiB steps)", 3, "", 1, 8, 128 * M, M, 84.8, 96.0},
-      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x"})json", "8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=Ring",
+      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "nccl_version": "2.20"})json",
+       "8x H100 SXM (NVSwitch 3), all-reduce with NCCL_ALGO=Ring",
        "NVIDIA/nccl-tests issue 212 (NCCL's maintainer: about 370 GB/s busbw, large sizes; taken at 8 GiB)", 1, "Ring", 1,
        8192 * M, 8192 * M, M, 370.0, 370.0},
       {net::NcclTestOp::AllToAll,
-       R"json({"preset": "a100_8x", "name": "a100_8x_4nic", "network": {"nics_per_node": 4, "rails": 4}})json",
+       R"json({"preset": "a100_8x", "name": "a100_8x_4nic", "network": {"nics_per_node": 4, "rails": 4}, "nccl_version": "2.18.6"})json",
        "2x (8x A100, 4x 200 Gb/s NICs), alltoall", "NVIDIA/nccl issue 1138 (NCCL 2.18.6, -np 16, -g 1, 4 GiB)", 2, "", 1,
        4096 * M, 4096 * M, M, 19.83, 19.83},
       {net::NcclTestOp::AllReduce, R"json({"preset": "a100_8x"})json",
        "DGX A100 (8x A100 SXM, 8x HDR 200 Gb/s), all-reduce with NCCL_ALGO=Ring across nodes",
        "NVIDIA/nccl issue 812 (NCCL's maintainer: 192 GB/s measured; taken at 2 nodes, 8 GiB)", 2, "Ring", 1, 8192 * M,
        8192 * M, M, 192.0, 192.0},
-      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x"})json",
+      {net::NcclTestOp::AllReduce, R"json({"preset": "h100_8x", "nccl_version": "2.20"})json",
        "2x (8x H100 SXM, 8x NDR 400 Gb/s), all-reduce with NCCL_ALGO=Ring",
        "NVIDIA/nccl-tests issue 290 (NCCL's maintainer: 46-48 GB/s per NDR NIC; 8 x 47 by the rule of issue 119; at 8 GiB)",
        2, "Ring", 1, 8192 * M, 8192 * M, M, 376.0, 376.0},
@@ -139,19 +146,19 @@ inline const std::vector<Curve>& published_curves() {
   constexpr std::int64_t K = 1024, M = K * K, G = M * K;
   static const std::vector<Curve> curves{
       {"a100_8x", "Azure ND A100 v4 (8x A100-SXM4-80GB, NVSwitch, 2x AMD EPYC 7V12)",
-       "Azure/AI-benchmarking-guide Azure_Results/ND_A100_v4_results.md (NCCL reported as 2.18.5, CUDA 12.5)", "NVLS", 8,
+       "Azure/AI-benchmarking-guide Azure_Results/ND_A100_v4_results.md (NCCL reported as 2.18.5, CUDA 12.5)", "NVLS", 8, "2.20",
        {{1 * K, 0.04},   {2 * K, 0.08},   {4 * K, 0.17},   {8 * K, 0.33},    {16 * K, 0.67},   {32 * K, 1.37},
         {64 * K, 2.70},  {128 * K, 5.15}, {256 * K, 10.11}, {512 * K, 19.24}, {1 * M, 36.22},   {2 * M, 53.54},
         {4 * M, 71.43},  {8 * M, 89.99},  {16 * M, 109.22}, {32 * M, 132.77}, {64 * M, 166.63}, {128 * M, 174.18},
         {256 * M, 213.87}, {512 * M, 221.58}, {1 * G, 228.10}, {2 * G, 230.22}, {4 * G, 230.48}, {8 * G, 231.58}}},
       {"h100_8x", "Azure ND H100 v5 (8x H100 80GB HBM3, NVSwitch 3, 2x Xeon Platinum 8480C)",
-       "Azure/AI-benchmarking-guide Azure Results/ND_H100_v5_results.md (NCCL 2.18.5, CUDA 12.6)", "NVLS", 8,
+       "Azure/AI-benchmarking-guide Azure Results/ND_H100_v5_results.md (NCCL 2.18.5, CUDA 12.6)", "NVLS", 8, "2.18.5",
        {{1 * K, 0.07},   {2 * K, 0.14},   {4 * K, 0.27},   {8 * K, 0.53},    {16 * K, 0.95},   {32 * K, 1.71},
         {64 * K, 2.72},  {128 * K, 5.40}, {256 * K, 10.86}, {512 * K, 21.35}, {1 * M, 43.70},   {2 * M, 81.93},
         {4 * M, 128.73}, {8 * M, 172.13}, {16 * M, 234.45}, {32 * M, 295.53}, {64 * M, 361.78}, {128 * M, 400.61},
         {256 * M, 423.38}, {512 * M, 438.46}, {1 * G, 466.35}, {2 * G, 472.36}, {4 * G, 475.54}, {8 * G, 478.87}}},
       {"h200_8x", "Azure ND H200 v5 (8x H200 141GB, NVSwitch 3, 2x Xeon Platinum 8480C)",
-       "Azure/AI-benchmarking-guide Azure_Results/ND_H200_v5_results.md (NCCL 2.20.5, CUDA 12.6)", "NVLS", 8,
+       "Azure/AI-benchmarking-guide Azure_Results/ND_H200_v5_results.md (NCCL 2.20.5, CUDA 12.6)", "NVLS", 8, "2.20.5",
        {{1 * K, 0.06},   {2 * K, 0.12},   {4 * K, 0.23},   {8 * K, 0.47},    {16 * K, 0.93},   {32 * K, 1.84},
         {64 * K, 3.72},  {128 * K, 7.39}, {256 * K, 14.75}, {512 * K, 29.38}, {1 * M, 52.96},   {2 * M, 88.78},
         {4 * M, 138.44}, {8 * M, 181.94}, {16 * M, 240.41}, {32 * M, 300.91}, {64 * M, 368.11}, {128 * M, 412.45},

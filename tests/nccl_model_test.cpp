@@ -133,7 +133,7 @@ TEST(NcclGraph, H100NvSwitchWithNvls) {
   EXPECT_DOUBLE_EQ(m.graphs[index(Algo::Nvls)].bw_intra, 40.0);
   EXPECT_EQ(m.nvls_channels, 16);
   // NCCL gives a communicator of 2 GPUs on a node no NVLS (ncclNvlsInit: gpuCount <= 2);
-  // asked for it (NCCL_ALGO=NVLS), NCCL >= 2.19 falls back to the ring.
+  // asked for it (NCCL_ALGO=NVLS), NCCL 2.18 fails and 2.20 falls back to the ring.
   EXPECT_FALSE(make_machine(preset("h100_8x"), 2).nvls);
   EXPECT_TRUE(make_machine(preset("h100_8x"), 3).nvls);
   // Fewer GPUs: k channels take k + 1 speeds of a GPU's 360 GB/s (twice on the head's
@@ -146,6 +146,9 @@ TEST(NcclGraph, H100NvSwitchWithNvls) {
   auto config = std::make_shared<Config>();
   config->system = preset("h100_8x");
   config->overrides = parse_overrides("NVLS", "");
+  EXPECT_THROW((void)Clock(config, 2), std::invalid_argument);
+  EXPECT_EQ(Clock(config, 3).run(Coll::AllReduce, 1 << 30).choice.algo, Algo::Nvls);
+  config->system.nccl = NcclRelease::V2_20;
   EXPECT_EQ(Clock(config, 2).run(Coll::AllReduce, 1 << 30).choice.algo, Algo::Ring);
   EXPECT_EQ(Clock(config, 3).run(Coll::AllReduce, 1 << 30).choice.algo, Algo::Nvls);
 }
@@ -305,17 +308,34 @@ TEST(NcclTuning, ChannelsGrowWithTheSize) {
 }
 
 // NCCL_ALGO / NCCL_PROTO: lists or exclusions force what NCCL runs; an unknown name is an
-// error naming the variable; an algorithm the machine lacks leaves the ring (NCCL >= 2.19).
+// error naming the variable; an algorithm the machine lacks leaves nothing in 2.18 (NCCL
+// fails, and so does dtsim) and the ring in 2.20.
 TEST(NcclTuning, Overrides) {
   const Machine a100 = make_machine(preset("a100_8x"), 8);
   const double bytes = 1 << 20;
   EXPECT_EQ(choose(a100, tune(a100, parse_overrides("Tree", "")), Coll::AllReduce, bytes).algo, Algo::Tree);
   EXPECT_EQ(choose(a100, tune(a100, parse_overrides("tree,ring", "simple")), Coll::AllReduce, bytes).proto, Proto::Simple);
   EXPECT_NE(choose(a100, tune(a100, parse_overrides("^Ring", "")), Coll::AllReduce, bytes).algo, Algo::Ring);
-  const Choice nvls = choose(a100, tune(a100, parse_overrides("NVLS", "")), Coll::AllReduce, bytes);
+  try {
+    (void)choose(a100, tune(a100, parse_overrides("NVLS", "")), Coll::AllReduce, bytes);
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "all_reduce: NCCL_ALGO leaves no algorithm that runs on 8 GPUs of \"a100_8x\", where NCCL "
+                                     "2.18 fails (\"no algorithm/protocol available\"); 2.20 falls back to the ring "
+                                     "(\"nccl_version\": \"2.20\")");
+  }
+  System a100_2_20 = preset("a100_8x");
+  a100_2_20.nccl = NcclRelease::V2_20;
+  const Machine a100_new = make_machine(a100_2_20, 8);
+  // 2.20's fallback has every protocol, whatever NCCL_PROTO says (its ring bandwidths from
+  // before the enables).
+  const Choice nvls = choose(a100_new, tune(a100_new, parse_overrides("NVLS", "")), Coll::AllReduce, bytes);
   EXPECT_EQ(nvls.algo, Algo::Ring);
-  // Other collectives always keep their ring.
+  EXPECT_EQ(nvls.proto, Proto::LL);
+  EXPECT_EQ(choose(a100_new, tune(a100_new, parse_overrides("NVLS", "Simple")), Coll::AllReduce, bytes).proto, Proto::LL);
+  // Other collectives keep their ring: always in 2.18, as the fallback in 2.20.
   EXPECT_EQ(choose(a100, tune(a100, parse_overrides("Tree", "")), Coll::AllGather, bytes).algo, Algo::Ring);
+  EXPECT_EQ(choose(a100_new, tune(a100_new, parse_overrides("Tree", "")), Coll::AllGather, bytes).algo, Algo::Ring);
   const Machine h100 = make_machine(preset("h100_8x"), 8);
   EXPECT_EQ(choose(h100, tune(h100, parse_overrides("NVLS", "")), Coll::AllReduce, bytes).algo, Algo::Nvls);
   try {
@@ -326,6 +346,69 @@ TEST(NcclTuning, Overrides) {
                                      "of Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, or ^ and the ones to leave out)");
   }
   EXPECT_THROW((void)parse_overrides("", "^LL,LL128,Simple"), std::invalid_argument);
+}
+
+// The releases: 2.20 counts a Hopper NVLink as 20.6 GB/s (2.18: 20), which leaves the graphs'
+// channels and speeds as they were (6 x 60 and 8 x 40 still fit 18 x 20.6) and moves the
+// links the kernels share; its latencies move NVLS's from the base to the NVLink hop (the
+// same 23 us on one node), charge 28 us a Tree Simple hop and count NVLS trees' network hops
+// by log2 of the nodes; and it tunes NVLS for reduce-scatter and all-gather on one node.
+TEST(NcclTuning, Releases) {
+  EXPECT_EQ(parse_nccl_release("2.20.5"), NcclRelease::V2_20);
+  EXPECT_EQ(parse_nccl_release("2.18"), NcclRelease::V2_18);
+  try {
+    (void)parse_nccl_release("2.21.5");
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "NCCL \"2.21.5\" is not modelled: expected 2.18 (2.18.5, 2.18.6) or 2.20 (2.20.3, 2.20.5)");
+  }
+  System h100 = preset("h100_8x");
+  EXPECT_EQ(h100.nccl, NcclRelease::V2_18);
+  const Machine old_h100 = make_machine(h100, 8);
+  h100.nccl = NcclRelease::V2_20;
+  const Machine new_h100 = make_machine(h100, 8);
+  EXPECT_DOUBLE_EQ(old_h100.nvlink_bw, 20.0);
+  EXPECT_DOUBLE_EQ(new_h100.nvlink_bw, 20.6);
+  for (const Algo a : {Algo::Ring, Algo::Nvls}) {
+    EXPECT_EQ(new_h100.graphs[index(a)].channels, old_h100.graphs[index(a)].channels) << to_string(a);
+    EXPECT_DOUBLE_EQ(new_h100.graphs[index(a)].bw_intra, old_h100.graphs[index(a)].bw_intra) << to_string(a);
+  }
+  EXPECT_DOUBLE_EQ(new_h100.graphs[index(Algo::Ring)].node_bw, 18 * 20.6);
+  System a100 = preset("a100_8x");
+  a100.nccl = NcclRelease::V2_20;
+  EXPECT_DOUBLE_EQ(make_machine(a100, 8).nvlink_bw, 20.0);  // SM80_NVLINK_BW is unchanged
+
+  const Tuning t_old = tune(old_h100, Overrides{}), t_new = tune(new_h100, Overrides{});
+  const int ar = index(Coll::AllReduce), rs = index(Coll::ReduceScatter), ag = index(Coll::AllGather);
+  const int simple = index(Proto::Simple);
+  EXPECT_DOUBLE_EQ(t_old.latency_us[ar][index(Algo::Nvls)][simple], 23.0);
+  EXPECT_DOUBLE_EQ(t_new.latency_us[ar][index(Algo::Nvls)][simple], 23.0);
+  EXPECT_NEAR(t_old.latency_us[ar][index(Algo::Tree)][simple], 0 + 2 * 7 * 4.0, 1e-12);
+  EXPECT_NEAR(t_new.latency_us[ar][index(Algo::Tree)][simple], 0 + 2 * 7 * 28.0, 1e-12);
+  EXPECT_NEAR(t_new.bandwidth_GBps[ar][index(Algo::Nvls)][simple], 8 * 40.0 * 5 / 6, 1e-9);
+  // NVLS tree across 4 nodes: 2.18 23 + 2 (N - 1) x 19, 2.20 23 + 2 log2(N) x 14.
+  System four = preset("h100_8x");
+  four.nodes = 4;
+  const Machine old_four = make_machine(four, 32);
+  four.nccl = NcclRelease::V2_20;
+  const Machine new_four = make_machine(four, 32);
+  EXPECT_NEAR(tune(old_four, Overrides{}).latency_us[ar][index(Algo::NvlsTree)][simple], 23 + 2 * 3 * 19.0, 1e-12);
+  EXPECT_NEAR(tune(new_four, Overrides{}).latency_us[ar][index(Algo::NvlsTree)][simple], 23 + 2 * 2 * 14.0, 1e-12);
+
+  // Reduce-scatter and all-gather: 2.18 tunes the ring alone; 2.20 NVLS too, at 8 x 40 x 5/6
+  // GB/s and 23 us, which beats the ring's LL (10.8 us, 87.7 x 8/7) above about 2 MB and its
+  // LL128 (27.3 us, 9 x 36.7 x 8/7) below about 4 MB: 3 MB runs on NVLS. Not across nodes.
+  EXPECT_EQ(t_old.bandwidth_GBps[rs][index(Algo::Nvls)][simple], 0.0);
+  EXPECT_NEAR(t_new.bandwidth_GBps[rs][index(Algo::Nvls)][simple], 8 * 40.0 * 5 / 6, 1e-9);
+  EXPECT_NEAR(t_new.bandwidth_GBps[ag][index(Algo::Nvls)][simple], 8 * 40.0 * 5 / 6, 1e-9);
+  for (const Coll c : {Coll::ReduceScatter, Coll::AllGather}) {
+    EXPECT_EQ(choose(old_h100, t_old, c, 3e6).algo, Algo::Ring) << to_string(c);
+    EXPECT_EQ(choose(new_h100, t_new, c, 3e6).algo, Algo::Nvls) << to_string(c);
+    EXPECT_EQ(choose(new_h100, t_new, c, 1e6).algo, Algo::Ring) << to_string(c);
+    EXPECT_EQ(choose(new_h100, t_new, c, 64e6).algo, Algo::Ring) << to_string(c);
+    for (double bytes = 1024; bytes <= 1e9; bytes *= 2)
+      EXPECT_EQ(choose(new_four, tune(new_four, Overrides{}), c, bytes).algo, Algo::Ring) << to_string(c) << " " << bytes;
+  }
 }
 
 // --- execution times -------------------------------------------------------------------------
@@ -386,6 +469,34 @@ TEST(NcclExecution, NvlsMovesDataAtTheChannelsShareOfTheLinks) {
     ASSERT_EQ(run.choice.algo, Algo::Nvls) << gpus;
     EXPECT_NEAR(bytes / (run.gpu_us * 1e3), algbw_GBps, 0.015 * algbw_GBps) << gpus;  // less the pipeline's fill
   }
+}
+
+// 2.20's NVLS reduce-scatter: two roles (scatter into the switch's buffers, reduce out of
+// them), so NCCL's 23 us + 2 hand-overs of an NVLink Simple hop (3.4 us) + (loops + 1) loops;
+// from 1 GiB (64 loops; smaller buffers get smaller chunks) 16 channels x 8 heads x 128 KiB
+// chunks make a loop 1 MiB a channel, moved at the
+// channels' share of the links (NCCL's 8 x 40 x 5/6 GB/s x 18 x 20.6 / 9 / 40, over 16
+// channels). The all-reduce has the third role (gather): one hand-over and one loop more.
+TEST(NcclExecution, NvlsReduceScatterAndAllGatherRunTwoOfTheThreeRoles) {
+  System s = preset("h100_8x");
+  s.nccl = NcclRelease::V2_20;
+  const Machine m = make_machine(s, 8);
+  const Tuning t = tune(m, parse_overrides("NVLS", ""));
+  const double loops = 64, bytes = 16 * 8 * 131072 * loops;
+  const double rate = 8 * 40.0 * 5 / 6 * (18 * 20.6 / 9 / 40) / 16 * 1e3;  // bytes per us per channel
+  const double loop_us = 1048576 / rate;
+  const Choice rs = choose(m, t, Coll::ReduceScatter, bytes);
+  ASSERT_EQ(rs.algo, Algo::Nvls);
+  EXPECT_NEAR(collective_us(m, t, Coll::ReduceScatter, bytes, rs), 23 + 2 * 3.4 + (loops + 1) * loop_us, 1e-9);
+  const Choice ag = choose(m, t, Coll::AllGather, bytes);
+  ASSERT_EQ(ag.algo, Algo::Nvls);
+  EXPECT_NEAR(collective_us(m, t, Coll::AllGather, bytes, ag), 23 + 2 * 3.4 + (loops + 1) * loop_us, 1e-9);
+  const Choice ar = choose(m, t, Coll::AllReduce, bytes);
+  EXPECT_NEAR(collective_us(m, t, Coll::AllReduce, bytes, ar), 23 + 3 * 3.4 + (loops + 2) * loop_us, 1e-9);
+  // Each rank sends its input into the switch: the whole buffer to reduce-scatter, its
+  // block to all-gather.
+  EXPECT_DOUBLE_EQ(bytes_sent_per_rank(m, Coll::ReduceScatter, bytes, rs), bytes);
+  EXPECT_DOUBLE_EQ(bytes_sent_per_rank(m, Coll::AllGather, bytes, ag), bytes / 8);
 }
 
 TEST(NcclExecution, BusBandwidthNeverBeatsTheLinks) {
@@ -507,6 +618,23 @@ TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
   } catch (const config::ScenarioError& e) {
     EXPECT_EQ(e.path(), "/network/system");
   }
+  // NCCL_ALGO=NVLS on an A100 under 2.18 (which fails there): named at /network/nccl_algo
+  // before the job runs; 2.20 runs the ring.
+  const NetworkConfig nvls = nccl_network({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_algo", "NVLS"}});
+  try {
+    check_network_links(nvls, Topology::ring(8, nvls.nominal));
+    FAIL() << "expected an error";
+  } catch (const config::ScenarioError& e) {
+    EXPECT_EQ(e.path(), "/network/nccl_algo");
+    EXPECT_NE(std::string(e.what()).find("where NCCL 2.18 fails"), std::string::npos) << e.what();
+  }
+  const NetworkConfig nvls_2_20 = nccl_network(
+      {{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.20.5"}}}, {"nccl_algo", "NVLS"}});
+  EXPECT_NO_THROW(check_network_links(nvls_2_20, Topology::ring(8, nvls_2_20.nominal)));
+  EXPECT_EQ(network_section_json(nvls_2_20)["system"]["nccl_version"], "2.20");
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.19.3"}}}}),
+            "/network/system/nccl_version: NCCL \"2.19.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6) or 2.20 (2.20.3, "
+            "2.20.5)");
 }
 
 // Collectives run one at a time, as on one process group's NCCL stream: one whose ranks

@@ -305,8 +305,8 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
   }
   const auto dir = testing::fresh_dir("against");
   testing::write_file(dir / "a100.txt", text);
-  const std::string base = std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --nccl-algo NVLS --against " +
-                           (dir / "a100.txt").string();
+  const std::string base = std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --nccl-algo NVLS --nccl-version " +
+                           curve.nccl_version + " --against " + (dir / "a100.txt").string();
   const auto run = testing::run_command(base + " --json " + (dir / "c.json").string() + " --svg " + (dir / "c.svg").string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const std::string figure = testing::read_file(dir / "c.svg");
@@ -322,6 +322,7 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
   // The validation's errors: predicted busbw on the same machine over the published busbw.
   auto config = std::make_shared<nccl::Config>();
   config->system = *nccl::find_system_preset("a100_8x");
+  config->system.nccl = nccl::parse_nccl_release(curve.nccl_version);
   config->overrides = nccl::parse_overrides("NVLS", "");
   const nccl::Clock clock(config, 8);
   for (std::size_t i = 0; i < curve.points.size(); ++i) {
@@ -344,6 +345,16 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
     EXPECT_EQ(refused.exit_code, 2) << flags << ": " << refused.output;
     EXPECT_NE(refused.output.find(message), std::string::npos) << flags << ": " << refused.output;
     EXPECT_EQ(std::count(refused.output.begin(), refused.output.end(), '\n'), 1) << flags << ": " << refused.output;
+  }
+  // NCCL 2.18 has no algorithm for NCCL_ALGO=NVLS on an A100; an unmodelled release is refused.
+  for (const auto& [version, message] : std::vector<std::pair<std::string, std::string>>{
+           {"2.18", "--nccl-algo: all_reduce: NCCL_ALGO leaves no algorithm that runs on 8 GPUs of \"a100_8x\", where NCCL 2.18 fails"},
+           {"2.19.3", "--nccl-version: NCCL \"2.19.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6) or 2.20 (2.20.3, 2.20.5)"}}) {
+    const auto refused = testing::run_command(std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --nccl-algo NVLS "
+                                              "--nccl-version " + version + " --against " + (dir / "a100.txt").string());
+    EXPECT_EQ(refused.exit_code, 2) << version << ": " << refused.output;
+    EXPECT_NE(refused.output.find(message), std::string::npos) << version << ": " << refused.output;
+    EXPECT_EQ(std::count(refused.output.begin(), refused.output.end(), '\n'), 1) << version << ": " << refused.output;
   }
   const auto no_against = testing::run_command(std::string(DTSIM_BINARY) + " collective -n 8 --svg " + (dir / "x.svg").string());
   EXPECT_EQ(no_against.exit_code, 2) << no_against.output;

@@ -44,6 +44,7 @@ struct Row {
 std::vector<Row> predict(const Curve& curve) {
   auto config = std::make_shared<Config>();
   config->system = *find_system_preset(curve.system);
+  config->system.nccl = parse_nccl_release(curve.nccl_version);
   config->overrides = parse_overrides(curve.nccl_algo, "");
   const Clock clock(config, config->system.gpus_per_node);
   const int n = clock.machine().ranks;
@@ -136,8 +137,8 @@ std::string render_figures() {
       "The multi-node figure (issue 119) also showed the multi-node Simple ring's flaw (the GPU's per-slice waits added\n"
       "to the NIC's wire time instead of overlapping it: 64.2 and 75.3 GB/s before), so it is a development figure\n"
       "too. The H100 ring figure was not used to build the model; dtsim's Simple ring pays its per-slice waits on top\n"
-      "of the data (as the A100 curve's 32 MiB - 8 GiB points show), about 9 % of the time at 1 MiB slices there, and\n"
-      "NCCL 2.18's NVLink figure for Hopper (20 GB/s per link: 360 GB/s for 18) is 3 % under the 370 quoted.\n"
+      "of the data (as the A100 curve's 32 MiB - 8 GiB points show), about 9 % of the time at 1 MiB slices there\n"
+      "(2.20's NVLink figure for Hopper, 20.6 GB/s a link, is the 370 GB/s quoted for 18).\n"
       "The alltoall figure (NCCL issue 1138) was not used to build the model either: dtsim's messages cross each\n"
       "NIC at NCCL's 24 GB/s for HDR, where the reporter saw about 183 Gb/s on the wire (and 4 % more after\n"
       "changing which GPU's proxy sends to which remote GPU). Nor the sendrecv figure: dtsim's message between two\n"
@@ -150,8 +151,9 @@ std::string render_figures() {
       "tuning bandwidth (each channel at the speed NCCL's table rounds its share of a GPU's NVLinks down to: 60 GB/s\n"
       "for 3 - 5 GPUs, 40 for 6 - 8), was 14 - 46 % under at 3, 4, 6 and 7 GPUs, where the measured NVLS bandwidth\n"
       "hardly changes with the GPU count; one node's NVLS now runs at the share itself (a GPU's NVLinks over the\n"
-      "channels plus one, as NCCL's search counts them; 40 GB/s with 8 GPUs, as before). Its ring is 11 % under at\n"
-      "every count. 2 GPUs get no NVLS (NCCL's ncclNvlsInit), so NCCL_ALGO=NVLS falls back to the ring.\n\n"
+      "channels plus one, as NCCL's search counts them; 40 GB/s with 8 GPUs at 2.18's 20 GB/s a link). Its ring is\n"
+      "8 % under at every count. 2 GPUs get no NVLS (NCCL's ncclNvlsInit), so NCCL_ALGO=NVLS falls back to the ring\n"
+      "(which needs 2.19 or later: 2.18 fails there).\n\n"
       "| machine | run | system | measured average | predicted average | error | measured peak | predicted peak | error | NCCL's choice at the peak |\n"
       "|---|---|---|---:|---:|---:|---:|---:|---:|---|\n";
   for (const auto& f : published_figures()) {
@@ -166,13 +168,13 @@ std::string render_figures() {
 
 // The curve's figure: measured and predicted busbw against size, both axes logarithmic.
 std::string curve_figure(const Curve& curve, const std::vector<Row>& rows, const ErrorSummary& s) {
-  sweep::Chart chart{.title = fmt::format("{}: all_reduce_perf, -g {}, NCCL_ALGO={}", curve.system, curve.gpus_per_thread,
-                                          curve.nccl_algo),
+  sweep::Chart chart{.title = fmt::format("{}: all_reduce_perf, -g {}, NCCL_ALGO={}, NCCL {}", curve.system,
+                                          curve.gpus_per_thread, curve.nccl_algo, curve.nccl_version),
                      .x_label = "size (bytes)",
                      .y_label = "bus bandwidth, in place (GB/s)",
                      .x_log = true,
                      .y_log = true};
-  sweep::Series measured{.name = "measured: " + curve.name}, predicted{.name = "dtsim, nccl model (NCCL 2.18's choices)"};
+  sweep::Series measured{.name = "measured: " + curve.name}, predicted{.name = "dtsim, nccl model"};
   for (const auto& r : rows) {
     measured.x.push_back(static_cast<double>(r.bytes));
     measured.y.push_back(r.measured);
@@ -197,16 +199,21 @@ std::string render() {
       "rewrites it). Every curve: nccl-tests `all_reduce_perf`, in-place bus bandwidth, the node's 8 GPUs launched\n"
       "from one thread (`-g 8`), so the prediction is max(8 x the host's launch cost, the GPUs' time)\n"
       "(`Clock::benchmark_seconds`). Error = predicted / measured busbw - 1. \"bound\": host when the 8\n"
-      "launches outlast the GPUs. The choice is NCCL 2.18's (algorithm/protocol/channels), under the run's\n"
-      "NCCL_ALGO. Constants: NCCL 2.18.5's source and the hardware specifications; the host's launch cost per\n"
-      "GPU is each preset's, measured on another curve than the one it is judged on (`dtsim list systems`).\n"
-      "The 8x A100 curve is the development curve; the others were not used to build the model.\n";
+      "launches outlast the GPUs. The choice is NCCL's (algorithm/protocol/channels), under the run's NCCL_ALGO,\n"
+      "by the constants and rules of the release the run used: the one its source names; where it names none,\n"
+      "2.18 before 2024 and 2.20 (the newest modelled) after (`tests/nccl_curves.hpp`). The A100 page's \"2.18.5\"\n"
+      "cannot have run its NCCL_ALGO=NVLS (2.18 has no algorithm for it on an A100; 2.19 and later fall back to the\n"
+      "ring): it is modelled as 2.20, whose ring on an A100 is 2.18's. Constants: NCCL's source (2.18.5, 2.20.5) and\n"
+      "the hardware specifications; the host's launch cost per GPU is each preset's, measured on another curve than\n"
+      "the one it is judged on (`dtsim list systems`). The 8x A100 curve is the development curve; the others were\n"
+      "not used to build the model.\n";
   for (const auto& curve : published_curves()) {
     const auto rows = predict(curve);
     const auto s = summarize(rows);
     const auto& first = rows.front();
     out += fmt::format("\n## `{}`: {}\n\n", curve.system, curve.name);
-    out += fmt::format("Source: {}; NCCL_ALGO={}, -g {}.\n\n", curve.source, curve.nccl_algo, curve.gpus_per_thread);
+    out += fmt::format("Source: {}; NCCL_ALGO={}, -g {}; modelled as NCCL {}.\n\n", curve.source, curve.nccl_algo,
+                       curve.gpus_per_thread, curve.nccl_version);
     out += fmt::format("64 KiB - 8 GiB ({} points): median |error| {:.1f} %, geometric mean {:.1f} %, worst {:.1f} % (at {}). "
                        "1 KiB: {:+.1f} %.\n\n",
                        s.points, 100 * s.median, 100 * s.geomean, 100 * s.worst, size_text(s.worst_bytes),

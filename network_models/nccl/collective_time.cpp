@@ -228,20 +228,21 @@ double tree_us(const Machine& m, double bytes, const Choice& ch, int element_siz
   return base_latency_us(Algo::Tree, p) + path + chunks * stage;
 }
 
-// NVLS, NVLS tree, CollNet: the kernel's warps are split into three roles working on
-// successive loops at once (scatter the input to the reduction's buffers, reduce through
-// the switch or the network and send the result back, gather it to the output), each loop
-// nHeads chunks per channel at NCCL's bandwidth per channel; a loop hands over between
-// roles through flags, one NVLink Simple hop latency each. So: NCCL's latency (base and
-// network hops) + 3 hand-overs + (loops + 2) x a loop's time.
+// NVLS, NVLS tree, CollNet: the kernel's warps are split into roles working on successive
+// loops at once (all-reduce: scatter the input to the reduction's buffers, reduce through
+// the switch or the network and send the result back, gather it to the output; 2.20's
+// reduce-scatter and all-gather: the first two, or the last two), each loop nHeads chunks
+// per channel at NCCL's bandwidth per channel; a loop hands over between roles through
+// flags, one NVLink Simple hop latency each. So: NCCL's latency (base and network hops) +
+// a hand-over per role + (loops + roles - 1) x a loop's time.
 // Within a node NVLS moves data as fast as the GPUs' NVLinks carry it, as the ring does
 // (ring_hops): NCCL's search gives each of the k channels one share of every GPU's NVLinks
 // and its head two (k + 1 shares a GPU), rounded down to its speed table, which sets NCCL's
 // estimate but not the kernels' pace; with 8 GPUs the share is the table's speed (360 / 9 =
 // 40 GB/s on an H100), with 3 - 7 it is above it.
-double switch_reduction_us(const Machine& m, const Tuning& t, double bytes, const Choice& ch, Part part) {
-  const double lat = t.latency_us[index(Coll::AllReduce)][index(ch.algo)][index(ch.proto)];
-  double bw = t.bandwidth_GBps[index(Coll::AllReduce)][index(ch.algo)][index(ch.proto)];
+double switch_reduction_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& ch, Part part) {
+  const double lat = t.latency_us[index(c)][index(ch.algo)][index(ch.proto)];
+  double bw = t.bandwidth_GBps[index(c)][index(ch.algo)][index(ch.proto)];
   if (!(bw > 0)) return lat;
   if (ch.algo == Algo::Nvls && m.nodes == 1) {
     const Graph& g = m.graphs[index(Algo::Nvls)];
@@ -264,7 +265,8 @@ double switch_reduction_us(const Machine& m, const Tuning& t, double bytes, cons
   const double loop = std::min(per_channel, heads * chunk);
   const double loops = std::ceil(per_channel / loop);
   const double handover = hop_latency_us(m.graphs[index(Algo::Ring)].intra, Algo::Ring, Proto::Simple);
-  return lat + 3 * handover + (loops + 2) * (loop / rate);
+  const int roles = c == Coll::AllReduce ? 3 : 2;
+  return lat + roles * handover + (loops + roles - 1) * (loop / rate);
 }
 
 double time_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& choice, int element_size, Part part) {
@@ -276,7 +278,7 @@ double time_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Ch
     case Algo::CollNetDirect:
     case Algo::CollNetChain:
     case Algo::Nvls:
-    case Algo::NvlsTree: return switch_reduction_us(m, t, bytes, choice, part);
+    case Algo::NvlsTree: return switch_reduction_us(m, t, c, bytes, choice, part);
   }
   return 0.0;
 }
@@ -362,7 +364,8 @@ double bytes_sent_per_rank(const Machine& m, Coll c, double bytes, const Choice&
       }
       break;
     case Algo::Tree: return 2 * bytes * (n - 1) / n;  // up and down every tree edge, n-1 edges
-    default: return bytes;  // into the switch (or network) once; the reduction comes back
+    default:  // into the switch (or network) once; the reduction comes back
+      return c == Coll::AllGather ? bytes / n : bytes;  // all-gather: the rank's block
   }
   return bytes;
 }

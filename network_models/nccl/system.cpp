@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -28,6 +29,20 @@ const char* to_string(GpuArch arch) {
 
 const char* to_string(IntraKind kind) { return kind == IntraKind::NvSwitch ? "nvswitch" : "pcie"; }
 const char* to_string(CpuVendor cpu) { return cpu == CpuVendor::Intel ? "intel" : "amd"; }
+const char* to_string(NcclRelease release) { return release == NcclRelease::V2_18 ? "2.18" : "2.20"; }
+
+const std::vector<std::string>& nccl_release_names() {
+  static const std::vector<std::string> names{"2.18", "2.18.5", "2.18.6", "2.20", "2.20.3", "2.20.5"};
+  return names;
+}
+
+NcclRelease parse_nccl_release(const std::string& text) {
+  const auto& names = nccl_release_names();
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (text == names[i]) return i < 3 ? NcclRelease::V2_18 : NcclRelease::V2_20;
+  throw std::invalid_argument(fmt::format("NCCL {} is not modelled: expected 2.18 (2.18.5, 2.18.6) or 2.20 (2.20.3, 2.20.5)",
+                                          json(text).dump(-1, ' ', false, json::error_handler_t::replace)));
+}
 
 int compute_capability(GpuArch arch) {
   switch (arch) {
@@ -46,7 +61,7 @@ bool System::bridged(int a, int b) const {
 
 const std::vector<std::string>& system_fields() {
   static const std::vector<std::string> fields{"preset", "name", "description", "source", "gpu",  "gpus_per_node", "nodes",
-                                               "intra",  "pcie", "cpu",         "sockets", "network", "host"};
+                                               "intra",  "pcie", "cpu",         "sockets", "network", "host", "nccl_version"};
   return fields;
 }
 
@@ -172,6 +187,12 @@ System parse_system(const json& value, const std::string& path, config::FieldRec
     s.host.launch_us = h.number("launch_us", s.host.launch_us, 0.0, 1e6);
     h.finish();
   }
+  // Not a choice among names: a release near an accepted one is another release, not a typo.
+  try {
+    s.nccl = parse_nccl_release(r.string("nccl_version", to_string(s.nccl)));
+  } catch (const std::invalid_argument& e) {
+    throw ScenarioError(r.where("nccl_version"), ErrorKind::unknown_name, e.what());
+  }
   r.finish();
   check(s, path);
   return s;
@@ -220,7 +241,8 @@ json system_json(const System& s) {
             {"nic_Gbps", s.network.nic_Gbps},
             {"rails", s.network.rails},
             {"collnet", s.network.collnet}}},
-          {"host", {{"launch_us", s.host.launch_us}}}};
+          {"host", {{"launch_us", s.host.launch_us}}},
+          {"nccl_version", to_string(s.nccl)}};
 }
 
 }  // namespace dtsim::net::nccl

@@ -18,7 +18,8 @@
 //    "pcie": {"generation": 4, "lanes": 16},
 //    "cpu": "amd" | "intel", "sockets": 1,
 //    "network": {"nics_per_node": 8, "nic_Gbps": 200, "rails": 8, "collnet": false},
-//    "host": {"launch_us": 5.07}}
+//    "host": {"launch_us": 5.07},
+//    "nccl_version": "2.18" | "2.20"}      // the NCCL release that runs on it (below)
 #pragma once
 
 #include <array>
@@ -35,10 +36,19 @@ namespace dtsim::net::nccl {
 enum class GpuArch { Volta, Ampere, Hopper };
 enum class IntraKind { NvSwitch, Pcie };
 enum class CpuVendor { Intel, Amd };
+// The NCCL release whose constants and rules the model applies (tuning.hpp lists what
+// differs): 2.18 (2.18.5, 2.18.6) or 2.20 (2.20.3, 2.20.5), the releases of the published
+// curves it is checked on. Others are refused rather than approximated.
+enum class NcclRelease { V2_18, V2_20 };
 
 const char* to_string(GpuArch arch);
 const char* to_string(IntraKind kind);
 const char* to_string(CpuVendor cpu);
+const char* to_string(NcclRelease release);  // "2.18", "2.20"
+// "2.18", "2.18.5", "2.18.6", "2.20", "2.20.3" or "2.20.5"; std::invalid_argument naming the
+// releases modelled otherwise.
+NcclRelease parse_nccl_release(const std::string& text);
+const std::vector<std::string>& nccl_release_names();  // the spellings it accepts
 int compute_capability(GpuArch arch);  // 70, 80, 90
 
 struct System {
@@ -72,6 +82,7 @@ struct System {
     // GPU): what nccl-tests' -g G (G GPUs from one thread) serialises, G per iteration.
     double launch_us = 5.0;
   } host;
+  NcclRelease nccl = NcclRelease::V2_18;
 
   int gpus() const { return gpus_per_node * nodes; }
   // Whether node-local GPUs a and b are bridged by NVLink (pcie boxes).

@@ -34,18 +34,32 @@ const char* to_string(Proto p) {
 
 namespace {
 
-// --- NCCL 2.18.5's constants (src/graph/tuning.cc, search.cc, topo.h) -------------------------
+// --- NCCL's constants (src/graph/tuning.cc, search.cc, topo.h): 2.18.5's, and 2.20.5's where they differ --
 
-// baseLat[algo][proto], us.
-constexpr double kBaseLat[kAlgos][kProtos] = {
-    {6.8, 14.0, 0.0}, {6.6, 14.0, 8.4},  // Tree, Ring
-    {6.8, 14.0, 0.0}, {6.8, 14.0, 0.0},  // CollNetDirect, CollNetChain
-    {0.0, 0.0, 23.0}, {0.0, 0.0, 23.0}};  // NVLS, NVLSTree
-// hwLat[hw][algo][proto], us.
-constexpr double kHwLat[3][kAlgos][kProtos] = {
-    {{.6, 1.25, 4}, {.6, 1.9, 3.4}, {0, 0, 8.0}, {0, 0, 4.75}, {0, 0, 0}, {0, 0, 0}},     // NVLink
-    {{1.0, 1.9, 6}, {1.0, 2.5, 5.7}, {0, 0, 8.0}, {0, 0, 8.0}, {0, 0, 0}, {0, 0, 0}},     // PCI
-    {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 10.7}, {0, 0, 14}, {0, 0, 18}, {0, 0, 19}}};  // NET
+// baseLat[algo][proto] and hwLat[hw][algo][proto], us, of each release.
+struct Latencies {
+  double base[kAlgos][kProtos];
+  double hw[3][kAlgos][kProtos];  // NVLink, PCI, NET
+};
+constexpr Latencies kLatencies_2_18 = {
+    {{6.8, 14.0, 0.0}, {6.6, 14.0, 8.4},  // Tree, Ring
+     {6.8, 14.0, 0.0}, {6.8, 14.0, 0.0},  // CollNetDirect, CollNetChain
+     {0.0, 0.0, 23.0}, {0.0, 0.0, 23.0}},  // NVLS, NVLSTree
+    {{{.6, 1.25, 4}, {.6, 1.9, 3.4}, {0, 0, 8.0}, {0, 0, 4.75}, {0, 0, 0}, {0, 0, 0}},        // NVLink
+     {{1.0, 1.9, 6}, {1.0, 2.5, 5.7}, {0, 0, 8.0}, {0, 0, 8.0}, {0, 0, 0}, {0, 0, 0}},        // PCI
+     {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 10.7}, {0, 0, 14}, {0, 0, 18}, {0, 0, 19}}}};  // NET
+// 2.20: NVLS's latency moves from base to the NVLink hop (the same 23 us on one node), Tree
+// Simple pays 28 us a hop (steering the choice away from it), CollNet's hops are re-measured.
+constexpr Latencies kLatencies_2_20 = {
+    {{6.8, 14.0, 0.0}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
+    {{{.6, 1.25, 28}, {.6, 1.9, 3.4}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 23}, {0, 0, 23}},
+     {{1.0, 1.9, 28}, {1.0, 2.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}},
+     {{5.0, 8.5, 28}, {2.7, 4.0, 14.0}, {0, 0, 31}, {0, 0, 30}, {0, 0, 18}, {0, 0, 14}}}};
+const Latencies& latencies(NcclRelease r) { return r == NcclRelease::V2_18 ? kLatencies_2_18 : kLatencies_2_20; }
+double tuning_base_us(const Machine& m, Algo a, Proto p) { return latencies(m.system.nccl).base[index(a)][index(p)]; }
+double tuning_hop_us(const Machine& m, Hw hw, Algo a, Proto p) {
+  return latencies(m.system.nccl).hw[static_cast<int>(hw)][index(a)][index(p)];
+}
 // [compCap index][nodes index: 1, 2, more]
 constexpr double kLlMaxBw[3][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {87.7, 22.5, 19.0}};
 constexpr double kPerChMaxRingLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}};
@@ -64,7 +78,8 @@ constexpr double kSm90SpeedIntra[] = {60.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 
 constexpr double kSm90SpeedInter[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 20.0, 17.5,
                                       15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 
-constexpr double kNvlinkBw = 20.0;     // SM70/SM80/SM90_NVLINK_BW, per link of 25 GB/s line rate
+// SMxx_NVLINK_BW, GB/s per link of 25 GB/s line rate: 20 (Hopper: 20.6 from 2.20 on).
+double nvlink_bw(int cc, NcclRelease r) { return cc >= 90 && r == NcclRelease::V2_20 ? 20.6 : 20.0; }
 constexpr double kNvlinkLineRate = 25.0;
 constexpr double kPciBwGen3x16 = 12.0;  // PCI_BW: below this the ring uses 256 threads
 constexpr double kSklQpiBw = 10.0;      // SKL_QPI_BW: Intel inter-socket; NCCL sets none for AMD
@@ -280,7 +295,7 @@ Machine make_machine(const System& s, int ranks) {
   m.per_node = ranks > G ? G : ranks;
   const int cc = compute_capability(s.gpu);
   static const double kPciGen[] = {15, 30, 60, 120, 240, 480};  // kvDictPciGen, x100 Mb/s per lane
-  m.nvlink_bw = kNvlinkBw * s.intra.nvlink_GBps / kNvlinkLineRate;
+  m.nvlink_bw = nvlink_bw(cc, s.nccl) * s.intra.nvlink_GBps / kNvlinkLineRate;
   m.pci_bw = s.pcie.lanes * kPciGen[s.pcie.generation - 1] / 80.0;
   m.net_bw = s.network.nic_Gbps / 8.0;
   m.ll128_inter_ok = m.nodes == 1 || s.intra.kind == IntraKind::NvSwitch;
@@ -305,8 +320,8 @@ Machine make_machine(const System& s, int ranks) {
   return m;
 }
 
-double base_latency_us(Algo a, Proto p) { return kBaseLat[index(a)][index(p)]; }
-double hop_latency_us(Hw hw, Algo a, Proto p) { return kHwLat[static_cast<int>(hw)][index(a)][index(p)]; }
+double base_latency_us(Algo a, Proto p) { return kLatencies_2_18.base[index(a)][index(p)]; }
+double hop_latency_us(Hw hw, Algo a, Proto p) { return kLatencies_2_18.hw[static_cast<int>(hw)][index(a)][index(p)]; }
 
 double protocol_bus_bw(const Machine& m, Coll coll, Algo a, Proto p, double bw) {
   const Graph& g = m.graphs[index(a)];
@@ -326,10 +341,19 @@ double protocol_bus_bw(const Machine& m, Coll coll, Algo a, Proto p, double bw) 
   if (a == Algo::Tree && g.tree_pattern) bus *= .85;
   if ((a == Algo::CollNetDirect || a == Algo::CollNetChain) && p != Proto::Simple) bus = 0;
   if (a == Algo::CollNetDirect && p == Proto::Simple) {
-    double factor = ppn / g.channels;  // GPU/NIC ratio
-    factor -= (factor - 1) / 2;
-    bus /= factor;
-    if (compute_capability(m.system.gpu) >= 90) bus *= .85;
+    if (coll == Coll::AllGather || coll == Coll::ReduceScatter) {
+      // 2.20: one GPU per NIC (the plugin's all-gather and reduce-scatter), and a corrective
+      // ratio NCCL measured at 1 and 8 GPUs per node, interpolated.
+      bus = ppn * bw;
+      if (m.nodes > 1 && ppn > m.system.network.nics_per_node) bus = 0;
+      const double w = (ppn - 1) / (8 - 1);
+      bus *= w * 0.85 + (1 - w) * 0.95;
+    } else {
+      double factor = ppn / g.channels;  // GPU/NIC ratio
+      factor -= (factor - 1) / 2;
+      bus /= factor;
+      if (compute_capability(m.system.gpu) >= 90) bus *= .85;
+    }
   }
   return bus;
 }
@@ -369,12 +393,13 @@ double algorithm_latency_us(const Machine& m, Coll coll, Algo a, Proto p) {
   const int n = m.ranks, N = m.nodes;
   const Hw intra_hw = m.graphs[index(a)].intra;
   const Hw hw = N == 1 ? intra_hw : Hw::Net;
-  double lat = base_latency_us(a, p);
-  double intra_lat = hop_latency_us(intra_hw, a, p);
-  const double inter_lat = hop_latency_us(Hw::Net, a, p);  // + latencyInter (0: no SHARP latency measured)
+  const bool v2_18 = m.system.nccl == NcclRelease::V2_18;
+  double lat = tuning_base_us(m, a, p);
+  double intra_lat = tuning_hop_us(m, intra_hw, a, p);
+  const double inter_lat = tuning_hop_us(m, Hw::Net, a, p);  // + latencyInter (0: no SHARP latency measured)
   switch (a) {
     case Algo::Ring: {
-      if (coll == Coll::Reduce || coll == Coll::Broadcast) return lat + hop_latency_us(hw, a, p);  // sameChannels graphs
+      if (coll == Coll::Reduce || coll == Coll::Broadcast) return lat + tuning_hop_us(m, hw, a, p);  // sameChannels graphs
       const double net_overhead = m.system.cpu == CpuVendor::Amd ? 2.0 : 1.0;  // getNetOverhead, us
       double overhead = 0.0;
       if (N > 1) overhead = p == Proto::Simple ? 3 * net_overhead : net_overhead;
@@ -383,20 +408,25 @@ double algorithm_latency_us(const Machine& m, Coll coll, Algo a, Proto p) {
       return lat + (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
     }
     case Algo::Tree: return lat + 2 * ((n / N - 1) * intra_lat + log2i(N) * inter_lat);
-    case Algo::CollNetDirect: return lat + 2 * (std::min(1, n / N - 1) * intra_lat + (n / N - 1) * 0.5) + inter_lat;
+    case Algo::CollNetDirect:  // + the arity's serialisation, 0.5 us a GPU (2.20: 0.4)
+      return lat + 2 * (std::min(1, n / N - 1) * intra_lat + (n / N - 1) * (v2_18 ? 0.5 : 0.4)) + inter_lat;
     case Algo::CollNetChain: return lat + 2 * (n / N - 1) * intra_lat + inter_lat;
-    case Algo::Nvls: return N > 1 ? lat + hop_latency_us(Hw::Net, a, p) : lat;
-    case Algo::NvlsTree: return lat + 2 * (N - 1) * hop_latency_us(Hw::Net, a, p);
+    case Algo::Nvls: return lat + intra_lat + (N > 1 ? inter_lat : 0.0);  // 2.18: the NVLink hop's in the base
+    case Algo::NvlsTree: return v2_18 ? lat + 2 * (N - 1) * inter_lat : lat + intra_lat + 2 * log2i(N) * inter_lat;
   }
   return lat;
 }
 
 // Enables: LL128 by default only on NVLink with one GPU generation (and the NIC close);
 // NVLSTree across nodes only; CollNet and multi-node NVLS only with in-network reduction.
-// A disabled (algorithm, protocol) gets no bandwidth, so it is never chosen.
+// A disabled (algorithm, protocol) gets no bandwidth, so it is never chosen. 2.18 never
+// disables the ring for other collectives than all-reduce (NCCL_ALGO=Tree still runs them);
+// 2.20 disables it too, but gives a collective left with nothing the ring back, with every
+// protocol ("at least set ring algo available").
 void apply_enables(Tuning& t, const Machine& m, const Overrides& overrides) {
   const int N = m.nodes;
   const int cc = compute_capability(m.system.gpu);
+  const bool v2_18 = m.system.nccl == NcclRelease::V2_18;
   std::array<bool, kAlgos> algo_on = overrides.algo_enabled;
   if (N == 1) algo_on[index(Algo::NvlsTree)] = false;
   if (!m.collnet) {
@@ -414,13 +444,25 @@ void apply_enables(Tuning& t, const Machine& m, const Overrides& overrides) {
         if (on == 2 && p == index(Proto::LL128))
           on = m.ll128_inter_ok && m.graphs[a].intra == Hw::NvLink && cc >= 70 ? 1 : 0;
         if (on == 0) t.bandwidth_GBps[c][a][p] = 0;
-        if (a == index(Algo::Ring)) t.ring_backup_GBps[c][p] = t.bandwidth_GBps[c][a][p];
-        // Never disable ring for other collectives than all-reduce (NCCL_ALGO=Tree still runs them).
-        if (a == index(Algo::Ring) && c != index(Coll::AllReduce)) continue;
+        if (v2_18 && a == index(Algo::Ring) && c != index(Coll::AllReduce)) continue;
         if (!algo_on[a]) t.bandwidth_GBps[c][a][p] = 0;
       }
-  // No algorithm left for a collective (NCCL_ALGO=NVLS without NVLS): NCCL >= 2.19 falls
-  // back to the ring with its protocols; 2.18 fails. dtsim keeps the ring, as 2.19 does.
+  if (v2_18) return;
+  for (int c = 0; c < kColls; ++c) {
+    bool available = false;
+    for (int a = 0; a < kAlgos; ++a)
+      for (int p = 0; p < kProtos; ++p) available = available || t.bandwidth_GBps[c][a][p] != 0;
+    if (!available)
+      for (int p = 0; p < kProtos; ++p) t.bandwidth_GBps[c][index(Algo::Ring)][p] = t.ring_backup_GBps[c][p];
+  }
+}
+
+// The algorithms NCCL tunes for a collective: all of them for all-reduce, the ring for
+// the others; 2.20 adds NVLS and CollNet Direct for reduce-scatter and all-gather.
+bool tuned_for(const Machine& m, Coll coll, Algo a) {
+  if (coll == Coll::AllReduce || a == Algo::Ring) return true;
+  if (coll == Coll::Broadcast || coll == Coll::Reduce || m.system.nccl == NcclRelease::V2_18) return false;
+  return a == Algo::Nvls || a == Algo::CollNetDirect;
 }
 
 }  // namespace
@@ -429,23 +471,29 @@ Tuning tune(const Machine& m, const Overrides& overrides) {
   Tuning t;
   set_thread_limits(t, m);
   const int n = m.ranks, N = m.nodes;
+  const bool v2_18 = m.system.nccl == NcclRelease::V2_18;
   if (n <= 1) return t;
   for (int c = 0; c < kColls; ++c) {
     const Coll coll = static_cast<Coll>(c);
     for (int ai = 0; ai < kAlgos; ++ai) {
       const Algo a = static_cast<Algo>(ai);
-      if (coll != Coll::AllReduce && a != Algo::Ring) continue;
+      if (!tuned_for(m, coll, a)) continue;
       const Graph& g = m.graphs[ai];
       for (int pi = 0; pi < kProtos; ++pi) {
         const Proto p = static_cast<Proto>(pi);
         if ((a == Algo::Nvls || a == Algo::NvlsTree) && p != Proto::Simple) continue;
         const bool collnet = a == Algo::CollNetDirect || a == Algo::CollNetChain;
-        const double bus = protocol_bus_bw(m, coll, a, p, N <= 2 || collnet ? g.bw_intra : g.bw_inter);
-        const double ratio = a == Algo::Ring ? static_cast<double>(n) / ring_steps(coll, n)
-                             : a == Algo::Nvls ? 5.0 / 6.0
-                             : a == Algo::NvlsTree ? .70 * N / (2.0 * (N - 1))
-                                                   : .5;
+        double bw = N <= 2 || collnet ? g.bw_intra : g.bw_inter;
+        if (!v2_18 && a == Algo::Nvls) bw = std::min(g.bw_intra, g.bw_inter);
+        if (!v2_18 && a == Algo::NvlsTree) bw = std::min(g.bw_intra, N <= 2 ? g.bw_inter : g.bw_inter / 2);
+        const double bus = protocol_bus_bw(m, coll, a, p, bw);
+        double ratio = a == Algo::Ring ? static_cast<double>(n) / ring_steps(coll, n)
+                       : a == Algo::Nvls ? 5.0 / 6.0
+                       : a == Algo::NvlsTree ? (v2_18 ? .70 * N / (2.0 * (N - 1)) : 5.0 / 6.0)
+                                             : .5;
+        if (a == Algo::CollNetDirect && coll != Coll::AllReduce) ratio = 1.0;  // its bus bandwidth is the algorithm's
         t.bandwidth_GBps[c][ai][pi] = bus * ratio;
+        if (a == Algo::Ring) t.ring_backup_GBps[c][pi] = bus * ratio;  // NCCL's ringbdw, before the enables
         t.latency_us[c][ai][pi] = algorithm_latency_us(m, coll, a, p);
       }
     }
@@ -476,6 +524,7 @@ bool fastest_enabled(const Machine& m, const Tuning& t, Coll c, double bytes, Ch
     const Algo algo = static_cast<Algo>(a);
     if ((algo == Algo::CollNetDirect || algo == Algo::CollNetChain) && !m.collnet) continue;
     if (algo == Algo::Nvls && !m.collnet && m.nodes > 1) continue;
+    if (algo == Algo::Nvls && (c == Coll::AllGather || c == Coll::ReduceScatter) && m.nodes > 1) continue;  // one node only
     for (int p = 0; p < kProtos; ++p) {
       const double time = nccl_estimate_us(m, t, c, algo, static_cast<Proto>(p), bytes);
       if (time >= 0 && time < best) {
@@ -489,8 +538,9 @@ bool fastest_enabled(const Machine& m, const Tuning& t, Coll c, double bytes, Ch
   return best < std::numeric_limits<double>::infinity();
 }
 
-// NCCL >= 2.19 when the overrides enable nothing: the ring with the protocols NCCL_PROTO
-// leaves, whatever NCCL_ALGO says.
+// 2.20 when nothing it may run has bandwidth (an algorithm tuned but not run here, such as
+// NVLS reduce-scatter across nodes): the ring at its bandwidth before the enables, every
+// protocol, whatever NCCL_ALGO and NCCL_PROTO say.
 bool fastest_ring_backup(const Machine& m, const Tuning& t, Coll c, double bytes, Choice& ch) {
   Tuning ring_only = t;
   for (int a = 0; a < kAlgos; ++a)
@@ -537,8 +587,15 @@ void set_channels_and_threads(const Machine& m, const Tuning& t, double bytes, C
 
 Choice choose(const Machine& m, const Tuning& t, Coll c, double bytes) {
   Choice ch;
-  if (m.ranks > 1 && !fastest_enabled(m, t, c, bytes, ch) && !fastest_ring_backup(m, t, c, bytes, ch))
-    throw std::invalid_argument(fmt::format("{} of {} bytes: no algorithm/protocol available", to_string(c), bytes));
+  if (m.ranks > 1 && !fastest_enabled(m, t, c, bytes, ch)) {
+    if (m.system.nccl == NcclRelease::V2_18)
+      throw std::invalid_argument(fmt::format(
+          "{}: NCCL_ALGO leaves no algorithm that runs on {} GPUs of \"{}\", where NCCL 2.18 fails (\"no "
+          "algorithm/protocol available\"); 2.20 falls back to the ring (\"nccl_version\": \"2.20\")",
+          to_string(c), m.ranks, m.system.name));
+    if (!fastest_ring_backup(m, t, c, bytes, ch))
+      throw std::invalid_argument(fmt::format("{} of {} bytes: no algorithm/protocol available", to_string(c), bytes));
+  }
   set_channels_and_threads(m, t, bytes, ch);
   return ch;
 }
