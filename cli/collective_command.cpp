@@ -266,6 +266,26 @@ runner::CollectiveSweep CollectiveCommand::sweep(const net::NcclTestsRun* agains
   return sweep;
 }
 
+// The release the measured run names is the one modelled: --nccl-version may only agree with
+// it, or choose one for a release dtsim does not model (which is refused without it).
+void CollectiveCommand::reconcile_nccl_release(const net::NcclTestsRun& against, net::nccl::System& system) const {
+  std::optional<net::nccl::NcclRelease> ran;
+  try {
+    ran = net::nccl::parse_nccl_release(against.nccl_version);
+  } catch (const std::invalid_argument&) {
+  }
+  if (cmd_->count("--nccl-version") > 0) {
+    if (ran && *ran != system.nccl)
+      throw config::InputError(fmt::format("--nccl-version: {}, but --against ran NCCL {} (line {})", nccl_version_,
+                                           against.nccl_version, against.nccl_version_line));
+    return;
+  }
+  if (!ran)
+    throw config::InputError(fmt::format("--against: NCCL {} ran (line {}), which dtsim does not model; compare it with a release "
+                                         "it does: --nccl-version 2.18 or 2.20", against.nccl_version, against.nccl_version_line));
+  system.nccl = *ran;
+}
+
 // The flags of a model of a described machine (nccl): the system and NCCL's overrides
 // instead of a topology and links.
 runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep sweep, int ranks,
@@ -291,6 +311,7 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
   config->overrides = flag("--nccl-proto", [&] { return net::nccl::parse_overrides(nccl_algo_, nccl_proto_); });
   if (!nccl_version_.empty())
     config->system.nccl = flag("--nccl-version", [&] { return net::nccl::parse_nccl_release(nccl_version_); });
+  if (against && !against->nccl_version.empty()) reconcile_nccl_release(*against, config->system);
   sweep.model = model_;
   sweep.algorithm = net::Algorithm::Auto;
   sweep.ranks = ranks == 0 ? config->system.gpus() : ranks;

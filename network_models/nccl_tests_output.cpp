@@ -45,6 +45,36 @@ double number(std::string_view t, int line, const char* what) {
   return v;
 }
 
+// The NCCL release a line names, "2.20.5": nccl-tests' "nccl-library=22005" (NCCL_VERSION_CODE:
+// X * 10000 + Y * 100 + Z, before 2.9 X * 1000 + Y * 100 + Z) or NCCL's own "NCCL version
+// 2.20.5+cuda12.3" (NCCL_DEBUG=VERSION or INFO); nullopt where it names none, or not in
+// those shapes.
+std::optional<std::string> library_version(const std::vector<std::string_view>& words) {
+  for (std::size_t k = 0; k < words.size(); ++k) {
+    std::string_view w = words[k];
+    if (w.starts_with("nccl-library=")) {
+      const auto code = integer(w.substr(13));
+      if (!code || *code < 1000 || *code > 999999) return std::nullopt;
+      const std::int64_t major = *code >= 10000 ? *code / 10000 : *code / 1000;
+      const std::int64_t minor = (*code >= 10000 ? *code % 10000 : *code % 1000) / 100;
+      return fmt::format("{}.{}.{}", major, minor, *code % 100);
+    }
+    if (w == "NCCL" && k + 2 < words.size() && words[k + 1] == "version") {
+      std::string_view v = words[k + 2];
+      v = v.substr(0, v.find('+'));
+      int dots = 0;
+      for (char c : v) {
+        if (c == '.') ++dots;
+        else if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+      }
+      if (dots != 2 || v.size() > 16 || v.front() == '.' || v.back() == '.' || v.find("..") != std::string_view::npos)
+        return std::nullopt;
+      return std::string(v);
+    }
+  }
+  return std::nullopt;
+}
+
 // nccl-tests' name of an operation dtsim times ("all_reduce", ...).
 std::optional<NcclTestOp> find_test_op(std::string_view name) {
   for (auto op : {NcclTestOp::AllReduce, NcclTestOp::ReduceScatter, NcclTestOp::AllGather, NcclTestOp::Broadcast,
@@ -171,6 +201,15 @@ NcclTestsRun parse_nccl_tests_output(std::string_view text) {
     for (std::size_t k = 0; k + 2 < words.size(); ++k)
       if (words[k] == "Collective" && words[k + 1] == "test" && words[k + 2] == "starting:" && k + 3 < words.size())
         run.op = test_op_of(words[k + 3], line_no);
+    // "nccl-tests version 2.13.8 nccl-headers=21805 nccl-library=21805", "NCCL version 2.18.5+cuda12.2"
+    if (const auto version = library_version(words)) {
+      if (!run.nccl_version.empty() && *version != run.nccl_version)
+        throw std::invalid_argument(fmt::format("line {}: NCCL {}, but line {} printed NCCL {}: is this two runs' output?",
+                                                line_no, *version, run.nccl_version_line, run.nccl_version));
+      if (run.nccl_version.empty()) run.nccl_version_line = line_no;
+      run.nccl_version = *version;
+      continue;
+    }
     // "nThread 1 nGpus 8 minBytes ..."
     if (words[0] == "nThread" && words.size() >= 4 && words[2] == "nGpus") {
       const auto threads = integer(words[1]), gpus = integer(words[3]);

@@ -4,6 +4,8 @@
 //
 // Read from the text:
 //   "# Collective test starting: all_reduce_perf"   the operation, where printed
+//   "# nccl-tests version 2.13.8 nccl-headers=21805 nccl-library=21805", or NCCL's
+//   "NCCL version 2.18.5+cuda12.2" (NCCL_DEBUG=VERSION)  the NCCL release that ran
 //   "# nThread 1 nGpus 8 minBytes ..."               threads per process, GPUs per thread (-g)
 //   "#  Rank  3 Group  0 Pid ... device  3 [..] NVIDIA A100-SXM4-80GB"
 //                                                    one line per rank of the job
@@ -44,12 +46,14 @@ struct NcclTestsRun {
   int gpus_per_thread = 0;       // nGpus, nccl-tests' -g (0: not printed)
   int ranks = 0;                 // the ranks listed under "Using devices" (0: none listed)
   std::vector<std::string> devices;  // each listed rank's device, in rank order ("NVIDIA A100-SXM4-80GB")
+  std::string nccl_version;          // the NCCL library that ran, "2.18.5" ("": not printed)
+  int nccl_version_line = 0;         // where it was first printed
   std::vector<NcclTestsPoint> points;  // in the order printed, each size once
 };
 
 // Throws std::invalid_argument "line N: ..." for a row that is not nccl-tests' (too few or
 // too many columns, no redop, a size or time that is not a number), a size printed twice (two runs'
-// output in one text), ranks listed out of order, and a text with no rows.
+// output in one text), ranks listed out of order, two NCCL releases, and a text with no rows.
 NcclTestsRun parse_nccl_tests_output(std::string_view text);
 
 // dtsim_nccl_bench's measurement as its --json writes it (nccl_table.hpp's JSON, "source":

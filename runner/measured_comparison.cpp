@@ -15,7 +15,7 @@ MeasuredComparison compare_with_measured(CollectiveSweep sweep, const net::NcclT
                                               p.line, p.type));
     sweep.sizes.push_back(p.bytes);
   }
-  MeasuredComparison c{.source = std::move(source), .sweep = sweep};
+  MeasuredComparison c{.source = std::move(source), .nccl_version = run.nccl_version, .sweep = sweep};
   auto predicted = run_collective_sweep(sweep);
   std::vector<net::PointError> errors;
   for (std::size_t i = 0; i < predicted.size(); ++i) {
@@ -39,8 +39,9 @@ MeasuredComparison compare_with_measured(CollectiveSweep sweep, const net::NcclT
 }
 
 std::string format_measured_comparison(const MeasuredComparison& c) {
-  std::string out = fmt::format("# {}\n# against {} (in place; error = predicted busbw / measured - 1)\n#\n",
-                                c.predicted.title, c.source);
+  const std::string ran = c.nccl_version.empty() ? "" : fmt::format("NCCL {} ran; ", c.nccl_version);
+  std::string out = fmt::format("# {}\n# against {} ({}in place; error = predicted busbw / measured - 1)\n#\n",
+                                c.predicted.title, c.source, ran);
   out += fmt::format("# {:>12} {:>13} {:>13} {:>14} {:>15} {:>9} {:>17}\n", "size", "measured(us)", "predicted(us)",
                      "measured(GB/s)", "predicted(GB/s)", "error", "algo");
   for (const auto& r : c.rows) {
@@ -67,6 +68,7 @@ nlohmann::json measured_comparison_json(const MeasuredComparison& c) {
                     {"algorithm", r.algorithm}});
   const auto& s = c.summary;
   return {{"source", c.source},
+          {"nccl_version", c.nccl_version},
           {"op", net::to_string(c.sweep.op)},
           {"ranks", c.sweep.ranks},
           {"setup", c.predicted.setup},

@@ -30,6 +30,7 @@ struct MeasuredComparisonRow {
 
 struct MeasuredComparison {
   std::string source;      // the measured run's file, as named
+  std::string nccl_version;  // the NCCL release that ran, where the run printed it
   CollectiveSweep sweep;   // its sizes the run's
   net::NcclTable predicted;  // the model's table for those sizes
   std::vector<MeasuredComparisonRow> rows;
@@ -41,8 +42,9 @@ struct MeasuredComparison {
 // run whose elements are not 4 bytes (dtsim's sweeps time fp32: -d float, int32, uint32).
 MeasuredComparison compare_with_measured(CollectiveSweep sweep, const net::NcclTestsRun& run, std::string source);
 std::string format_measured_comparison(const MeasuredComparison& c);
-// {"source", "op", "ranks", "setup" (the predicted table's), "rows": [{"bytes", "measured_us",
-// "predicted_us", "measured_busbw_GBps", "predicted_busbw_GBps", "error", "algorithm"}],
+// {"source", "nccl_version" ("" where not printed), "op", "ranks", "setup" (the predicted
+// table's), "rows": [{"bytes", "measured_us", "predicted_us", "measured_busbw_GBps",
+// "predicted_busbw_GBps", "error", "algorithm"}],
 // "summary": {"points", "median", "geomean", "worst", "worst_bytes"}}; error null where none.
 nlohmann::json measured_comparison_json(const MeasuredComparison& c);
 

@@ -356,6 +356,27 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
     EXPECT_NE(refused.output.find(message), std::string::npos) << version << ": " << refused.output;
     EXPECT_EQ(std::count(refused.output.begin(), refused.output.end(), '\n'), 1) << version << ": " << refused.output;
   }
+  // The release the run printed is the one modelled; --nccl-version may agree with it, or pick
+  // a modelled one for a release dtsim does not model, which is refused without it.
+  const std::string nvls = std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --nccl-algo NVLS --against ";
+  testing::write_file(dir / "2.20.5.txt", "NCCL version 2.20.5+cuda12.4\n" + text);
+  testing::write_file(dir / "2.23.4.txt", "# nccl-tests version 2.13.10 nccl-headers=22304 nccl-library=22304\n" + text);
+  const auto ran = testing::run_command(nvls + (dir / "2.20.5.txt").string());
+  EXPECT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_NE(ran.output.find("model nccl (NCCL 2.20's choices, NCCL_ALGO=NVLS)"), std::string::npos) << ran.output;
+  EXPECT_NE(ran.output.find("(NCCL 2.20.5 ran; in place;"), std::string::npos) << ran.output;
+  const auto chosen = testing::run_command(nvls + (dir / "2.23.4.txt").string() + " --nccl-version 2.20");
+  EXPECT_EQ(chosen.exit_code, 0) << chosen.output;
+  EXPECT_NE(chosen.output.find("(NCCL 2.23.4 ran; in place;"), std::string::npos) << chosen.output;
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {(dir / "2.20.5.txt").string() + " --nccl-version 2.18", "--nccl-version: 2.18, but --against ran NCCL 2.20.5 (line 1)"},
+           {(dir / "2.23.4.txt").string(), "--against: NCCL 2.23.4 ran (line 1), which dtsim does not model; compare it with a "
+                                           "release it does: --nccl-version 2.18 or 2.20"}}) {
+    const auto refused = testing::run_command(nvls + args);
+    EXPECT_EQ(refused.exit_code, 2) << args << ": " << refused.output;
+    EXPECT_NE(refused.output.find(message), std::string::npos) << args << ": " << refused.output;
+    EXPECT_EQ(std::count(refused.output.begin(), refused.output.end(), '\n'), 1) << args << ": " << refused.output;
+  }
   const auto no_against = testing::run_command(std::string(DTSIM_BINARY) + " collective -n 8 --svg " + (dir / "x.svg").string());
   EXPECT_EQ(no_against.exit_code, 2) << no_against.output;
   EXPECT_NE(no_against.output.find("--svg: draws the --against comparison (give --against FILE)"), std::string::npos)

@@ -16,8 +16,10 @@
 namespace dtsim::net {
 namespace {
 
-// Today's layout: "Collective test starting", ranks with groups, root and #wrong columns.
-constexpr const char* kCurrent = R"(# Collective test starting: all_gather_perf
+// Today's layout: the release line, "Collective test starting", ranks with groups, root and
+// #wrong columns.
+constexpr const char* kCurrent = R"(# nccl-tests version 2.13.9 (59072b7) nccl-headers=22005 nccl-library=22005
+# Collective test starting: all_gather_perf
 # nThread 1 nGpus 4 minBytes 1024 maxBytes 4096 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
 #
 # Using devices
@@ -56,7 +58,9 @@ TEST(NcclTestsOutput, ReadsTodaysLayout) {
   EXPECT_DOUBLE_EQ(p.out_of_place_us, 12.50);
   EXPECT_DOUBLE_EQ(p.in_place_us, 12.25);
   EXPECT_DOUBLE_EQ(p.in_place_busbw_GBps, 0.06);
-  EXPECT_EQ(p.line, 13);
+  EXPECT_EQ(p.line, 14);
+  EXPECT_EQ(run.nccl_version, "2.20.5");
+  EXPECT_EQ(run.nccl_version_line, 1);
   EXPECT_DOUBLE_EQ(run.points[1].in_place_us, 13.00);  // "N/A" in #wrong
   EXPECT_DOUBLE_EQ(run.points[2].in_place_us, 24425);  // a time without decimals
 }
@@ -79,6 +83,7 @@ TEST(NcclTestsOutput, ReadsOlderLayoutsAndLauncherPrefixes) {
   EXPECT_EQ(old.ranks, 2);
   ASSERT_EQ(old.points.size(), 2u);
   EXPECT_EQ(old.points[1].redop, "sum");
+  EXPECT_EQ(old.nccl_version, "");
   EXPECT_EQ(old.points[1].root, -1);
   EXPECT_DOUBLE_EQ(old.points[1].in_place_us, 10.31);
 
@@ -93,7 +98,14 @@ TEST(NcclTestsOutput, ReadsOlderLayoutsAndLauncherPrefixes) {
   ASSERT_EQ(mpi.points.size(), 1u);
   EXPECT_DOUBLE_EQ(mpi.points[0].in_place_us, 12.87);
 
-
+  // The release from NCCL's own log (NCCL_DEBUG=VERSION or INFO), every rank printing it, and
+  // from nccl-tests' code before NCCL 2.9 (X * 1000 + Y * 100 + Z).
+  const std::string row = "8 2 float sum -1 12.90 0.00 0.00 0 12.87 0.00 0.00 0\n";
+  EXPECT_EQ(parse_nccl_tests_output("NCCL version 2.18.5+cuda12.2\n" + row).nccl_version, "2.18.5");
+  EXPECT_EQ(parse_nccl_tests_output("a:1:1 [0] NCCL INFO NCCL version 2.18.5+cuda12.2\n"
+                                    "b:2:2 [1] NCCL INFO NCCL version 2.18.5+cuda12.2\n" + row).nccl_version_line, 1);
+  EXPECT_EQ(parse_nccl_tests_output("# nccl-tests version 2.10.0 nccl-headers=2708 nccl-library=2708\n" + row).nccl_version, "2.7.8");
+  EXPECT_EQ(parse_nccl_tests_output("NCCL version unknown\n" + row).nccl_version, "");
 }
 
 // Each refusal names its line.
@@ -127,6 +139,8 @@ TEST(NcclTestsOutput, ErrorsNameTheLine) {
   EXPECT_EQ(message("#  Rank  0 Group 0 Pid 1 on a device  0 [0x1] GPU\n#  Rank  0 Group 0 Pid 1 on a device  0 [0x1] GPU\n" + row),
             "line 2: rank 0 listed again (first on line 1): is this two runs' output?");
   EXPECT_EQ(message("# nThread 0 nGpus 8 minBytes 8\n" + row), "line 1: nThread / nGpus are not counts");
+  EXPECT_EQ(message("# nccl-tests version 2.13.9 nccl-headers=21805 nccl-library=21805\n" + row + "NCCL version 2.20.5+cuda12.3\n"),
+            "line 3: NCCL 2.20.5, but line 1 printed NCCL 2.18.5: is this two runs' output?");
   EXPECT_EQ(message("       32768          4096   float    13.39    1.22    1.22  0e+00    11.85    1.38    1.38  0e+00\n"),
             "line 1: no redop column: an old nccl-tests, whose size column counts every rank's buffer; rerun with a "
             "current one");
