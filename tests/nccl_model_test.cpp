@@ -133,7 +133,7 @@ TEST(NcclGraph, H100NvSwitchWithNvls) {
   EXPECT_DOUBLE_EQ(m.graphs[index(Algo::Nvls)].bw_intra, 40.0);
   EXPECT_EQ(m.nvls_channels, 16);
   // NCCL gives a communicator of 2 GPUs on a node no NVLS (ncclNvlsInit: gpuCount <= 2);
-  // asked for it (NCCL_ALGO=NVLS), NCCL 2.18 fails and 2.20 falls back to the ring.
+  // asked for it (NCCL_ALGO=NVLS), NCCL 2.18 fails and 2.19 on fall back to the ring.
   EXPECT_FALSE(make_machine(preset("h100_8x"), 2).nvls);
   EXPECT_TRUE(make_machine(preset("h100_8x"), 3).nvls);
   // Fewer GPUs: k channels take k + 1 speeds of a GPU's 360 GB/s (twice on the head's
@@ -321,8 +321,8 @@ TEST(NcclTuning, Overrides) {
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
     EXPECT_EQ(std::string(e.what()), "all_reduce: NCCL_ALGO leaves no algorithm that runs on 8 GPUs of \"a100_8x\", where NCCL "
-                                     "2.18 fails (\"no algorithm/protocol available\"); 2.20 falls back to the ring "
-                                     "(\"nccl_version\": \"2.20\")");
+                                     "2.18 fails (\"no algorithm/protocol available\"); 2.19 and later fall back to the "
+                                     "ring (\"nccl_version\": \"2.19\" or \"2.20\")");
   }
   System a100_2_20 = preset("a100_8x");
   a100_2_20.nccl = NcclRelease::V2_20;
@@ -355,12 +355,15 @@ TEST(NcclTuning, Overrides) {
 // by log2 of the nodes; and it tunes NVLS for reduce-scatter and all-gather on one node.
 TEST(NcclTuning, Releases) {
   EXPECT_EQ(parse_nccl_release("2.20.5"), NcclRelease::V2_20);
+  EXPECT_EQ(parse_nccl_release("2.19.3"), NcclRelease::V2_19);
   EXPECT_EQ(parse_nccl_release("2.18"), NcclRelease::V2_18);
+  EXPECT_STREQ(to_string(NcclRelease::V2_19), "2.19");
   try {
     (void)parse_nccl_release("2.21.5");
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "NCCL \"2.21.5\" is not modelled: expected 2.18 (2.18.5, 2.18.6) or 2.20 (2.20.3, 2.20.5)");
+    EXPECT_EQ(std::string(e.what()), "NCCL \"2.21.5\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4) "
+                                     "or 2.20 (2.20.3, 2.20.5)");
   }
   System h100 = preset("h100_8x");
   EXPECT_EQ(h100.nccl, NcclRelease::V2_18);
@@ -408,6 +411,24 @@ TEST(NcclTuning, Releases) {
     EXPECT_EQ(choose(new_h100, t_new, c, 64e6).algo, Algo::Ring) << to_string(c);
     for (double bytes = 1024; bytes <= 1e9; bytes *= 2)
       EXPECT_EQ(choose(new_four, tune(new_four, Overrides{}), c, bytes).algo, Algo::Ring) << to_string(c) << " " << bytes;
+  }
+
+  // 2.19: 2.20's latencies and rules, but a Hopper NVLink still at 20 GB/s, and CollNet Direct
+  // not tuned for reduce-scatter and all-gather (2.20 tunes it where the network reduces).
+  h100.nccl = NcclRelease::V2_19;
+  const Machine h100_2_19 = make_machine(h100, 8);
+  EXPECT_DOUBLE_EQ(h100_2_19.nvlink_bw, 20.0);
+  const Tuning t_2_19 = tune(h100_2_19, Overrides{});
+  EXPECT_NEAR(t_2_19.latency_us[ar][index(Algo::Tree)][simple], 2 * 7 * 28.0, 1e-12);
+  EXPECT_NEAR(t_2_19.bandwidth_GBps[rs][index(Algo::Nvls)][simple], 8 * 40.0 * 5 / 6, 1e-9);
+  System sharp = preset("a100_8x");
+  sharp.nodes = 2;
+  sharp.network.collnet = true;
+  for (const auto& [release, tuned] : std::vector<std::pair<NcclRelease, bool>>{
+           {NcclRelease::V2_18, false}, {NcclRelease::V2_19, false}, {NcclRelease::V2_20, true}}) {
+    sharp.nccl = release;
+    const Machine m = make_machine(sharp, 16);
+    EXPECT_EQ(tune(m, Overrides{}).bandwidth_GBps[ag][index(Algo::CollNetDirect)][simple] > 0, tuned) << to_string(release);
   }
 }
 
@@ -632,9 +653,9 @@ TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
       {{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.20.5"}}}, {"nccl_algo", "NVLS"}});
   EXPECT_NO_THROW(check_network_links(nvls_2_20, Topology::ring(8, nvls_2_20.nominal)));
   EXPECT_EQ(network_section_json(nvls_2_20)["system"]["nccl_version"], "2.20");
-  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.19.3"}}}}),
-            "/network/system/nccl_version: NCCL \"2.19.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6) or 2.20 (2.20.3, "
-            "2.20.5)");
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.21.5"}}}}),
+            "/network/system/nccl_version: NCCL \"2.21.5\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, "
+            "2.19.4) or 2.20 (2.20.3, 2.20.5)");
 }
 
 // Collectives run one at a time, as on one process group's NCCL stream: one whose ranks

@@ -29,18 +29,27 @@ const char* to_string(GpuArch arch) {
 
 const char* to_string(IntraKind kind) { return kind == IntraKind::NvSwitch ? "nvswitch" : "pcie"; }
 const char* to_string(CpuVendor cpu) { return cpu == CpuVendor::Intel ? "intel" : "amd"; }
-const char* to_string(NcclRelease release) { return release == NcclRelease::V2_18 ? "2.18" : "2.20"; }
+const char* to_string(NcclRelease release) {
+  switch (release) {
+    case NcclRelease::V2_18: return "2.18";
+    case NcclRelease::V2_19: return "2.19";
+    case NcclRelease::V2_20: return "2.20";
+  }
+  return "?";
+}
 
 const std::vector<std::string>& nccl_release_names() {
-  static const std::vector<std::string> names{"2.18", "2.18.5", "2.18.6", "2.20", "2.20.3", "2.20.5"};
+  static const std::vector<std::string> names{"2.18", "2.18.5", "2.18.6", "2.19", "2.19.3",
+                                              "2.19.4", "2.20", "2.20.3", "2.20.5"};
   return names;
 }
 
 NcclRelease parse_nccl_release(const std::string& text) {
   const auto& names = nccl_release_names();
   for (std::size_t i = 0; i < names.size(); ++i)
-    if (text == names[i]) return i < 3 ? NcclRelease::V2_18 : NcclRelease::V2_20;
-  throw std::invalid_argument(fmt::format("NCCL {} is not modelled: expected 2.18 (2.18.5, 2.18.6) or 2.20 (2.20.3, 2.20.5)",
+    if (text == names[i]) return static_cast<NcclRelease>(i / 3);  // three spellings a release
+  throw std::invalid_argument(fmt::format("NCCL {} is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4) or "
+                                          "2.20 (2.20.3, 2.20.5)",
                                           json(text).dump(-1, ' ', false, json::error_handler_t::replace)));
 }
 

@@ -34,7 +34,7 @@ const char* to_string(Proto p) {
 
 namespace {
 
-// --- NCCL's constants (src/graph/tuning.cc, search.cc, topo.h): 2.18.5's, and 2.20.5's where they differ --
+// --- NCCL's constants (src/graph/tuning.cc, search.cc, topo.h): 2.18.5's, and 2.19's and 2.20's where they differ
 
 // baseLat[algo][proto] and hwLat[hw][algo][proto], us, of each release.
 struct Latencies {
@@ -48,14 +48,15 @@ constexpr Latencies kLatencies_2_18 = {
     {{{.6, 1.25, 4}, {.6, 1.9, 3.4}, {0, 0, 8.0}, {0, 0, 4.75}, {0, 0, 0}, {0, 0, 0}},        // NVLink
      {{1.0, 1.9, 6}, {1.0, 2.5, 5.7}, {0, 0, 8.0}, {0, 0, 8.0}, {0, 0, 0}, {0, 0, 0}},        // PCI
      {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 10.7}, {0, 0, 14}, {0, 0, 18}, {0, 0, 19}}}};  // NET
-// 2.20: NVLS's latency moves from base to the NVLink hop (the same 23 us on one node), Tree
-// Simple pays 28 us a hop (steering the choice away from it), CollNet's hops are re-measured.
-constexpr Latencies kLatencies_2_20 = {
+// 2.19 and 2.20: NVLS's latency moves from base to the NVLink hop (the same 23 us on one
+// node), Tree Simple pays 28 us a hop (steering the choice away from it), CollNet's hops are
+// re-measured.
+constexpr Latencies kLatencies_2_19 = {
     {{6.8, 14.0, 0.0}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
     {{{.6, 1.25, 28}, {.6, 1.9, 3.4}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 23}, {0, 0, 23}},
      {{1.0, 1.9, 28}, {1.0, 2.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}},
      {{5.0, 8.5, 28}, {2.7, 4.0, 14.0}, {0, 0, 31}, {0, 0, 30}, {0, 0, 18}, {0, 0, 14}}}};
-const Latencies& latencies(NcclRelease r) { return r == NcclRelease::V2_18 ? kLatencies_2_18 : kLatencies_2_20; }
+const Latencies& latencies(NcclRelease r) { return r == NcclRelease::V2_18 ? kLatencies_2_18 : kLatencies_2_19; }
 double tuning_base_us(const Machine& m, Algo a, Proto p) { return latencies(m.system.nccl).base[index(a)][index(p)]; }
 double tuning_hop_us(const Machine& m, Hw hw, Algo a, Proto p) {
   return latencies(m.system.nccl).hw[static_cast<int>(hw)][index(a)][index(p)];
@@ -79,7 +80,7 @@ constexpr double kSm90SpeedInter[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 20.0, 
                                       15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 
 // SMxx_NVLINK_BW, GB/s per link of 25 GB/s line rate: 20 (Hopper: 20.6 from 2.20 on).
-double nvlink_bw(int cc, NcclRelease r) { return cc >= 90 && r == NcclRelease::V2_20 ? 20.6 : 20.0; }
+double nvlink_bw(int cc, NcclRelease r) { return cc >= 90 && r >= NcclRelease::V2_20 ? 20.6 : 20.0; }
 constexpr double kNvlinkLineRate = 25.0;
 constexpr double kPciBwGen3x16 = 12.0;  // PCI_BW: below this the ring uses 256 threads
 constexpr double kSklQpiBw = 10.0;      // SKL_QPI_BW: Intel inter-socket; NCCL sets none for AMD
@@ -408,7 +409,7 @@ double algorithm_latency_us(const Machine& m, Coll coll, Algo a, Proto p) {
       return lat + (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
     }
     case Algo::Tree: return lat + 2 * ((n / N - 1) * intra_lat + log2i(N) * inter_lat);
-    case Algo::CollNetDirect:  // + the arity's serialisation, 0.5 us a GPU (2.20: 0.4)
+    case Algo::CollNetDirect:  // + the arity's serialisation, 0.5 us a GPU (2.19 on: 0.4)
       return lat + 2 * (std::min(1, n / N - 1) * intra_lat + (n / N - 1) * (v2_18 ? 0.5 : 0.4)) + inter_lat;
     case Algo::CollNetChain: return lat + 2 * (n / N - 1) * intra_lat + inter_lat;
     case Algo::Nvls: return lat + intra_lat + (N > 1 ? inter_lat : 0.0);  // 2.18: the NVLink hop's in the base
@@ -421,7 +422,7 @@ double algorithm_latency_us(const Machine& m, Coll coll, Algo a, Proto p) {
 // NVLSTree across nodes only; CollNet and multi-node NVLS only with in-network reduction.
 // A disabled (algorithm, protocol) gets no bandwidth, so it is never chosen. 2.18 never
 // disables the ring for other collectives than all-reduce (NCCL_ALGO=Tree still runs them);
-// 2.20 disables it too, but gives a collective left with nothing the ring back, with every
+// 2.19 on disable it too, but give a collective left with nothing the ring back, with every
 // protocol ("at least set ring algo available").
 void apply_enables(Tuning& t, const Machine& m, const Overrides& overrides) {
   const int N = m.nodes;
@@ -458,11 +459,11 @@ void apply_enables(Tuning& t, const Machine& m, const Overrides& overrides) {
 }
 
 // The algorithms NCCL tunes for a collective: all of them for all-reduce, the ring for
-// the others; 2.20 adds NVLS and CollNet Direct for reduce-scatter and all-gather.
+// the others; 2.19 adds NVLS for reduce-scatter and all-gather, 2.20 CollNet Direct too.
 bool tuned_for(const Machine& m, Coll coll, Algo a) {
   if (coll == Coll::AllReduce || a == Algo::Ring) return true;
   if (coll == Coll::Broadcast || coll == Coll::Reduce || m.system.nccl == NcclRelease::V2_18) return false;
-  return a == Algo::Nvls || a == Algo::CollNetDirect;
+  return a == Algo::Nvls || (a == Algo::CollNetDirect && m.system.nccl >= NcclRelease::V2_20);
 }
 
 }  // namespace
@@ -538,7 +539,7 @@ bool fastest_enabled(const Machine& m, const Tuning& t, Coll c, double bytes, Ch
   return best < std::numeric_limits<double>::infinity();
 }
 
-// 2.20 when nothing it may run has bandwidth (an algorithm tuned but not run here, such as
+// 2.19 on, when nothing it may run has bandwidth (an algorithm tuned but not run here, such as
 // NVLS reduce-scatter across nodes): the ring at its bandwidth before the enables, every
 // protocol, whatever NCCL_ALGO and NCCL_PROTO say.
 bool fastest_ring_backup(const Machine& m, const Tuning& t, Coll c, double bytes, Choice& ch) {
@@ -591,7 +592,7 @@ Choice choose(const Machine& m, const Tuning& t, Coll c, double bytes) {
     if (m.system.nccl == NcclRelease::V2_18)
       throw std::invalid_argument(fmt::format(
           "{}: NCCL_ALGO leaves no algorithm that runs on {} GPUs of \"{}\", where NCCL 2.18 fails (\"no "
-          "algorithm/protocol available\"); 2.20 falls back to the ring (\"nccl_version\": \"2.20\")",
+          "algorithm/protocol available\"); 2.19 and later fall back to the ring (\"nccl_version\": \"2.19\" or \"2.20\")",
           to_string(c), m.ranks, m.system.name));
     if (!fastest_ring_backup(m, t, c, bytes, ch))
       throw std::invalid_argument(fmt::format("{} of {} bytes: no algorithm/protocol available", to_string(c), bytes));

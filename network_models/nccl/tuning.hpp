@@ -1,20 +1,22 @@
 // How NCCL sets up a communicator on a machine and picks, per collective and size, its
 // algorithm, protocol and channel count: NCCL's topology search (src/graph/search.cc),
 // tuning model (src/graph/tuning.cc) and getAlgoInfo (src/enqueue.cc), restated for the
-// system's release (System::nccl), 2.18.5 or 2.20.5. What 2.20 changes here:
-//   - a Hopper NVLink counts 20.6 GB/s (SM90_NVLINK_BW; 2.18: 20, as every generation);
+// system's release (System::nccl), 2.18.5, 2.19.3 or 2.20.5. What 2.19 changes here (2.20 too):
 //   - latencies: NVLS's 23 us moves from the base to the NVLink hop (unchanged on one node),
 //     Tree Simple pays 28 us a hop, CollNet's hops are re-measured (3.7 / 2.8 us on NVLink,
 //     31 / 30 on the network, 0.4 us of arity serialisation a GPU instead of 0.5), the NVLS
 //     tree crosses 2 log2(N) network hops of 14 us (2.18: 2 (N - 1) of 19);
 //   - NVLS takes the slower of its intra- and inter-node speeds (the NVLS tree half the
 //     network's beyond 2 nodes) and the NVLS tree's ratio is 5/6 (2.18: .7 N / 2(N - 1));
-//   - reduce-scatter and all-gather are tuned for NVLS (one node) and CollNet Direct (one
-//     GPU per NIC, NCCL's measured .85 - .95) besides the ring;
+//   - reduce-scatter and all-gather are tuned for NVLS (one node) besides the ring;
 //   - NCCL_ALGO disables the ring for every collective (2.18 keeps it for all but
 //     all-reduce), and a collective left with nothing runs the ring with every protocol
 //     (2.18 fails: "no algorithm/protocol available").
-// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in both.
+// And 2.20 on top of those:
+//   - a Hopper NVLink counts 20.6 GB/s (SM90_NVLINK_BW; 20 before, as every generation);
+//   - reduce-scatter and all-gather are tuned for CollNet Direct too (one GPU per NIC,
+//     NCCL's measured .85 - .95).
+// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all three.
 //
 // Graph (per algorithm, ncclTopoCompute): channels x bandwidth per channel, found by
 // trying NCCL's speed list from the fastest that fits: a ring channel takes `speed` GB/s on
@@ -113,7 +115,7 @@ struct Tuning {
   double latency_us[kColls][kAlgos][kProtos] = {};
   double bandwidth_GBps[kColls][kAlgos][kProtos] = {};  // algorithm bandwidth; 0: disabled
   // The ring's before NCCL_ALGO and NCCL_PROTO (NCCL's ringbdw): what a collective falls
-  // back to in 2.20 when NCCL_ALGO leaves it nothing that runs here.
+  // back to from 2.19 on when NCCL_ALGO leaves it nothing that runs here.
   double ring_backup_GBps[kColls][kProtos] = {};
   int max_threads[kAlgos][kProtos] = {};
   long thread_threshold[kAlgos][kProtos] = {};
@@ -124,7 +126,7 @@ Tuning tune(const Machine& m, const Overrides& overrides);
 // `bw_per_channel` GB/s per graph channel (tuning.cc's busBw before the algorithm ratio).
 double protocol_bus_bw(const Machine& m, Coll coll, Algo a, Proto p, double bw_per_channel);
 // The latency the kernels pay per hop and once (NCCL 2.18's hwLat and baseLat, us): what
-// collective_time.hpp charges in either release (2.20's table re-tunes NCCL's choice).
+// collective_time.hpp charges in every release (2.19's table re-tunes NCCL's choice).
 double hop_latency_us(Hw hw, Algo a, Proto p);
 double base_latency_us(Algo a, Proto p);
 
