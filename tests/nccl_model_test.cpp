@@ -348,11 +348,12 @@ TEST(NcclTuning, Overrides) {
   EXPECT_THROW((void)parse_overrides("", "^LL,LL128,Simple"), std::invalid_argument);
 }
 
-// The releases: 2.20 counts a Hopper NVLink as 20.6 GB/s (2.18: 20), which leaves the graphs'
-// channels and speeds as they were (6 x 60 and 8 x 40 still fit 18 x 20.6) and moves the
-// links the kernels share; its latencies move NVLS's from the base to the NVLink hop (the
-// same 23 us on one node), charge 28 us a Tree Simple hop and count NVLS trees' network hops
-// by log2 of the nodes; and it tunes NVLS for reduce-scatter and all-gather on one node.
+// The releases: 2.20 counts a Hopper NVLink as 20.6 GB/s (2.18: 20) in its search and
+// estimates, which leaves the graphs' channels and speeds as they were (6 x 60 and 8 x 40
+// still fit 18 x 20.6); the links the kernels share carry 20.6 in every release. From 2.19 the
+// latencies move NVLS's from the base to the NVLink hop (the same 23 us on one node), charge
+// 28 us a Tree Simple hop and count NVLS trees' network hops by log2 of the nodes; and NCCL
+// tunes NVLS for reduce-scatter and all-gather on one node.
 TEST(NcclTuning, Releases) {
   EXPECT_EQ(parse_nccl_release("2.20.5"), NcclRelease::V2_20);
   EXPECT_EQ(parse_nccl_release("2.19.3"), NcclRelease::V2_19);
@@ -376,10 +377,14 @@ TEST(NcclTuning, Releases) {
     EXPECT_EQ(new_h100.graphs[index(a)].channels, old_h100.graphs[index(a)].channels) << to_string(a);
     EXPECT_DOUBLE_EQ(new_h100.graphs[index(a)].bw_intra, old_h100.graphs[index(a)].bw_intra) << to_string(a);
   }
-  EXPECT_DOUBLE_EQ(new_h100.graphs[index(Algo::Ring)].node_bw, 18 * 20.6);
+  for (const Machine* m : {&old_h100, &new_h100}) {
+    EXPECT_DOUBLE_EQ(m->nvlink_rate, 20.6);
+    EXPECT_DOUBLE_EQ(m->graphs[index(Algo::Ring)].node_bw, 18 * 20.6);
+  }
   System a100 = preset("a100_8x");
   a100.nccl = NcclRelease::V2_20;
   EXPECT_DOUBLE_EQ(make_machine(a100, 8).nvlink_bw, 20.0);  // SM80_NVLINK_BW is unchanged
+  EXPECT_DOUBLE_EQ(make_machine(a100, 8).nvlink_rate, 20.0);
 
   const Tuning t_old = tune(old_h100, Overrides{}), t_new = tune(new_h100, Overrides{});
   const int ar = index(Coll::AllReduce), rs = index(Coll::ReduceScatter), ag = index(Coll::AllGather);
@@ -471,17 +476,16 @@ TEST(NcclExecution, RingMatchesDtsimsSimulationOfItsSteps) {
   }
 }
 
-// Time never falls as the size grows (it stays flat while the kernels' chunks keep their
-// grain), and never beats the links: busbw stays under the ring's NCCL bandwidth (12 x 20
-// = 240 GB/s on 8x A100).
-// One node's NVLS moves a large buffer at the channels' share of a GPU's NVLinks, k + 1
-// shares for k channels, times NCCL's 5/6 (its NVLS busBw to algBw): 8 H100s 8 x 360/9 x 5/6
-// = 266.7 GB/s (NCCL's table speed, 40); 4 H100s 4 x 360/5 x 5/6 = 240 GB/s, where NCCL's
-// estimate rounds the share down to 60 (200 GB/s). A 4 GiB buffer comes within 1.5 % (the
-// pipeline's fill and latencies).
+// One node's NVLS moves a large buffer at the channels' share of a GPU's NVLinks (18 x 20.6
+// = 370.8 GB/s on an H100, what they carry in every release), k + 1 shares for k channels,
+// times NCCL's 5/6 (its NVLS busBw to algBw): 8 H100s 8 x 370.8/9 x 5/6 = 274.7 GB/s (NCCL
+// 2.18's estimate: its table speed, 40, for 266.7); 4 H100s 4 x 370.8/5 x 5/6 = 247.2 GB/s,
+// where NCCL's estimate rounds the share down to 60 (200 GB/s). A 4 GiB buffer comes within
+// 1.5 % (the pipeline's fill and latencies).
 TEST(NcclExecution, NvlsMovesDataAtTheChannelsShareOfTheLinks) {
   const double bytes = 4.0 * (1 << 30);
-  for (const auto& [gpus, algbw_GBps] : std::vector<std::pair<int, double>>{{8, 8 * 40 * 5.0 / 6}, {4, 4 * 72 * 5.0 / 6}}) {
+  for (const auto& [gpus, algbw_GBps] :
+       std::vector<std::pair<int, double>>{{8, 8 * 370.8 / 9 * 5.0 / 6}, {4, 4 * 370.8 / 5 * 5.0 / 6}}) {
     auto config = std::make_shared<Config>();
     config->system = preset("h100_8x");
     config->overrides = parse_overrides("NVLS", "");
@@ -520,6 +524,9 @@ TEST(NcclExecution, NvlsReduceScatterAndAllGatherRunTwoOfTheThreeRoles) {
   EXPECT_DOUBLE_EQ(bytes_sent_per_rank(m, Coll::AllGather, bytes, ag), bytes / 8);
 }
 
+// Time never falls as the size grows (it stays flat while the kernels' chunks keep their
+// grain), and never beats the links: busbw stays under the ring's NCCL bandwidth (12 x 20
+// = 240 GB/s on 8x A100).
 TEST(NcclExecution, BusBandwidthNeverBeatsTheLinks) {
   const Machine m = make_machine(preset("a100_8x"), 8);
   const Tuning t = tune(m, Overrides{});

@@ -246,7 +246,7 @@ double switch_reduction_us(const Machine& m, const Tuning& t, Coll c, double byt
   if (!(bw > 0)) return lat;
   if (ch.algo == Algo::Nvls && m.nodes == 1) {
     const Graph& g = m.graphs[index(Algo::Nvls)];
-    const double share = m.system.intra.nvlink_links * m.nvlink_bw / (g.channels + 1);
+    const double share = m.system.intra.nvlink_links * m.nvlink_rate / (g.channels + 1);
     if (share > g.bw_intra) bw *= share / g.bw_intra;
   }
   const bool nvls = ch.algo == Algo::Nvls || ch.algo == Algo::NvlsTree;
@@ -305,7 +305,7 @@ P2pTiming p2p_timing(const Machine& m, int src, int dst, double bytes) {
   const System& s = m.system;
   const int node_a = src / m.per_node, node_b = dst / m.per_node;
   const int local_a = src % m.per_node, local_b = dst % m.per_node;
-  const double nvlink = s.intra.nvlink_links * m.nvlink_bw;
+  const double nvlink = s.intra.nvlink_links * m.nvlink_rate;
   double bw = 0.0, lat = 0.0;
   int egress = src, ingress = dst;
   auto intra_path = [&](int a, int b, double& path_bw, Hw& hw) {

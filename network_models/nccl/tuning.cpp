@@ -81,6 +81,8 @@ constexpr double kSm90SpeedInter[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 20.0, 
 
 // SMxx_NVLINK_BW, GB/s per link of 25 GB/s line rate: 20 (Hopper: 20.6 from 2.20 on).
 double nvlink_bw(int cc, NcclRelease r) { return cc >= 90 && r >= NcclRelease::V2_20 ? 20.6 : 20.0; }
+// What a link carries: the newest modelled release's figure.
+double nvlink_rate(int cc) { return nvlink_bw(cc, NcclRelease::V2_20); }
 constexpr double kNvlinkLineRate = 25.0;
 constexpr double kPciBwGen3x16 = 12.0;  // PCI_BW: below this the ring uses 256 threads
 constexpr double kSklQpiBw = 10.0;      // SKL_QPI_BW: Intel inter-socket; NCCL sets none for AMD
@@ -242,7 +244,7 @@ Graph ring_graph(const Machine& m, int cc) {
   }
   ring.channels = f.channels;
   ring.bw_intra = ring.bw_inter = f.speed;
-  ring.node_bw = ring_bw;
+  ring.node_bw = intra == Hw::NvLink ? s.intra.nvlink_links * m.nvlink_rate : ring_bw;
   duplicate(ring, cc, kMaxChannels / 2);
   return ring;
 }
@@ -297,6 +299,7 @@ Machine make_machine(const System& s, int ranks) {
   const int cc = compute_capability(s.gpu);
   static const double kPciGen[] = {15, 30, 60, 120, 240, 480};  // kvDictPciGen, x100 Mb/s per lane
   m.nvlink_bw = nvlink_bw(cc, s.nccl) * s.intra.nvlink_GBps / kNvlinkLineRate;
+  m.nvlink_rate = nvlink_rate(cc) * s.intra.nvlink_GBps / kNvlinkLineRate;
   m.pci_bw = s.pcie.lanes * kPciGen[s.pcie.generation - 1] / 80.0;
   m.net_bw = s.network.nic_Gbps / 8.0;
   m.ll128_inter_ok = m.nodes == 1 || s.intra.kind == IntraKind::NvSwitch;

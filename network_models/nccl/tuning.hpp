@@ -13,7 +13,8 @@
 //     all-reduce), and a collective left with nothing runs the ring with every protocol
 //     (2.18 fails: "no algorithm/protocol available").
 // And 2.20 on top of those:
-//   - a Hopper NVLink counts 20.6 GB/s (SM90_NVLINK_BW; 20 before, as every generation);
+//   - a Hopper NVLink counts 20.6 GB/s in its graphs and estimates (SM90_NVLINK_BW; 20
+//     before, as every generation; the kernels move 20.6 in every release: Machine);
 //   - reduce-scatter and all-gather are tuned for CollNet Direct too (one GPU per NIC,
 //     NCCL's measured .85 - .95).
 // The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all three.
@@ -84,9 +85,10 @@ enum class Hw { NvLink, Pci, Net };
 struct Graph {
   int channels = 0;   // 0: the algorithm has no graph on this machine
   double bw_intra = 0.0, bw_inter = 0.0;  // GB/s per channel
-  // GB/s the ring's slowest hop within a node offers all channels together (a GPU's NVLinks,
-  // or its PCIe link, in NCCL's units): the search's speed rounds it down to a whole number
-  // of channels (and across nodes sizes them for the NICs), the kernels' hops share all of it.
+  // GB/s the ring's slowest hop within a node offers all channels together (a GPU's NVLinks
+  // at the rate they carry, or its PCIe link, in NCCL's units): the search's speed rounds the
+  // release's figure for it down to a whole number of channels (and across nodes sizes them
+  // for the NICs), the kernels' hops share all of it.
   double node_bw = 0.0;
   Hw intra = Hw::NvLink;                  // NVLink, or PCIe (typeIntra beyond NVB)
   bool tree_pattern = false;              // NCCL_TOPO_PATTERN_TREE (one GPU per node)
@@ -102,8 +104,13 @@ struct Machine {
   int nvls_channels = 0;  // comm->nvlsChannels
   bool nvls = false, collnet = false;
   bool ll128_inter_ok = true;  // the NIC sits close enough to the GPU for LL128 (typeInter <= PXB)
-  // The links in NCCL's units, GB/s: one NVLink, a GPU's PCIe link, a NIC.
+  // The links in NCCL's units, GB/s: one NVLink (the release's SMxx_NVLINK_BW, which sizes
+  // the graphs and NCCL's estimates), a GPU's PCIe link, a NIC.
   double nvlink_bw = 0.0, pci_bw = 0.0, net_bw = 0.0;
+  // GB/s one NVLink carries for the kernels, whatever the release: NCCL's figure for the
+  // generation as its newest modelled release counts it (Hopper 20.6, the maintainers' 370
+  // GB/s for 18 links; 20 before), scaled to the link's line rate.
+  double nvlink_rate = 0.0;
 };
 
 // The communicator of the first `ranks` GPUs of `system`: one node with `ranks` GPUs
