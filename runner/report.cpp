@@ -41,7 +41,8 @@ std::string run_header(const RunResult& r) {
   if (r.timing_only) mode += ", timing-only";
   if (!r.replayed_from.empty()) mode += ", replayed";
   // A described machine (the nccl model) is its system, not a link.
-  const std::string links = s.network.nccl ? fmt::format("on {}", s.network.nccl->system.name)
+  const std::string links = s.network.nccl ? fmt::format("on {} (NCCL {})", s.network.nccl->system.name,
+                                                       net::nccl::to_string(s.network.nccl->system.nccl))
                                            : fmt::format("{:g} us / {:g} GB/s", s.network.nominal.latency_s * 1e6,
                                                          s.network.nominal.bandwidth_bytes_per_s / 1e9);
   out += fmt::format("{}: {}, {} ranks, {} topology, {} {}, {} steps, {}\n", s.name, algo, s.ranks, s.topology.kind,

@@ -47,8 +47,9 @@ LinkParams nominal_link(const System& s) {
 
 Clock::Clock(std::shared_ptr<const Config> config, int ranks)
     : config_(std::move(config)), machine_(make_machine(config_->system, ranks)), tuning_(tune(machine_, config_->overrides)) {
-  // Whether a collective has an algorithm does not depend on its size: a job NCCL would
-  // refuse fails here, before it runs.
+  // Whether a collective has an algorithm does not depend on its size. NCCL refuses the
+  // first collective that has none; dtsim refuses the job here, before it runs (whether or
+  // not it would issue one), so that no result is lost mid-run.
   for (const Coll c : {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::Broadcast, Coll::Reduce})
     (void)choose(machine_, tuning_, c, 1 << 20);
 }
