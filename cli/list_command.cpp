@@ -119,6 +119,7 @@ std::string systems_table() {
       const auto& nv = m.graphs[net::nccl::index(net::nccl::Algo::Nvls)];
       graph += fmt::format("; NVLS {} x {:g} GB/s, {} channels", nv.channels, nv.bw_intra, m.nvls_channels);
     }
+    graph += fmt::format(" (NCCL {})", net::nccl::to_string(s.nccl));
     const std::string network = s.network.nics_per_node > 0
                                     ? fmt::format("{} x {:g} Gb/s, {} rails", s.network.nics_per_node, s.network.nic_Gbps, s.network.rails)
                                     : std::string("-");
