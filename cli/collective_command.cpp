@@ -8,6 +8,7 @@
 #include <iostream>
 #include <iterator>
 #include <stdexcept>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -267,6 +268,27 @@ runner::CollectiveSweep CollectiveCommand::sweep(const net::NcclTestsRun* agains
   return sweep;
 }
 
+// NCCL_ALGO or NCCL_PROTO as the measured run printed it (NCCL_DEBUG=INFO), or the flag's:
+// a flag that enables other algorithms (protocols) than the run did is refused.
+std::string CollectiveCommand::against_setting(const char* flag_name, const std::string& flag_value,
+                                               const net::NcclTestsRun* against, std::string net::NcclTestsRun::*value,
+                                               int net::NcclTestsRun::*line) const {
+  if (!against || (against->*value).empty()) return flag_value;
+  const bool algo = value == &net::NcclTestsRun::nccl_algo;
+  auto enables = [&](const std::string& list) {
+    const auto o = algo ? net::nccl::parse_overrides(list, "") : net::nccl::parse_overrides("", list);
+    std::vector<int> on;
+    if (algo) on.assign(o.algo_enabled.begin(), o.algo_enabled.end());
+    else on.assign(o.proto_enabled.begin(), o.proto_enabled.end());
+    return on;
+  };
+  if (cmd_->count(flag_name) > 0 && flag(flag_name, [&] { return enables(flag_value); }) !=
+                                        flag("--against", [&] { return enables(against->*value); }))
+    throw config::InputError(fmt::format("{}: {}, but --against ran with {} (line {})", flag_name, flag_value,
+                                         against->*value, against->*line));
+  return against->*value;
+}
+
 // The release the measured run names is the one modelled: --nccl-version may only agree with
 // it, or choose one for a release dtsim does not model (which is refused without it).
 void CollectiveCommand::reconcile_nccl_release(const net::NcclTestsRun& against, net::nccl::System& system) const {
@@ -308,8 +330,13 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
   if (config->system.nodes > 1 && (config->system.network.nics_per_node < 1 || !(config->system.network.nic_Gbps > 0)))
     throw config::InputError(fmt::format("--nodes: {} nodes of {} need a network (the system has no NICs)", config->system.nodes,
                                          config->system.name));
-  config->overrides = flag("--nccl-algo", [&] { return net::nccl::parse_overrides(nccl_algo_, ""); });
-  config->overrides = flag("--nccl-proto", [&] { return net::nccl::parse_overrides(nccl_algo_, nccl_proto_); });
+  const std::string algo = against_setting("--nccl-algo", nccl_algo_, against, &net::NcclTestsRun::nccl_algo,
+                                           &net::NcclTestsRun::nccl_algo_line);
+  const std::string proto = against_setting("--nccl-proto", nccl_proto_, against, &net::NcclTestsRun::nccl_proto,
+                                            &net::NcclTestsRun::nccl_proto_line);
+  config->overrides = flag(algo == nccl_algo_ ? "--nccl-algo" : "--against", [&] { return net::nccl::parse_overrides(algo, ""); });
+  config->overrides =
+      flag(proto == nccl_proto_ ? "--nccl-proto" : "--against", [&] { return net::nccl::parse_overrides(algo, proto); });
   if (!nccl_version_.empty())
     config->system.nccl = flag("--nccl-version", [&] { return net::nccl::parse_nccl_release(nccl_version_); });
   if (against && !against->nccl_version.empty()) reconcile_nccl_release(*against, config->system);

@@ -210,6 +210,21 @@ NcclTestsRun parse_nccl_tests_output(std::string_view text) {
       run.nccl_version = *version;
       continue;
     }
+    // "... NCCL INFO NCCL_ALGO set by environment to Ring,Tree" (each rank prints it)
+    for (std::size_t k = 0; k + 5 < words.size(); ++k) {
+      if ((words[k] != "NCCL_ALGO" && words[k] != "NCCL_PROTO") || words[k + 1] != "set" || words[k + 2] != "by" ||
+          words[k + 3] != "environment" || words[k + 4] != "to")
+        continue;
+      const bool algo = words[k] == "NCCL_ALGO";
+      std::string& value = algo ? run.nccl_algo : run.nccl_proto;
+      int& first = algo ? run.nccl_algo_line : run.nccl_proto_line;
+      const std::string printed(words[k + 5]);
+      if (!value.empty() && printed != value)
+        throw std::invalid_argument(fmt::format("line {}: {} {}, but line {} printed {}: is this two runs' output?", line_no,
+                                                words[k], printed, first, value));
+      if (value.empty()) first = line_no;
+      value = printed;
+    }
     // "nThread 1 nGpus 8 minBytes ..."
     if (words[0] == "nThread" && words.size() >= 4 && words[2] == "nGpus") {
       const auto threads = integer(words[1]), gpus = integer(words[3]);

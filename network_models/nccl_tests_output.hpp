@@ -6,6 +6,7 @@
 //   "# Collective test starting: all_reduce_perf"   the operation, where printed
 //   "# nccl-tests version 2.13.8 nccl-headers=21805 nccl-library=21805", or NCCL's
 //   "NCCL version 2.18.5+cuda12.2" (NCCL_DEBUG=VERSION)  the NCCL release that ran
+//   "... NCCL INFO NCCL_ALGO set by environment to NVLS" (NCCL_DEBUG=INFO), and NCCL_PROTO
 //   "# nThread 1 nGpus 8 minBytes ..."               threads per process, GPUs per thread (-g)
 //   "#  Rank  3 Group  0 Pid ... device  3 [..] NVIDIA A100-SXM4-80GB"
 //                                                    one line per rank of the job
@@ -48,12 +49,17 @@ struct NcclTestsRun {
   std::vector<std::string> devices;  // each listed rank's device, in rank order ("NVIDIA A100-SXM4-80GB")
   std::string nccl_version;          // the NCCL library that ran, "2.18.5" ("": not printed)
   int nccl_version_line = 0;         // where it was first printed
+  // NCCL_ALGO and NCCL_PROTO as NCCL printed them under NCCL_DEBUG=INFO ("": not printed),
+  // and where.
+  std::string nccl_algo, nccl_proto;
+  int nccl_algo_line = 0, nccl_proto_line = 0;
   std::vector<NcclTestsPoint> points;  // in the order printed, each size once
 };
 
 // Throws std::invalid_argument "line N: ..." for a row that is not nccl-tests' (too few or
 // too many columns, no redop, a size or time that is not a number), a size printed twice (two runs'
-// output in one text), ranks listed out of order, two NCCL releases, and a text with no rows.
+// output in one text), ranks listed out of order, two NCCL releases or two values of
+// NCCL_ALGO or NCCL_PROTO, and a text with no rows.
 NcclTestsRun parse_nccl_tests_output(std::string_view text);
 
 // dtsim_nccl_bench's measurement as its --json writes it (nccl_table.hpp's JSON, "source":

@@ -367,6 +367,19 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
   EXPECT_NE(ran.output.find("model nccl (NCCL 2.20's choices, NCCL_ALGO=NVLS)"), std::string::npos) << ran.output;
   EXPECT_NE(ran.output.find("(NCCL 2.20.5 ran; in place;"), std::string::npos) << ran.output;
   const auto chosen = testing::run_command(nvls + (dir / "2.23.4.txt").string() + " --nccl-version 2.20");
+  // NCCL_ALGO as the run printed it under NCCL_DEBUG=INFO: taken without --nccl-algo, which
+  // may only agree with it.
+  testing::write_file(dir / "info.txt", "h:1:1 [0] NCCL INFO NCCL_ALGO set by environment to NVLS\nNCCL version 2.20.5+cuda12.4\n" + text);
+  const std::string plain = std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --against " +
+                            (dir / "info.txt").string();
+  const auto info = testing::run_command(plain);
+  EXPECT_EQ(info.exit_code, 0) << info.output;
+  EXPECT_NE(info.output.find("(NCCL 2.20's choices, NCCL_ALGO=NVLS)"), std::string::npos) << info.output;
+  EXPECT_EQ(testing::run_command(plain + " --nccl-algo nvls").exit_code, 0);  // the same list, spelled otherwise
+  const auto contradicted = testing::run_command(plain + " --nccl-algo Ring");
+  EXPECT_EQ(contradicted.exit_code, 2) << contradicted.output;
+  EXPECT_NE(contradicted.output.find("--nccl-algo: Ring, but --against ran with NVLS (line 1)"), std::string::npos)
+      << contradicted.output;
   EXPECT_EQ(chosen.exit_code, 0) << chosen.output;
   EXPECT_NE(chosen.output.find("(NCCL 2.23.4 ran; in place;"), std::string::npos) << chosen.output;
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{

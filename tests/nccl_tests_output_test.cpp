@@ -106,6 +106,16 @@ TEST(NcclTestsOutput, ReadsOlderLayoutsAndLauncherPrefixes) {
                                     "b:2:2 [1] NCCL INFO NCCL version 2.18.5+cuda12.2\n" + row).nccl_version_line, 1);
   EXPECT_EQ(parse_nccl_tests_output("# nccl-tests version 2.10.0 nccl-headers=2708 nccl-library=2708\n" + row).nccl_version, "2.7.8");
   EXPECT_EQ(parse_nccl_tests_output("NCCL version unknown\n" + row).nccl_version, "");
+
+  // NCCL_ALGO and NCCL_PROTO as NCCL_DEBUG=INFO prints them, from every rank.
+  const auto env = parse_nccl_tests_output("a:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Ring,Tree\n"
+                                           "a:1:1 [1] NCCL INFO NCCL_ALGO set by environment to Ring,Tree\n"
+                                           "a:1:1 [0] NCCL INFO NCCL_PROTO set by environment to ^LL128\n" + row);
+  EXPECT_EQ(env.nccl_algo, "Ring,Tree");
+  EXPECT_EQ(env.nccl_algo_line, 1);
+  EXPECT_EQ(env.nccl_proto, "^LL128");
+  EXPECT_EQ(env.nccl_proto_line, 3);
+  EXPECT_EQ(old.nccl_algo, "");
 }
 
 // Each refusal names its line.
@@ -141,6 +151,8 @@ TEST(NcclTestsOutput, ErrorsNameTheLine) {
   EXPECT_EQ(message("# nThread 0 nGpus 8 minBytes 8\n" + row), "line 1: nThread / nGpus are not counts");
   EXPECT_EQ(message("# nccl-tests version 2.13.9 nccl-headers=21805 nccl-library=21805\n" + row + "NCCL version 2.20.5+cuda12.3\n"),
             "line 3: NCCL 2.20.5, but line 1 printed NCCL 2.18.5: is this two runs' output?");
+  EXPECT_EQ(message("x NCCL INFO NCCL_ALGO set by environment to Ring\n" + row + "x NCCL INFO NCCL_ALGO set by environment to NVLS\n"),
+            "line 3: NCCL_ALGO NVLS, but line 1 printed Ring: is this two runs' output?");
   EXPECT_EQ(message("       32768          4096   float    13.39    1.22    1.22  0e+00    11.85    1.38    1.38  0e+00\n"),
             "line 1: no redop column: an old nccl-tests, whose size column counts every rank's buffer; rerun with a "
             "current one");
