@@ -19,7 +19,9 @@
 //   algbw = bytes / time (1e9 bytes/s)
 //   busbw = algbw * 2 (n - 1) / n, nccl-tests' all-reduce factor
 // The table (text and --json) is network_models/nccl_table.hpp's, the one `dtsim
-// collective --json` writes for its prediction, so the two can be diffed.
+// collective --json` writes for its prediction, so the two can be diffed; above it the
+// NCCL library's release, "# NCCL version 2.20.5" (in the JSON: setup/nccl_version), which
+// `dtsim collective --against` models.
 // With one rank busbw is 0 by that definition (nothing crosses between GPUs), and NCCL
 // does nothing at all for an in-place sum (its one-rank path is a no-op): algbw would be
 // the host's per-call cost alone, growing with the size without bound. So one rank
@@ -143,9 +145,13 @@ int main(int argc, char** argv) {
         .ranks = comm->size(),
         .title = net::nccl_bench_title(net::NcclTestOp::AllReduce, comm->size(),
                                        fmt::format("fp32 {} in place, {} warm-up + {} timed per size", op_name, warmup, iters)),
-        .setup = {{"benchmark", "nccl_all_reduce"}, {"iters", iters}, {"warmup", warmup}}};
+        .setup = {{"benchmark", "nccl_all_reduce"},
+                  {"iters", iters},
+                  {"warmup", warmup},
+                  {"nccl_version", comm::nccl_library_version()}}};
     const bool prints = comm->rank() == 0;
-    if (prints) fmt::print("{}", net::nccl_table_header(table));
+    // As NCCL_DEBUG=VERSION prints it, which `dtsim collective --against` reads.
+    if (prints) fmt::print("# NCCL version {}\n{}", comm::nccl_library_version(), net::nccl_table_header(table));
     for (double bytes = static_cast<double>(lo); bytes <= static_cast<double>(hi); bytes *= factor) {
       table.rows.push_back(measure(*comm, op, op_name, static_cast<std::int64_t>(bytes), warmup, iters));
       if (prints) fmt::print("{}", net::nccl_table_row(table, table.rows.back()));

@@ -297,15 +297,17 @@ void CollectiveCommand::reconcile_nccl_release(const net::NcclTestsRun& against,
     ran = net::nccl::parse_nccl_release(against.nccl_version);
   } catch (const std::invalid_argument&) {
   }
+  // Where the text printed it (dtsim_nccl_bench's JSON has no lines).
+  const std::string where = against.nccl_version_line > 0 ? fmt::format(" (line {})", against.nccl_version_line) : "";
   if (cmd_->count("--nccl-version") > 0) {
     if (ran && *ran != system.nccl)
-      throw config::InputError(fmt::format("--nccl-version: {}, but --against ran NCCL {} (line {})", nccl_version_,
-                                           against.nccl_version, against.nccl_version_line));
+      throw config::InputError(
+          fmt::format("--nccl-version: {}, but --against ran NCCL {}{}", nccl_version_, against.nccl_version, where));
     return;
   }
   if (!ran)
-    throw config::InputError(fmt::format("--against: NCCL {} ran (line {}), which dtsim does not model; compare it with a release "
-                                         "it does: --nccl-version 2.18, 2.19 or 2.20", against.nccl_version, against.nccl_version_line));
+    throw config::InputError(fmt::format("--against: NCCL {} ran{}, which dtsim does not model; compare it with a release "
+                                         "it does: --nccl-version 2.18, 2.19 or 2.20", against.nccl_version, where));
   system.nccl = *ran;
 }
 

@@ -532,6 +532,15 @@ bool nccl_available() {
 #endif
 }
 
+std::string nccl_library_version() {
+  int code = 0;
+  if (ncclGetVersion(&code) != ncclSuccess || code <= 0) return "";
+  // NCCL_VERSION_CODE: X * 10000 + Y * 100 + Z, before 2.9 X * 1000 + Y * 100 + Z.
+  const int major = code >= 10000 ? code / 10000 : code / 1000;
+  const int minor = (code >= 10000 ? code % 10000 : code % 1000) / 100;
+  return fmt::format("{}.{}.{}", major, minor, code % 100);
+}
+
 }  // namespace dtsim::comm
 
 #else  // !DTSIM_HAVE_NCCL
@@ -541,6 +550,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(const LiveEnv&, net::Networ
   throw std::runtime_error("this dtsim was built without NCCL/CUDA LibTorch");
 }
 bool nccl_available() { return false; }
+std::string nccl_library_version() { return ""; }
 }  // namespace dtsim::comm
 
 #endif

@@ -36,6 +36,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "comm/communicator.hpp"
 #include "comm/live_env.hpp"
@@ -49,5 +50,9 @@ std::unique_ptr<Communicator> make_nccl_communicator(const LiveEnv& env, net::Ne
 
 // Whether this build can run the NCCL backend (NCCL found and a CUDA LibTorch).
 bool nccl_available();
+
+// The release of the NCCL library this build runs, "2.20.5" (ncclGetVersion, which needs no
+// GPU); "" in a build without NCCL.
+std::string nccl_library_version();
 
 }  // namespace dtsim::comm

@@ -280,6 +280,10 @@ NcclTestsRun measured_table_from_json(const nlohmann::json& doc) {
     fail("/ranks", "expected a rank count");
   run.ranks = ranks->get<int>();
   run.threads = run.gpus_per_thread = 1;  // one rank per process
+  if (const auto setup = doc.find("setup"); setup != doc.end() && setup->is_object()) {
+    const auto version = setup->find("nccl_version");
+    if (version != setup->end() && version->is_string()) run.nccl_version = version->get<std::string>();
+  }
   const auto rows = doc.find("rows");
   if (rows == doc.end() || !rows->is_array() || rows->empty()) fail("/rows", "expected the measured rows");
   std::map<std::int64_t, std::size_t> seen;

@@ -63,8 +63,8 @@ struct NcclTestsRun {
 NcclTestsRun parse_nccl_tests_output(std::string_view text);
 
 // dtsim_nccl_bench's measurement as its --json writes it (nccl_table.hpp's JSON, "source":
-// "measured"): the operation, ranks (one GPU per process) and each size's in-place time and
-// busbw. Throws std::invalid_argument "JSON-PATH: ..." for another document, a prediction
+// "measured"): the operation, ranks (one GPU per process), the NCCL release
+// ("setup"/"nccl_version", where written) and each size's in-place time and busbw. Throws std::invalid_argument "JSON-PATH: ..." for another document, a prediction
 // ("source": "simulated"), a row without its size, time or busbw, a size measured twice.
 NcclTestsRun measured_table_from_json(const nlohmann::json& doc);
 

@@ -4,6 +4,7 @@
 // live backends a rank can run over.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
 #include <string>
 
@@ -148,6 +149,16 @@ TEST(LiveBackends, TheTableIsWhatTheCommandsOffer) {
   EXPECT_EQ(live_backend("nccl").device(env), at::Device(at::kCUDA, 1));
   EXPECT_EQ(live_backend("gloo").available(), gloo_available());
   EXPECT_EQ(live_backend("nccl").available(), nccl_available());
+  // The NCCL library's release (no GPU needed), as "2.Y.Z"; "" in a build without NCCL.
+  const std::string version = nccl_library_version();
+  if (!version.empty()) {
+    int major = 0, minor = -1, patch = -1;
+    char end = 0;
+    EXPECT_EQ(std::sscanf(version.c_str(), "%d.%d.%d%c", &major, &minor, &patch, &end), 3) << version;
+    EXPECT_EQ(major, 2) << version;
+    EXPECT_GE(minor, 0) << version;
+    EXPECT_GE(patch, 0) << version;
+  }
   try {
     live_backend("mpi");
     ADD_FAILURE() << "an unknown backend was found";

@@ -164,13 +164,18 @@ TEST(NcclTestsOutput, ReadsDtsimNcclBench) {
   NcclTable table{.source = TableSource::Measured,
                   .op = NcclTestOp::AllReduce,
                   .ranks = 4,
-                  .title = nccl_bench_title(NcclTestOp::AllReduce, 4, "fp32 sum in place, 5 warm-up + 20 timed per size")};
+                  .title = nccl_bench_title(NcclTestOp::AllReduce, 4, "fp32 sum in place, 5 warm-up + 20 timed per size"),
+                  .setup = {{"nccl_version", "2.20.5"}}};
   for (std::int64_t count : {256, 262144}) {
     auto row = nccl_row(NcclTestOp::AllReduce, 4, count * 4, count, static_cast<double>(count * 4), 2e-5 + count * 1e-11);
     row.wrong = 0;
     table.rows.push_back(row);
   }
-  for (const auto& run : {parse_nccl_tests_output(format_nccl_table(table)), measured_table_from_json(nccl_table_json(table))}) {
+  // The bench prints the library's release above its table, as NCCL_DEBUG=VERSION does, and
+  // writes it into its JSON's setup.
+  for (const auto& run : {parse_nccl_tests_output("# NCCL version 2.20.5\n" + format_nccl_table(table)),
+                          measured_table_from_json(nccl_table_json(table))}) {
+    EXPECT_EQ(run.nccl_version, "2.20.5");
     ASSERT_TRUE(run.op.has_value());
     EXPECT_EQ(*run.op, NcclTestOp::AllReduce);
     EXPECT_EQ(run.ranks, 4);
