@@ -268,25 +268,28 @@ runner::CollectiveSweep CollectiveCommand::sweep(const net::NcclTestsRun* agains
   return sweep;
 }
 
-// NCCL_ALGO or NCCL_PROTO as the measured run printed it (NCCL_DEBUG=INFO), or the flag's:
-// a flag that enables other algorithms (protocols) than the run did is refused.
-std::string CollectiveCommand::against_setting(const char* flag_name, const std::string& flag_value,
-                                               const net::NcclTestsRun* against, std::string net::NcclTestsRun::*value,
-                                               int net::NcclTestsRun::*line) const {
-  if (!against || (against->*value).empty()) return flag_value;
-  const bool algo = value == &net::NcclTestsRun::nccl_algo;
+// NCCL_ALGO (algo) or NCCL_PROTO as the measured run printed it on `line` (NCCL_DEBUG=INFO;
+// "" where it did not), else the flag's: a flag that enables other algorithms (protocols)
+// than the run did is refused, as is a printed value NCCL would not take.
+std::string CollectiveCommand::against_setting(bool algo, const std::string& flag_value, const std::string& printed,
+                                               int line) const {
+  const char* flag_name = algo ? "--nccl-algo" : "--nccl-proto";
+  if (printed.empty()) return flag_value;
   auto enables = [&](const std::string& list) {
     const auto o = algo ? net::nccl::parse_overrides(list, "") : net::nccl::parse_overrides("", list);
-    std::vector<int> on;
-    if (algo) on.assign(o.algo_enabled.begin(), o.algo_enabled.end());
-    else on.assign(o.proto_enabled.begin(), o.proto_enabled.end());
-    return on;
+    return algo ? std::vector<int>(o.algo_enabled.begin(), o.algo_enabled.end())
+                : std::vector<int>(o.proto_enabled.begin(), o.proto_enabled.end());
   };
-  if (cmd_->count(flag_name) > 0 && flag(flag_name, [&] { return enables(flag_value); }) !=
-                                        flag("--against", [&] { return enables(against->*value); }))
-    throw config::InputError(fmt::format("{}: {}, but --against ran with {} (line {})", flag_name, flag_value,
-                                         against->*value, against->*line));
-  return against->*value;
+  std::vector<int> ran;
+  try {
+    ran = enables(printed);
+  } catch (const std::invalid_argument& e) {
+    throw config::InputError(config::one_line(fmt::format("--against: line {}: {}", line, e.what())));
+  }
+  if (cmd_->count(flag_name) > 0 && flag(flag_name, [&] { return enables(flag_value); }) != ran)
+    throw config::InputError(
+        config::one_line(fmt::format("{}: {}, but --against ran with {} (line {})", flag_name, flag_value, printed, line)));
+  return printed;
 }
 
 // The release the measured run names is the one modelled: --nccl-version may only agree with
@@ -332,13 +335,12 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
   if (config->system.nodes > 1 && (config->system.network.nics_per_node < 1 || !(config->system.network.nic_Gbps > 0)))
     throw config::InputError(fmt::format("--nodes: {} nodes of {} need a network (the system has no NICs)", config->system.nodes,
                                          config->system.name));
-  const std::string algo = against_setting("--nccl-algo", nccl_algo_, against, &net::NcclTestsRun::nccl_algo,
-                                           &net::NcclTestsRun::nccl_algo_line);
-  const std::string proto = against_setting("--nccl-proto", nccl_proto_, against, &net::NcclTestsRun::nccl_proto,
-                                            &net::NcclTestsRun::nccl_proto_line);
-  config->overrides = flag(algo == nccl_algo_ ? "--nccl-algo" : "--against", [&] { return net::nccl::parse_overrides(algo, ""); });
-  config->overrides =
-      flag(proto == nccl_proto_ ? "--nccl-proto" : "--against", [&] { return net::nccl::parse_overrides(algo, proto); });
+  const std::string algo = against_setting(true, nccl_algo_, against ? against->nccl_algo : "", against ? against->nccl_algo_line : 0);
+  const std::string proto =
+      against_setting(false, nccl_proto_, against ? against->nccl_proto : "", against ? against->nccl_proto_line : 0);
+  const bool algo_from_run = against && !against->nccl_algo.empty();
+  config->overrides = flag("--nccl-algo", [&] { return net::nccl::parse_overrides(algo, ""); });
+  config->overrides = flag("--nccl-proto", [&] { return net::nccl::parse_overrides(algo, proto); });
   if (!nccl_version_.empty())
     config->system.nccl = flag("--nccl-version", [&] { return net::nccl::parse_nccl_release(nccl_version_); });
   if (against && !against->nccl_version.empty()) reconcile_nccl_release(*against, config->system);
@@ -350,7 +352,8 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
        [&] { return net::nccl::make_machine(config->system, sweep.ranks); });
   check_alltoall_ranks(sweep);
   // A collective NCCL_ALGO leaves nothing to run (where the release fails).
-  flag("--nccl-algo", [&] { return net::nccl::Clock(config, sweep.ranks).machine().ranks; });
+  flag(algo_from_run ? "--against (its NCCL_ALGO)" : "--nccl-algo",
+       [&] { return net::nccl::Clock(config, sweep.ranks).machine().ranks; });
   sweep.link = net::nccl::nominal_link(config->system);
   sweep.nccl = config;
   int gpus_per_thread = gpus_per_thread_;

@@ -30,8 +30,7 @@ class CollectiveCommand {
   runner::CollectiveSweep sweep(const net::NcclTestsRun* against) const;
   runner::CollectiveSweep machine_sweep(runner::CollectiveSweep sweep, int ranks, const net::NcclTestsRun* against) const;
   void reconcile_nccl_release(const net::NcclTestsRun& against, net::nccl::System& system) const;
-  std::string against_setting(const char* flag_name, const std::string& flag_value, const net::NcclTestsRun* against,
-                              std::string net::NcclTestsRun::*value, int net::NcclTestsRun::*line) const;
+  std::string against_setting(bool algo, const std::string& flag_value, const std::string& printed, int line) const;
   CLI::App* cmd_ = nullptr;
   std::string op_ = "allreduce", algo_ = "auto", topology_ = "ring", model_ = "flow", min_ = "8", max_ = "128M", json_;
   double factor_ = 2.0, latency_us_ = 5.0, bandwidth_GBps_ = 12.5;

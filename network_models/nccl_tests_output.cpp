@@ -45,6 +45,16 @@ double number(std::string_view t, int line, const char* what) {
   return v;
 }
 
+// "2.20.5" as a release: three dot-separated numbers (at most 16 characters).
+bool is_release(std::string_view v) {
+  int dots = 0;
+  for (char c : v) {
+    if (c == '.') ++dots;
+    else if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return dots == 2 && v.size() <= 16 && v.front() != '.' && v.back() != '.' && v.find("..") == std::string_view::npos;
+}
+
 // The NCCL release a line names, "2.20.5": nccl-tests' "nccl-library=22005" (NCCL_VERSION_CODE:
 // X * 10000 + Y * 100 + Z, before 2.9 X * 1000 + Y * 100 + Z) or NCCL's own "NCCL version
 // 2.20.5+cuda12.3" (NCCL_DEBUG=VERSION or INFO); nullopt where it names none, or not in
@@ -60,15 +70,8 @@ std::optional<std::string> library_version(const std::vector<std::string_view>& 
       return fmt::format("{}.{}.{}", major, minor, *code % 100);
     }
     if (w == "NCCL" && k + 2 < words.size() && words[k + 1] == "version") {
-      std::string_view v = words[k + 2];
-      v = v.substr(0, v.find('+'));
-      int dots = 0;
-      for (char c : v) {
-        if (c == '.') ++dots;
-        else if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
-      }
-      if (dots != 2 || v.size() > 16 || v.front() == '.' || v.back() == '.' || v.find("..") != std::string_view::npos)
-        return std::nullopt;
+      const std::string_view v = words[k + 2].substr(0, words[k + 2].find('+'));
+      if (!is_release(v)) return std::nullopt;
       return std::string(v);
     }
   }
@@ -281,8 +284,11 @@ NcclTestsRun measured_table_from_json(const nlohmann::json& doc) {
   run.ranks = ranks->get<int>();
   run.threads = run.gpus_per_thread = 1;  // one rank per process
   if (const auto setup = doc.find("setup"); setup != doc.end() && setup->is_object()) {
-    const auto version = setup->find("nccl_version");
-    if (version != setup->end() && version->is_string()) run.nccl_version = version->get<std::string>();
+    if (const auto version = setup->find("nccl_version"); version != setup->end()) {
+      if (!version->is_string() || !is_release(version->get<std::string>()))
+        fail("/setup/nccl_version", "expected the NCCL release that ran, as \"2.20.5\"");
+      run.nccl_version = version->get<std::string>();
+    }
   }
   const auto rows = doc.find("rows");
   if (rows == doc.end() || !rows->is_array() || rows->empty()) fail("/rows", "expected the measured rows");

@@ -380,6 +380,19 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
   EXPECT_EQ(contradicted.exit_code, 2) << contradicted.output;
   EXPECT_NE(contradicted.output.find("--nccl-algo: Ring, but --against ran with NVLS (line 1)"), std::string::npos)
       << contradicted.output;
+  // A printed value NCCL would not take, and a printed NCCL_ALGO the release cannot run
+  // (2.18, the system's, on an A100 with NVLS): named as the file's.
+  testing::write_file(dir / "rings.txt", "h:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Rings\n" + text);
+  testing::write_file(dir / "nvls_2_18.txt", "h:1:1 [0] NCCL INFO NCCL_ALGO set by environment to NVLS\n" + text);
+  for (const auto& [file, message] : std::vector<std::pair<std::string, std::string>>{
+           {"rings.txt", "--against: line 1: NCCL_ALGO: unknown name \"Rings\""},
+           {"nvls_2_18.txt", "--against (its NCCL_ALGO): all_reduce: NCCL_ALGO leaves no algorithm that runs on 8 GPUs"}}) {
+    const auto refused = testing::run_command(std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --against " +
+                                              (dir / file).string());
+    EXPECT_EQ(refused.exit_code, 2) << file << ": " << refused.output;
+    EXPECT_NE(refused.output.find(message), std::string::npos) << file << ": " << refused.output;
+    EXPECT_EQ(std::count(refused.output.begin(), refused.output.end(), '\n'), 1) << file << ": " << refused.output;
+  }
   EXPECT_EQ(chosen.exit_code, 0) << chosen.output;
   EXPECT_NE(chosen.output.find("(NCCL 2.23.4 ran; in place;"), std::string::npos) << chosen.output;
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{

@@ -202,6 +202,8 @@ TEST(NcclTestsOutput, ReadsDtsimNcclBench) {
     return doc;
   };
   EXPECT_EQ(message(with("/source", "simulated")), "/source: \"simulated\": this is not a measurement");
+  EXPECT_EQ(message(with("/setup/nccl_version", 22005)), "/setup/nccl_version: expected the NCCL release that ran, as \"2.20.5\"");
+  EXPECT_EQ(message(with("/setup/nccl_version", "")), "/setup/nccl_version: expected the NCCL release that ran, as \"2.20.5\"");
   EXPECT_EQ(message(with("/op", "gather")), "/op: \"gather\": dtsim times all_reduce, reduce_scatter, all_gather, broadcast, "
                                             "reduce, sendrecv and alltoall");
   EXPECT_EQ(message(with("/ranks", 0)), "/ranks: expected a rank count");

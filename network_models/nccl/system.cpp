@@ -38,16 +38,23 @@ const char* to_string(NcclRelease release) {
   return "?";
 }
 
-const std::vector<std::string>& nccl_release_names() {
-  static const std::vector<std::string> names{"2.18", "2.18.5", "2.18.6", "2.19", "2.19.3",
-                                              "2.19.4", "2.20", "2.20.3", "2.20.5"};
-  return names;
+namespace {
+
+// Each spelling of a modelled release: the series, and the patch releases whose tuning.cc,
+// topo.h and search.cc constants it holds.
+const std::vector<std::pair<std::string, NcclRelease>>& release_spellings() {
+  static const std::vector<std::pair<std::string, NcclRelease>> spellings{
+      {"2.18", NcclRelease::V2_18}, {"2.18.5", NcclRelease::V2_18}, {"2.18.6", NcclRelease::V2_18},
+      {"2.19", NcclRelease::V2_19}, {"2.19.3", NcclRelease::V2_19}, {"2.19.4", NcclRelease::V2_19},
+      {"2.20", NcclRelease::V2_20}, {"2.20.3", NcclRelease::V2_20}, {"2.20.5", NcclRelease::V2_20}};
+  return spellings;
 }
 
+}  // namespace
+
 NcclRelease parse_nccl_release(const std::string& text) {
-  const auto& names = nccl_release_names();
-  for (std::size_t i = 0; i < names.size(); ++i)
-    if (text == names[i]) return static_cast<NcclRelease>(i / 3);  // three spellings a release
+  for (const auto& [name, release] : release_spellings())
+    if (text == name) return release;
   throw std::invalid_argument(fmt::format("NCCL {} is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4) or "
                                           "2.20 (2.20.3, 2.20.5)",
                                           json(text).dump(-1, ' ', false, json::error_handler_t::replace)));

@@ -49,7 +49,6 @@ const char* to_string(NcclRelease release);  // "2.18", "2.19", "2.20"
 // A release as "2.19" or "2.19.3" (those above); std::invalid_argument naming the releases
 // modelled otherwise.
 NcclRelease parse_nccl_release(const std::string& text);
-const std::vector<std::string>& nccl_release_names();  // the spellings it accepts
 int compute_capability(GpuArch arch);  // 70, 80, 90
 
 struct System {
