@@ -151,6 +151,7 @@ TEST(LiveBackends, TheTableIsWhatTheCommandsOffer) {
   EXPECT_EQ(live_backend("nccl").available(), nccl_available());
   // The NCCL library's release (no GPU needed), as "2.Y.Z"; "" in a build without NCCL.
   const std::string version = nccl_library_version();
+  EXPECT_EQ(version.empty(), !DTSIM_TEST_HAVE_NCCL) << version;
   if (!version.empty()) {
     int major = 0, minor = -1, patch = -1;
     char end = 0;
