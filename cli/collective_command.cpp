@@ -84,8 +84,8 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
                                               "NVLSTree; a comma-separated list, or ^ and the ones to leave out)");
   cmd_->add_option("--nccl-proto", nccl_proto_, "--model nccl: as NCCL_PROTO (LL, LL128, Simple)");
   cmd_->add_option("--nccl-version", nccl_version_,
-                   "--model nccl: the NCCL release whose constants and rules apply, 2.18, 2.19 or 2.20 (default: the "
-                   "system's)");
+                   fmt::format("--model nccl: the NCCL release whose constants and rules apply, {} (default: the "
+                               "system's)", net::nccl::modelled_nccl_releases()));
   cmd_->add_option("-g,--ngpus", gpus_per_thread_,
                    "--model nccl: GPUs whose kernels one thread launches, as nccl-tests' -g (the host's launches can "
                    "outlast the GPUs)")
@@ -310,7 +310,7 @@ void CollectiveCommand::reconcile_nccl_release(const net::NcclTestsRun& against,
   }
   if (!ran)
     throw config::InputError(fmt::format("--against: NCCL {} ran{}, which dtsim does not model; compare it with a release "
-                                         "it does: --nccl-version 2.18, 2.19 or 2.20", against.nccl_version, where));
+                                         "it does: --nccl-version {}", against.nccl_version, where, net::nccl::modelled_nccl_releases()));
   system.nccl = *ran;
 }
 

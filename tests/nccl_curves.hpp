@@ -11,8 +11,8 @@
 // (the H200 page's release, and PyTorch 2.4.1's, which all three pages list).
 //
 // The NCCL release a figure is modelled with (tuning.hpp): the one its source names; where
-// it names none, 2.18 for figures from before 2024 and 2.20 (the newest modelled; PyTorch
-// 2.3 and 2.4 ship 2.20.5) for later ones.
+// it names none, 2.18 for figures from before 2024 and 2.20 (PyTorch 2.3 and 2.4 ship
+// 2.20.5) for later ones: they are large sizes, where 2.20 and 2.21 choose alike.
 #pragma once
 
 #include <cstdint>

@@ -4,10 +4,12 @@
 // inside a Network (closed-form collectives, clocked messages).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "config/object_reader.hpp"
@@ -16,6 +18,7 @@
 #include "network_models/nccl/nccl_model.hpp"
 #include "network_models/nccl/presets.hpp"
 #include "network_models/network.hpp"
+#include "network_models/network_docs.hpp"
 #include "network_models/network_section.hpp"
 
 namespace dtsim::net::nccl {
@@ -322,7 +325,7 @@ TEST(NcclTuning, Overrides) {
   } catch (const std::invalid_argument& e) {
     EXPECT_EQ(std::string(e.what()), "all_reduce: NCCL_ALGO leaves no algorithm that runs on 8 GPUs of \"a100_8x\", where NCCL "
                                      "2.18 fails (\"no algorithm/protocol available\"); 2.19 and later fall back to the "
-                                     "ring (\"nccl_version\": \"2.19\" or \"2.20\")");
+                                     "ring (\"nccl_version\": \"2.19\" or later)");
   }
   System a100_2_20 = preset("a100_8x");
   a100_2_20.nccl = NcclRelease::V2_20;
@@ -360,11 +363,11 @@ TEST(NcclTuning, Releases) {
   EXPECT_EQ(parse_nccl_release("2.18"), NcclRelease::V2_18);
   EXPECT_STREQ(to_string(NcclRelease::V2_19), "2.19");
   try {
-    (void)parse_nccl_release("2.21.5");
+    (void)parse_nccl_release("2.22.3");
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "NCCL \"2.21.5\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4) "
-                                     "or 2.20 (2.20.3, 2.20.5)");
+    EXPECT_EQ(std::string(e.what()), "NCCL \"2.22.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), "
+                                     "2.20 (2.20.3, 2.20.5) or 2.21 (2.21.5)");
   }
   System h100 = preset("h100_8x");
   EXPECT_EQ(h100.nccl, NcclRelease::V2_18);
@@ -435,6 +438,48 @@ TEST(NcclTuning, Releases) {
     const Machine m = make_machine(sharp, 16);
     EXPECT_EQ(tune(m, Overrides{}).bandwidth_GBps[ag][index(Algo::CollNetDirect)][simple] > 0, tuned) << to_string(release);
   }
+
+  // 2.19 on, Hopper's speed list has 50 GB/s: 6 GPUs' NVLS channels (7 shares of 18 x 20.6)
+  // fit at 50 where 2.18 rounds them down to 40; 7 GPUs' (8 shares) still at 40.
+  for (const auto& [gpus, release, speed] : std::vector<std::tuple<int, NcclRelease, double>>{
+           {6, NcclRelease::V2_18, 40.0}, {6, NcclRelease::V2_19, 50.0}, {6, NcclRelease::V2_21, 50.0}, {7, NcclRelease::V2_21, 40.0}}) {
+    System part = preset("h100_8x");
+    part.nccl = release;
+    EXPECT_DOUBLE_EQ(make_machine(part, gpus).graphs[index(Algo::Nvls)].bw_intra, speed) << gpus << " " << to_string(release);
+  }
+
+  // 2.21: NVLS's NVLink hop 25 us, and the ring's LL estimated at half the links (a quarter
+  // for all-reduce before), capped at llMaxBw: 141 on one Hopper node (87.7 before), 87.7 on
+  // an A100's.
+  EXPECT_EQ(parse_nccl_release("2.21.5"), NcclRelease::V2_21);
+  EXPECT_STREQ(to_string(NcclRelease::V2_21), "2.21");
+  EXPECT_EQ(modelled_nccl_releases(), "2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5) or 2.21 (2.21.5)");
+  const auto docs = dtsim::net::network_docs();  // the schema's description of the field names them all
+  const auto field = std::find_if(docs.begin(), docs.end(), [](const auto& d) {
+    return d.section == "nccl_system" && d.field == "nccl_version";
+  });
+  ASSERT_NE(field, docs.end());
+  EXPECT_NE(field->description.find(modelled_nccl_releases()), std::string_view::npos) << field->description;
+  h100.nccl = NcclRelease::V2_21;
+  const Machine h100_2_21 = make_machine(h100, 8);
+  const Tuning t_2_21 = tune(h100_2_21, Overrides{});
+  const int ll = index(Proto::LL), ring = index(Algo::Ring);
+  EXPECT_DOUBLE_EQ(t_2_21.latency_us[ar][index(Algo::Nvls)][simple], 25.0);
+  EXPECT_NEAR(t_new.bandwidth_GBps[ar][ring][ll], std::min(87.7, 12 * 30.0 / 4) * 8 / 14, 1e-9);
+  EXPECT_NEAR(t_2_21.bandwidth_GBps[ar][ring][ll], std::min(141.0, 12 * 30.0 / 2) * 8 / 14, 1e-9);
+  EXPECT_NEAR(t_2_21.bandwidth_GBps[ag][ring][ll], std::min(141.0, 12 * 30.0 / 2) * 8 / 7, 1e-9);
+  a100.nccl = NcclRelease::V2_21;
+  const Machine a100_2_21 = make_machine(a100, 8);
+  EXPECT_NEAR(tune(a100_2_21, Overrides{}).bandwidth_GBps[ar][ring][ll], std::min(87.7, 12 * 20.0 / 2) * 8 / 14, 1e-9);
+  // The LL kernel is the same code in every release: it keeps 2.21's pace in all of them, so
+  // one choice takes the same time whichever release chose it.
+  a100.nccl = NcclRelease::V2_18;
+  const Machine a100_2_18 = make_machine(a100, 8);
+  const Choice ll_choice = choose(a100_2_18, tune(a100_2_18, parse_overrides("Ring", "LL")), Coll::AllReduce, 1 << 20);
+  ASSERT_EQ(ll_choice.proto, Proto::LL);
+  EXPECT_DOUBLE_EQ(collective_us(a100_2_18, tune(a100_2_18, Overrides{}), Coll::AllReduce, 1 << 20, ll_choice),
+                   collective_us(a100_2_21, tune(a100_2_21, Overrides{}), Coll::AllReduce, 1 << 20, ll_choice));
+  EXPECT_DOUBLE_EQ(kernel_bus_bw(a100_2_18, Coll::AllReduce, Algo::Ring, Proto::LL, 20.0), std::min(87.7, 12 * 20.0 / 2));
 }
 
 // --- execution times -------------------------------------------------------------------------
@@ -456,7 +501,7 @@ TEST(NcclExecution, RingMatchesDtsimsSimulationOfItsSteps) {
     ASSERT_EQ(ch.proto, c.proto);
     const double model = collective_us(m, t, Coll::AllReduce, c.bytes, ch) - base_latency_us(Algo::Ring, c.proto);
     // The step's chunk and costs as the kernel has them.
-    const double rate = protocol_bus_bw(m, Coll::AllReduce, Algo::Ring, c.proto, 20.0) / m.channels;  // GB/s per channel
+    const double rate = kernel_bus_bw(m, Coll::AllReduce, Algo::Ring, c.proto, 20.0) / m.channels;  // GB/s per channel
     const double hop = hop_latency_us(Hw::NvLink, Algo::Ring, c.proto);
     double chunk = 0, alpha = 0;
     if (c.proto == Proto::Simple) {
@@ -660,9 +705,9 @@ TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
       {{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.20.5"}}}, {"nccl_algo", "NVLS"}});
   EXPECT_NO_THROW(check_network_links(nvls_2_20, Topology::ring(8, nvls_2_20.nominal)));
   EXPECT_EQ(network_section_json(nvls_2_20)["system"]["nccl_version"], "2.20");
-  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.21.5"}}}}),
-            "/network/system/nccl_version: NCCL \"2.21.5\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, "
-            "2.19.4) or 2.20 (2.20.3, 2.20.5)");
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.22.3"}}}}),
+            "/network/system/nccl_version: NCCL \"2.22.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, "
+            "2.19.4), 2.20 (2.20.3, 2.20.5) or 2.21 (2.21.5)");
 }
 
 // Collectives run one at a time, as on one process group's NCCL stream: one whose ranks

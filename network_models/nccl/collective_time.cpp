@@ -51,8 +51,8 @@ struct Hop {
 void ring_hops(const Machine& m, Coll c, Proto p, Part part, Hop& intra, Hop& net) {
   const Graph& g = m.graphs[index(Algo::Ring)];
   const double per_channel = g.channels > 0 ? std::max(g.bw_intra, g.node_bw / g.channels) : g.bw_intra;
-  intra.rate = protocol_bus_bw(m, c, Algo::Ring, p, per_channel) / m.channels * 1e3;
-  net.rate = protocol_bus_bw(m, c, Algo::Ring, p, g.bw_inter) / m.channels * 1e3;
+  intra.rate = kernel_bus_bw(m, c, Algo::Ring, p, per_channel) / m.channels * 1e3;
+  net.rate = kernel_bus_bw(m, c, Algo::Ring, p, g.bw_inter) / m.channels * 1e3;
   intra.lat = hop_latency_us(g.intra, Algo::Ring, p);
   net.lat = hop_latency_us(Hw::Net, Algo::Ring, p);
   if (m.nodes > 1 && c != Coll::Broadcast && c != Coll::Reduce) {
@@ -215,7 +215,7 @@ double tree_us(const Machine& m, double bytes, const Choice& ch, int element_siz
   }
   const i64 chunks = std::max<i64>(1, divup(count, nc * chunk));
   auto rate = [&](double bw) {
-    return part == Part::Latency ? kUnlimited : protocol_bus_bw(m, Coll::AllReduce, Algo::Tree, p, bw) * 0.5 / m.channels * 1e3;
+    return part == Part::Latency ? kUnlimited : kernel_bus_bw(m, Coll::AllReduce, Algo::Tree, p, bw) * 0.5 / m.channels * 1e3;
   };
   const double ri = rate(g.bw_intra), rn = m.nodes > 1 ? rate(g.bw_inter) : ri;
   const double li = hop_latency_us(g.intra, Algo::Tree, p), ln = hop_latency_us(Hw::Net, Algo::Tree, p);

@@ -34,6 +34,7 @@ const char* to_string(NcclRelease release) {
     case NcclRelease::V2_18: return "2.18";
     case NcclRelease::V2_19: return "2.19";
     case NcclRelease::V2_20: return "2.20";
+    case NcclRelease::V2_21: return "2.21";
   }
   return "?";
 }
@@ -46,18 +47,34 @@ const std::vector<std::pair<std::string, NcclRelease>>& release_spellings() {
   static const std::vector<std::pair<std::string, NcclRelease>> spellings{
       {"2.18", NcclRelease::V2_18}, {"2.18.5", NcclRelease::V2_18}, {"2.18.6", NcclRelease::V2_18},
       {"2.19", NcclRelease::V2_19}, {"2.19.3", NcclRelease::V2_19}, {"2.19.4", NcclRelease::V2_19},
-      {"2.20", NcclRelease::V2_20}, {"2.20.3", NcclRelease::V2_20}, {"2.20.5", NcclRelease::V2_20}};
+      {"2.20", NcclRelease::V2_20}, {"2.20.3", NcclRelease::V2_20}, {"2.20.5", NcclRelease::V2_20},
+      {"2.21", NcclRelease::V2_21}, {"2.21.5", NcclRelease::V2_21}};
   return spellings;
 }
 
 }  // namespace
 
+std::string modelled_nccl_releases() {
+  std::vector<std::string> series;  // "2.18 (2.18.5, 2.18.6)", ...
+  for (const auto& [name, release] : release_spellings()) {
+    if (name == to_string(release)) {
+      series.push_back(name + " (");
+    } else {
+      series.back() += (series.back().ends_with("(") ? "" : ", ") + name;
+    }
+  }
+  std::string out;
+  for (std::size_t i = 0; i < series.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == series.size() ? " or " : ", ") + series[i] + ")";
+  return out;
+}
+
 NcclRelease parse_nccl_release(const std::string& text) {
   for (const auto& [name, release] : release_spellings())
     if (text == name) return release;
-  throw std::invalid_argument(fmt::format("NCCL {} is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4) or "
-                                          "2.20 (2.20.3, 2.20.5)",
-                                          json(text).dump(-1, ' ', false, json::error_handler_t::replace)));
+  throw std::invalid_argument(fmt::format("NCCL {} is not modelled: expected {}",
+                                          json(text).dump(-1, ' ', false, json::error_handler_t::replace),
+                                          modelled_nccl_releases()));
 }
 
 int compute_capability(GpuArch arch) {

@@ -34,7 +34,7 @@ const char* to_string(Proto p) {
 
 namespace {
 
-// --- NCCL's constants (src/graph/tuning.cc, search.cc, topo.h): 2.18.5's, and 2.19's and 2.20's where they differ
+// --- NCCL's constants (src/graph/tuning.cc, search.cc, topo.h): 2.18.5's, and 2.19's, 2.20's and 2.21's where they differ
 
 // baseLat[algo][proto] and hwLat[hw][algo][proto], us, of each release.
 struct Latencies {
@@ -56,13 +56,23 @@ constexpr Latencies kLatencies_2_19 = {
     {{{.6, 1.25, 28}, {.6, 1.9, 3.4}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 23}, {0, 0, 23}},
      {{1.0, 1.9, 28}, {1.0, 2.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}},
      {{5.0, 8.5, 28}, {2.7, 4.0, 14.0}, {0, 0, 31}, {0, 0, 30}, {0, 0, 18}, {0, 0, 14}}}};
-const Latencies& latencies(NcclRelease r) { return r == NcclRelease::V2_18 ? kLatencies_2_18 : kLatencies_2_19; }
+// 2.21: NVLS's NVLink hop 25 us.
+constexpr Latencies kLatencies_2_21 = {
+    {{6.8, 14.0, 0.0}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
+    {{{.6, 1.25, 28}, {.6, 1.9, 3.4}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 25}, {0, 0, 25}},
+     {{1.0, 1.9, 28}, {1.0, 2.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}},
+     {{5.0, 8.5, 28}, {2.7, 4.0, 14.0}, {0, 0, 31}, {0, 0, 30}, {0, 0, 18}, {0, 0, 14}}}};
+const Latencies& latencies(NcclRelease r) {
+  return r == NcclRelease::V2_18 ? kLatencies_2_18 : r < NcclRelease::V2_21 ? kLatencies_2_19 : kLatencies_2_21;
+}
 double tuning_base_us(const Machine& m, Algo a, Proto p) { return latencies(m.system.nccl).base[index(a)][index(p)]; }
 double tuning_hop_us(const Machine& m, Hw hw, Algo a, Proto p) {
   return latencies(m.system.nccl).hw[static_cast<int>(hw)][index(a)][index(p)];
 }
-// [compCap index][nodes index: 1, 2, more]
-constexpr double kLlMaxBw[3][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {87.7, 22.5, 19.0}};
+// [compCap index (one node) or CPU (Intel, AMD: several)][nodes index: 1, 2, more]; 2.21
+// re-measures Hopper's.
+constexpr double kLlMaxBw_2_18[3][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {87.7, 22.5, 19.0}};
+constexpr double kLlMaxBw_2_21[3][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}};
 constexpr double kPerChMaxRingLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}};
 constexpr double kPerChMaxTreeLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}};
 constexpr double kPerChMaxTreeBw[3][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}};
@@ -75,14 +85,29 @@ constexpr double kTreeCorrection[kProtos][23] = {
 constexpr double kSpeedIntra[] = {40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0};
 constexpr double kSpeedInter[] = {48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0,
                                   7.0,  6.0,  5.0,  4.0,  3.0,  2.4,  1.2,  0.24, 0.12};
-constexpr double kSm90SpeedIntra[] = {60.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 6.0, 3.0};
-constexpr double kSm90SpeedInter[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 20.0, 17.5,
-                                      15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+// Hopper's: 2.19 adds 50 within a node and 22 across nodes, 2.21 11 within.
+constexpr double kSm90SpeedIntra_2_18[] = {60.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 6.0, 3.0};
+constexpr double kSm90SpeedIntra_2_19[] = {60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 6.0, 3.0};
+constexpr double kSm90SpeedIntra_2_21[] = {60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0};
+constexpr double kSm90SpeedInter_2_18[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 20.0, 17.5,
+                                           15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+constexpr double kSm90SpeedInter_2_19[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
+                                           15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+std::span<const double> speeds_intra(int cc, NcclRelease r) {
+  if (cc < 90) return kSpeedIntra;
+  return r == NcclRelease::V2_18 ? std::span<const double>(kSm90SpeedIntra_2_18)
+         : r < NcclRelease::V2_21 ? std::span<const double>(kSm90SpeedIntra_2_19)
+                                  : std::span<const double>(kSm90SpeedIntra_2_21);
+}
+std::span<const double> speeds_inter(int cc, NcclRelease r) {
+  if (cc < 90) return kSpeedInter;
+  return r == NcclRelease::V2_18 ? std::span<const double>(kSm90SpeedInter_2_18) : std::span<const double>(kSm90SpeedInter_2_19);
+}
 
 // SMxx_NVLINK_BW, GB/s per link of 25 GB/s line rate: 20 (Hopper: 20.6 from 2.20 on).
 double nvlink_bw(int cc, NcclRelease r) { return cc >= 90 && r >= NcclRelease::V2_20 ? 20.6 : 20.0; }
 // What a link carries: the newest modelled release's figure.
-double nvlink_rate(int cc) { return nvlink_bw(cc, NcclRelease::V2_20); }
+double nvlink_rate(int cc) { return nvlink_bw(cc, kNewestNcclRelease); }
 constexpr double kNvlinkLineRate = 25.0;
 constexpr double kPciBwGen3x16 = 12.0;  // PCI_BW: below this the ring uses 256 threads
 constexpr double kSklQpiBw = 10.0;      // SKL_QPI_BW: Intel inter-socket; NCCL sets none for AMD
@@ -232,13 +257,11 @@ Graph ring_graph(const Machine& m, int cc) {
   ring.intra = intra;
   Found f;
   if (m.nodes == 1) {
-    const auto speeds = cc >= 90 ? std::span<const double>(kSm90SpeedIntra) : std::span<const double>(kSpeedIntra);
-    f = search(speeds, g == 1 ? 5000.0 : max_bw, total_bw, 1, kMaxChannels / 2,
+    f = search(speeds_intra(cc, s.nccl), g == 1 ? 5000.0 : max_bw, total_bw, 1, kMaxChannels / 2,
                [&](double sp) { return floor_div(ring_bw, sp); });
   } else {
-    const auto speeds = cc >= 90 ? std::span<const double>(kSm90SpeedInter) : std::span<const double>(kSpeedInter);
     const double nic = std::min(m.net_bw, m.pci_bw);
-    f = search(speeds, nic, total_bw, 1, kMaxChannels / 2, [&](double sp) {
+    f = search(speeds_inter(cc, s.nccl), nic, total_bw, 1, kMaxChannels / 2, [&](double sp) {
       return std::min(s.network.nics_per_node * floor_div(nic, sp), g == 1 ? kMaxChannels : floor_div(ring_bw, sp));
     });
   }
@@ -260,7 +283,7 @@ Graph nvls_graph(const Machine& m) {
   const int g = m.per_node;
   const double nvl_total = m.system.intra.nvlink_links * m.nvlink_bw;
   const double nvls_total = nvl_total * g / (g - 1.0);  // patterns other than the ring
-  const Found fn = search(kSm90SpeedIntra, nvl_total, nvls_total, g, g, [&](double sp) {
+  const Found fn = search(speeds_intra(90, m.system.nccl), nvl_total, nvls_total, g, g, [&](double sp) {
     return sp * g <= nvls_total ? std::min(g, floor_div(nvl_total, sp) - 1) : 0;
   });
   Graph nv;
@@ -268,9 +291,10 @@ Graph nvls_graph(const Machine& m) {
   nv.bw_intra = nv.bw_inter = fn.speed;
   if (m.nodes > 1) {
     const double nic = std::min(m.net_bw, m.pci_bw);
+    const auto speeds = speeds_inter(90, m.system.nccl);
     std::size_t i = 0;
-    while (i + 1 < std::size(kSm90SpeedInter) && kSm90SpeedInter[i] > nic) ++i;
-    nv.bw_inter = kSm90SpeedInter[i];
+    while (i + 1 < speeds.size() && speeds[i] > nic) ++i;
+    nv.bw_inter = speeds[i];
   }
   return nv;
 }
@@ -327,16 +351,19 @@ Machine make_machine(const System& s, int ranks) {
 double base_latency_us(Algo a, Proto p) { return kLatencies_2_18.base[index(a)][index(p)]; }
 double hop_latency_us(Hw hw, Algo a, Proto p) { return kLatencies_2_18.hw[static_cast<int>(hw)][index(a)][index(p)]; }
 
-double protocol_bus_bw(const Machine& m, Coll coll, Algo a, Proto p, double bw) {
+double protocol_bus_bw(const Machine& m, NcclRelease release, Coll coll, Algo a, Proto p, double bw) {
   const Graph& g = m.graphs[index(a)];
   const int cc = cc_index(m.system.gpu);
   const int i2 = m.nodes <= 2 ? m.nodes - 1 : 2;
   const int i1 = m.nodes == 1 ? cc : m.system.cpu == CpuVendor::Amd ? 1 : 0;
-  const double ll_max = kLlMaxBw[i1][i2];
+  const bool v2_21 = release >= NcclRelease::V2_21;
+  const double ll_max = (v2_21 ? kLlMaxBw_2_21 : kLlMaxBw_2_18)[i1][i2];
   const double ppn = static_cast<double>(m.ranks) / m.nodes;
   double bus = g.channels * bw;
-  if (a == Algo::Ring && p == Proto::LL)
-    bus = std::min(ll_max, bus * ((m.nodes > 1 || coll == Coll::AllReduce || coll == Coll::Reduce) ? 1.0 / 4.0 : 1.0 / 3.0));
+  // LL: 2.21 re-estimates the same kernel at half the links' bandwidth (before: a quarter
+  // for all-reduce, reduce and across nodes, a third otherwise).
+  const bool quarter = m.nodes > 1 || coll == Coll::AllReduce || coll == Coll::Reduce;
+  if (a == Algo::Ring && p == Proto::LL) bus = std::min(ll_max, bus * (v2_21 ? 0.5 : quarter ? 1.0 / 4.0 : 1.0 / 3.0));
   if (a == Algo::Ring && p == Proto::LL128) bus = std::min(bus * (ppn < 2 ? 0.7 : 0.92), g.channels * kPerChMaxRingLL128Bw[cc][i2]);
   if (a == Algo::Tree) bus = std::min(bus * .92, g.channels * kPerChMaxTreeBw[cc][i2]);
   if (a == Algo::Tree && p == Proto::LL) bus = std::min(bus * 1.0 / 3.8, ll_max);
@@ -490,7 +517,7 @@ Tuning tune(const Machine& m, const Overrides& overrides) {
         double bw = N <= 2 || collnet ? g.bw_intra : g.bw_inter;
         if (!v2_18 && a == Algo::Nvls) bw = std::min(g.bw_intra, g.bw_inter);
         if (!v2_18 && a == Algo::NvlsTree) bw = std::min(g.bw_intra, N <= 2 ? g.bw_inter : g.bw_inter / 2);
-        const double bus = protocol_bus_bw(m, coll, a, p, bw);
+        const double bus = protocol_bus_bw(m, m.system.nccl, coll, a, p, bw);
         double ratio = a == Algo::Ring ? static_cast<double>(n) / ring_steps(coll, n)
                        : a == Algo::Nvls ? 5.0 / 6.0
                        : a == Algo::NvlsTree ? (v2_18 ? .70 * N / (2.0 * (N - 1)) : 5.0 / 6.0)
@@ -595,7 +622,7 @@ Choice choose(const Machine& m, const Tuning& t, Coll c, double bytes) {
     if (m.system.nccl == NcclRelease::V2_18)
       throw std::invalid_argument(fmt::format(
           "{}: NCCL_ALGO leaves no algorithm that runs on {} GPUs of \"{}\", where NCCL 2.18 fails (\"no "
-          "algorithm/protocol available\"); 2.19 and later fall back to the ring (\"nccl_version\": \"2.19\" or \"2.20\")",
+          "algorithm/protocol available\"); 2.19 and later fall back to the ring (\"nccl_version\": \"2.19\" or later)",
           to_string(c), m.ranks, m.system.name));
     if (!fastest_ring_backup(m, t, c, bytes, ch))
       throw std::invalid_argument(fmt::format("{} of {} bytes: no algorithm/protocol available", to_string(c), bytes));

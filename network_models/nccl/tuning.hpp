@@ -1,7 +1,8 @@
 // How NCCL sets up a communicator on a machine and picks, per collective and size, its
 // algorithm, protocol and channel count: NCCL's topology search (src/graph/search.cc),
 // tuning model (src/graph/tuning.cc) and getAlgoInfo (src/enqueue.cc), restated for the
-// system's release (System::nccl), 2.18.5, 2.19.3 or 2.20.5. What 2.19 changes here (2.20 too):
+// system's release (System::nccl), 2.18.5, 2.19.3, 2.20.5 or 2.21.5. What 2.19 changes here
+// (and every later release):
 //   - latencies: NVLS's 23 us moves from the base to the NVLink hop (unchanged on one node),
 //     Tree Simple pays 28 us a hop, CollNet's hops are re-measured (3.7 / 2.8 us on NVLink,
 //     31 / 30 on the network, 0.4 us of arity serialisation a GPU instead of 0.5), the NVLS
@@ -9,6 +10,8 @@
 //   - NVLS takes the slower of its intra- and inter-node speeds (the NVLS tree half the
 //     network's beyond 2 nodes) and the NVLS tree's ratio is 5/6 (2.18: .7 N / 2(N - 1));
 //   - reduce-scatter and all-gather are tuned for NVLS (one node) besides the ring;
+//   - Hopper's speed lists gain 50 GB/s within a node (6 GPUs' NVLS channels fit at 50
+//     instead of 40) and 22 across nodes;
 //   - NCCL_ALGO disables the ring for every collective (2.18 keeps it for all but
 //     all-reduce), and a collective left with nothing runs the ring with every protocol
 //     (2.18 fails: "no algorithm/protocol available").
@@ -17,7 +20,12 @@
 //     before, as every generation; the kernels move 20.6 in every release: Machine);
 //   - reduce-scatter and all-gather are tuned for CollNet Direct too (one GPU per NIC,
 //     NCCL's measured .85 - .95).
-// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all three.
+// And 2.21 on top of those:
+//   - the ring's LL is estimated at half the links' bandwidth (a quarter or a third before),
+//     capped at 141 GB/s on one Hopper node (87.7 before; the kernels run at this figure in
+//     every release: kernel_bus_bw);
+//   - NVLS's NVLink hop is 25 us; Hopper's intra-node speeds gain 11 GB/s.
+// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all four.
 //
 // Graph (per algorithm, ncclTopoCompute): channels x bandwidth per channel, found by
 // trying NCCL's speed list from the fastest that fits: a ring channel takes `speed` GB/s on
@@ -35,7 +43,7 @@
 //   lat = baseLat + intra and inter hop latencies (ring: (nsteps - nInterSteps) x intra +
 //         nInterSteps x inter; tree: 2 ((G-1) intra + log2(N) inter); ...)
 // and an algorithm bandwidth
-//   bw = channels x bw/channel, refined per protocol (LL: /4 or /3, capped at llMaxBw;
+//   bw = channels x bw/channel, refined per protocol (LL: /4 or /3, 2.21 /2, capped at llMaxBw;
 //        LL128: x0.92, capped at channels x perChMaxRingLL128Bw; tree x0.92, ...),
 //        then x n/nsteps (ring), x0.5 (tree), x5/6 (NVLS);
 // NCCL's estimate is lat + bytes / bw (us, GB/s; trees x treeCorrectionFactor below 256 MB,
@@ -129,9 +137,15 @@ struct Tuning {
 };
 Tuning tune(const Machine& m, const Overrides& overrides);
 
-// The bus bandwidth NCCL's model gives one protocol of an algorithm over links of
+// The bus bandwidth `release`'s model gives one protocol of an algorithm over links of
 // `bw_per_channel` GB/s per graph channel (tuning.cc's busBw before the algorithm ratio).
-double protocol_bus_bw(const Machine& m, Coll coll, Algo a, Proto p, double bw_per_channel);
+double protocol_bus_bw(const Machine& m, NcclRelease release, Coll coll, Algo a, Proto p, double bw_per_channel);
+// The pace the kernels keep, whatever the release: the newest modelled release's
+// protocol_bus_bw (its LL figure is NCCL's latest estimate of the LL kernel, which is the
+// same code in every modelled release).
+inline double kernel_bus_bw(const Machine& m, Coll coll, Algo a, Proto p, double bw_per_channel) {
+  return protocol_bus_bw(m, kNewestNcclRelease, coll, a, p, bw_per_channel);
+}
 // The latency the kernels pay per hop and once (NCCL 2.18's hwLat and baseLat, us): what
 // collective_time.hpp charges in every release (2.19's table re-tunes NCCL's choice).
 double hop_latency_us(Hw hw, Algo a, Proto p);
