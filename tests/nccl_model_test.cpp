@@ -569,6 +569,65 @@ TEST(NcclExecution, NvlsReduceScatterAndAllGatherRunTwoOfTheThreeRoles) {
   EXPECT_DOUBLE_EQ(bytes_sent_per_rank(m, Coll::AllGather, bytes, ag), bytes / 8);
 }
 
+// From 2.20 each channel loops over its own contiguous part (enqueue.cc's addCBDCollToPlan)
+// instead of striding over all channels. An LL128 ring all-reduce of 4 MiB on 8x A100 (24
+// channels of 640 threads): 2.18's chunk is two of its minimum grains, 2 x 4800 floats;
+// 2.20's part is 174,768 bytes rounded to 45,600 floats (whole alignments of 480 bytes x 20
+// warps = 2400 floats), its one loop's chunk that over the 8 ranks rounded up again: 7200
+// floats. Each of the 14 steps pays the hop's 1.9 us and the chunk over the channel's
+// share of the links.
+TEST(NcclExecution, ContiguousChannelPartsFrom2_20) {
+  for (const auto& [release, chunk_floats] :
+       std::vector<std::pair<NcclRelease, double>>{{NcclRelease::V2_18, 9600}, {NcclRelease::V2_19, 9600},
+                                                   {NcclRelease::V2_20, 7200}, {NcclRelease::V2_21, 7200}}) {
+    System s = preset("a100_8x");
+    s.nccl = release;
+    const Machine m = make_machine(s, 8);
+    const Tuning t = tune(m, parse_overrides("Ring", "LL128"));
+    const double bytes = 4 << 20;
+    const Choice ch = choose(m, t, Coll::AllReduce, bytes);
+    ASSERT_EQ(ch.proto, Proto::LL128);
+    ASSERT_EQ(ch.channels, 24);
+    const double rate = kernel_bus_bw(m, Coll::AllReduce, Algo::Ring, Proto::LL128, 20.0) / 24 * 1e3;  // bytes per us
+    EXPECT_NEAR(collective_us(m, t, Coll::AllReduce, bytes, ch), 14.0 + 14 * (1.9 + chunk_floats * 4 / rate), 1e-9)
+        << to_string(release);
+  }
+  // NVLS within a node: 1 KiB fits one Simple alignment (4 KiB), so from 2.20 one channel
+  // holds all of it, where striding gave each of the 16 a 64-byte share: NCCL's 23 us, 3
+  // hand-overs of 3.4 us and 3 loop times (the pipeline's 2 of fill and its one loop).
+  for (const auto& [release, lat, loop_bytes] : std::vector<std::tuple<NcclRelease, double, double>>{
+           {NcclRelease::V2_18, 23.0, 64.0}, {NcclRelease::V2_20, 23.0, 1024.0}, {NcclRelease::V2_21, 25.0, 1024.0}}) {
+    System s = preset("h100_8x");
+    s.nccl = release;
+    const Machine m = make_machine(s, 8);
+    const Tuning t = tune(m, parse_overrides("NVLS", ""));
+    const Choice ch = choose(m, t, Coll::AllReduce, 1024);
+    ASSERT_EQ(ch.algo, Algo::Nvls);
+    const double rate = 8 * 40.0 * 5 / 6 * (18 * 20.6 / 9 / 40) / 16 * 1e3;  // bytes per us per channel
+    EXPECT_NEAR(collective_us(m, t, Coll::AllReduce, 1024, ch), lat + 3 * 3.4 + 3 * loop_bytes / rate, 1e-9)
+        << to_string(release);
+  }
+  // The NVLS tree's chunk: a FIFO step (512 KiB) up to 2.20, NVLS's 128 KiB in 2.21, halved
+  // while the buffer gives the 16 channels x 8 heads fewer than 32, 16, 4 loops: 1 GiB on 2
+  // nodes of 8x H100 takes 256 KiB chunks in 2.19 (32 loops of 8 heads a channel, striding)
+  // and 128 KiB in 2.21 (64 loops over each channel's 64 MiB part).
+  for (const auto& [release, loops] : std::vector<std::pair<NcclRelease, double>>{{NcclRelease::V2_19, 32}, {NcclRelease::V2_21, 64}}) {
+    System s = preset("h100_8x");
+    s.nodes = 2;
+    s.nccl = release;
+    const Machine m = make_machine(s, 16);
+    const Tuning t = tune(m, parse_overrides("NVLSTree", ""));
+    const double bytes = 1 << 30;
+    const Choice ch = choose(m, t, Coll::AllReduce, bytes);
+    ASSERT_EQ(ch.algo, Algo::NvlsTree) << to_string(release);
+    ASSERT_EQ(ch.channels, 16);
+    const int ar = index(Coll::AllReduce), tree = index(Algo::NvlsTree), simple = index(Proto::Simple);
+    const double rate = t.bandwidth_GBps[ar][tree][simple] / 16 * 1e3, loop = bytes / 16 / loops;
+    EXPECT_NEAR(collective_us(m, t, Coll::AllReduce, bytes, ch), t.latency_us[ar][tree][simple] + 3 * 3.4 + (loops + 2) * loop / rate,
+                1e-6) << to_string(release);
+  }
+}
+
 // Time never falls as the size grows (it stays flat while the kernels' chunks keep their
 // grain), and never beats the links: busbw stays under the ring's NCCL bandwidth (12 x 20
 // = 240 GB/s on 8x A100).

@@ -33,10 +33,40 @@ int ceil_log2(int n) {
   while ((1 << l) < n) ++l;
   return l;
 }
+int floor_log2(int n) {  // NCCL's log2i
+  int l = 0;
+  while (n >>= 1) ++l;
+  return l;
+}
 
 // The element the kernel counts in: bytes for all-gather and broadcast (NCCL moves them
 // as int8), the datatype's otherwise.
 i64 element_bytes(Coll c, int element_size) { return c == Coll::AllGather || c == Coll::Broadcast ? 1 : element_size; }
+
+// How a collective's elements reach its channels. Up to 2.19 every loop strides over all of
+// them (a loop is channels x chunks, each channel taking its chunks of it). From 2.20 each
+// channel takes one contiguous part and loops over it alone (enqueue.cc's addCBDCollToPlan):
+// a part is the bytes over the channels, rounded up to 16 bytes and then to whole
+// alignments of the protocol (computeCollAlignCount); the first channels take full parts,
+// the last what is left. Rings, trees and NVLS within a node; CollNet and NVLS across nodes
+// still stride (addCollnetCollToPlan).
+bool contiguous_parts(const Machine& m) { return m.system.nccl >= NcclRelease::V2_20; }
+
+// computeCollAlignCount, in elements of `elem` bytes for blocks of `threads`.
+i64 align_elements(Proto p, i64 elem, i64 threads) {
+  switch (p) {
+    case Proto::Simple: return std::max<i64>(1, 32 * 8 * 16 / elem);        // NCCL_SIMPLE_ALIGNMENT
+    case Proto::LL128: return std::max<i64>(1, 480 / elem) * (threads / 32);  // NCCL_LL128_ALIGNMENT_PER_WARP a warp
+    case Proto::LL: return std::max<i64>(1, 8 / elem) * threads;              // NCCL_LL_ALIGNMENT_PER_THREAD a thread
+  }
+  return 1;
+}
+
+// The first (a full) channel's part of `count` elements over `channels`.
+i64 first_part(i64 count, i64 elem, i64 channels, i64 align) {
+  const i64 max_bytes = roundup(divup(count * elem, channels), 16);  // maxBytesPerChannel
+  return std::min(roundup(divup(std::min(max_bytes, count * elem), elem), align), count);
+}
 
 struct Hop {
   double rate = 0.0;  // bytes per us per channel
@@ -101,6 +131,8 @@ struct RingPlan {
   bool ring_twice;  // all-reduce: reduce-scatter then all-gather, n chunks a loop
   i64 total_bytes, count, chunks_per_loop, chunk, loop;
   int K, net_hops, slice_per_chunk, slice_steps;
+  bool contiguous;  // 2.20 on: the busiest channel loops over its part alone
+  i64 align, part;
 };
 
 RingPlan ring_plan(const Machine& m, Coll c, double bytes, const Choice& ch, int element_size) {
@@ -130,6 +162,9 @@ RingPlan ring_plan(const Machine& m, Coll c, double bytes, const Choice& ch, int
     case Proto::LL128: r.chunk = kLL128StepDataBytes / r.elem; break;
   }
   r.loop = r.nc * r.chunks_per_loop * r.chunk;
+  r.contiguous = contiguous_parts(m);
+  r.align = align_elements(r.p, r.elem, r.nt);
+  r.part = r.contiguous ? first_part(r.count, r.elem, r.nc, r.align) : 0;
   return r;
 }
 
@@ -178,14 +213,20 @@ double ring_us(const Machine& m, Coll c, double bytes, const Choice& ch, int ele
   Hop intra, net;
   ring_hops(m, c, r.p, part, intra, net);
   // Whole loops are alike: the first (a pipeline's fill), then the others, then the rest.
-  const i64 whole = r.count / r.loop, rest = r.count % r.loop;
+  // Striding, a loop spans every channel and its chunks shrink for the rest; a channel's own
+  // part has loops of chunks_per_loop chunks, the last with what is left (all-reduce: over
+  // the n chunks, in whole alignments; runRing's lastChunkCount).
+  const i64 per_loop = r.contiguous ? r.chunks_per_loop * r.chunk : r.loop;
+  const i64 elements = r.contiguous ? r.part : r.count;
+  const i64 whole = elements / per_loop, rest = elements % per_loop;
+  const i64 full_chunk = r.contiguous ? r.chunk : ring_chunk(r, r.count);
+  const i64 rest_chunk = !r.contiguous ? ring_chunk(r, rest) : r.ring_twice ? roundup(divup(rest, r.n), r.align) : rest;
   double t = base_latency_us(Algo::Ring, r.p);
   if (whole > 0) {
-    const i64 rc = ring_chunk(r, r.count);
-    t += ring_loop_us(r, intra, net, rc, true);
-    if (whole > 1) t += static_cast<double>(whole - 1) * ring_loop_us(r, intra, net, rc, false);
+    t += ring_loop_us(r, intra, net, full_chunk, true);
+    if (whole > 1) t += static_cast<double>(whole - 1) * ring_loop_us(r, intra, net, full_chunk, false);
   }
-  if (rest > 0) t += ring_loop_us(r, intra, net, ring_chunk(r, rest), whole == 0);
+  if (rest > 0) t += ring_loop_us(r, intra, net, rest_chunk, whole == 0);
   return t;
 }
 
@@ -196,36 +237,83 @@ double tree_us(const Machine& m, double bytes, const Choice& ch, int element_siz
   const i64 count = static_cast<i64>(bytes) / elem;
   const int depth_intra = m.per_node - 1, depth_inter = ceil_log2(m.nodes);
   const int depth = std::max(1, depth_intra + depth_inter);
-  i64 chunk = 0;
-  if (p == Proto::Simple) {
-    // computeColl: 512 KiB, halved while the buffer gives each channel too few chunks.
-    i64 c = kSimpleStepBytes;
-    const i64 b = static_cast<i64>(bytes);
-    while (b / (nc * c) < depth * 8 && c > 131072) c /= 2;
-    while (b / (nc * c) < depth * 4 && c > 65536) c /= 2;
-    while (b / (nc * c) < depth && c > 32768) c /= 2;
-    chunk = c / elem;
+  const i64 b = static_cast<i64>(bytes);
+  // A channel's chunks: `chunks` of `chunk` elements, the last of `last`.
+  i64 chunk = 0, chunks = 1, last = 0;
+  if (!contiguous_parts(m)) {
+    if (p == Proto::Simple) {
+      // computeColl: 512 KiB, halved while the buffer gives each channel too few chunks.
+      i64 c = kSimpleStepBytes;
+      while (b / (nc * c) < depth * 8 && c > 131072) c /= 2;
+      while (b / (nc * c) < depth * 4 && c > 65536) c /= 2;
+      while (b / (nc * c) < depth && c > 32768) c /= 2;
+      chunk = c / elem;
+    } else {
+      chunk = (p == Proto::LL ? kLLStepDataBytes : kLL128StepDataBytes) / elem;  // the kernel's whole step
+    }
+    if (nc * chunk > count) {
+      const i64 min_chunk = p == Proto::Simple ? (nt - 64) * 8 * (8 / elem)
+                                                : nt * ((p == Proto::LL ? kLLGrainBytes : kLL128GrainBytes) / elem);
+      chunk = divup(count, nc * std::max<i64>(1, min_chunk)) * std::max<i64>(1, min_chunk);
+    }
+    chunks = std::max<i64>(1, divup(count, nc * chunk));
+    last = chunk;
   } else {
-    chunk = (p == Proto::LL ? kLLStepDataBytes : kLL128StepDataBytes) / elem;
+    // 2.20 (computeCollChunkInfo): a whole FIFO step (Simple 512 KiB, no longer halved);
+    // LL128 halved while the buffer gives each channel few chunks for the tree's steps.
+    i64 c = p == Proto::Simple ? kSimpleStepBytes : p == Proto::LL ? kLLStepDataBytes : kLL128StepDataBytes;
+    if (p == Proto::LL128) {
+      const double ppn = static_cast<double>(m.ranks) / m.nodes;
+      const double steps = 1 + floor_log2(m.nodes) + 0.1 * ppn;  // nstepsLL128
+      while (static_cast<double>(b / (nc * c)) < steps * 64 / ppn && c > 131072) c /= 2;
+      while (static_cast<double>(b / (nc * c)) < steps * 16 / ppn && c > 32768) c /= 2;
+    }
+    chunk = c / elem;
+    const i64 own = first_part(count, elem, nc, align_elements(p, elem, nt));
+    chunks = std::max<i64>(1, divup(own, chunk));
+    last = own - (chunks - 1) * chunk;
+    if (chunks == 1) chunk = last;
   }
-  if (nc * chunk > count) {
-    const i64 min_chunk = p == Proto::Simple ? (nt - 64) * 8 * (8 / elem)
-                                              : nt * ((p == Proto::LL ? kLLGrainBytes : kLL128GrainBytes) / elem);
-    chunk = divup(count, nc * std::max<i64>(1, min_chunk)) * std::max<i64>(1, min_chunk);
-  }
-  const i64 chunks = std::max<i64>(1, divup(count, nc * chunk));
   auto rate = [&](double bw) {
     return part == Part::Latency ? kUnlimited : kernel_bus_bw(m, Coll::AllReduce, Algo::Tree, p, bw) * 0.5 / m.channels * 1e3;
   };
   const double ri = rate(g.bw_intra), rn = m.nodes > 1 ? rate(g.bw_inter) : ri;
   const double li = hop_latency_us(g.intra, Algo::Tree, p), ln = hop_latency_us(Hw::Net, Algo::Tree, p);
-  const double chunk_bytes = static_cast<double>(chunk * elem);
-  const double stage = chunk_bytes / std::min(ri, rn);
+  const double stage = static_cast<double>(chunk * elem) / std::min(ri, rn);
+  const double last_stage = static_cast<double>(last * elem) / std::min(ri, rn);
   const double path = 2 * (depth_intra * li + depth_inter * ln);
   // Simple stores and forwards each chunk, with its flags, at every level (2 depth stages to
   // fill); LL and LL128 forward lines as they arrive (one chunk's time to fill).
-  if (p == Proto::Simple) return base_latency_us(Algo::Tree, p) + path + (chunks + 2 * depth - 1) * (stage + li);
-  return base_latency_us(Algo::Tree, p) + path + chunks * stage;
+  const double more = static_cast<double>(chunks - 1);
+  if (p == Proto::Simple)
+    return base_latency_us(Algo::Tree, p) + path + (more + 2 * depth - 1) * (stage + li) + (last_stage + li);
+  return base_latency_us(Algo::Tree, p) + path + more * stage + last_stage;
+}
+
+// The chunk of NVLS, the NVLS tree and CollNet (computeColl, computeCollChunkInfo): NVLS at
+// most 128 KiB (from 2.19, 32 KiB across nodes where NCCL's NVLS bandwidth is under 150 GB/s)
+// halved while the buffer gives the channels' heads (concurrentOps) under 64, 8 and 2 loops;
+// the NVLS tree a FIFO step, 512 KiB (2.21: NVLS's 128 KiB; from 2.19 64 KiB on 4 nodes or
+// more), halved under 32, 16, 4 and 1; CollNet 128 KiB.
+double switch_chunk_bytes(const Machine& m, const Tuning& t, const Choice& ch, double bytes, int heads) {
+  const NcclRelease release = m.system.nccl;
+  const double ops = static_cast<double>(ch.channels) * heads;
+  double chunk = static_cast<double>(kNvlsMaxChunk);
+  if (ch.algo == Algo::Nvls) {
+    const double nvls_bw = t.bandwidth_GBps[index(Coll::AllReduce)][index(Algo::Nvls)][index(Proto::Simple)];
+    if (release >= NcclRelease::V2_19 && m.nodes > 1 && nvls_bw < 150) chunk = 32768;
+    if (bytes < 64 * ops * chunk && chunk > 65536) chunk = 65536;
+    if (bytes < 8 * ops * chunk && chunk > 32768) chunk = 32768;
+    if (bytes < 2 * ops * chunk && chunk > 16384) chunk = 16384;
+  } else if (ch.algo == Algo::NvlsTree) {
+    chunk = release >= NcclRelease::V2_21 ? static_cast<double>(kNvlsMaxChunk) : static_cast<double>(kSimpleStepBytes);
+    if (release >= NcclRelease::V2_19 && m.nodes >= 4) chunk = std::min(chunk, 65536.0);
+    if (bytes < 32 * ops * chunk && chunk > 262144) chunk = 262144;
+    if (bytes < 16 * ops * chunk && chunk > 131072) chunk = 131072;
+    if (bytes < 4 * ops * chunk && chunk > 65536) chunk = 65536;
+    if (bytes < 1 * ops * chunk && chunk > 32768) chunk = 32768;
+  }
+  return chunk;
 }
 
 // NVLS, NVLS tree, CollNet: the kernel's warps are split into roles working on successive
@@ -240,7 +328,8 @@ double tree_us(const Machine& m, double bytes, const Choice& ch, int element_siz
 // and its head two (k + 1 shares a GPU), rounded down to its speed table, which sets NCCL's
 // estimate but not the kernels' pace; with 8 GPUs the share is the table's speed (360 / 9 =
 // 40 GB/s on an H100), with 3 - 7 it is above it.
-double switch_reduction_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& ch, Part part) {
+double switch_reduction_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& ch, int element_size,
+                           Part part) {
   const double lat = t.latency_us[index(c)][index(ch.algo)][index(ch.proto)];
   double bw = t.bandwidth_GBps[index(c)][index(ch.algo)][index(ch.proto)];
   if (!(bw > 0)) return lat;
@@ -253,20 +342,25 @@ double switch_reduction_us(const Machine& m, const Tuning& t, Coll c, double byt
   // CollNet's bandwidth is its heads' (NCCL gives it the same whatever channels run it).
   const int total_channels = nvls ? m.nvls_channels : ch.channels;
   const double rate = part == Part::Latency ? kUnlimited : bw / total_channels * 1e3;  // bytes per us per channel
-  const double per_channel = bytes / ch.channels;
   const int heads = nvls ? m.per_node : std::max(1, m.graphs[index(ch.algo)].channels);
-  double chunk = static_cast<double>(kNvlsMaxChunk);
-  if (nvls) {
-    const double ops = static_cast<double>(ch.channels) * heads;  // concurrentOps: channels x heads
-    if (bytes < 64 * ops * chunk && chunk > 65536) chunk = 65536;
-    if (bytes < 8 * ops * chunk && chunk > 32768) chunk = 32768;
-    if (bytes < 2 * ops * chunk && chunk > 16384) chunk = 16384;
-  }
-  const double loop = std::min(per_channel, heads * chunk);
-  const double loops = std::ceil(per_channel / loop);
+  const double chunk = switch_chunk_bytes(m, t, ch, bytes, heads);
   const double handover = hop_latency_us(m.graphs[index(Algo::Ring)].intra, Algo::Ring, Proto::Simple);
   const int roles = c == Coll::AllReduce ? 3 : 2;
-  return lat + roles * handover + (loops + roles - 1) * (loop / rate);
+  const double fixed = lat + roles * handover;
+  // 2.20 on, NVLS within a node and the NVLS tree give each channel a contiguous part, whose
+  // last loop is what is left (contiguous_parts); otherwise loops stride over the channels.
+  if (contiguous_parts(m) && (ch.algo == Algo::NvlsTree || (ch.algo == Algo::Nvls && m.nodes == 1))) {
+    const i64 elem = element_size, count = static_cast<i64>(bytes) / elem;
+    const i64 part_elems = first_part(count, elem, ch.channels, align_elements(Proto::Simple, elem, ch.threads));
+    const i64 loop_elems = heads * static_cast<i64>(chunk) / elem;
+    const i64 whole = part_elems / loop_elems, rest = part_elems % loop_elems;
+    const double full = static_cast<double>(loop_elems * elem) / rate, last = static_cast<double>(rest * elem) / rate;
+    return fixed + (roles - 1) * (whole > 0 ? full : last) + static_cast<double>(whole) * full + (rest > 0 ? last : 0.0);
+  }
+  const double per_channel = bytes / ch.channels;
+  const double loop = std::min(per_channel, heads * chunk);
+  const double loops = std::ceil(per_channel / loop);
+  return fixed + (loops + roles - 1) * (loop / rate);
 }
 
 double time_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& choice, int element_size, Part part) {
@@ -278,7 +372,7 @@ double time_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Ch
     case Algo::CollNetDirect:
     case Algo::CollNetChain:
     case Algo::Nvls:
-    case Algo::NvlsTree: return switch_reduction_us(m, t, c, bytes, choice, part);
+    case Algo::NvlsTree: return switch_reduction_us(m, t, c, bytes, choice, element_size, part);
   }
   return 0.0;
 }

@@ -1,13 +1,18 @@
 // What a collective takes on the GPUs once NCCL has chosen how to run it (tuning.hpp),
-// following what NCCL 2.18's kernels do (src/collectives/device/*.h, prims_*.h) with NCCL's
-// own per-hop latencies and per-protocol bandwidths (no constant fitted to a curve).
+// following what NCCL's kernels do (src/collectives/device/*.h, prims_*.h; 2.18's, and from
+// 2.20 on how a collective's elements reach the channels, below) with NCCL's own per-hop
+// latencies and per-protocol bandwidths (no constant fitted to a curve).
 //
 // Ring (all-reduce: K = 2(n-1) steps per loop; reduce-scatter, all-gather: K = n-1). Each of
 // the c channels (thread blocks) moves its share of the buffer in loops; in a loop every rank
-// sends one chunk per step to its successor. The chunk rc is the kernel's: Simple
-// min(4 FIFO steps, the rest / (c n)) rounded up to its threads' grain; LL128 and LL in
-// whole grains of their threads (minChunkSize), so a small buffer fills fewer than c x n
-// chunks and the busy channels move a whole grain per step. A step's work on a hop:
+// sends one chunk per step to its successor. Up to 2.19 a loop strides over all channels and
+// the chunk rc is the kernel's: Simple min(4 FIFO steps, the rest / (c n)) rounded up to its
+// threads' grain; LL128 and LL in whole grains of their threads (minChunkSize), so a small
+// buffer fills fewer than c x n chunks and the busy channels move a whole grain per step.
+// From 2.20 each channel loops over its own contiguous part (the buffer over the channels,
+// in whole alignments of the protocol: Simple 4 KiB, LL128 480 bytes a warp, LL 8 bytes a
+// thread): full chunks of FIFO steps, then the rest (all-reduce: the rest over the n chunks,
+// rounded up to whole alignments). A step's work on a hop:
 //   LL, LL128: rc / r, and the hop's latency lat once
 //   Simple:    per slice that carries data (SlicePerChunk = 2 of at least 32 KiB each; one
 //              for a smaller chunk) slice / r + StepPerSlice (2) x lat: the block's threads
@@ -31,14 +36,18 @@
 // (stored and forwarded whole by Simple; LL and LL128 forward lines as they arrive), every
 // later one follows the slowest hop's work behind.
 // Tree all-reduce (a chain within each node, NCCL's double binary tree across nodes):
-// chunks of NCCL's tree chunk size flow up and then down through 2 x depth levels:
+// chunks of NCCL's tree chunk size (up to 2.19 Simple's halved for small buffers, LL's and
+// LL128's a whole step; from 2.20 Simple's a whole step, LL128's halved, over the channel's
+// part) flow up and then down through 2 x depth levels, the last chunk what is left:
 //   baseLat + 2 (depth_intra x lat_intra + depth_inter x lat_net)
-//     + Simple: (chunks + 2 depth - 1) x (chunk / r + lat)   LL, LL128: chunks x chunk / r
+//     + Simple: (chunks + 2 depth - 2) x (chunk / r + lat) + (last / r + lat)
+//     + LL, LL128: (chunks - 1) x chunk / r + last / r
 // NVLS, NVLS tree and CollNet (reduction in the NVSwitch or the network): three roles on
 // successive loops (scatter, reduce, gather) with a hand-over latency each: NCCL's latency
 // + 3 NVLink Simple hop latencies + (loops + 2) x a loop's time at NCCL's bandwidth per
-// channel; within one node NVLS's at the channels' unrounded share of the GPUs' NVLinks
-// (a GPU's NVLinks over the channels plus one, as NCCL's search counts them).
+// channel (from 2.20 NVLS within a node and the NVLS tree loop over a channel's part, the
+// last loop what is left); within one node NVLS's at the channels' unrounded share of the
+// GPUs' NVLinks (a GPU's NVLinks over the channels plus one, as NCCL's search counts them).
 //
 // Point-to-point (send/recv; gossip's neighbour exchanges): LL up to 16 KiB
 // (NCCL_P2P_LL_THRESHOLD), Simple above; baseLat + the path's hop latencies + bytes / the

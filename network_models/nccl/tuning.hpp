@@ -25,7 +25,8 @@
 //     capped at 141 GB/s on one Hopper node (87.7 before; the kernels run at this figure in
 //     every release: kernel_bus_bw);
 //   - NVLS's NVLink hop is 25 us; Hopper's intra-node speeds gain 11 GB/s.
-// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all four.
+// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all four;
+// how a collective's elements reach the channels changes in 2.20 (collective_time.hpp).
 //
 // Graph (per algorithm, ncclTopoCompute): channels x bandwidth per channel, found by
 // trying NCCL's speed list from the fastest that fits: a ring channel takes `speed` GB/s on
