@@ -628,6 +628,31 @@ TEST(NcclExecution, ContiguousChannelPartsFrom2_20) {
   }
 }
 
+// CollNet's chunk (computeColl): Direct a FIFO step (512 KiB), halved while the 16 channels x
+// 8 heads (one per NIC) get fewer than 64 x its depth (2: the node's GPUs are its peers)
+// loops; Chain 256 KiB, halved below 64 x its depth (8 GPUs a node) chunks a channel, a loop
+// one chunk. 16 GiB on 2 nodes of 8x A100 with SHARP: Direct 256 loops of 8 x 512 KiB a
+// channel (the 128-KiB chunks before), Chain 4096 of 256 KiB (the 8 x 128 KiB loops before).
+TEST(NcclExecution, CollNetChunks) {
+  System s = preset("a100_8x");
+  s.nodes = 2;
+  s.network.collnet = true;
+  const Machine m = make_machine(s, 16);
+  const double bytes = 16.0 * (1 << 30);
+  for (const auto& [algo, loop_bytes] :
+       std::vector<std::pair<Algo, double>>{{Algo::CollNetDirect, 8 * 524288.0}, {Algo::CollNetChain, 262144.0}}) {
+    const Tuning t = tune(m, parse_overrides(to_string(algo), ""));
+    const Choice ch = choose(m, t, Coll::AllReduce, bytes);
+    ASSERT_EQ(ch.algo, algo);
+    ASSERT_EQ(ch.channels, 16);
+    ASSERT_EQ(m.graphs[index(algo)].channels, 8);  // heads: one per NIC
+    const int ar = index(Coll::AllReduce), a = index(algo), simple = index(Proto::Simple);
+    const double rate = t.bandwidth_GBps[ar][a][simple] / 16 * 1e3, loops = bytes / 16 / loop_bytes;
+    EXPECT_NEAR(collective_us(m, t, Coll::AllReduce, bytes, ch), t.latency_us[ar][a][simple] + 3 * 3.4 + (loops + 2) * loop_bytes / rate,
+                1e-6 * loops) << to_string(algo);
+  }
+}
+
 // Time never falls as the size grows (it stays flat while the kernels' chunks keep their
 // grain), and never beats the links: busbw stays under the ring's NCCL bandwidth (12 x 20
 // = 240 GB/s on 8x A100).

@@ -294,7 +294,10 @@ double tree_us(const Machine& m, double bytes, const Choice& ch, int element_siz
 // most 128 KiB (from 2.19, 32 KiB across nodes where NCCL's NVLS bandwidth is under 150 GB/s)
 // halved while the buffer gives the channels' heads (concurrentOps) under 64, 8 and 2 loops;
 // the NVLS tree a FIFO step, 512 KiB (2.21: NVLS's 128 KiB; from 2.19 64 KiB on 4 nodes or
-// more), halved under 32, 16, 4 and 1; CollNet 128 KiB.
+// more), halved under 32, 16, 4 and 1; CollNet Direct a FIFO step halved while the channels'
+// heads get fewer than 64, 8 and 8 loops times its depth (2 with peers in the node, else 1),
+// CollNet Chain 256 KiB halved under 64, 8 and 1 chunks a channel times its depth (the GPUs
+// of a node).
 double switch_chunk_bytes(const Machine& m, const Tuning& t, const Choice& ch, double bytes, int heads) {
   const NcclRelease release = m.system.nccl;
   const double ops = static_cast<double>(ch.channels) * heads;
@@ -312,6 +315,20 @@ double switch_chunk_bytes(const Machine& m, const Tuning& t, const Choice& ch, d
     if (bytes < 16 * ops * chunk && chunk > 131072) chunk = 131072;
     if (bytes < 4 * ops * chunk && chunk > 65536) chunk = 65536;
     if (bytes < 1 * ops * chunk && chunk > 32768) chunk = 32768;
+  } else if (ch.algo == Algo::CollNetDirect) {
+    const double depth = m.per_node > 1 ? 2 : 1;
+    const auto loops = [&] { return std::floor(bytes / (ops * chunk)); };  // nBytes / (nc nHeads chunk), integer
+    chunk = static_cast<double>(kSimpleStepBytes);
+    while (loops() < depth * 64 && chunk > 131072) chunk /= 2;
+    while (loops() < depth * 8 && chunk > 65536) chunk /= 2;
+    while (loops() < depth * 8 && chunk > 32768) chunk /= 2;
+  } else if (ch.algo == Algo::CollNetChain) {
+    const double depth = m.per_node;
+    const auto chunks = [&] { return std::floor(bytes / (ch.channels * chunk)); };
+    chunk = 262144;
+    while (chunks() < depth * 64 && chunk > 131072) chunk /= 2;
+    while (chunks() < depth * 8 && chunk > 65536) chunk /= 2;
+    while (chunks() < depth && chunk > 32768) chunk /= 2;
   }
   return chunk;
 }
@@ -357,8 +374,9 @@ double switch_reduction_us(const Machine& m, const Tuning& t, Coll c, double byt
     const double full = static_cast<double>(loop_elems * elem) / rate, last = static_cast<double>(rest * elem) / rate;
     return fixed + (roles - 1) * (whole > 0 ? full : last) + static_cast<double>(whole) * full + (rest > 0 ? last : 0.0);
   }
+  // A loop is a chunk for each head (CollNet Chain: one chunk).
   const double per_channel = bytes / ch.channels;
-  const double loop = std::min(per_channel, heads * chunk);
+  const double loop = std::min(per_channel, (ch.algo == Algo::CollNetChain ? 1 : heads) * chunk);
   const double loops = std::ceil(per_channel / loop);
   return fixed + (loops + roles - 1) * (loop / rate);
 }
