@@ -448,6 +448,20 @@ TEST(NcclTuning, Releases) {
     EXPECT_DOUBLE_EQ(make_machine(part, gpus).graphs[index(Algo::Nvls)].bw_intra, speed) << gpus << " " << to_string(release);
   }
 
+  // Hopper across nodes above 45 GB/s a channel: x2 up to 32 channels (2.18, 2.19), only from
+  // under 16 (2.20 on). 24 NVLinks a GPU and 8 NDR NICs give 8 ring channels of 48 GB/s, 16
+  // after the rings' doubling.
+  System wide = preset("h100_8x");
+  wide.nodes = 2;
+  wide.intra.nvlink_links = 24;
+  for (const auto& [release, channels] :
+       std::vector<std::pair<NcclRelease, int>>{{NcclRelease::V2_19, 32}, {NcclRelease::V2_20, 16}}) {
+    wide.nccl = release;
+    const Machine m = make_machine(wide, 16);
+    EXPECT_DOUBLE_EQ(m.graphs[index(Algo::Ring)].bw_intra, 48.0) << to_string(release);
+    EXPECT_EQ(m.channels, channels) << to_string(release);
+  }
+
   // 2.21: NVLS's NVLink hop 25 us, and the ring's LL estimated at half the links (a quarter
   // for all-reduce before), capped at llMaxBw: 141 on one Hopper node (87.7 before), 87.7 on
   // an A100's.

@@ -300,13 +300,15 @@ Graph nvls_graph(const Machine& m) {
 }
 
 // ncclTopoPostset: the rings twice over; CollNet x1.5 when the node is faster than the
-// network; Hopper across nodes x2 once more above 45 GB/s per channel.
+// network; Hopper across nodes x2 once more above 45 GB/s per channel (up to 32 channels;
+// 2.20 on, only from under 16).
 int collective_channels(const Machine& m, int cc) {
   const Graph& ring = m.graphs[index(Algo::Ring)];
   const Graph& tree = m.graphs[index(Algo::Tree)];
   int nc = std::min(kMaxChannels, std::min(tree.channels, ring.channels) * 2);
   if (m.collnet && ring.bw_intra > ring.bw_inter && m.ranks > m.nodes) nc = std::min(kMaxChannels, nc + nc / 2);
-  if (cc == 90 && m.nodes > 1 && ring.bw_intra > 45.0 && 2 * nc <= kMaxChannels) nc *= 2;
+  const bool room = m.system.nccl >= NcclRelease::V2_20 ? nc < 16 : 2 * nc <= kMaxChannels;
+  if (cc == 90 && m.nodes > 1 && ring.bw_intra > 45.0 && room) nc *= 2;
   return nc;
 }
 
