@@ -129,6 +129,14 @@ std::string systems_table() {
   return out;
 }
 
+// The NCCL releases the nccl model holds the constants and rules of (tuning.hpp).
+std::string nccl_releases_table() {
+  std::string out = "| nccl_version | patch releases | PyTorch wheels | what it changes |\n|---|---|---|---|\n";
+  for (const auto& r : net::nccl::nccl_releases())
+    out += fmt::format("| `{}` | {} | {} | {} |\n", r.series, fmt::join(r.patches, ", "), r.pytorch, cell(r.changes));
+  return out;
+}
+
 std::string topologies_table() {
   std::string out = "| topology kind | what it is | fields | command line |\n|---|---|---|---|\n";
   for (const auto& k : net::topology_kind_table())
@@ -152,6 +160,7 @@ const std::vector<Table>& tables() {
                                     {"networks", networks_table},
                                     {"topologies", topologies_table},
                                     {"systems", systems_table},
+                                    {"nccl_releases", nccl_releases_table},
                                     {"results", runner::result_fields_markdown}};
   return t;
 }
@@ -170,8 +179,8 @@ std::string list_tables(const std::string& what) {
 
 ListCommand::ListCommand(CLI::App& app) {
   cmd_ = app.add_subcommand("list", "Print what this dtsim knows (algorithms, their optimizers and lr schedules, workload types, data sources, compressor "
-                                    "kinds, network models, topologies, the nccl model's systems) from its registries, and the result file's "
-                                    "fields, as Markdown tables");
+                                    "kinds, network models, topologies, the nccl model's systems and NCCL releases) from its registries, and the "
+                                    "result file's fields, as Markdown tables");
   std::vector<std::string> names;
   for (const auto& t : tables()) names.push_back(t.name);
   cmd_->add_option("what", what_, fmt::format("One table: {} (default: all)", fmt::join(names, ", ")))

@@ -29,49 +29,43 @@ const char* to_string(GpuArch arch) {
 
 const char* to_string(IntraKind kind) { return kind == IntraKind::NvSwitch ? "nvswitch" : "pcie"; }
 const char* to_string(CpuVendor cpu) { return cpu == CpuVendor::Intel ? "intel" : "amd"; }
+const std::vector<NcclReleaseInfo>& nccl_releases() {
+  static const std::vector<NcclReleaseInfo> releases{
+      {NcclRelease::V2_18, "2.18", {"2.18.5", "2.18.6"}, "-",
+       "the base: NCCL_ALGO keeps the ring for all but all-reduce, and fails where it leaves all-reduce nothing"},
+      {NcclRelease::V2_19, "2.19", {"2.19.3", "2.19.4"}, "2.2",
+       "latencies re-tuned (Tree Simple 28 us a hop, the NVLS tree, CollNet); NVLS for reduce-scatter and all-gather "
+       "on one node; Hopper's speed lists gain 50 and 22 GB/s; NCCL_ALGO falls back to the ring where it leaves a "
+       "collective nothing"},
+      {NcclRelease::V2_20, "2.20", {"2.20.3", "2.20.5"}, "2.3, 2.4",
+       "a Hopper NVLink counts 20.6 GB/s; CollNet Direct for reduce-scatter and all-gather; each channel loops over "
+       "one contiguous part of a collective; the tree's Simple chunk no longer halved"},
+      {NcclRelease::V2_21, "2.21", {"2.21.5"}, "2.5, 2.6",
+       "LL estimated at half the links (a quarter before; the LL kernel keeps this pace in every release), capped at "
+       "141 GB/s on one Hopper node; NVLS's NVLink hop 25 us; the NVLS tree's chunk 128 KiB"},
+  };
+  return releases;
+}
+
 const char* to_string(NcclRelease release) {
-  switch (release) {
-    case NcclRelease::V2_18: return "2.18";
-    case NcclRelease::V2_19: return "2.19";
-    case NcclRelease::V2_20: return "2.20";
-    case NcclRelease::V2_21: return "2.21";
-  }
+  for (const auto& r : nccl_releases())
+    if (r.release == release) return r.series.c_str();
   return "?";
 }
 
-namespace {
-
-// Each spelling of a modelled release: the series, and the patch releases whose tuning.cc,
-// topo.h and search.cc constants it holds.
-const std::vector<std::pair<std::string, NcclRelease>>& release_spellings() {
-  static const std::vector<std::pair<std::string, NcclRelease>> spellings{
-      {"2.18", NcclRelease::V2_18}, {"2.18.5", NcclRelease::V2_18}, {"2.18.6", NcclRelease::V2_18},
-      {"2.19", NcclRelease::V2_19}, {"2.19.3", NcclRelease::V2_19}, {"2.19.4", NcclRelease::V2_19},
-      {"2.20", NcclRelease::V2_20}, {"2.20.3", NcclRelease::V2_20}, {"2.20.5", NcclRelease::V2_20},
-      {"2.21", NcclRelease::V2_21}, {"2.21.5", NcclRelease::V2_21}};
-  return spellings;
-}
-
-}  // namespace
-
 std::string modelled_nccl_releases() {
-  std::vector<std::string> series;  // "2.18 (2.18.5, 2.18.6)", ...
-  for (const auto& [name, release] : release_spellings()) {
-    if (name == to_string(release)) {
-      series.push_back(name + " (");
-    } else {
-      series.back() += (series.back().ends_with("(") ? "" : ", ") + name;
-    }
-  }
   std::string out;
-  for (std::size_t i = 0; i < series.size(); ++i)
-    out += (i == 0 ? "" : i + 1 == series.size() ? " or " : ", ") + series[i] + ")";
+  const auto& releases = nccl_releases();
+  for (std::size_t i = 0; i < releases.size(); ++i) {
+    out += i == 0 ? "" : i + 1 == releases.size() ? " or " : ", ";
+    out += fmt::format("{} ({})", releases[i].series, fmt::join(releases[i].patches, ", "));
+  }
   return out;
 }
 
 NcclRelease parse_nccl_release(const std::string& text) {
-  for (const auto& [name, release] : release_spellings())
-    if (text == name) return release;
+  for (const auto& r : nccl_releases())
+    if (text == r.series || std::find(r.patches.begin(), r.patches.end(), text) != r.patches.end()) return r.release;
   throw std::invalid_argument(fmt::format("NCCL {} is not modelled: expected {}",
                                           json(text).dump(-1, ' ', false, json::error_handler_t::replace),
                                           modelled_nccl_releases()));

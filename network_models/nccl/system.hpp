@@ -37,9 +37,9 @@ enum class GpuArch { Volta, Ampere, Hopper };
 enum class IntraKind { NvSwitch, Pcie };
 enum class CpuVendor { Intel, Amd };
 // The NCCL release whose constants and rules the model applies (tuning.hpp lists what
-// differs): 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5) or 2.21
-// (2.21.5), the releases of the published curves it is checked on and of PyTorch 2.1 - 2.6.
-// Others are refused rather than approximated. In release order.
+// differs; nccl_releases below): 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3,
+// 2.20.5) or 2.21 (2.21.5), the releases of the published curves it is checked on and of
+// PyTorch 2.2 - 2.6's wheels. Others are refused rather than approximated. In release order.
 enum class NcclRelease { V2_18, V2_19, V2_20, V2_21 };
 // The newest modelled: its figures for what the kernels do (a link's rate, the LL kernel's
 // pace) hold in every release, since those kernels are the same code in all of them.
@@ -48,6 +48,18 @@ inline constexpr NcclRelease kNewestNcclRelease = NcclRelease::V2_21;
 const char* to_string(GpuArch arch);
 const char* to_string(IntraKind kind);
 const char* to_string(CpuVendor cpu);
+// A modelled release: its series, the patch releases whose constants and rules it holds
+// (their src/graph and src/enqueue.cc agree where the model reads them), the PyTorch
+// releases whose wheels ship one of them, and what it changes from the one before.
+struct NcclReleaseInfo {
+  NcclRelease release;
+  std::string series;                // "2.20"
+  std::vector<std::string> patches;  // "2.20.3", "2.20.5"
+  std::string pytorch;               // "2.3, 2.4"; "-": none
+  std::string changes;
+};
+// In release order (`dtsim list nccl_releases`).
+const std::vector<NcclReleaseInfo>& nccl_releases();
 const char* to_string(NcclRelease release);  // "2.18", "2.19", "2.20", "2.21"
 // The modelled releases with their patch releases: "2.18 (2.18.5, 2.18.6), ... or 2.21 (2.21.5)".
 std::string modelled_nccl_releases();

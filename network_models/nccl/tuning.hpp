@@ -19,7 +19,9 @@
 //   - a Hopper NVLink counts 20.6 GB/s in its graphs and estimates (SM90_NVLINK_BW; 20
 //     before, as every generation; the kernels move 20.6 in every release: Machine);
 //   - reduce-scatter and all-gather are tuned for CollNet Direct too (one GPU per NIC,
-//     NCCL's measured .85 - .95).
+//     NCCL's measured .85 - .95);
+//   - Hopper's extra doubling of the channels across nodes needs fewer than 16 (before: 32
+//     after it).
 // And 2.21 on top of those:
 //   - the ring's LL is estimated at half the links' bandwidth (a quarter or a third before),
 //     capped at 141 GB/s on one Hopper node (87.7 before; the kernels run at this figure in
