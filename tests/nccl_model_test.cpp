@@ -646,7 +646,7 @@ TEST(NcclExecution, ContiguousChannelPartsFrom2_20) {
 // 8 heads (one per NIC) get fewer than 64 x its depth (2: the node's GPUs are its peers)
 // loops; Chain 256 KiB, halved below 64 x its depth (8 GPUs a node) chunks a channel, a loop
 // one chunk. 16 GiB on 2 nodes of 8x A100 with SHARP: Direct 256 loops of 8 x 512 KiB a
-// channel (the 128-KiB chunks before), Chain 4096 of 256 KiB (the 8 x 128 KiB loops before).
+// channel, Chain 4096 of 256 KiB.
 TEST(NcclExecution, CollNetChunks) {
   System s = preset("a100_8x");
   s.nodes = 2;
