@@ -56,12 +56,13 @@ constexpr Latencies kLatencies_2_19 = {
     {{{.6, 1.25, 28}, {.6, 1.9, 3.4}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 23}, {0, 0, 23}},
      {{1.0, 1.9, 28}, {1.0, 2.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}},
      {{5.0, 8.5, 28}, {2.7, 4.0, 14.0}, {0, 0, 31}, {0, 0, 30}, {0, 0, 18}, {0, 0, 14}}}};
-// 2.21: NVLS's NVLink hop 25 us.
-constexpr Latencies kLatencies_2_21 = {
-    {{6.8, 14.0, 0.0}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
-    {{{.6, 1.25, 28}, {.6, 1.9, 3.4}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 25}, {0, 0, 25}},
-     {{1.0, 1.9, 28}, {1.0, 2.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}},
-     {{5.0, 8.5, 28}, {2.7, 4.0, 14.0}, {0, 0, 31}, {0, 0, 30}, {0, 0, 18}, {0, 0, 14}}}};
+// 2.21: 2.19's, but NVLS's and the NVLS tree's NVLink hop 25 us.
+constexpr Latencies nvls_nvlink_hop(Latencies l, double us) {
+  constexpr int nvlink = static_cast<int>(Hw::NvLink), simple = static_cast<int>(Proto::Simple);
+  l.hw[nvlink][static_cast<int>(Algo::Nvls)][simple] = l.hw[nvlink][static_cast<int>(Algo::NvlsTree)][simple] = us;
+  return l;
+}
+constexpr Latencies kLatencies_2_21 = nvls_nvlink_hop(kLatencies_2_19, 25.0);
 const Latencies& latencies(NcclRelease r) {
   return r == NcclRelease::V2_18 ? kLatencies_2_18 : r < NcclRelease::V2_21 ? kLatencies_2_19 : kLatencies_2_21;
 }
