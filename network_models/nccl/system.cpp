@@ -35,11 +35,12 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
        "the base: NCCL_ALGO keeps the ring for all but all-reduce, and fails where it leaves all-reduce nothing"},
       {NcclRelease::V2_19, "2.19", {"2.19.3", "2.19.4"}, "2.2",
        "latencies re-tuned (Tree Simple 28 us a hop, the NVLS tree, CollNet); NVLS for reduce-scatter and all-gather "
-       "on one node; Hopper's speed lists gain 50 and 22 GB/s; NCCL_ALGO falls back to the ring where it leaves a "
-       "collective nothing"},
+       "on one node; Hopper's speed lists gain 50 and 22 GB/s; the NVLS tree's chunk 64 KiB from 4 nodes; NVLS across "
+       "nodes 32 KiB chunks under 150 GB/s; NCCL_ALGO falls back to the ring where it leaves a collective nothing"},
       {NcclRelease::V2_20, "2.20", {"2.20.3", "2.20.5"}, "2.3, 2.4",
        "a Hopper NVLink counts 20.6 GB/s; CollNet Direct for reduce-scatter and all-gather; each channel loops over "
-       "one contiguous part of a collective; the tree's Simple chunk no longer halved"},
+       "one contiguous part of a collective; the tree's Simple chunk no longer halved; Hopper's extra channel doubling "
+       "across nodes only from under 16 channels"},
       {NcclRelease::V2_21, "2.21", {"2.21.5"}, "2.5, 2.6",
        "LL estimated at half the links (a quarter before; the LL kernel keeps this pace in every release), capped at "
        "141 GB/s on one Hopper node; NVLS's NVLink hop 25 us; the NVLS tree's chunk 128 KiB"},
