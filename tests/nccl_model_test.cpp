@@ -363,11 +363,11 @@ TEST(NcclTuning, Releases) {
   EXPECT_EQ(parse_nccl_release("2.18"), NcclRelease::V2_18);
   EXPECT_STREQ(to_string(NcclRelease::V2_19), "2.19");
   try {
-    (void)parse_nccl_release("2.22.3");
+    (void)parse_nccl_release("2.23.4");
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "NCCL \"2.22.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), "
-                                     "2.20 (2.20.3, 2.20.5) or 2.21 (2.21.5)");
+    EXPECT_EQ(std::string(e.what()), "NCCL \"2.23.4\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), "
+                                     "2.20 (2.20.3, 2.20.5), 2.21 (2.21.5) or 2.22 (2.22.3)");
   }
   System h100 = preset("h100_8x");
   EXPECT_EQ(h100.nccl, NcclRelease::V2_18);
@@ -467,7 +467,8 @@ TEST(NcclTuning, Releases) {
   // an A100's.
   EXPECT_EQ(parse_nccl_release("2.21.5"), NcclRelease::V2_21);
   EXPECT_STREQ(to_string(NcclRelease::V2_21), "2.21");
-  EXPECT_EQ(modelled_nccl_releases(), "2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5) or 2.21 (2.21.5)");
+  EXPECT_EQ(modelled_nccl_releases(),
+            "2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5) or 2.22 (2.22.3)");
   const auto docs = dtsim::net::network_docs();  // the schema's description of the field names them all
   const auto field = std::find_if(docs.begin(), docs.end(), [](const auto& d) {
     return d.section == "nccl_system" && d.field == "nccl_version";
@@ -494,6 +495,30 @@ TEST(NcclTuning, Releases) {
   EXPECT_DOUBLE_EQ(collective_us(a100_2_18, tune(a100_2_18, Overrides{}), Coll::AllReduce, 1 << 20, ll_choice),
                    collective_us(a100_2_21, tune(a100_2_21, Overrides{}), Coll::AllReduce, 1 << 20, ll_choice));
   EXPECT_DOUBLE_EQ(kernel_bus_bw(a100_2_18, Coll::AllReduce, Algo::Ring, Proto::LL, 20.0), std::min(87.7, 12 * 20.0 / 2));
+
+  // 2.22: the ring a collective falls back to keeps NCCL_PROTO. NCCL_ALGO=NVLS leaves an
+  // A100 nothing; with NCCL_PROTO=Simple 2.21 still falls back to the ring with every
+  // protocol (LL for 1 KiB), 2.22 to the ring's Simple. And the tree always runs 640 threads
+  // (2.21: 512 halved while 1 KiB is under threads x 8 (LL) or 64 (Simple) bytes, Simple's
+  // 4 warps more).
+  EXPECT_EQ(parse_nccl_release("2.22"), NcclRelease::V2_22);
+  for (const auto& [release, proto] :
+       std::vector<std::pair<NcclRelease, Proto>>{{NcclRelease::V2_21, Proto::LL}, {NcclRelease::V2_22, Proto::Simple}}) {
+    a100.nccl = release;
+    const Machine m = make_machine(a100, 8);
+    const Choice fallback = choose(m, tune(m, parse_overrides("NVLS", "Simple")), Coll::AllReduce, 1024);
+    EXPECT_EQ(fallback.algo, Algo::Ring) << to_string(release);
+    EXPECT_EQ(fallback.proto, proto) << to_string(release);
+  }
+  for (const auto& [release, proto, threads] : std::vector<std::tuple<NcclRelease, const char*, int>>{
+           {NcclRelease::V2_21, "Simple", 64 + 128}, {NcclRelease::V2_21, "LL", 128}, {NcclRelease::V2_22, "LL", 640}}) {
+    a100.nccl = release;
+    a100.nodes = 2;
+    const Machine m = make_machine(a100, 16);
+    const Choice tree = choose(m, tune(m, parse_overrides("Tree", proto)), Coll::AllReduce, 1024);
+    ASSERT_EQ(tree.algo, Algo::Tree);
+    EXPECT_EQ(tree.threads, threads) << to_string(release) << " " << proto;
+  }
 }
 
 // --- execution times -------------------------------------------------------------------------
@@ -588,12 +613,15 @@ TEST(NcclExecution, NvlsReduceScatterAndAllGatherRunTwoOfTheThreeRoles) {
 // channels of 640 threads): 2.18's chunk is two of its minimum grains, 2 x 4800 floats;
 // 2.20's part is 174,768 bytes rounded to 45,600 floats (whole alignments of 480 bytes x 20
 // warps = 2400 floats), its one loop's chunk that over the 8 ranks rounded up again: 7200
-// floats. Each of the 14 steps pays the hop's 1.9 us and the chunk over the channel's
-// share of the links.
+// floats. 2.22 deals 16-byte cells by traffic: the first channel 10,922 cells, the 23
+// others 10,923 (43,692 floats), the chunk 43,692 / 8 rounded up to 16 bytes: 5464 floats.
+// Each of the 14 steps pays the hop's 1.9 us and the chunk over the channel's share of the
+// links.
 TEST(NcclExecution, ContiguousChannelPartsFrom2_20) {
   for (const auto& [release, chunk_floats] :
        std::vector<std::pair<NcclRelease, double>>{{NcclRelease::V2_18, 9600}, {NcclRelease::V2_19, 9600},
-                                                   {NcclRelease::V2_20, 7200}, {NcclRelease::V2_21, 7200}}) {
+                                                   {NcclRelease::V2_20, 7200}, {NcclRelease::V2_21, 7200},
+                                                   {NcclRelease::V2_22, 5464}}) {
     System s = preset("a100_8x");
     s.nccl = release;
     const Machine m = make_machine(s, 8);
@@ -606,11 +634,14 @@ TEST(NcclExecution, ContiguousChannelPartsFrom2_20) {
     EXPECT_NEAR(collective_us(m, t, Coll::AllReduce, bytes, ch), 14.0 + 14 * (1.9 + chunk_floats * 4 / rate), 1e-9)
         << to_string(release);
   }
-  // NVLS within a node: 1 KiB fits one Simple alignment (4 KiB), so from 2.20 one channel
-  // holds all of it, where striding gave each of the 16 a 64-byte share: NCCL's 23 us, 3
-  // hand-overs of 3.4 us and 3 loop times (the pipeline's 2 of fill and its one loop).
+  // NVLS within a node: 1 KiB fits one Simple alignment (4 KiB), so in 2.20 and 2.21 one
+  // channel holds all of it, where striding gave each of the 16 a 64-byte share; 2.22 gives a
+  // channel at least 512 bytes of traffic (256 of an all-reduce's data): 4 channels. NCCL's
+  // 23 us (2.21: 25), 3 hand-overs of 3.4 us and 3 loop times (the pipeline's 2 of fill and
+  // its one loop).
   for (const auto& [release, lat, loop_bytes] : std::vector<std::tuple<NcclRelease, double, double>>{
-           {NcclRelease::V2_18, 23.0, 64.0}, {NcclRelease::V2_20, 23.0, 1024.0}, {NcclRelease::V2_21, 25.0, 1024.0}}) {
+           {NcclRelease::V2_18, 23.0, 64.0}, {NcclRelease::V2_20, 23.0, 1024.0}, {NcclRelease::V2_21, 25.0, 1024.0},
+           {NcclRelease::V2_22, 25.0, 256.0}}) {
     System s = preset("h100_8x");
     s.nccl = release;
     const Machine m = make_machine(s, 8);
@@ -621,11 +652,13 @@ TEST(NcclExecution, ContiguousChannelPartsFrom2_20) {
     EXPECT_NEAR(collective_us(m, t, Coll::AllReduce, 1024, ch), lat + 3 * 3.4 + 3 * loop_bytes / rate, 1e-9)
         << to_string(release);
   }
-  // The NVLS tree's chunk: a FIFO step (512 KiB) up to 2.20, NVLS's 128 KiB in 2.21, halved
+  // The NVLS tree's chunk: a FIFO step (512 KiB) up to 2.20, NVLS's 128 KiB from 2.21, halved
   // while the buffer gives the 16 channels x 8 heads fewer than 32, 16, 4 loops: 1 GiB on 2
   // nodes of 8x H100 takes 256 KiB chunks in 2.19 (32 loops of 8 heads a channel, striding)
-  // and 128 KiB in 2.21 (64 loops over each channel's 64 MiB part).
-  for (const auto& [release, loops] : std::vector<std::pair<NcclRelease, double>>{{NcclRelease::V2_19, 32}, {NcclRelease::V2_21, 64}}) {
+  // and 128 KiB in 2.21 and 2.22 (64 loops over each channel's 64 MiB part; 2.22 sizes the
+  // chunk for that part alone, the same here).
+  for (const auto& [release, loops] : std::vector<std::pair<NcclRelease, double>>{
+           {NcclRelease::V2_19, 32}, {NcclRelease::V2_21, 64}, {NcclRelease::V2_22, 64}}) {
     System s = preset("h100_8x");
     s.nodes = 2;
     s.nccl = release;
@@ -639,6 +672,26 @@ TEST(NcclExecution, ContiguousChannelPartsFrom2_20) {
     const double rate = t.bandwidth_GBps[ar][tree][simple] / 16 * 1e3, loop = bytes / 16 / loops;
     EXPECT_NEAR(collective_us(m, t, Coll::AllReduce, bytes, ch), t.latency_us[ar][tree][simple] + 3 * 3.4 + (loops + 2) * loop / rate,
                 1e-6) << to_string(release);
+  }
+}
+
+// A chunk rounded up past what is left carries only what is left (the kernel's nelem): a
+// 2 KiB Simple ring all-reduce on 8x A100 under 2.20 runs on one channel, its last chunk
+// 512 / 8 floats rounded up to a 4 KiB alignment, of which the fullest chunk carries the 2
+// KiB. Each of the 14 steps: one slice of 2 KiB at the channel's 10 GB/s share of 12 x 20
+// GB/s, and its two FIFO steps' flags of 3.4 us; NCCL's 8.4 us once. Under 2.22 the chunk
+// is 64 floats (16-byte aligned) and all eight carry data.
+TEST(NcclExecution, ChunksCarryWhatIsLeft) {
+  for (const auto& [release, chunk_bytes] :
+       std::vector<std::pair<NcclRelease, double>>{{NcclRelease::V2_20, 2048}, {NcclRelease::V2_22, 256}}) {
+    System s = preset("a100_8x");
+    s.nccl = release;
+    const Machine m = make_machine(s, 8);
+    const Tuning t = tune(m, parse_overrides("Ring", "Simple"));
+    const Choice ch = choose(m, t, Coll::AllReduce, 2048);
+    ASSERT_EQ(ch.channels, 1);
+    EXPECT_NEAR(collective_us(m, t, Coll::AllReduce, 2048, ch), 8.4 + 14 * (chunk_bytes / 10e3 + 2 * 3.4), 1e-9)
+        << to_string(release);
   }
 }
 
@@ -807,9 +860,9 @@ TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
       {{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.20.5"}}}, {"nccl_algo", "NVLS"}});
   EXPECT_NO_THROW(check_network_links(nvls_2_20, Topology::ring(8, nvls_2_20.nominal)));
   EXPECT_EQ(network_section_json(nvls_2_20)["system"]["nccl_version"], "2.20");
-  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.22.3"}}}}),
-            "/network/system/nccl_version: NCCL \"2.22.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, "
-            "2.19.4), 2.20 (2.20.3, 2.20.5) or 2.21 (2.21.5)");
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.23.4"}}}}),
+            "/network/system/nccl_version: NCCL \"2.23.4\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, "
+            "2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5) or 2.22 (2.22.3)");
 }
 
 // Collectives run one at a time, as on one process group's NCCL stream: one whose ranks

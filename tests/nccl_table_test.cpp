@@ -349,8 +349,8 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
   // NCCL 2.18 has no algorithm for NCCL_ALGO=NVLS on an A100; an unmodelled release is refused.
   for (const auto& [version, message] : std::vector<std::pair<std::string, std::string>>{
            {"2.18", "--nccl-algo: all_reduce: NCCL_ALGO leaves no algorithm that runs on 8 GPUs of \"a100_8x\", where NCCL 2.18 fails"},
-           {"2.22.3", "--nccl-version: NCCL \"2.22.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), "
-                      "2.20 (2.20.3, 2.20.5) or 2.21 (2.21.5)"}}) {
+           {"2.23.4", "--nccl-version: NCCL \"2.23.4\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), "
+                      "2.20 (2.20.3, 2.20.5), 2.21 (2.21.5) or 2.22 (2.22.3)"}}) {
     const auto refused = testing::run_command(std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --nccl-algo NVLS "
                                               "--nccl-version " + version + " --against " + (dir / "a100.txt").string());
     EXPECT_EQ(refused.exit_code, 2) << version << ": " << refused.output;
@@ -399,7 +399,7 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
            {(dir / "2.20.5.txt").string() + " --nccl-version 2.18", "--nccl-version: 2.18, but --against ran NCCL 2.20.5 (line 1)"},
            {(dir / "2.23.4.txt").string(), "--against: NCCL 2.23.4 ran (line 1), which dtsim does not model; compare it with a "
                                            "release it does: --nccl-version 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3, "
-                                           "2.20.5) or 2.21 (2.21.5)"}}) {
+                                           "2.20.5), 2.21 (2.21.5) or 2.22 (2.22.3)"}}) {
     const auto refused = testing::run_command(nvls + args);
     EXPECT_EQ(refused.exit_code, 2) << args << ": " << refused.output;
     EXPECT_NE(refused.output.find(message), std::string::npos) << args << ": " << refused.output;

@@ -68,6 +68,46 @@ i64 first_part(i64 count, i64 elem, i64 channels, i64 align) {
   return std::min(roundup(divup(std::min(max_bytes, count * elem), elem), align), count);
 }
 
+// From 2.22 (scheduleCollTasksToPlan) the parts are dealt out in 16-byte cells by the traffic
+// they make (all-reduce two bytes a byte, reduce-scatter and all-gather n, the others one),
+// at least 512 bytes of traffic a channel: the first channel takes its share rounded down,
+// the middle ones rounded up, the last what is left (the cells' padding comes off the last
+// part). Each part's chunk is then sized for that part alone (calcCollChunking with one
+// channel), and a ring all-reduce's last chunk is aligned to 16 bytes.
+bool cell_parts(const Machine& m) { return m.system.nccl >= NcclRelease::V2_22; }
+
+int traffic_per_byte(Coll c, int ranks) {
+  return c == Coll::AllReduce ? 2 : c == Coll::AllGather || c == Coll::ReduceScatter ? ranks : 1;
+}
+
+// The largest part, in elements, of `count` over `channels` of the `max_channels` a kind of
+// algorithm has (the communicator's; NVLS's for NVLS and the NVLS tree).
+i64 largest_cell_part(i64 count, i64 elem, i64 traffic_per_byte, i64 channels, i64 max_channels) {
+  if (count <= 0) return 0;
+  constexpr i64 kCell = 16;
+  const i64 per_cell = std::max<i64>(1, kCell / elem);
+  const i64 cells = divup(count * elem, kCell);
+  const i64 traffic_per_channel = std::max<i64>(512, count * elem * traffic_per_byte / std::min(channels, max_channels));
+  const i64 traffic_per_cell = kCell * traffic_per_byte;
+  i64 per_channel = std::min(cells, divup(traffic_per_channel, traffic_per_cell));
+  i64 lo = max_channels == 1 ? cells : std::min(cells, traffic_per_channel / traffic_per_cell);
+  i64 mid = (cells - lo) / per_channel, hi = (cells - lo) % per_channel;
+  if ((lo != 0) + mid + (hi != 0) > max_channels) {  // more parts than channels: the last takes the rest
+    mid = max_channels - 2;
+    per_channel = (cells - lo) / (mid + 1);
+    hi = per_channel + (cells - lo) % (mid + 1);
+  }
+  if (hi == 0 && mid != 0) hi = per_channel, --mid;
+  if (lo == 0) {
+    if (mid == 0) lo = hi, hi = 0;
+    else lo = per_channel, --mid;
+  }
+  i64 count_lo = lo * per_cell, count_hi = hi * per_cell;
+  const i64 count_mid = mid != 0 ? per_channel * per_cell : 0;
+  (count_hi != 0 ? count_hi : count_lo) -= cells * per_cell - count;
+  return std::max({count_lo, count_mid, count_hi});
+}
+
 struct Hop {
   double rate = 0.0;  // bytes per us per channel
   double lat = 0.0;   // us
@@ -132,7 +172,7 @@ struct RingPlan {
   i64 total_bytes, count, chunks_per_loop, chunk, loop;
   int K, net_hops, slice_per_chunk, slice_steps;
   bool contiguous;  // 2.20 on: the busiest channel loops over its part alone
-  i64 align, part;
+  i64 align, part;  // the last chunk's alignment (all-reduce) and the busiest part, elements
 };
 
 RingPlan ring_plan(const Machine& m, Coll c, double bytes, const Choice& ch, int element_size) {
@@ -163,8 +203,13 @@ RingPlan ring_plan(const Machine& m, Coll c, double bytes, const Choice& ch, int
   }
   r.loop = r.nc * r.chunks_per_loop * r.chunk;
   r.contiguous = contiguous_parts(m);
-  r.align = align_elements(r.p, r.elem, r.nt);
-  r.part = r.contiguous ? first_part(r.count, r.elem, r.nc, r.align) : 0;
+  if (cell_parts(m)) {
+    r.align = std::max<i64>(1, 16 / r.elem);
+    r.part = largest_cell_part(r.count, r.elem, traffic_per_byte(c, r.n), r.nc, m.channels);
+  } else {
+    r.align = align_elements(r.p, r.elem, r.nt);
+    r.part = r.contiguous ? first_part(r.count, r.elem, r.nc, r.align) : 0;
+  }
   return r;
 }
 
@@ -215,12 +260,15 @@ double ring_us(const Machine& m, Coll c, double bytes, const Choice& ch, int ele
   // Whole loops are alike: the first (a pipeline's fill), then the others, then the rest.
   // Striding, a loop spans every channel and its chunks shrink for the rest; a channel's own
   // part has loops of chunks_per_loop chunks, the last with what is left (all-reduce: over
-  // the n chunks, in whole alignments; runRing's lastChunkCount).
+  // the n chunks, in whole alignments; runRing's lastChunkCount). A chunk rounded up past
+  // what is left carries only that (the kernel's nelem), and every step of the ring takes
+  // the fullest chunk's time.
   const i64 per_loop = r.contiguous ? r.chunks_per_loop * r.chunk : r.loop;
   const i64 elements = r.contiguous ? r.part : r.count;
   const i64 whole = elements / per_loop, rest = elements % per_loop;
   const i64 full_chunk = r.contiguous ? r.chunk : ring_chunk(r, r.count);
-  const i64 rest_chunk = !r.contiguous ? ring_chunk(r, rest) : r.ring_twice ? roundup(divup(rest, r.n), r.align) : rest;
+  const i64 rest_chunk =
+      std::min(rest, !r.contiguous ? ring_chunk(r, rest) : r.ring_twice ? roundup(divup(rest, r.n), r.align) : rest);
   double t = base_latency_us(Algo::Ring, r.p);
   if (whole > 0) {
     t += ring_loop_us(r, intra, net, full_chunk, true);
@@ -260,16 +308,19 @@ double tree_us(const Machine& m, double bytes, const Choice& ch, int element_siz
     last = chunk;
   } else {
     // 2.20 (computeCollChunkInfo): a whole FIFO step (Simple 512 KiB, no longer halved);
-    // LL128 halved while the buffer gives each channel few chunks for the tree's steps.
+    // LL128 halved while the buffer gives each channel few chunks for the tree's steps (2.22:
+    // the channel's own part).
+    const i64 own = cell_parts(m) ? largest_cell_part(count, elem, traffic_per_byte(Coll::AllReduce, m.ranks), nc, m.channels)
+                                  : first_part(count, elem, nc, align_elements(p, elem, nt));
+    const i64 sized_bytes = cell_parts(m) ? own * elem : b, sized_channels = cell_parts(m) ? 1 : nc;
     i64 c = p == Proto::Simple ? kSimpleStepBytes : p == Proto::LL ? kLLStepDataBytes : kLL128StepDataBytes;
     if (p == Proto::LL128) {
       const double ppn = static_cast<double>(m.ranks) / m.nodes;
       const double steps = 1 + floor_log2(m.nodes) + 0.1 * ppn;  // nstepsLL128
-      while (static_cast<double>(b / (nc * c)) < steps * 64 / ppn && c > 131072) c /= 2;
-      while (static_cast<double>(b / (nc * c)) < steps * 16 / ppn && c > 32768) c /= 2;
+      while (static_cast<double>(sized_bytes / (sized_channels * c)) < steps * 64 / ppn && c > 131072) c /= 2;
+      while (static_cast<double>(sized_bytes / (sized_channels * c)) < steps * 16 / ppn && c > 32768) c /= 2;
     }
     chunk = c / elem;
-    const i64 own = first_part(count, elem, nc, align_elements(p, elem, nt));
     chunks = std::max<i64>(1, divup(own, chunk));
     last = own - (chunks - 1) * chunk;
     if (chunks == 1) chunk = last;
@@ -298,9 +349,11 @@ double tree_us(const Machine& m, double bytes, const Choice& ch, int element_siz
 // heads get fewer than 64, 8 and 8 loops times its depth (2 with peers in the node, else 1),
 // CollNet Chain 256 KiB halved under 64, 8 and 1 chunks a channel times its depth (the GPUs
 // of a node).
-double switch_chunk_bytes(const Machine& m, const Tuning& t, const Choice& ch, double bytes, int heads) {
+// `bytes` over `channels`: the whole collective over its channels, or from 2.22 (within a
+// node and for the NVLS tree) a channel's part over one.
+double switch_chunk_bytes(const Machine& m, const Tuning& t, const Choice& ch, double bytes, int channels, int heads) {
   const NcclRelease release = m.system.nccl;
-  const double ops = static_cast<double>(ch.channels) * heads;
+  const double ops = static_cast<double>(channels) * heads;
   double chunk = static_cast<double>(kNvlsMaxChunk);
   if (ch.algo == Algo::Nvls) {
     const double nvls_bw = t.bandwidth_GBps[index(Coll::AllReduce)][index(Algo::Nvls)][index(Proto::Simple)];
@@ -324,7 +377,7 @@ double switch_chunk_bytes(const Machine& m, const Tuning& t, const Choice& ch, d
     while (loops() < depth * 8 && chunk > 32768) chunk /= 2;
   } else if (ch.algo == Algo::CollNetChain) {
     const double depth = m.per_node;
-    const auto chunks = [&] { return std::floor(bytes / (ch.channels * chunk)); };
+    const auto chunks = [&] { return std::floor(bytes / (channels * chunk)); };
     chunk = 262144;
     while (chunks() < depth * 64 && chunk > 131072) chunk /= 2;
     while (chunks() < depth * 8 && chunk > 65536) chunk /= 2;
@@ -360,7 +413,6 @@ double switch_reduction_us(const Machine& m, const Tuning& t, Coll c, double byt
   const int total_channels = nvls ? m.nvls_channels : ch.channels;
   const double rate = part == Part::Latency ? kUnlimited : bw / total_channels * 1e3;  // bytes per us per channel
   const int heads = nvls ? m.per_node : std::max(1, m.graphs[index(ch.algo)].channels);
-  const double chunk = switch_chunk_bytes(m, t, ch, bytes, heads);
   const double handover = hop_latency_us(m.graphs[index(Algo::Ring)].intra, Algo::Ring, Proto::Simple);
   const int roles = c == Coll::AllReduce ? 3 : 2;
   const double fixed = lat + roles * handover;
@@ -368,13 +420,21 @@ double switch_reduction_us(const Machine& m, const Tuning& t, Coll c, double byt
   // last loop is what is left (contiguous_parts); otherwise loops stride over the channels.
   if (contiguous_parts(m) && (ch.algo == Algo::NvlsTree || (ch.algo == Algo::Nvls && m.nodes == 1))) {
     const i64 elem = element_size, count = static_cast<i64>(bytes) / elem;
-    const i64 part_elems = first_part(count, elem, ch.channels, align_elements(Proto::Simple, elem, ch.threads));
+    // 2.22 deals out one rank's block for reduce-scatter and all-gather (its part is then
+    // every rank's share of it) and sizes the chunk for the part.
+    const i64 blocks = c == Coll::AllGather || c == Coll::ReduceScatter ? m.ranks : 1;
+    const i64 part_elems =
+        cell_parts(m) ? blocks * largest_cell_part(count / blocks, elem, traffic_per_byte(c, m.ranks), ch.channels, m.nvls_channels)
+                      : first_part(count, elem, ch.channels, align_elements(Proto::Simple, elem, ch.threads));
+    const double chunk = cell_parts(m) ? switch_chunk_bytes(m, t, ch, static_cast<double>(part_elems * elem), 1, heads)
+                                       : switch_chunk_bytes(m, t, ch, bytes, ch.channels, heads);
     const i64 loop_elems = heads * static_cast<i64>(chunk) / elem;
     const i64 whole = part_elems / loop_elems, rest = part_elems % loop_elems;
     const double full = static_cast<double>(loop_elems * elem) / rate, last = static_cast<double>(rest * elem) / rate;
     return fixed + (roles - 1) * (whole > 0 ? full : last) + static_cast<double>(whole) * full + (rest > 0 ? last : 0.0);
   }
   // A loop is a chunk for each head (CollNet Chain: one chunk).
+  const double chunk = switch_chunk_bytes(m, t, ch, bytes, ch.channels, heads);
   const double per_channel = bytes / ch.channels;
   const double loop = std::min(per_channel, (ch.algo == Algo::CollNetChain ? 1 : heads) * chunk);
   const double loops = std::ceil(per_channel / loop);

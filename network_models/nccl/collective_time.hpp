@@ -12,7 +12,10 @@
 // From 2.20 each channel loops over its own contiguous part (the buffer over the channels,
 // in whole alignments of the protocol: Simple 4 KiB, LL128 480 bytes a warp, LL 8 bytes a
 // thread): full chunks of FIFO steps, then the rest (all-reduce: the rest over the n chunks,
-// rounded up to whole alignments). A step's work on a hop:
+// rounded up to whole alignments). From 2.22 the parts are 16-byte cells dealt out by the
+// traffic they make, at least 512 bytes of it a channel (the first channel its share rounded
+// down, the others up, the last the rest), each part's chunk sized for it alone, and the
+// all-reduce's last chunk rounded up to 16 bytes. A step's work on a hop:
 //   LL, LL128: rc / r, and the hop's latency lat once
 //   Simple:    per slice that carries data (SlicePerChunk = 2 of at least 32 KiB each; one
 //              for a smaller chunk) slice / r + StepPerSlice (2) x lat: the block's threads
@@ -38,7 +41,8 @@
 // Tree all-reduce (a chain within each node, NCCL's double binary tree across nodes):
 // chunks of NCCL's tree chunk size (up to 2.19 Simple's halved for small buffers, LL's and
 // LL128's a whole step; from 2.20 Simple's a whole step, LL128's halved, over the channel's
-// part) flow up and then down through 2 x depth levels, the last chunk what is left:
+// part; 2.22 halves it for the part alone) flow up and then down through 2 x depth levels,
+// the last chunk what is left:
 //   baseLat + 2 (depth_intra x lat_intra + depth_inter x lat_net)
 //     + Simple: (chunks + 2 depth - 2) x (chunk / r + lat) + (last / r + lat)
 //     + LL, LL128: (chunks - 1) x chunk / r + last / r
@@ -46,8 +50,9 @@
 // successive loops (scatter, reduce, gather) with a hand-over latency each: NCCL's latency
 // + 3 NVLink Simple hop latencies + (loops + 2) x a loop's time at NCCL's bandwidth per
 // channel (from 2.20 NVLS within a node and the NVLS tree loop over a channel's part, the
-// last loop what is left); within one node NVLS's at the channels' unrounded share of the
-// GPUs' NVLinks (a GPU's NVLinks over the channels plus one, as NCCL's search counts them).
+// last loop what is left; from 2.22 the chunk sized for the part); within one node NVLS's
+// at the channels' unrounded share of the GPUs' NVLinks (a GPU's NVLinks over the channels
+// plus one, as NCCL's search counts them).
 //
 // Point-to-point (send/recv; gossip's neighbour exchanges): LL up to 16 KiB
 // (NCCL_P2P_LL_THRESHOLD), Simple above; baseLat + the path's hop latencies + bytes / the

@@ -44,6 +44,10 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
       {NcclRelease::V2_21, "2.21", {"2.21.5"}, "2.5, 2.6",
        "LL estimated at half the links (a quarter before; the LL kernel keeps this pace in every release), capped at "
        "141 GB/s on one Hopper node; NVLS's NVLink hop 25 us; the NVLS tree's chunk 128 KiB"},
+      {NcclRelease::V2_22, "2.22", {"2.22.3"}, "-",
+       "a collective's parts are split over the channels in 16-byte cells by traffic, each part's chunk sized for it "
+       "alone; the ring all-reduce's last chunk in 16 bytes; the tree always runs 640 threads; the ring NCCL falls "
+       "back to keeps NCCL_PROTO"},
   };
   return releases;
 }

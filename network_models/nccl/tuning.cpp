@@ -456,7 +456,7 @@ double algorithm_latency_us(const Machine& m, Coll coll, Algo a, Proto p) {
 // A disabled (algorithm, protocol) gets no bandwidth, so it is never chosen. 2.18 never
 // disables the ring for other collectives than all-reduce (NCCL_ALGO=Tree still runs them);
 // 2.19 on disable it too, but give a collective left with nothing the ring back, with every
-// protocol ("at least set ring algo available").
+// protocol ("at least set ring algo available"); from 2.22 with the protocols enabled.
 void apply_enables(Tuning& t, const Machine& m, const Overrides& overrides) {
   const int N = m.nodes;
   const int cc = compute_capability(m.system.gpu);
@@ -478,6 +478,7 @@ void apply_enables(Tuning& t, const Machine& m, const Overrides& overrides) {
         if (on == 2 && p == index(Proto::LL128))
           on = m.ll128_inter_ok && m.graphs[a].intra == Hw::NvLink && cc >= 70 ? 1 : 0;
         if (on == 0) t.bandwidth_GBps[c][a][p] = 0;
+        if (on == 0 && a == index(Algo::Ring) && m.system.nccl >= NcclRelease::V2_22) t.ring_backup_GBps[c][p] = 0;
         if (v2_18 && a == index(Algo::Ring) && c != index(Coll::AllReduce)) continue;
         if (!algo_on[a]) t.bandwidth_GBps[c][a][p] = 0;
       }
@@ -573,8 +574,9 @@ bool fastest_enabled(const Machine& m, const Tuning& t, Coll c, double bytes, Ch
 }
 
 // 2.19 on, when nothing it may run has bandwidth (an algorithm tuned but not run here, such as
-// NVLS reduce-scatter across nodes): the ring at its bandwidth before the enables, every
-// protocol, whatever NCCL_ALGO and NCCL_PROTO say.
+// NVLS reduce-scatter across nodes): the ring at its bandwidth before the enables, whatever
+// NCCL_ALGO says; every protocol up to 2.21, those NCCL_PROTO (and LL128's default) enable
+// from 2.22.
 bool fastest_ring_backup(const Machine& m, const Tuning& t, Coll c, double bytes, Choice& ch) {
   Tuning ring_only = t;
   for (int a = 0; a < kAlgos; ++a)
@@ -613,6 +615,7 @@ void set_channels_and_threads(const Machine& m, const Tuning& t, double bytes, C
     if (ch.algo == Algo::Tree) nt += 4 * kWarp;
   }
   nt = nt / kWarp < 3 ? 3 * kWarp : nt;
+  if (ch.algo == Algo::Tree && m.system.nccl >= NcclRelease::V2_22) nt = kMaxThreads;  // "tree now uses all threads always"
   ch.channels = nc;
   ch.threads = nt;
 }

@@ -1,7 +1,7 @@
 // How NCCL sets up a communicator on a machine and picks, per collective and size, its
 // algorithm, protocol and channel count: NCCL's topology search (src/graph/search.cc),
 // tuning model (src/graph/tuning.cc) and getAlgoInfo (src/enqueue.cc), restated for the
-// system's release (System::nccl), 2.18.5, 2.19.3, 2.20.5 or 2.21.5. What 2.19 changes here
+// system's release (System::nccl), 2.18.5, 2.19.3, 2.20.5, 2.21.5 or 2.22.3. What 2.19 changes here
 // (and every later release):
 //   - latencies: NVLS's 23 us moves from the base to the NVLink hop (unchanged on one node),
 //     Tree Simple pays 28 us a hop, CollNet's hops are re-measured (3.7 / 2.8 us on NVLink,
@@ -27,8 +27,13 @@
 //     capped at 141 GB/s on one Hopper node (87.7 before; the kernels run at this figure in
 //     every release: kernel_bus_bw);
 //   - NVLS's NVLink hop is 25 us; Hopper's intra-node speeds gain 11 GB/s.
-// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all four;
-// how a collective's elements reach the channels changes in 2.20 (collective_time.hpp).
+// And 2.22 on top of those (its tuning constants and graphs are 2.21's):
+//   - the ring a collective falls back to has only the protocols NCCL_PROTO (and LL128's
+//     default) enable: ringbdw is zeroed for the others;
+//   - the tree always runs 640 threads (NCCL_MAX_NTHREADS), whatever the size;
+//   - how a collective reaches the channels changes again (collective_time.hpp).
+// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all five;
+// how a collective's elements reach the channels changes in 2.20 and 2.22 (collective_time.hpp).
 //
 // Graph (per algorithm, ncclTopoCompute): channels x bandwidth per channel, found by
 // trying NCCL's speed list from the fastest that fits: a ring channel takes `speed` GB/s on
