@@ -346,7 +346,7 @@ TEST(NcclTuning, Overrides) {
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
     EXPECT_EQ(std::string(e.what()), "NCCL_ALGO: unknown name \"Butterfly\" in \"Ring,Butterfly\" (expected a comma-separated list "
-                                     "of Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, or ^ and the ones to leave out)");
+                                     "of Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, or ^ and the ones to leave out)");
   }
   EXPECT_THROW((void)parse_overrides("", "^LL,LL128,Simple"), std::invalid_argument);
 }
@@ -363,11 +363,11 @@ TEST(NcclTuning, Releases) {
   EXPECT_EQ(parse_nccl_release("2.18"), NcclRelease::V2_18);
   EXPECT_STREQ(to_string(NcclRelease::V2_19), "2.19");
   try {
-    (void)parse_nccl_release("2.23.4");
+    (void)parse_nccl_release("2.24.3");
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "NCCL \"2.23.4\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), "
-                                     "2.20 (2.20.3, 2.20.5), 2.21 (2.21.5) or 2.22 (2.22.3)");
+    EXPECT_EQ(std::string(e.what()), "NCCL \"2.24.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), "
+                                     "2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3) or 2.23 (2.23.4)");
   }
   System h100 = preset("h100_8x");
   EXPECT_EQ(h100.nccl, NcclRelease::V2_18);
@@ -468,7 +468,8 @@ TEST(NcclTuning, Releases) {
   EXPECT_EQ(parse_nccl_release("2.21.5"), NcclRelease::V2_21);
   EXPECT_STREQ(to_string(NcclRelease::V2_21), "2.21");
   EXPECT_EQ(modelled_nccl_releases(),
-            "2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5) or 2.22 (2.22.3)");
+            "2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3) or "
+            "2.23 (2.23.4)");
   const auto docs = dtsim::net::network_docs();  // the schema's description of the field names them all
   const auto field = std::find_if(docs.begin(), docs.end(), [](const auto& d) {
     return d.section == "nccl_system" && d.field == "nccl_version";
@@ -519,6 +520,70 @@ TEST(NcclTuning, Releases) {
     ASSERT_EQ(tree.algo, Algo::Tree);
     EXPECT_EQ(tree.threads, threads) << to_string(release) << " " << proto;
   }
+
+  // 2.23: Tree Simple 8.4 us once, 4 us a hop within a node and 14 across (28 each before);
+  // an all-reduce ring counts 2(N - 1) network steps (2N before): on 2 nodes of 8x A100,
+  // 16 ranks, 30 steps, LL's 6.6 us + 26 (2.23: 28) steps at the network's 2 us post
+  // overhead (AMD hosts) + 4 (2) at 2.7 us; LL128 with one GPU per node loses its 0.7; NVLS reduce-scatter
+  // and all-gather are estimated at the bus bandwidth (5/6 of it before).
+  a100.nodes = 2;
+  for (const auto& [release, tree_simple, ring_ll] : std::vector<std::tuple<NcclRelease, double, double>>{
+           {NcclRelease::V2_22, 2 * (7 * 28.0 + 28), 6.6 + 26 * 2.0 + 4 * 2.7},
+           {NcclRelease::V2_23, 8.4 + 2 * (7 * 4.0 + 14), 6.6 + 28 * 2.0 + 2 * 2.7}}) {
+    a100.nccl = release;
+    const Tuning t = tune(make_machine(a100, 16), Overrides{});
+    EXPECT_NEAR(t.latency_us[ar][index(Algo::Tree)][simple], tree_simple, 1e-9) << to_string(release);
+    EXPECT_NEAR(t.latency_us[ar][ring][ll], ring_ll, 1e-9) << to_string(release);
+  }
+  h100.nccl = NcclRelease::V2_23;
+  const Machine h100_2_23 = make_machine(h100, 8);
+  EXPECT_NEAR(tune(h100_2_23, Overrides{}).bandwidth_GBps[ag][index(Algo::Nvls)][simple], 8 * 40.0, 1e-9);
+  h100.nccl = NcclRelease::V2_22;
+  EXPECT_NEAR(tune(make_machine(h100, 8), Overrides{}).bandwidth_GBps[ag][index(Algo::Nvls)][simple], 8 * 40.0 * 5 / 6, 1e-9);
+
+  // 2.23's PAT: reduce-scatter and all-gather with one GPU per node, Simple, at 0.85 of the
+  // tree's graph, latency 8 us + log2(N) x the tree's network hop / 3.5 + 2.8 us a rank (4
+  // nodes: 8 + 2 x 14 / 3.5 + 4 x 2.8 = 27.2 us), and every algorithm's network hop is the
+  // tree's there (LL: 5 us, the ring's 2.7 before). NCCL runs a 1 MiB reduce-scatter as PAT,
+  // whose kernels dtsim does not model: refused, NCCL_ALGO=^PAT runs the ring.
+  System singles = preset("h100_8x");
+  singles.gpus_per_node = 1;
+  singles.nodes = 4;
+  singles.network.nics_per_node = singles.network.rails = 1;
+  for (const auto& [release, pat_lat, ring_ll_hop] : std::vector<std::tuple<NcclRelease, double, double>>{
+           {NcclRelease::V2_22, 0.0, 2.7}, {NcclRelease::V2_23, 27.2, 5.0}}) {
+    singles.nccl = release;
+    const Machine m = make_machine(singles, 4);
+    const Tuning t = tune(m, Overrides{});
+    EXPECT_NEAR(t.latency_us[ag][index(Algo::Pat)][simple], pat_lat, 1e-9) << to_string(release);
+    EXPECT_EQ(t.bandwidth_GBps[ag][index(Algo::Pat)][simple] > 0, release == NcclRelease::V2_23);
+    EXPECT_NEAR(t.latency_us[ag][ring][ll], 6.6 + 3 * ring_ll_hop, 1e-9) << to_string(release);
+  }
+  const Machine singles_m = make_machine(singles, 4);
+  const Tuning singles_t = tune(singles_m, Overrides{});
+  const Graph& tree_graph = singles_m.graphs[index(Algo::Tree)];
+  EXPECT_NEAR(singles_t.bandwidth_GBps[ag][index(Algo::Pat)][simple], tree_graph.channels * tree_graph.bw_inter * 0.85, 1e-9);
+  try {
+    (void)choose(singles_m, singles_t, Coll::ReduceScatter, 1 << 20);
+    FAIL() << "expected PAT to be refused";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "reduce_scatter of 1048576 bytes on 4 GPUs of \"h100_8x\": NCCL 2.23 runs it as PAT (one "
+                                     "GPU per node), whose kernels dtsim does not model; NCCL_ALGO=^PAT times what NCCL "
+                                     "runs without it");
+  }
+  EXPECT_EQ(choose(singles_m, tune(singles_m, parse_overrides("^PAT", "")), Coll::ReduceScatter, 1 << 20).algo, Algo::Ring);
+  // A job is refused before it runs wherever NCCL may pick PAT, whatever it issues.
+  auto config = std::make_shared<Config>();
+  config->system = singles;
+  try {
+    const Clock clock(config, 4);
+    FAIL() << "expected the job to be refused";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("NCCL 2.23 runs reduce-scatter and all-gather with one GPU per node as PAT"),
+              std::string::npos) << e.what();
+  }
+  config->overrides = parse_overrides("^PAT", "");
+  EXPECT_EQ(Clock(config, 4).run(Coll::AllGather, 1 << 20).choice.algo, Algo::Ring);
 }
 
 // --- execution times -------------------------------------------------------------------------
@@ -583,9 +648,10 @@ TEST(NcclExecution, NvlsMovesDataAtTheChannelsShareOfTheLinks) {
 // 2.20's NVLS reduce-scatter: two roles (scatter into the switch's buffers, reduce out of
 // them), so NCCL's 23 us + 2 hand-overs of an NVLink Simple hop (3.4 us) + (loops + 1) loops;
 // from 1 GiB (64 loops; smaller buffers get smaller chunks) 16 channels x 8 heads x 128 KiB
-// chunks make a loop 1 MiB a channel, moved at the
-// channels' share of the links (NCCL's 8 x 40 x 5/6 GB/s x 18 x 20.6 / 9 / 40, over 16
-// channels). The all-reduce has the third role (gather): one hand-over and one loop more.
+// chunks make a loop 1 MiB a channel, moved at the channels' share of the links (NCCL's 8 x
+// 40 GB/s x 18 x 20.6 / 9 / 40, over 16 channels), all-reduce at 5/6 of it; reduce-scatter
+// and all-gather at all of it, NCCL's newest estimate (2.23; 5/6 before). The all-reduce has
+// the third role (gather): one hand-over and one loop more.
 TEST(NcclExecution, NvlsReduceScatterAndAllGatherRunTwoOfTheThreeRoles) {
   System s = preset("h100_8x");
   s.nccl = NcclRelease::V2_20;
@@ -593,13 +659,13 @@ TEST(NcclExecution, NvlsReduceScatterAndAllGatherRunTwoOfTheThreeRoles) {
   const Tuning t = tune(m, parse_overrides("NVLS", ""));
   const double loops = 64, bytes = 16 * 8 * 131072 * loops;
   const double rate = 8 * 40.0 * 5 / 6 * (18 * 20.6 / 9 / 40) / 16 * 1e3;  // bytes per us per channel
-  const double loop_us = 1048576 / rate;
+  const double loop_us = 1048576 / rate, gather_loop_us = loop_us * 5 / 6;
   const Choice rs = choose(m, t, Coll::ReduceScatter, bytes);
   ASSERT_EQ(rs.algo, Algo::Nvls);
-  EXPECT_NEAR(collective_us(m, t, Coll::ReduceScatter, bytes, rs), 23 + 2 * 3.4 + (loops + 1) * loop_us, 1e-9);
+  EXPECT_NEAR(collective_us(m, t, Coll::ReduceScatter, bytes, rs), 23 + 2 * 3.4 + (loops + 1) * gather_loop_us, 1e-9);
   const Choice ag = choose(m, t, Coll::AllGather, bytes);
   ASSERT_EQ(ag.algo, Algo::Nvls);
-  EXPECT_NEAR(collective_us(m, t, Coll::AllGather, bytes, ag), 23 + 2 * 3.4 + (loops + 1) * loop_us, 1e-9);
+  EXPECT_NEAR(collective_us(m, t, Coll::AllGather, bytes, ag), 23 + 2 * 3.4 + (loops + 1) * gather_loop_us, 1e-9);
   const Choice ar = choose(m, t, Coll::AllReduce, bytes);
   EXPECT_NEAR(collective_us(m, t, Coll::AllReduce, bytes, ar), 23 + 3 * 3.4 + (loops + 2) * loop_us, 1e-9);
   // Each rank sends its input into the switch: the whole buffer to reduce-scatter, its
@@ -614,14 +680,16 @@ TEST(NcclExecution, NvlsReduceScatterAndAllGatherRunTwoOfTheThreeRoles) {
 // 2.20's part is 174,768 bytes rounded to 45,600 floats (whole alignments of 480 bytes x 20
 // warps = 2400 floats), its one loop's chunk that over the 8 ranks rounded up again: 7200
 // floats. 2.22 deals 16-byte cells by traffic: the first channel 10,922 cells, the 23
-// others 10,923 (43,692 floats), the chunk 43,692 / 8 rounded up to 16 bytes: 5464 floats.
+// others 10,923 (43,692 floats), the chunk 43,692 / 8 rounded up to 16 bytes: 5464 floats;
+// 2.23 cells of 8 KiB (16 KiB of traffic): 22 cells for each of the first 23 channels, 6 for
+// the last, 45,056 floats over 8: 5632 floats.
 // Each of the 14 steps pays the hop's 1.9 us and the chunk over the channel's share of the
 // links.
 TEST(NcclExecution, ContiguousChannelPartsFrom2_20) {
   for (const auto& [release, chunk_floats] :
        std::vector<std::pair<NcclRelease, double>>{{NcclRelease::V2_18, 9600}, {NcclRelease::V2_19, 9600},
                                                    {NcclRelease::V2_20, 7200}, {NcclRelease::V2_21, 7200},
-                                                   {NcclRelease::V2_22, 5464}}) {
+                                                   {NcclRelease::V2_22, 5464}, {NcclRelease::V2_23, 5632}}) {
     System s = preset("a100_8x");
     s.nccl = release;
     const Machine m = make_machine(s, 8);
@@ -636,12 +704,13 @@ TEST(NcclExecution, ContiguousChannelPartsFrom2_20) {
   }
   // NVLS within a node: 1 KiB fits one Simple alignment (4 KiB), so in 2.20 and 2.21 one
   // channel holds all of it, where striding gave each of the 16 a 64-byte share; 2.22 gives a
-  // channel at least 512 bytes of traffic (256 of an all-reduce's data): 4 channels. NCCL's
+  // channel at least 512 bytes of traffic (256 of an all-reduce's data): 4 channels; 2.23 at
+  // least 16 KiB, in cells of 8 KiB of data: one channel again. NCCL's
   // 23 us (2.21: 25), 3 hand-overs of 3.4 us and 3 loop times (the pipeline's 2 of fill and
   // its one loop).
   for (const auto& [release, lat, loop_bytes] : std::vector<std::tuple<NcclRelease, double, double>>{
            {NcclRelease::V2_18, 23.0, 64.0}, {NcclRelease::V2_20, 23.0, 1024.0}, {NcclRelease::V2_21, 25.0, 1024.0},
-           {NcclRelease::V2_22, 25.0, 256.0}}) {
+           {NcclRelease::V2_22, 25.0, 256.0}, {NcclRelease::V2_23, 25.0, 1024.0}}) {
     System s = preset("h100_8x");
     s.nccl = release;
     const Machine m = make_machine(s, 8);
@@ -860,9 +929,9 @@ TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
       {{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.20.5"}}}, {"nccl_algo", "NVLS"}});
   EXPECT_NO_THROW(check_network_links(nvls_2_20, Topology::ring(8, nvls_2_20.nominal)));
   EXPECT_EQ(network_section_json(nvls_2_20)["system"]["nccl_version"], "2.20");
-  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.23.4"}}}}),
-            "/network/system/nccl_version: NCCL \"2.23.4\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, "
-            "2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5) or 2.22 (2.22.3)");
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.24.3"}}}}),
+            "/network/system/nccl_version: NCCL \"2.24.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, "
+            "2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3) or 2.23 (2.23.4)");
 }
 
 // Collectives run one at a time, as on one process group's NCCL stream: one whose ranks

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 
 namespace dtsim::net::nccl {
 
@@ -68,12 +69,14 @@ i64 first_part(i64 count, i64 elem, i64 channels, i64 align) {
   return std::min(roundup(divup(std::min(max_bytes, count * elem), elem), align), count);
 }
 
-// From 2.22 (scheduleCollTasksToPlan) the parts are dealt out in 16-byte cells by the traffic
-// they make (all-reduce two bytes a byte, reduce-scatter and all-gather n, the others one),
-// at least 512 bytes of traffic a channel: the first channel takes its share rounded down,
-// the middle ones rounded up, the last what is left (the cells' padding comes off the last
-// part). Each part's chunk is then sized for that part alone (calcCollChunking with one
-// channel), and a ring all-reduce's last chunk is aligned to 16 bytes.
+// From 2.22 (scheduleCollTasksToPlan) the parts are dealt out in cells by the traffic they
+// make (all-reduce two bytes a byte, reduce-scatter and all-gather n, the others one): 16-byte
+// cells and at least 512 bytes of traffic a channel, the first channel its share rounded
+// down; from 2.23 cells of 16 KiB of traffic (in 16 bytes: 8 KiB of an all-reduce) and at
+// least 16 KiB a channel, the first channel's share rounded up. The middle channels take
+// theirs rounded up, the last what is left (the cells' padding comes off the last part).
+// Each part's chunk is then sized for that part alone (calcCollChunking with one channel),
+// and a ring all-reduce's last chunk is aligned to 16 bytes.
 bool cell_parts(const Machine& m) { return m.system.nccl >= NcclRelease::V2_22; }
 
 int traffic_per_byte(Coll c, int ranks) {
@@ -82,15 +85,19 @@ int traffic_per_byte(Coll c, int ranks) {
 
 // The largest part, in elements, of `count` over `channels` of the `max_channels` a kind of
 // algorithm has (the communicator's; NVLS's for NVLS and the NVLS tree).
-i64 largest_cell_part(i64 count, i64 elem, i64 traffic_per_byte, i64 channels, i64 max_channels) {
+i64 largest_cell_part(const Machine& m, i64 count, i64 elem, i64 traffic_per_byte, i64 channels, i64 max_channels) {
   if (count <= 0) return 0;
-  constexpr i64 kCell = 16;
-  const i64 per_cell = std::max<i64>(1, kCell / elem);
-  const i64 cells = divup(count * elem, kCell);
-  const i64 traffic_per_channel = std::max<i64>(512, count * elem * traffic_per_byte / std::min(channels, max_channels));
-  const i64 traffic_per_cell = kCell * traffic_per_byte;
+  const bool v2_23 = m.system.nccl >= NcclRelease::V2_23;
+  const i64 min_traffic = v2_23 ? 16 << 10 : 512;  // MinTrafficPerChannel
+  const i64 cell = v2_23 ? roundup(divup(min_traffic, traffic_per_byte), 16) : 16;
+  const i64 per_cell = std::max<i64>(1, cell / elem);
+  const i64 cells = divup(count * elem, cell);
+  const i64 traffic = std::max(v2_23 ? min_traffic : 0, count * elem * traffic_per_byte);
+  const i64 traffic_per_channel = std::max(min_traffic, traffic / std::min(channels, max_channels));
+  const i64 traffic_per_cell = cell * traffic_per_byte;
   i64 per_channel = std::min(cells, divup(traffic_per_channel, traffic_per_cell));
-  i64 lo = max_channels == 1 ? cells : std::min(cells, traffic_per_channel / traffic_per_cell);
+  const i64 first_share = v2_23 ? divup(traffic_per_channel, traffic_per_cell) : traffic_per_channel / traffic_per_cell;
+  i64 lo = max_channels == 1 ? cells : std::min(cells, first_share);
   i64 mid = (cells - lo) / per_channel, hi = (cells - lo) % per_channel;
   if ((lo != 0) + mid + (hi != 0) > max_channels) {  // more parts than channels: the last takes the rest
     mid = max_channels - 2;
@@ -205,7 +212,7 @@ RingPlan ring_plan(const Machine& m, Coll c, double bytes, const Choice& ch, int
   r.contiguous = contiguous_parts(m);
   if (cell_parts(m)) {
     r.align = std::max<i64>(1, 16 / r.elem);
-    r.part = largest_cell_part(r.count, r.elem, traffic_per_byte(c, r.n), r.nc, m.channels);
+    r.part = largest_cell_part(m, r.count, r.elem, traffic_per_byte(c, r.n), r.nc, m.channels);
   } else {
     r.align = align_elements(r.p, r.elem, r.nt);
     r.part = r.contiguous ? first_part(r.count, r.elem, r.nc, r.align) : 0;
@@ -310,7 +317,7 @@ double tree_us(const Machine& m, double bytes, const Choice& ch, int element_siz
     // 2.20 (computeCollChunkInfo): a whole FIFO step (Simple 512 KiB, no longer halved);
     // LL128 halved while the buffer gives each channel few chunks for the tree's steps (2.22:
     // the channel's own part).
-    const i64 own = cell_parts(m) ? largest_cell_part(count, elem, traffic_per_byte(Coll::AllReduce, m.ranks), nc, m.channels)
+    const i64 own = cell_parts(m) ? largest_cell_part(m, count, elem, traffic_per_byte(Coll::AllReduce, m.ranks), nc, m.channels)
                                   : first_part(count, elem, nc, align_elements(p, elem, nt));
     const i64 sized_bytes = cell_parts(m) ? own * elem : b, sized_channels = cell_parts(m) ? 1 : nc;
     i64 c = p == Proto::Simple ? kSimpleStepBytes : p == Proto::LL ? kLLStepDataBytes : kLL128StepDataBytes;
@@ -407,6 +414,9 @@ double switch_reduction_us(const Machine& m, const Tuning& t, Coll c, double byt
     const Graph& g = m.graphs[index(Algo::Nvls)];
     const double share = m.system.intra.nvlink_links * m.nvlink_rate / (g.channels + 1);
     if (share > g.bw_intra) bw *= share / g.bw_intra;
+    // The kernels' pace is NCCL's newest estimate of it (2.23: reduce-scatter and all-gather
+    // at the bus bandwidth, before at 5/6 of it).
+    bw *= algorithm_ratio(m, kNewestNcclRelease, c, ch.algo) / algorithm_ratio(m, m.system.nccl, c, ch.algo);
   }
   const bool nvls = ch.algo == Algo::Nvls || ch.algo == Algo::NvlsTree;
   // CollNet's bandwidth is its heads' (NCCL gives it the same whatever channels run it).
@@ -424,7 +434,7 @@ double switch_reduction_us(const Machine& m, const Tuning& t, Coll c, double byt
     // every rank's share of it) and sizes the chunk for the part.
     const i64 blocks = c == Coll::AllGather || c == Coll::ReduceScatter ? m.ranks : 1;
     const i64 part_elems =
-        cell_parts(m) ? blocks * largest_cell_part(count / blocks, elem, traffic_per_byte(c, m.ranks), ch.channels, m.nvls_channels)
+        cell_parts(m) ? blocks * largest_cell_part(m, count / blocks, elem, traffic_per_byte(c, m.ranks), ch.channels, m.nvls_channels)
                       : first_part(count, elem, ch.channels, align_elements(Proto::Simple, elem, ch.threads));
     const double chunk = cell_parts(m) ? switch_chunk_bytes(m, t, ch, static_cast<double>(part_elems * elem), 1, heads)
                                        : switch_chunk_bytes(m, t, ch, bytes, ch.channels, heads);
@@ -451,6 +461,7 @@ double time_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Ch
     case Algo::CollNetChain:
     case Algo::Nvls:
     case Algo::NvlsTree: return switch_reduction_us(m, t, c, bytes, choice, element_size, part);
+    case Algo::Pat: throw std::invalid_argument("PAT's kernels are not modelled");  // choose() never picks it
   }
   return 0.0;
 }

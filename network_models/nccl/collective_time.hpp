@@ -12,10 +12,11 @@
 // From 2.20 each channel loops over its own contiguous part (the buffer over the channels,
 // in whole alignments of the protocol: Simple 4 KiB, LL128 480 bytes a warp, LL 8 bytes a
 // thread): full chunks of FIFO steps, then the rest (all-reduce: the rest over the n chunks,
-// rounded up to whole alignments). From 2.22 the parts are 16-byte cells dealt out by the
-// traffic they make, at least 512 bytes of it a channel (the first channel its share rounded
-// down, the others up, the last the rest), each part's chunk sized for it alone, and the
-// all-reduce's last chunk rounded up to 16 bytes. A step's work on a hop:
+// rounded up to whole alignments). From 2.22 the parts are cells dealt out by the traffic
+// they make, 16 bytes and at least 512 bytes of traffic a channel (the first channel its
+// share rounded down, the others up, the last the rest; 2.23: cells and a channel's least
+// of 16 KiB of traffic, the first share rounded up too), each part's chunk sized for it
+// alone, and the all-reduce's last chunk rounded up to 16 bytes. A step's work on a hop:
 //   LL, LL128: rc / r, and the hop's latency lat once
 //   Simple:    per slice that carries data (SlicePerChunk = 2 of at least 32 KiB each; one
 //              for a smaller chunk) slice / r + StepPerSlice (2) x lat: the block's threads
@@ -52,7 +53,8 @@
 // channel (from 2.20 NVLS within a node and the NVLS tree loop over a channel's part, the
 // last loop what is left; from 2.22 the chunk sized for the part); within one node NVLS's
 // at the channels' unrounded share of the GPUs' NVLinks (a GPU's NVLinks over the channels
-// plus one, as NCCL's search counts them).
+// plus one, as NCCL's search counts them), and for reduce-scatter and all-gather at the whole
+// of NCCL's bus bandwidth (its 2.23 estimate; 5/6 before, as for all-reduce).
 //
 // Point-to-point (send/recv; gossip's neighbour exchanges): LL up to 16 KiB
 // (NCCL_P2P_LL_THRESHOLD), Simple above; baseLat + the path's hop latencies + bytes / the

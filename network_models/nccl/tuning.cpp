@@ -23,7 +23,7 @@ const char* to_string(Coll c) {
 }
 
 const char* to_string(Algo a) {
-  static const char* const names[kAlgos] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree"};
+  static const char* const names[kAlgos] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
   return names[index(a)];
 }
 
@@ -63,8 +63,22 @@ constexpr Latencies nvls_nvlink_hop(Latencies l, double us) {
   return l;
 }
 constexpr Latencies kLatencies_2_21 = nvls_nvlink_hop(kLatencies_2_19, 25.0);
+// 2.23: 2.21's, but Tree Simple 8.4 us once and 4 us a hop within a node, 14 across (28 each
+// before). PAT's latency is a formula of its own (algorithm_latency_us).
+constexpr Latencies tree_simple(Latencies l, double base, double nvlink, double pci, double net) {
+  constexpr int tree = static_cast<int>(Algo::Tree), simple = static_cast<int>(Proto::Simple);
+  l.base[tree][simple] = base;
+  l.hw[static_cast<int>(Hw::NvLink)][tree][simple] = nvlink;
+  l.hw[static_cast<int>(Hw::Pci)][tree][simple] = pci;
+  l.hw[static_cast<int>(Hw::Net)][tree][simple] = net;
+  return l;
+}
+constexpr Latencies kLatencies_2_23 = tree_simple(kLatencies_2_21, 8.4, 4.0, 4.0, 14.0);
 const Latencies& latencies(NcclRelease r) {
-  return r == NcclRelease::V2_18 ? kLatencies_2_18 : r < NcclRelease::V2_21 ? kLatencies_2_19 : kLatencies_2_21;
+  return r == NcclRelease::V2_18  ? kLatencies_2_18
+         : r < NcclRelease::V2_21 ? kLatencies_2_19
+         : r < NcclRelease::V2_23 ? kLatencies_2_21
+                                  : kLatencies_2_23;
 }
 double tuning_base_us(const Machine& m, Algo a, Proto p) { return latencies(m.system.nccl).base[index(a)][index(p)]; }
 double tuning_hop_us(const Machine& m, Hw hw, Algo a, Proto p) {
@@ -203,7 +217,7 @@ void parse_list(const char* var, const std::string& text, const char* const (&na
 }  // namespace
 
 Overrides parse_overrides(const std::string& algo, const std::string& proto) {
-  static const char* const algos[kAlgos] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree"};
+  static const char* const algos[kAlgos] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
   static const char* const protos[kProtos] = {"LL", "LL128", "Simple"};
   Overrides o;
   o.algo = algo;
@@ -336,6 +350,7 @@ Machine make_machine(const System& s, int ranks) {
   tree.tree_pattern = m.nodes > 1 && m.per_node == 1;
   m.graphs[index(Algo::Ring)] = ring;
   m.graphs[index(Algo::Tree)] = tree;
+  m.graphs[index(Algo::Pat)] = tree;  // PAT runs on the tree's graph
   m.collnet = m.nodes > 1 && s.network.collnet;
   if (m.collnet) {
     m.graphs[index(Algo::CollNetDirect)] = ring;
@@ -367,12 +382,15 @@ double protocol_bus_bw(const Machine& m, NcclRelease release, Coll coll, Algo a,
   // for all-reduce, reduce and across nodes, a third otherwise).
   const bool quarter = m.nodes > 1 || coll == Coll::AllReduce || coll == Coll::Reduce;
   if (a == Algo::Ring && p == Proto::LL) bus = std::min(ll_max, bus * (v2_21 ? 0.5 : quarter ? 1.0 / 4.0 : 1.0 / 3.0));
-  if (a == Algo::Ring && p == Proto::LL128) bus = std::min(bus * (ppn < 2 ? 0.7 : 0.92), g.channels * kPerChMaxRingLL128Bw[cc][i2]);
+  // LL128 with one GPU per node: 0.7 up to 2.22 ("sending/receiving at the same GPU through the NIC").
+  const double ll128 = ppn < 2 && release < NcclRelease::V2_23 ? 0.7 : 0.92;
+  if (a == Algo::Ring && p == Proto::LL128) bus = std::min(bus * ll128, g.channels * kPerChMaxRingLL128Bw[cc][i2]);
   if (a == Algo::Tree) bus = std::min(bus * .92, g.channels * kPerChMaxTreeBw[cc][i2]);
   if (a == Algo::Tree && p == Proto::LL) bus = std::min(bus * 1.0 / 3.8, ll_max);
   if (a == Algo::Tree && p == Proto::LL128)
     bus = std::min(bus * (m.nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), g.channels * kPerChMaxTreeLL128Bw[cc][i2]);
   if (a == Algo::Tree && g.tree_pattern) bus *= .85;
+  if (a == Algo::Pat) bus *= .85;
   if ((a == Algo::CollNetDirect || a == Algo::CollNetChain) && p != Proto::Simple) bus = 0;
   if (a == Algo::CollNetDirect && p == Proto::Simple) {
     if (coll == Coll::AllGather || coll == Coll::ReduceScatter) {
@@ -418,8 +436,11 @@ int ring_steps(Coll coll, int n) {
   return coll == Coll::AllReduce ? 2 * (n - 1) : coll == Coll::ReduceScatter || coll == Coll::AllGather ? n - 1 : n;
 }
 
-int ring_inter_steps(Coll coll, int N) {
-  return coll == Coll::AllReduce ? (N > 1 ? 2 * N : 0) : coll == Coll::ReduceScatter || coll == Coll::AllGather ? N - 1 : N;
+// The ring's steps that cross nodes, as NCCL counts them: an all-reduce's 2N (2.23 on: 2(N - 1)).
+int ring_inter_steps(const Machine& m, Coll coll) {
+  const int N = m.nodes;
+  if (coll == Coll::AllReduce) return N == 1 ? 0 : m.system.nccl >= NcclRelease::V2_23 ? 2 * (N - 1) : 2 * N;
+  return coll == Coll::ReduceScatter || coll == Coll::AllGather ? N - 1 : N;
 }
 
 // NCCL's latency for `coll` run as (a, p): the base and the hops the algorithm crosses.
@@ -430,7 +451,10 @@ double algorithm_latency_us(const Machine& m, Coll coll, Algo a, Proto p) {
   const bool v2_18 = m.system.nccl == NcclRelease::V2_18;
   double lat = tuning_base_us(m, a, p);
   double intra_lat = tuning_hop_us(m, intra_hw, a, p);
-  const double inter_lat = tuning_hop_us(m, Hw::Net, a, p);  // + latencyInter (0: no SHARP latency measured)
+  // + latencyInter (0: no SHARP latency measured). From 2.23 with one GPU per node, where
+  // "latencies are fully exposed", every algorithm's network hop is the tree's.
+  const Algo net_algo = m.per_node == 1 && m.system.nccl >= NcclRelease::V2_23 ? Algo::Tree : a;
+  const double inter_lat = tuning_hop_us(m, Hw::Net, net_algo, p);
   switch (a) {
     case Algo::Ring: {
       if (coll == Coll::Reduce || coll == Coll::Broadcast) return lat + tuning_hop_us(m, hw, a, p);  // sameChannels graphs
@@ -438,7 +462,7 @@ double algorithm_latency_us(const Machine& m, Coll coll, Algo a, Proto p) {
       double overhead = 0.0;
       if (N > 1) overhead = p == Proto::Simple ? 3 * net_overhead : net_overhead;
       intra_lat = std::max(intra_lat, overhead);
-      const int nsteps = ring_steps(coll, n), inter_steps = ring_inter_steps(coll, N);
+      const int nsteps = ring_steps(coll, n), inter_steps = ring_inter_steps(m, coll);
       return lat + (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
     }
     case Algo::Tree: return lat + 2 * ((n / N - 1) * intra_lat + log2i(N) * inter_lat);
@@ -447,6 +471,8 @@ double algorithm_latency_us(const Machine& m, Coll coll, Algo a, Proto p) {
     case Algo::CollNetChain: return lat + 2 * (n / N - 1) * intra_lat + inter_lat;
     case Algo::Nvls: return lat + intra_lat + (N > 1 ? inter_lat : 0.0);  // 2.18: the NVLink hop's in the base
     case Algo::NvlsTree: return v2_18 ? lat + 2 * (N - 1) * inter_lat : lat + intra_lat + 2 * log2i(N) * inter_lat;
+    // "Base time", "log latency" and "still a linear part".
+    case Algo::Pat: return 8 + log2i(N) * (inter_lat / 3.5) + n * 2.8;
   }
   return lat;
 }
@@ -492,15 +518,32 @@ void apply_enables(Tuning& t, const Machine& m, const Overrides& overrides) {
   }
 }
 
-// The algorithms NCCL tunes for a collective: all of them for all-reduce, the ring for
-// the others; 2.19 adds NVLS for reduce-scatter and all-gather, 2.20 CollNet Direct too.
+// The algorithms NCCL tunes for a collective: all but PAT for all-reduce, the ring for the
+// others; 2.19 adds NVLS for reduce-scatter and all-gather, 2.20 CollNet Direct, 2.23 PAT
+// (Simple, one GPU per node: ncclPatEnable).
 bool tuned_for(const Machine& m, Coll coll, Algo a) {
+  if (a == Algo::Pat)
+    return (coll == Coll::AllGather || coll == Coll::ReduceScatter) && m.system.nccl >= NcclRelease::V2_23 && m.per_node == 1;
   if (coll == Coll::AllReduce || a == Algo::Ring) return true;
   if (coll == Coll::Broadcast || coll == Coll::Reduce || m.system.nccl == NcclRelease::V2_18) return false;
   return a == Algo::Nvls || (a == Algo::CollNetDirect && m.system.nccl >= NcclRelease::V2_20);
 }
 
 }  // namespace
+
+double algorithm_ratio(const Machine& m, NcclRelease release, Coll coll, Algo a) {
+  const int n = m.ranks, N = m.nodes;
+  // Reduce-scatter and all-gather: a bus bandwidth that is the algorithm's for CollNet Direct
+  // (2.20), and for all but the ring from 2.23.
+  const bool gather = coll == Coll::AllGather || coll == Coll::ReduceScatter;
+  if (gather && (a == Algo::CollNetDirect || (a != Algo::Ring && release >= NcclRelease::V2_23))) return 1.0;
+  switch (a) {
+    case Algo::Ring: return static_cast<double>(n) / ring_steps(coll, n);
+    case Algo::Nvls: return 5.0 / 6.0;
+    case Algo::NvlsTree: return release == NcclRelease::V2_18 ? .70 * N / (2.0 * (N - 1)) : 5.0 / 6.0;
+    default: return .5;
+  }
+}
 
 Tuning tune(const Machine& m, const Overrides& overrides) {
   Tuning t;
@@ -516,17 +559,13 @@ Tuning tune(const Machine& m, const Overrides& overrides) {
       const Graph& g = m.graphs[ai];
       for (int pi = 0; pi < kProtos; ++pi) {
         const Proto p = static_cast<Proto>(pi);
-        if ((a == Algo::Nvls || a == Algo::NvlsTree) && p != Proto::Simple) continue;
+        if ((a == Algo::Nvls || a == Algo::NvlsTree || a == Algo::Pat) && p != Proto::Simple) continue;
         const bool collnet = a == Algo::CollNetDirect || a == Algo::CollNetChain;
         double bw = N <= 2 || collnet ? g.bw_intra : g.bw_inter;
         if (!v2_18 && a == Algo::Nvls) bw = std::min(g.bw_intra, g.bw_inter);
         if (!v2_18 && a == Algo::NvlsTree) bw = std::min(g.bw_intra, N <= 2 ? g.bw_inter : g.bw_inter / 2);
         const double bus = protocol_bus_bw(m, m.system.nccl, coll, a, p, bw);
-        double ratio = a == Algo::Ring ? static_cast<double>(n) / ring_steps(coll, n)
-                       : a == Algo::Nvls ? 5.0 / 6.0
-                       : a == Algo::NvlsTree ? (v2_18 ? .70 * N / (2.0 * (N - 1)) : 5.0 / 6.0)
-                                             : .5;
-        if (a == Algo::CollNetDirect && coll != Coll::AllReduce) ratio = 1.0;  // its bus bandwidth is the algorithm's
+        const double ratio = algorithm_ratio(m, m.system.nccl, coll, a);
         t.bandwidth_GBps[c][ai][pi] = bus * ratio;
         if (a == Algo::Ring) t.ring_backup_GBps[c][pi] = bus * ratio;  // NCCL's ringbdw, before the enables
         t.latency_us[c][ai][pi] = algorithm_latency_us(m, coll, a, p);
@@ -560,6 +599,7 @@ bool fastest_enabled(const Machine& m, const Tuning& t, Coll c, double bytes, Ch
     if ((algo == Algo::CollNetDirect || algo == Algo::CollNetChain) && !m.collnet) continue;
     if (algo == Algo::Nvls && !m.collnet && m.nodes > 1) continue;
     if (algo == Algo::Nvls && (c == Coll::AllGather || c == Coll::ReduceScatter) && m.nodes > 1) continue;  // one node only
+    if (algo == Algo::CollNetDirect && m.per_node > 8 && m.system.nccl >= NcclRelease::V2_23) continue;  // up to 8 local GPUs
     for (int p = 0; p < kProtos; ++p) {
       const double time = nccl_estimate_us(m, t, c, algo, static_cast<Proto>(p), bytes);
       if (time >= 0 && time < best) {
@@ -633,6 +673,11 @@ Choice choose(const Machine& m, const Tuning& t, Coll c, double bytes) {
     if (!fastest_ring_backup(m, t, c, bytes, ch))
       throw std::invalid_argument(fmt::format("{} of {} bytes: no algorithm/protocol available", to_string(c), bytes));
   }
+  if (ch.algo == Algo::Pat)
+    throw std::invalid_argument(fmt::format(
+        "{} of {} bytes on {} GPUs of \"{}\": NCCL {} runs it as PAT (one GPU per node), whose kernels dtsim does not "
+        "model; NCCL_ALGO=^PAT times what NCCL runs without it",
+        to_string(c), bytes, m.ranks, m.system.name, to_string(m.system.nccl)));
   set_channels_and_threads(m, t, bytes, ch);
   return ch;
 }

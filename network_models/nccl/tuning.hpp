@@ -1,7 +1,7 @@
 // How NCCL sets up a communicator on a machine and picks, per collective and size, its
 // algorithm, protocol and channel count: NCCL's topology search (src/graph/search.cc),
 // tuning model (src/graph/tuning.cc) and getAlgoInfo (src/enqueue.cc), restated for the
-// system's release (System::nccl), 2.18.5, 2.19.3, 2.20.5, 2.21.5 or 2.22.3. What 2.19 changes here
+// system's release (System::nccl), 2.18.5, 2.19.3, 2.20.5, 2.21.5, 2.22.3 or 2.23.4. What 2.19 changes here
 // (and every later release):
 //   - latencies: NVLS's 23 us moves from the base to the NVLink hop (unchanged on one node),
 //     Tree Simple pays 28 us a hop, CollNet's hops are re-measured (3.7 / 2.8 us on NVLink,
@@ -32,8 +32,20 @@
 //     default) enable: ringbdw is zeroed for the others;
 //   - the tree always runs 640 threads (NCCL_MAX_NTHREADS), whatever the size;
 //   - how a collective reaches the channels changes again (collective_time.hpp).
-// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all five;
-// how a collective's elements reach the channels changes in 2.20 and 2.22 (collective_time.hpp).
+// And 2.23 on top of those:
+//   - Tree Simple's latencies: 8.4 us once, 4 us a hop within a node, 14 across (28 before);
+//   - an all-reduce ring counts 2(N - 1) network steps (2N before); with one GPU per node
+//     every algorithm's network hop is the tree's;
+//   - LL128's ring keeps 0.92 with one GPU per node (0.7 before);
+//   - reduce-scatter and all-gather by anything but the ring are estimated at their bus
+//     bandwidth (NVLS: 5/6 of it before; the kernels keep this pace in every release);
+//   - PAT for reduce-scatter and all-gather with one GPU per node (Simple, 0.85 of the tree
+//     graph's bandwidth, 8 us + log2(N) x the network hop / 3.5 + 2.8 us a rank), tuned
+//     here but not timed: choose() refuses it;
+//   - CollNet Direct only up to 8 GPUs a node.
+// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all six;
+// how a collective's elements reach the channels changes in 2.20, 2.22 and 2.23
+// (collective_time.hpp).
 //
 // Graph (per algorithm, ncclTopoCompute): channels x bandwidth per channel, found by
 // trying NCCL's speed list from the fastest that fits: a ring channel takes `speed` GB/s on
@@ -71,12 +83,14 @@ namespace dtsim::net::nccl {
 
 // NCCL's enumerations, in NCCL's order (ncclFunc_t, NCCL_ALGO_*, NCCL_PROTO_*).
 enum class Coll { Broadcast, Reduce, AllGather, ReduceScatter, AllReduce };
-enum class Algo { Tree, Ring, CollNetDirect, CollNetChain, Nvls, NvlsTree };
+// PAT (2.23: reduce-scatter and all-gather with one GPU per node) is tuned, so that NCCL's
+// choice stays its own, but its kernels are not modelled: choose() refuses it.
+enum class Algo { Tree, Ring, CollNetDirect, CollNetChain, Nvls, NvlsTree, Pat };
 enum class Proto { LL, LL128, Simple };
-inline constexpr int kColls = 5, kAlgos = 6, kProtos = 3;
+inline constexpr int kColls = 5, kAlgos = 7, kProtos = 3;
 
 const char* to_string(Coll c);   // "all_reduce", ...
-const char* to_string(Algo a);   // NCCL's spelling: "Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree"
+const char* to_string(Algo a);   // NCCL's spelling: "Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"
 const char* to_string(Proto p);  // "LL", "LL128", "Simple"
 inline int index(Coll c) { return static_cast<int>(c); }
 inline int index(Algo a) { return static_cast<int>(a); }
@@ -87,7 +101,7 @@ inline int index(Proto p) { return static_cast<int>(p); }
 struct Overrides {
   std::string algo;   // as given
   std::string proto;
-  std::array<bool, kAlgos> algo_enabled{true, true, true, true, true, true};
+  std::array<bool, kAlgos> algo_enabled{true, true, true, true, true, true, true};
   // 1: on, 0: off, 2: NCCL's default (LL128 only where it is known to work).
   std::array<int, kProtos> proto_enabled{1, 2, 1};
 };
@@ -148,6 +162,9 @@ Tuning tune(const Machine& m, const Overrides& overrides);
 // The bus bandwidth `release`'s model gives one protocol of an algorithm over links of
 // `bw_per_channel` GB/s per graph channel (tuning.cc's busBw before the algorithm ratio).
 double protocol_bus_bw(const Machine& m, NcclRelease release, Coll coll, Algo a, Proto p, double bw_per_channel);
+// NCCL's factor from that bus bandwidth to the algorithm's (ring n / steps, NVLS 5/6, trees
+// 1/2, ...) under `release`.
+double algorithm_ratio(const Machine& m, NcclRelease release, Coll coll, Algo a);
 // The pace the kernels keep, whatever the release: the newest modelled release's
 // protocol_bus_bw (its LL figure is NCCL's latest estimate of the LL kernel, which is the
 // same code in every modelled release).
@@ -170,7 +187,7 @@ struct Choice {
 double nccl_estimate_us(const Machine& m, const Tuning& t, Coll c, Algo a, Proto p, double bytes);
 // What NCCL runs for `bytes` of collective `c` (its nBytes: the whole buffer, for all-gather
 // and reduce-scatter every rank's blocks). Throws std::invalid_argument when overrides leave
-// nothing for it (NCCL's "no algorithm/protocol available").
+// nothing for it (NCCL's "no algorithm/protocol available"), or when NCCL runs it as PAT.
 Choice choose(const Machine& m, const Tuning& t, Coll c, double bytes);
 
 }  // namespace dtsim::net::nccl

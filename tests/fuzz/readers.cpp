@@ -760,12 +760,15 @@ std::vector<std::string> seeds(Reader reader) {
                           "--nccl-version", "2.21", "-b", "3M", "-e", "96M", "-f", "4"}));
       out.push_back(args({"collective", "--model", "nccl", "--system", "a100_pcie_pairs", "--nccl-algo", "NVLS", "--nccl-proto",
                           "^LL", "--nccl-version", "2.22", "-b", "1", "-e", "1M", "-f", "8"}));
+      out.push_back(args({"collective", "--model", "nccl", "--system", "h100_8x", "--nodes", "2", "--op", "reducescatter",
+                          "--nccl-version", "2.23.4", "-b", "8", "-e", "256M", "-f", "16"}));
       break;
     case Reader::nccl_system:
       out.push_back(net::nccl::system_json(*net::nccl::find_system_preset("a100_pcie_pairs")).dump(1));
       out.push_back(R"({"preset": "h100_8x", "nodes": 2, "network": {"collnet": true}, "nccl_version": "2.20.5"})");
       out.push_back(R"({"preset": "a100_8x", "nodes": 4, "nccl_version": "2.21.5"})");
       out.push_back(R"({"preset": "h200_8x", "nodes": 2, "nccl_version": "2.22.3"})");
+      out.push_back(R"({"preset": "h100_8x", "gpus_per_node": 1, "sockets": 1, "nodes": 4, "nccl_version": "2.23"})");
       out.push_back(R"({"gpu": "volta", "gpus_per_node": 4, "intra": {"kind": "pcie", "nvlink_pairs": [[0, 1]]},
                         "cpu": "intel", "sockets": 2, "pcie": {"generation": 3}})");
       break;
