@@ -348,8 +348,12 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
   sweep.algorithm = net::Algorithm::Auto;
   sweep.ranks = ranks == 0 ? config->system.gpus() : ranks;
   // The ranks are the measured run's when --against gave them.
-  flag(against && against->ranks > 0 ? "--against (the ranks it lists)" : "-n/--ranks",
-       [&] { return net::nccl::make_machine(config->system, sweep.ranks); });
+  const auto machine = flag(against && against->ranks > 0 ? "--against (the ranks it lists)" : "-n/--ranks",
+                            [&] { return net::nccl::make_machine(config->system, sweep.ranks); });
+  flag("--system", [&] {
+    net::nccl::refuse_pat(machine, net::nccl::tune(machine, config->overrides));
+    return 0;
+  });
   check_alltoall_ranks(sweep);
   // A collective NCCL_ALGO leaves nothing to run (where the release fails).
   flag(algo_from_run ? "--against (its NCCL_ALGO)" : "--nccl-algo",

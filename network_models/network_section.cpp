@@ -145,7 +145,8 @@ json network_section_json(const NetworkConfig& network) {
 void check_network_links(const NetworkConfig& network, const Topology& topology) {
   if (network.nccl) {
     try {
-      (void)nccl::make_machine(network.nccl->system, topology.size());
+      const nccl::Machine machine = nccl::make_machine(network.nccl->system, topology.size());
+      nccl::refuse_pat(machine, nccl::tune(machine, network.nccl->overrides));
     } catch (const std::invalid_argument& e) {
       throw ScenarioError("/network/system", ErrorKind::inconsistent, e.what());
     }

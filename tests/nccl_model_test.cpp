@@ -928,6 +928,18 @@ TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
   const NetworkConfig nvls_2_20 = nccl_network(
       {{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.20.5"}}}, {"nccl_algo", "NVLS"}});
   EXPECT_NO_THROW(check_network_links(nvls_2_20, Topology::ring(8, nvls_2_20.nominal)));
+  // A scenario where NCCL may run PAT is refused at its system (2.23, one GPU per node).
+  const json singles = {{"preset", "h100_8x"}, {"gpus_per_node", 1}, {"sockets", 1}, {"nodes", 4}, {"nccl_version", "2.23"}};
+  const NetworkConfig pat = nccl_network({{"model", "nccl"}, {"system", singles}});
+  try {
+    check_network_links(pat, Topology::ring(4, pat.nominal));
+    FAIL() << "expected PAT to be refused";
+  } catch (const config::ScenarioError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("/network/system: NCCL 2.23 runs reduce-scatter and all-gather with one GPU per "
+                                          "node as PAT", 0), 0u) << e.what();
+  }
+  const NetworkConfig no_pat = nccl_network({{"model", "nccl"}, {"system", singles}, {"nccl_algo", "^PAT"}});
+  EXPECT_NO_THROW(check_network_links(no_pat, Topology::ring(4, no_pat.nominal)));
   EXPECT_EQ(network_section_json(nvls_2_20)["system"]["nccl_version"], "2.20");
   EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.24.3"}}}}),
             "/network/system/nccl_version: NCCL \"2.24.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, "

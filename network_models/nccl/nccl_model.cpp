@@ -51,12 +51,7 @@ Clock::Clock(std::shared_ptr<const Config> config, int ranks)
   // first collective that has none; dtsim refuses the job here, before it runs (whether or
   // not it would issue one), so that no result is lost mid-run.
   // Nor does whether NCCL may pick PAT, whose kernels are not modelled.
-  const int pat = index(Algo::Pat), simple = index(Proto::Simple);
-  if (tuning_.bandwidth_GBps[index(Coll::AllGather)][pat][simple] > 0 || tuning_.bandwidth_GBps[index(Coll::ReduceScatter)][pat][simple] > 0)
-    throw std::invalid_argument(fmt::format(
-        "NCCL {} runs reduce-scatter and all-gather with one GPU per node as PAT where it estimates it faster, whose "
-        "kernels dtsim does not model; NCCL_ALGO=^PAT (nccl_algo \"^PAT\") times what NCCL runs without it",
-        to_string(machine_.system.nccl)));
+  refuse_pat(machine_, tuning_);
   for (const Coll c : {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::Broadcast, Coll::Reduce})
     (void)choose(machine_, tuning_, c, 1 << 20);
 }

@@ -662,6 +662,16 @@ void set_channels_and_threads(const Machine& m, const Tuning& t, double bytes, C
 
 }  // namespace
 
+void refuse_pat(const Machine& m, const Tuning& t) {
+  const int pat = index(Algo::Pat), simple = index(Proto::Simple);
+  if (t.bandwidth_GBps[index(Coll::AllGather)][pat][simple] > 0 || t.bandwidth_GBps[index(Coll::ReduceScatter)][pat][simple] > 0)
+    throw std::invalid_argument(fmt::format(
+        "NCCL {} runs reduce-scatter and all-gather with one GPU per node as PAT where it estimates it faster, whose "
+        "kernels dtsim does not model; NCCL_ALGO=^PAT (nccl_algo \"^PAT\", --nccl-algo ^PAT) times what NCCL runs "
+        "without it",
+        to_string(m.system.nccl)));
+}
+
 Choice choose(const Machine& m, const Tuning& t, Coll c, double bytes) {
   Choice ch;
   if (m.ranks > 1 && !fastest_enabled(m, t, c, bytes, ch)) {

@@ -189,5 +189,9 @@ double nccl_estimate_us(const Machine& m, const Tuning& t, Coll c, Algo a, Proto
 // and reduce-scatter every rank's blocks). Throws std::invalid_argument when overrides leave
 // nothing for it (NCCL's "no algorithm/protocol available"), or when NCCL runs it as PAT.
 Choice choose(const Machine& m, const Tuning& t, Coll c, double bytes);
+// Throws std::invalid_argument where NCCL may run reduce-scatter or all-gather as PAT (from
+// 2.23 with one GPU per node, unless NCCL_ALGO leaves it out): whether it does depends on
+// the size, so a job is refused before it runs rather than at its first such collective.
+void refuse_pat(const Machine& m, const Tuning& t);
 
 }  // namespace dtsim::net::nccl
