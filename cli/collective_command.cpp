@@ -81,8 +81,10 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
                    fmt::format("--model nccl: the machine, a preset ({}) or a system JSON file", net::nccl::system_preset_names()));
   cmd_->add_option("--nodes", nodes_, "--model nccl: nodes of the system (default: the system's; -n defaults to all their GPUs)");
   cmd_->add_option("--nccl-algo", nccl_algo_, "--model nccl: as NCCL_ALGO (Tree, Ring, CollNetDirect, CollNetChain, NVLS, "
-                                              "NVLSTree; a comma-separated list, or ^ and the ones to leave out)");
-  cmd_->add_option("--nccl-proto", nccl_proto_, "--model nccl: as NCCL_PROTO (LL, LL128, Simple)");
+                                              "NVLSTree, PAT; a comma-separated list, or ^ and the ones to leave out; from "
+                                              "NCCL 2.24 also per collective: \"ring;allreduce:tree\")");
+  cmd_->add_option("--nccl-proto", nccl_proto_, "--model nccl: as NCCL_PROTO (LL, LL128, Simple; from NCCL 2.24 also per "
+                                                "collective: \"^LL128;allgather:LL\")");
   cmd_->add_option("--nccl-version", nccl_version_,
                    fmt::format("--model nccl: the NCCL release whose constants and rules apply, {} (default: the "
                                "system's)", net::nccl::modelled_nccl_releases()));
@@ -277,8 +279,12 @@ std::string CollectiveCommand::against_setting(bool algo, const std::string& fla
   if (printed.empty()) return flag_value;
   auto enables = [&](const std::string& list) {
     const auto o = algo ? net::nccl::parse_overrides(list, "") : net::nccl::parse_overrides("", list);
-    return algo ? std::vector<int>(o.algo_enabled.begin(), o.algo_enabled.end())
-                : std::vector<int>(o.proto_enabled.begin(), o.proto_enabled.end());
+    std::vector<int> on;  // every collective's, in order
+    for (int c = 0; c < net::nccl::kColls; ++c) {
+      if (algo) on.insert(on.end(), o.algo_enabled[c].begin(), o.algo_enabled[c].end());
+      else on.insert(on.end(), o.proto_enabled[c].begin(), o.proto_enabled[c].end());
+    }
+    return on;
   };
   std::vector<int> ran;
   try {
@@ -350,8 +356,10 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
   // The ranks are the measured run's when --against gave them.
   const auto machine = flag(against && against->ranks > 0 ? "--against (the ranks it lists)" : "-n/--ranks",
                             [&] { return net::nccl::make_machine(config->system, sweep.ranks); });
+  const auto tuning = flag(algo_from_run ? "--against (its NCCL_ALGO)" : "--nccl-algo",
+                           [&] { return net::nccl::tune(machine, config->overrides); });
   flag("--system", [&] {
-    net::nccl::refuse_pat(machine, net::nccl::tune(machine, config->overrides));
+    net::nccl::refuse_pat(machine, tuning);
     return 0;
   });
   check_alltoall_ranks(sweep);

@@ -45,9 +45,10 @@ std::span<const config::FieldDoc> network_docs() {
         "(network_models/nccl/system.hpp); the job's ranks are one node's first GPUs or whole nodes",
      R"json({"anyOf": [{"$ref": "#/$defs/nccl_system/properties/preset"}, {"$ref": "#/$defs/nccl_system"}]})json"},
     {"network", "nccl_algo", "nccl model: as NCCL_ALGO, a comma-separated list of Tree, Ring, CollNetDirect, CollNetChain, "
-        "NVLS, NVLSTree (any case), or ^ and the ones to leave out"},
+        "NVLS, NVLSTree, PAT (any case), or ^ and the ones to leave out; from NCCL 2.24 more lists after semicolons, each "
+        "for the collective it names (\"ring;allreduce:tree\")"},
     {"network", "nccl_proto", "nccl model: as NCCL_PROTO, a comma-separated list of LL, LL128, Simple, or ^ and the ones to "
-        "leave out"},
+        "leave out; from NCCL 2.24 more lists after semicolons, each for the collective it names (\"^LL128;allreduce:LL\")"},
     {"network", "overhead_us", "fixed cost added to every message, microseconds"},
     {"network", "jitter_us", "extra latency per message, uniform in [0, jitter), seeded by seed"},
     {"network", "reuse_collectives", "Replay a scheduled collective simulated before (same shape, network state and relative arrival "
@@ -102,7 +103,7 @@ std::span<const config::FieldDoc> network_docs() {
     {"nccl_system", "host", ""},
     {"nccl_system.host", "launch_us", "CPU time to launch one GPU's collective kernel, microseconds"},
     {"nccl_system", "nccl_version", "the NCCL release whose constants and rules apply: 2.18 (2.18.5, 2.18.6), 2.19 "
-        "(2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3) or 2.23 (2.23.4); default 2.18"},
+        "(2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4) or 2.24 (2.24.3); default 2.18"},
   };
   return docs;
 }

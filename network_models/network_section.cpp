@@ -144,9 +144,20 @@ json network_section_json(const NetworkConfig& network) {
 
 void check_network_links(const NetworkConfig& network, const Topology& topology) {
   if (network.nccl) {
+    nccl::Machine machine;
     try {
-      const nccl::Machine machine = nccl::make_machine(network.nccl->system, topology.size());
-      nccl::refuse_pat(machine, nccl::tune(machine, network.nccl->overrides));
+      machine = nccl::make_machine(network.nccl->system, topology.size());
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError("/network/system", ErrorKind::inconsistent, e.what());
+    }
+    nccl::Tuning tuning;
+    try {
+      tuning = nccl::tune(machine, network.nccl->overrides);
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError("/network/nccl_algo", ErrorKind::inconsistent, e.what());
+    }
+    try {
+      nccl::refuse_pat(machine, tuning);
     } catch (const std::invalid_argument& e) {
       throw ScenarioError("/network/system", ErrorKind::inconsistent, e.what());
     }

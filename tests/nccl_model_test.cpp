@@ -324,8 +324,8 @@ TEST(NcclTuning, Overrides) {
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
     EXPECT_EQ(std::string(e.what()), "all_reduce: NCCL_ALGO leaves no algorithm that runs on 8 GPUs of \"a100_8x\", where NCCL "
-                                     "2.18 fails (\"no algorithm/protocol available\"); 2.19 and later fall back to the "
-                                     "ring (\"nccl_version\": \"2.19\" or later)");
+                                     "2.18 fails (\"no algorithm/protocol available\"); 2.19 to 2.23 fall back to the "
+                                     "ring (\"nccl_version\": \"2.19\" to \"2.23\")");
   }
   System a100_2_20 = preset("a100_8x");
   a100_2_20.nccl = NcclRelease::V2_20;
@@ -363,11 +363,11 @@ TEST(NcclTuning, Releases) {
   EXPECT_EQ(parse_nccl_release("2.18"), NcclRelease::V2_18);
   EXPECT_STREQ(to_string(NcclRelease::V2_19), "2.19");
   try {
-    (void)parse_nccl_release("2.24.3");
+    (void)parse_nccl_release("2.25.1");
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "NCCL \"2.24.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), "
-                                     "2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3) or 2.23 (2.23.4)");
+    EXPECT_EQ(std::string(e.what()), "NCCL \"2.25.1\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), "
+                                     "2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4) or 2.24 (2.24.3)");
   }
   System h100 = preset("h100_8x");
   EXPECT_EQ(h100.nccl, NcclRelease::V2_18);
@@ -468,8 +468,8 @@ TEST(NcclTuning, Releases) {
   EXPECT_EQ(parse_nccl_release("2.21.5"), NcclRelease::V2_21);
   EXPECT_STREQ(to_string(NcclRelease::V2_21), "2.21");
   EXPECT_EQ(modelled_nccl_releases(),
-            "2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3) or "
-            "2.23 (2.23.4)");
+            "2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), "
+            "2.23 (2.23.4) or 2.24 (2.24.3)");
   const auto docs = dtsim::net::network_docs();  // the schema's description of the field names them all
   const auto field = std::find_if(docs.begin(), docs.end(), [](const auto& d) {
     return d.section == "nccl_system" && d.field == "nccl_version";
@@ -584,6 +584,70 @@ TEST(NcclTuning, Releases) {
   }
   config->overrides = parse_overrides("^PAT", "");
   EXPECT_EQ(Clock(config, 4).run(Coll::AllGather, 1 << 20).choice.algo, Algo::Ring);
+
+  // 2.24: PAT at 0.75 of the tree graph's bandwidth (0.85 in 2.23).
+  singles.nccl = NcclRelease::V2_24;
+  const Machine singles_2_24 = make_machine(singles, 4);
+  EXPECT_NEAR(tune(singles_2_24, Overrides{}).bandwidth_GBps[ag][index(Algo::Pat)][simple],
+              tree_graph.channels * tree_graph.bw_inter * 0.75, 1e-9);
+
+  // 2.24 reads NCCL_ALGO and NCCL_PROTO per collective ("ring;allreduce:tree": the ring for
+  // every collective, the tree alone for all-reduce), which earlier releases do not; and it
+  // has no fallback: where the lists leave a collective nothing (NVLS on an A100), NCCL
+  // fails, as 2.18 did, where 2.19 - 2.23 ran the ring; nor does it re-enable the ring and
+  // the tree when NCCL_ALGO names only CollNet on a network without it.
+  const Overrides per_collective = parse_overrides("ring;allreduce:tree", "^LL128;allgather:LL");
+  EXPECT_TRUE(per_collective.per_collective);
+  EXPECT_TRUE(per_collective.algo_enabled[ar][index(Algo::Tree)]);
+  EXPECT_FALSE(per_collective.algo_enabled[ar][ring]);
+  EXPECT_TRUE(per_collective.algo_enabled[ag][ring]);
+  EXPECT_EQ(per_collective.proto_enabled[ag], (std::array<int, 3>{1, 0, 0}));
+  EXPECT_EQ(per_collective.proto_enabled[ar], (std::array<int, 3>{1, 0, 1}));
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"ring;tree", "NCCL_ALGO: \"ring;tree\": every list but the first names its collective (\"allreduce:...\")"},
+           {"allreduces:tree", "NCCL_ALGO: unknown collective \"allreduces\" in \"allreduces:tree\" (expected Broadcast, Reduce, "
+                               "AllGather, ReduceScatter, AllReduce)"}}) {
+    try {
+      (void)parse_overrides(text, "");
+      FAIL() << text;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  }
+  System a100_2_24 = preset("a100_8x");
+  a100_2_24.nccl = NcclRelease::V2_24;
+  const Machine a100_m = make_machine(a100_2_24, 8);
+  const Tuning split = tune(a100_m, per_collective);
+  EXPECT_EQ(choose(a100_m, split, Coll::AllReduce, 1 << 20).algo, Algo::Tree);
+  const Choice gather = choose(a100_m, split, Coll::AllGather, 1 << 20);
+  EXPECT_EQ(gather.algo, Algo::Ring);
+  EXPECT_EQ(gather.proto, Proto::LL);
+  a100_2_24.nccl = NcclRelease::V2_23;
+  try {
+    (void)tune(make_machine(a100_2_24, 8), per_collective);
+    FAIL() << "expected 2.23 to refuse lists per collective";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "NCCL_ALGO / NCCL_PROTO: lists per collective (\"ring;allreduce:tree\", "
+                                     "\"^LL128;allgather:LL\") are read from NCCL 2.24; 2.23 does not");
+  }
+  const Machine a100_2_23 = make_machine(a100_2_24, 8);
+  EXPECT_EQ(choose(a100_2_23, tune(a100_2_23, parse_overrides("NVLS", "")), Coll::AllReduce, 1 << 20).algo, Algo::Ring);
+  try {
+    (void)choose(a100_m, tune(a100_m, parse_overrides("NVLS", "")), Coll::AllReduce, 1 << 20);
+    FAIL() << "expected 2.24 to fail";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "all_reduce: NCCL_ALGO and NCCL_PROTO leave no algorithm that runs on 8 GPUs of "
+                                     "\"a100_8x\", where NCCL 2.24 fails (\"no algorithm/protocol available\")");
+  }
+  a100_2_24.nodes = 2;
+  for (const NcclRelease release : {NcclRelease::V2_23, NcclRelease::V2_24}) {
+    a100_2_24.nccl = release;
+    const Machine m = make_machine(a100_2_24, 16);
+    const Tuning collnet_only = tune(m, parse_overrides("CollNetDirect", ""));
+    const int enabled = std::count_if(&collnet_only.bandwidth_GBps[ar][0][0], &collnet_only.bandwidth_GBps[ar][0][0] + kAlgos * kProtos,
+                                      [](double bw) { return bw > 0; });
+    EXPECT_EQ(enabled > 0, release == NcclRelease::V2_23) << to_string(release);  // 2.23: "ignoring NCCL_ALGO=COLLNET"
+  }
 }
 
 // --- execution times -------------------------------------------------------------------------
@@ -941,9 +1005,9 @@ TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
   const NetworkConfig no_pat = nccl_network({{"model", "nccl"}, {"system", singles}, {"nccl_algo", "^PAT"}});
   EXPECT_NO_THROW(check_network_links(no_pat, Topology::ring(4, no_pat.nominal)));
   EXPECT_EQ(network_section_json(nvls_2_20)["system"]["nccl_version"], "2.20");
-  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.24.3"}}}}),
-            "/network/system/nccl_version: NCCL \"2.24.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, "
-            "2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3) or 2.23 (2.23.4)");
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.25.1"}}}}),
+            "/network/system/nccl_version: NCCL \"2.25.1\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, "
+            "2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4) or 2.24 (2.24.3)");
 }
 
 // Collectives run one at a time, as on one process group's NCCL stream: one whose ranks

@@ -54,6 +54,9 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
        "discount dropped; NVLS reduce-scatter and all-gather estimated at the bus bandwidth (the kernels keep this "
        "pace in every release); an all-reduce ring counts 2(N - 1) network steps; one GPU per node takes the tree's "
        "network latency; parts of at least 16 KiB of traffic"},
+      {NcclRelease::V2_24, "2.24", {"2.24.3"}, "-",
+       "NCCL_ALGO and NCCL_PROTO lists per collective (\"ring;allreduce:tree\"); no fallback: NCCL fails where they "
+       "leave a collective nothing, as 2.18 does; PAT at 0.75 of the tree graph's bandwidth"},
   };
   return releases;
 }

@@ -180,41 +180,73 @@ std::string lower(std::string s) {
   return s;
 }
 
-// parseList: every name in `names` on (a list) or off (^list); the rest the other way.
+// parseList: every name in `names` on (a list) or off (^list); the rest the other way. From
+// 2.24 a list may name the collectives it is for ("allreduce:tree"), and every list after
+// the first must.
 template <std::size_t N>
-void parse_list(const char* var, const std::string& text, const char* const (&names)[N], std::array<int, N>& out) {
+void parse_list(const char* var, const std::string& text, const char* const (&names)[N],
+                std::array<std::array<int, N>, kColls>& out, bool& per_collective) {
+  static const char* const colls[kColls] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce"};
+  auto join = [](const auto& list) {
+    std::string s;
+    for (std::size_t j = 0; j < std::size(list); ++j) s += (j ? ", " : "") + std::string(list[j]);
+    return s;
+  };
   if (text.empty()) return;
-  std::string body = text;
-  int set = 1, def = 0;
-  if (body[0] == '^') {
-    set = 0;
-    def = 1;
-    body = body.substr(1);
-  }
-  std::array<int, N> list;
-  list.fill(def);
-  std::size_t start = 0;
-  while (start <= body.size()) {
-    const std::size_t comma = body.find(',', start);
-    const std::string token = body.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!token.empty()) {
-      std::size_t k = 0;
-      while (k < N && lower(token) != lower(names[k])) ++k;
-      if (k == N) {
-        std::string expected;
-        for (std::size_t j = 0; j < N; ++j) expected += (j ? ", " : "") + std::string(names[j]);
-        throw std::invalid_argument(fmt::format("{}: unknown name \"{}\" in \"{}\" (expected a comma-separated list of {}, "
-                                                "or ^ and the ones to leave out)", var, token, text, expected));
+  std::size_t entry_start = 0;
+  for (bool first = true; entry_start <= text.size(); first = false) {
+    const std::size_t semicolon = text.find(';', entry_start);
+    const std::string entry = text.substr(entry_start, semicolon == std::string::npos ? std::string::npos : semicolon - entry_start);
+    entry_start = semicolon == std::string::npos ? text.size() + 1 : semicolon + 1;
+    const std::size_t colon = entry.find(':');
+    std::string body = colon == std::string::npos ? entry : entry.substr(colon + 1);
+    int coll = -1;  // -1: every collective
+    if (colon != std::string::npos) {
+      const std::string prefix = entry.substr(0, colon);
+      while (++coll < kColls && lower(prefix) != lower(colls[coll])) {
       }
-      list[k] = set;
+      if (coll == kColls)
+        throw std::invalid_argument(fmt::format("{}: unknown collective \"{}\" in \"{}\" (expected {})", var, prefix, text,
+                                                join(colls)));
+      per_collective = true;
+    } else if (!first) {
+      throw std::invalid_argument(
+          fmt::format("{}: \"{}\": every list but the first names its collective (\"allreduce:...\")", var, text));
     }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+    int set = 1, def = 0;
+    if (!body.empty() && body[0] == '^') {
+      set = 0;
+      def = 1;
+      body = body.substr(1);
+    }
+    std::array<int, N> list;
+    list.fill(def);
+    std::size_t start = 0;
+    while (start <= body.size()) {
+      const std::size_t comma = body.find(',', start);
+      const std::string token = body.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!token.empty()) {
+        std::size_t k = 0;
+        while (k < N && lower(token) != lower(names[k])) ++k;
+        if (k == N)
+          throw std::invalid_argument(fmt::format("{}: unknown name \"{}\" in \"{}\" (expected a comma-separated list of {}, "
+                                                  "or ^ and the ones to leave out)", var, token, text, join(names)));
+        list[k] = set;
+      }
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    for (int c = 0; c < kColls; ++c)
+      if (coll < 0 || c == coll) out[c] = list;
   }
-  out = list;
 }
 
 }  // namespace
+
+Overrides::Overrides() {
+  for (auto& a : algo_enabled) a.fill(true);
+  for (auto& p : proto_enabled) p = {1, 2, 1};
+}
 
 Overrides parse_overrides(const std::string& algo, const std::string& proto) {
   static const char* const algos[kAlgos] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
@@ -222,14 +254,16 @@ Overrides parse_overrides(const std::string& algo, const std::string& proto) {
   Overrides o;
   o.algo = algo;
   o.proto = proto;
-  std::array<int, kAlgos> a;
-  a.fill(1);
-  parse_list("NCCL_ALGO", algo, algos, a);
-  for (int i = 0; i < kAlgos; ++i) o.algo_enabled[i] = a[i] != 0;
-  parse_list("NCCL_PROTO", proto, protos, o.proto_enabled);
-  if (std::none_of(o.algo_enabled.begin(), o.algo_enabled.end(), [](bool b) { return b; }))
+  std::array<std::array<int, kAlgos>, kColls> a;
+  for (auto& per : a) per.fill(1);
+  parse_list("NCCL_ALGO", algo, algos, a, o.per_collective);
+  for (int c = 0; c < kColls; ++c)
+    for (int i = 0; i < kAlgos; ++i) o.algo_enabled[c][i] = a[c][i] != 0;
+  parse_list("NCCL_PROTO", proto, protos, o.proto_enabled, o.per_collective);
+  auto none = [](const auto& list) { return std::none_of(list.begin(), list.end(), [](auto b) { return b != 0; }); };
+  if (std::all_of(o.algo_enabled.begin(), o.algo_enabled.end(), none))
     throw std::invalid_argument(fmt::format("NCCL_ALGO: \"{}\" leaves no algorithm", algo));
-  if (std::none_of(o.proto_enabled.begin(), o.proto_enabled.end(), [](int b) { return b != 0; }))
+  if (std::all_of(o.proto_enabled.begin(), o.proto_enabled.end(), none))
     throw std::invalid_argument(fmt::format("NCCL_PROTO: \"{}\" leaves no protocol", proto));
   return o;
 }
@@ -390,7 +424,7 @@ double protocol_bus_bw(const Machine& m, NcclRelease release, Coll coll, Algo a,
   if (a == Algo::Tree && p == Proto::LL128)
     bus = std::min(bus * (m.nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), g.channels * kPerChMaxTreeLL128Bw[cc][i2]);
   if (a == Algo::Tree && g.tree_pattern) bus *= .85;
-  if (a == Algo::Pat) bus *= .85;
+  if (a == Algo::Pat) bus *= release >= NcclRelease::V2_24 ? .75 : .85;
   if ((a == Algo::CollNetDirect || a == Algo::CollNetChain) && p != Proto::Simple) bus = 0;
   if (a == Algo::CollNetDirect && p == Proto::Simple) {
     if (coll == Coll::AllGather || coll == Coll::ReduceScatter) {
@@ -481,34 +515,38 @@ double algorithm_latency_us(const Machine& m, Coll coll, Algo a, Proto p) {
 // NVLSTree across nodes only; CollNet and multi-node NVLS only with in-network reduction.
 // A disabled (algorithm, protocol) gets no bandwidth, so it is never chosen. 2.18 never
 // disables the ring for other collectives than all-reduce (NCCL_ALGO=Tree still runs them);
-// 2.19 on disable it too, but give a collective left with nothing the ring back, with every
-// protocol ("at least set ring algo available"); from 2.22 with the protocols enabled.
+// 2.19 to 2.23 disable it too, but give a collective left with nothing the ring back, with
+// every protocol ("at least set ring algo available"; from 2.22 with the protocols enabled);
+// 2.24 has no fallback and fails, as 2.18 does, and reads lists per collective.
 void apply_enables(Tuning& t, const Machine& m, const Overrides& overrides) {
   const int N = m.nodes;
   const int cc = compute_capability(m.system.gpu);
-  const bool v2_18 = m.system.nccl == NcclRelease::V2_18;
-  std::array<bool, kAlgos> algo_on = overrides.algo_enabled;
-  if (N == 1) algo_on[index(Algo::NvlsTree)] = false;
-  if (!m.collnet) {
-    algo_on[index(Algo::CollNetDirect)] = algo_on[index(Algo::CollNetChain)] = false;
-    if (N > 1) algo_on[index(Algo::Nvls)] = false;
-    if (!algo_on[index(Algo::Ring)] && !algo_on[index(Algo::Tree)] && !algo_on[index(Algo::Nvls)] && !algo_on[index(Algo::NvlsTree)])
-      algo_on[index(Algo::Ring)] = algo_on[index(Algo::Tree)] = true;  // "ignoring NCCL_ALGO=COLLNET"
-  } else if (m.system.intra.kind != IntraKind::NvSwitch) {
-    algo_on[index(Algo::CollNetDirect)] = false;
-  }
-  for (int c = 0; c < kColls; ++c)
+  const NcclRelease release = m.system.nccl;
+  const bool v2_18 = release == NcclRelease::V2_18, v2_24 = release >= NcclRelease::V2_24;
+  for (int c = 0; c < kColls; ++c) {
+    std::array<bool, kAlgos> algo_on = overrides.algo_enabled[c];
+    if (N == 1) algo_on[index(Algo::NvlsTree)] = false;
+    if (!m.collnet) {
+      algo_on[index(Algo::CollNetDirect)] = algo_on[index(Algo::CollNetChain)] = false;
+      if (N > 1) algo_on[index(Algo::Nvls)] = false;
+      if (!v2_24 && !algo_on[index(Algo::Ring)] && !algo_on[index(Algo::Tree)] && !algo_on[index(Algo::Nvls)] &&
+          !algo_on[index(Algo::NvlsTree)])
+        algo_on[index(Algo::Ring)] = algo_on[index(Algo::Tree)] = true;  // "ignoring NCCL_ALGO=COLLNET" (up to 2.23)
+    } else if (m.system.intra.kind != IntraKind::NvSwitch) {
+      algo_on[index(Algo::CollNetDirect)] = false;
+    }
     for (int a = 0; a < kAlgos; ++a)
       for (int p = 0; p < kProtos; ++p) {
-        int on = overrides.proto_enabled[p];
+        int on = overrides.proto_enabled[c][p];
         if (on == 2 && p == index(Proto::LL128))
           on = m.ll128_inter_ok && m.graphs[a].intra == Hw::NvLink && cc >= 70 ? 1 : 0;
         if (on == 0) t.bandwidth_GBps[c][a][p] = 0;
-        if (on == 0 && a == index(Algo::Ring) && m.system.nccl >= NcclRelease::V2_22) t.ring_backup_GBps[c][p] = 0;
+        if (on == 0 && a == index(Algo::Ring) && release >= NcclRelease::V2_22) t.ring_backup_GBps[c][p] = 0;
         if (v2_18 && a == index(Algo::Ring) && c != index(Coll::AllReduce)) continue;
         if (!algo_on[a]) t.bandwidth_GBps[c][a][p] = 0;
       }
-  if (v2_18) return;
+  }
+  if (v2_18 || v2_24) return;  // no fallback: NCCL fails where nothing is left
   for (int c = 0; c < kColls; ++c) {
     bool available = false;
     for (int a = 0; a < kAlgos; ++a)
@@ -546,6 +584,10 @@ double algorithm_ratio(const Machine& m, NcclRelease release, Coll coll, Algo a)
 }
 
 Tuning tune(const Machine& m, const Overrides& overrides) {
+  if (overrides.per_collective && m.system.nccl < NcclRelease::V2_24)
+    throw std::invalid_argument(fmt::format(
+        "NCCL_ALGO / NCCL_PROTO: lists per collective (\"{}\", \"{}\") are read from NCCL 2.24; {} does not",
+        overrides.algo, overrides.proto, to_string(m.system.nccl)));
   Tuning t;
   set_thread_limits(t, m);
   const int n = m.ranks, N = m.nodes;
@@ -675,11 +717,17 @@ void refuse_pat(const Machine& m, const Tuning& t) {
 Choice choose(const Machine& m, const Tuning& t, Coll c, double bytes) {
   Choice ch;
   if (m.ranks > 1 && !fastest_enabled(m, t, c, bytes, ch)) {
-    if (m.system.nccl == NcclRelease::V2_18)
+    const NcclRelease release = m.system.nccl;
+    if (release == NcclRelease::V2_18)
       throw std::invalid_argument(fmt::format(
           "{}: NCCL_ALGO leaves no algorithm that runs on {} GPUs of \"{}\", where NCCL 2.18 fails (\"no "
-          "algorithm/protocol available\"); 2.19 and later fall back to the ring (\"nccl_version\": \"2.19\" or later)",
+          "algorithm/protocol available\"); 2.19 to 2.23 fall back to the ring (\"nccl_version\": \"2.19\" to \"2.23\")",
           to_string(c), m.ranks, m.system.name));
+    if (release >= NcclRelease::V2_24)
+      throw std::invalid_argument(fmt::format(
+          "{}: NCCL_ALGO and NCCL_PROTO leave no algorithm that runs on {} GPUs of \"{}\", where NCCL {} fails (\"no "
+          "algorithm/protocol available\")",
+          to_string(c), m.ranks, m.system.name, to_string(release)));
     if (!fastest_ring_backup(m, t, c, bytes, ch))
       throw std::invalid_argument(fmt::format("{} of {} bytes: no algorithm/protocol available", to_string(c), bytes));
   }

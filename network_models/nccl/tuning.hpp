@@ -1,7 +1,7 @@
 // How NCCL sets up a communicator on a machine and picks, per collective and size, its
 // algorithm, protocol and channel count: NCCL's topology search (src/graph/search.cc),
 // tuning model (src/graph/tuning.cc) and getAlgoInfo (src/enqueue.cc), restated for the
-// system's release (System::nccl), 2.18.5, 2.19.3, 2.20.5, 2.21.5, 2.22.3 or 2.23.4. What 2.19 changes here
+// system's release (System::nccl), 2.18.5, 2.19.3, 2.20.5, 2.21.5, 2.22.3, 2.23.4 or 2.24.3. What 2.19 changes here
 // (and every later release):
 //   - latencies: NVLS's 23 us moves from the base to the NVLink hop (unchanged on one node),
 //     Tree Simple pays 28 us a hop, CollNet's hops are re-measured (3.7 / 2.8 us on NVLink,
@@ -43,7 +43,12 @@
 //     graph's bandwidth, 8 us + log2(N) x the network hop / 3.5 + 2.8 us a rank), tuned
 //     here but not timed: choose() refuses it;
 //   - CollNet Direct only up to 8 GPUs a node.
-// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all six;
+// And 2.24 on top of those (its kernels' split and chunks are 2.23's):
+//   - NCCL_ALGO and NCCL_PROTO may give lists per collective ("ring;allreduce:tree");
+//   - no fallback: where they leave a collective nothing NCCL fails, as 2.18 does, and
+//     NCCL_ALGO naming only CollNet where there is none no longer brings back ring and tree;
+//   - PAT at 0.75 of the tree graph's bandwidth.
+// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all seven;
 // how a collective's elements reach the channels changes in 2.20, 2.22 and 2.23
 // (collective_time.hpp).
 //
@@ -97,16 +102,23 @@ inline int index(Algo a) { return static_cast<int>(a); }
 inline int index(Proto p) { return static_cast<int>(p); }
 
 // NCCL_ALGO / NCCL_PROTO: a comma-separated list of names (any case), or "^list" for all
-// but those; "" leaves NCCL's defaults (every algorithm; LL128 where NCCL enables it).
+// but those; "" leaves NCCL's defaults (every algorithm; LL128 where NCCL enables it). From
+// NCCL 2.24 also lists per collective after the first, separated by semicolons and named
+// by NCCL's function names: "ring,tree;allreduce:nvls,tree" (tune() refuses them for
+// earlier releases, which do not read them).
 struct Overrides {
   std::string algo;   // as given
   std::string proto;
-  std::array<bool, kAlgos> algo_enabled{true, true, true, true, true, true, true};
+  // Per collective (index(Coll)).
+  std::array<std::array<bool, kAlgos>, kColls> algo_enabled;
   // 1: on, 0: off, 2: NCCL's default (LL128 only where it is known to work).
-  std::array<int, kProtos> proto_enabled{1, 2, 1};
+  std::array<std::array<int, kProtos>, kColls> proto_enabled;
+  bool per_collective = false;  // a list names a collective
+  Overrides();
 };
-// Throws std::invalid_argument "NCCL_ALGO: unknown algorithm \"x\" (expected ...)" (or
-// NCCL_PROTO) for a name NCCL does not know, or a list that enables nothing.
+// Throws std::invalid_argument "NCCL_ALGO: unknown name \"x\" in ... (expected ...)" (or
+// NCCL_PROTO, or an unknown collective) for a name NCCL does not know, or a list that
+// enables nothing.
 Overrides parse_overrides(const std::string& algo, const std::string& proto);
 
 // Which link a hop crosses (tuning.cc's NCCL_HW_NVLINK / PCI / NET).

@@ -762,6 +762,8 @@ std::vector<std::string> seeds(Reader reader) {
                           "^LL", "--nccl-version", "2.22", "-b", "1", "-e", "1M", "-f", "8"}));
       out.push_back(args({"collective", "--model", "nccl", "--system", "h100_8x", "--nodes", "2", "--op", "reducescatter",
                           "--nccl-version", "2.23.4", "-b", "8", "-e", "256M", "-f", "16"}));
+      out.push_back(args({"collective", "--model", "nccl", "--system", "a100_8x", "--nccl-version", "2.24", "--nccl-algo",
+                          "ring;allreduce:tree", "--nccl-proto", "^LL128;allreduce:LL", "-e", "1M", "-f", "16"}));
       break;
     case Reader::nccl_system:
       out.push_back(net::nccl::system_json(*net::nccl::find_system_preset("a100_pcie_pairs")).dump(1));
