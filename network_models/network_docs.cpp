@@ -80,7 +80,7 @@ std::span<const config::FieldDoc> network_docs() {
     {"nccl_system", "name", ""},
     {"nccl_system", "description", ""},
     {"nccl_system", "source", ""},
-    {"nccl_system", "gpu", "NCCL's compute capability class (70, 80, 90)"},
+    {"nccl_system", "gpu", "NCCL's compute capability class (70, 80, 90, 100)"},
     {"nccl_system", "gpus_per_node", "GPUs per node"},
     {"nccl_system", "nodes", "nodes"},
     {"nccl_system", "intra", ""},
@@ -103,7 +103,7 @@ std::span<const config::FieldDoc> network_docs() {
     {"nccl_system", "host", ""},
     {"nccl_system.host", "launch_us", "CPU time to launch one GPU's collective kernel, microseconds"},
     {"nccl_system", "nccl_version", "the NCCL release whose constants and rules apply: 2.18 (2.18.5, 2.18.6), 2.19 "
-        "(2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4) or 2.24 (2.24.3); default 2.18"},
+        "(2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3) or 2.25 (2.25.1); default 2.18 (2.25 for Blackwell presets)"},
   };
   return docs;
 }

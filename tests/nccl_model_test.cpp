@@ -47,7 +47,7 @@ std::string system_error(const json& doc) {
 // Every preset reads back from its own JSON, as a name and as an object, and says where its
 // figures come from.
 TEST(NcclSystems, PresetsRoundTrip) {
-  ASSERT_EQ(system_preset_list(), (std::vector<std::string>{"a100_8x", "h100_8x", "h200_8x", "a100_pcie_pairs"}));
+  ASSERT_EQ(system_preset_list(), (std::vector<std::string>{"a100_8x", "h100_8x", "h200_8x", "b200_8x", "a100_pcie_pairs"}));
   for (const auto& s : system_presets()) {
     EXPECT_FALSE(s.description.empty()) << s.name;
     EXPECT_FALSE(s.source.empty()) << s.name;
@@ -86,13 +86,13 @@ TEST(NcclSystems, ExampleFilesRead) {
 
 // A bad description is one line naming the JSON path to change.
 TEST(NcclSystems, ErrorsNameThePath) {
-  EXPECT_EQ(system_error("a100_9x"), "/network/system: expected a system preset (a100_8x, h100_8x, h200_8x, a100_pcie_pairs) "
+  EXPECT_EQ(system_error("a100_9x"), "/network/system: expected a system preset (a100_8x, h100_8x, h200_8x, b200_8x, a100_pcie_pairs) "
                                      "or an object, got \"a100_9x\" (did you mean `a100_8x`?)");
   EXPECT_EQ(system_error(json{{"intra", {{"kind", "nvlink"}}}}),
             "/network/system/intra/kind: expected one of nvswitch, pcie, got \"nvlink\"");
   EXPECT_EQ(system_error(json{{"gpus_per_node", 0}}), "/network/system/gpus_per_node: expected an integer >= 1 and <= 64, got 0");
   EXPECT_EQ(system_error(json{{"gpu", "ampere"}, {"intra", {{"nvls", true}}}}),
-            "/network/system/intra/nvls: NVLS needs Hopper GPUs (NVSwitch 3), got ampere");
+            "/network/system/intra/nvls: NVLS needs Hopper or Blackwell GPUs (NVSwitch 3 or later), got ampere");
   EXPECT_EQ(system_error(json{{"nodes", 2}}),
             "/network/system/network/nics_per_node: 2 nodes need nics_per_node >= 1 and nic_Gbps > 0");
   EXPECT_EQ(system_error(json{{"intra", {{"kind", "pcie"}, {"nvlink_pairs", {{0, 9}}}}}}),
@@ -101,7 +101,11 @@ TEST(NcclSystems, ErrorsNameThePath) {
             "/network/system/intra/nvlink_pairs/1: pair [1, 2] bridges a GPU twice (each GPU has one bridge)");
   EXPECT_EQ(system_error(json{{"network", {{"nics", 8}}}}).rfind("/network/system/network/nics: unknown field", 0), 0u);
   EXPECT_EQ(system_error(json{{"preset", "h100_8"}}),
-            "/network/system/preset: expected one of a100_8x, h100_8x, h200_8x, a100_pcie_pairs, got \"h100_8\" (did you mean `h100_8x`?)");
+            "/network/system/preset: expected one of a100_8x, h100_8x, h200_8x, b200_8x, a100_pcie_pairs, got \"h100_8\" (did you mean `h100_8x`?)");
+  // Blackwell needs NCCL 2.25 (the b200_8x preset's release).
+  EXPECT_EQ(system_error(json{{"preset", "b200_8x"}, {"nccl_version", "2.24"}}),
+            "/network/system/nccl_version: NCCL 2.24 does not run Blackwell GPUs; 2.25 and later do");
+  EXPECT_EQ(preset("b200_8x").nccl, NcclRelease::V2_25);
   // A job's ranks must be one node's first GPUs or whole nodes, within the system.
   EXPECT_THROW((void)make_machine(preset("a100_8x"), 12), std::invalid_argument);
   EXPECT_THROW((void)make_machine(preset("a100_8x"), 16), std::invalid_argument);  // one node only
@@ -363,11 +367,11 @@ TEST(NcclTuning, Releases) {
   EXPECT_EQ(parse_nccl_release("2.18"), NcclRelease::V2_18);
   EXPECT_STREQ(to_string(NcclRelease::V2_19), "2.19");
   try {
-    (void)parse_nccl_release("2.25.1");
+    (void)parse_nccl_release("2.26.2");
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "NCCL \"2.25.1\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), "
-                                     "2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4) or 2.24 (2.24.3)");
+    EXPECT_EQ(std::string(e.what()), "NCCL \"2.26.2\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), "
+                                     "2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3) or 2.25 (2.25.1)");
   }
   System h100 = preset("h100_8x");
   EXPECT_EQ(h100.nccl, NcclRelease::V2_18);
@@ -469,7 +473,7 @@ TEST(NcclTuning, Releases) {
   EXPECT_STREQ(to_string(NcclRelease::V2_21), "2.21");
   EXPECT_EQ(modelled_nccl_releases(),
             "2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), "
-            "2.23 (2.23.4) or 2.24 (2.24.3)");
+            "2.23 (2.23.4), 2.24 (2.24.3) or 2.25 (2.25.1)");
   const auto docs = dtsim::net::network_docs();  // the schema's description of the field names them all
   const auto field = std::find_if(docs.begin(), docs.end(), [](const auto& d) {
     return d.section == "nccl_system" && d.field == "nccl_version";
@@ -584,6 +588,22 @@ TEST(NcclTuning, Releases) {
   }
   config->overrides = parse_overrides("^PAT", "");
   EXPECT_EQ(Clock(config, 4).run(Coll::AllGather, 1 << 20).choice.algo, Algo::Ring);
+
+  // 2.25 runs Blackwell: an NVLink5 link (50 GB/s a direction) counts 40 GB/s, 18 of them
+  // 720; its speed list from 90 GB/s finds 8 ring channels of 90, split into 16 of 45 and
+  // doubled to 32 (MAXCHANNELS 64 from 2.25); NVLS 8 channels of 80 (9 shares of 720), 32
+  // NVLS channels; llMaxBw and the per-channel caps twice Hopper's.
+  const Machine b200 = make_machine(preset("b200_8x"), 8);
+  EXPECT_DOUBLE_EQ(b200.nvlink_bw, 40.0);
+  EXPECT_EQ(b200.graphs[ring].channels, 16);
+  EXPECT_DOUBLE_EQ(b200.graphs[ring].bw_intra, 45.0);
+  EXPECT_EQ(b200.channels, 32);
+  EXPECT_EQ(b200.graphs[index(Algo::Nvls)].channels, 8);
+  EXPECT_DOUBLE_EQ(b200.graphs[index(Algo::Nvls)].bw_intra, 80.0);
+  EXPECT_EQ(b200.nvls_channels, 32);
+  EXPECT_NEAR(tune(b200, Overrides{}).bandwidth_GBps[ar][ring][ll], std::min(2 * 141.0, 16 * 45.0 / 2) * 8 / 14, 1e-9);
+  EXPECT_NEAR(tune(b200, Overrides{}).bandwidth_GBps[ar][ring][index(Proto::LL128)],
+              std::min(16 * 45.0 * 0.92, 16 * 2 * 36.7) * 8 / 14, 1e-9);
 
   // 2.24: PAT at 0.75 of the tree graph's bandwidth (0.85 in 2.23).
   singles.nccl = NcclRelease::V2_24;
@@ -1005,9 +1025,9 @@ TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
   const NetworkConfig no_pat = nccl_network({{"model", "nccl"}, {"system", singles}, {"nccl_algo", "^PAT"}});
   EXPECT_NO_THROW(check_network_links(no_pat, Topology::ring(4, no_pat.nominal)));
   EXPECT_EQ(network_section_json(nvls_2_20)["system"]["nccl_version"], "2.20");
-  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.25.1"}}}}),
-            "/network/system/nccl_version: NCCL \"2.25.1\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, "
-            "2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4) or 2.24 (2.24.3)");
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.26.2"}}}}),
+            "/network/system/nccl_version: NCCL \"2.26.2\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, "
+            "2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3) or 2.25 (2.25.1)");
 }
 
 // Collectives run one at a time, as on one process group's NCCL stream: one whose ranks

@@ -23,6 +23,7 @@ const char* to_string(GpuArch arch) {
     case GpuArch::Volta: return "volta";
     case GpuArch::Ampere: return "ampere";
     case GpuArch::Hopper: return "hopper";
+    case GpuArch::Blackwell: return "blackwell";
   }
   return "?";
 }
@@ -57,6 +58,9 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
       {NcclRelease::V2_24, "2.24", {"2.24.3"}, "-",
        "NCCL_ALGO and NCCL_PROTO lists per collective (\"ring;allreduce:tree\"); no fallback: NCCL fails where they "
        "leave a collective nothing, as 2.18 does; PAT at 0.75 of the tree graph's bandwidth"},
+      {NcclRelease::V2_25, "2.25", {"2.25.1"}, "-",
+       "Blackwell (its NVLink 40 GB/s, speed lists, llMaxBw and per-channel caps twice Hopper's, 32 NVLS channels); "
+       "64 channels at most (a ring graph up to 32); Hopper's extra channel doubling across nodes on Blackwell too"},
   };
   return releases;
 }
@@ -90,6 +94,7 @@ int compute_capability(GpuArch arch) {
     case GpuArch::Volta: return 70;
     case GpuArch::Ampere: return 80;
     case GpuArch::Hopper: return 90;
+    case GpuArch::Blackwell: return 100;
   }
   return 80;
 }
@@ -162,7 +167,10 @@ void check(const System& s, const std::string& path) {
   if (s.intra.kind == IntraKind::NvSwitch && (s.intra.nvlink_links < 1 || !(s.intra.nvlink_GBps > 0)))
     fail("/intra/nvlink_links", "an NVSwitch node needs nvlink_links >= 1 and nvlink_GBps > 0");
   if (s.intra.nvls && s.intra.kind != IntraKind::NvSwitch) fail("/intra/nvls", "NVLS needs \"kind\": \"nvswitch\"");
-  if (s.intra.nvls && s.gpu != GpuArch::Hopper) fail("/intra/nvls", "NVLS needs Hopper GPUs (NVSwitch 3), got " + std::string(to_string(s.gpu)));
+  if (s.intra.nvls && compute_capability(s.gpu) < 90)
+    fail("/intra/nvls", "NVLS needs Hopper or Blackwell GPUs (NVSwitch 3 or later), got " + std::string(to_string(s.gpu)));
+  if (s.gpu == GpuArch::Blackwell && s.nccl < NcclRelease::V2_25)
+    fail("/nccl_version", fmt::format("NCCL {} does not run Blackwell GPUs; 2.25 and later do", to_string(s.nccl)));
   if (s.intra.kind == IntraKind::NvSwitch && !s.intra.nvlink_pairs.empty())
     fail("/intra/nvlink_pairs", "NVLink bridges between pairs belong to \"kind\": \"pcie\" nodes");
   std::set<int> seen;
@@ -204,7 +212,7 @@ System parse_system(const json& value, const std::string& path, config::FieldRec
   s.name = r.string("name", s.name);
   s.description = r.string("description", s.description);
   s.source = r.string("source", s.source);
-  s.gpu = pick<GpuArch>(r, "gpu", s.gpu, {{"volta", GpuArch::Volta}, {"ampere", GpuArch::Ampere}, {"hopper", GpuArch::Hopper}});
+  s.gpu = pick<GpuArch>(r, "gpu", s.gpu, {{"volta", GpuArch::Volta}, {"ampere", GpuArch::Ampere}, {"hopper", GpuArch::Hopper}, {"blackwell", GpuArch::Blackwell}});
   s.gpus_per_node = static_cast<int>(r.integer("gpus_per_node", s.gpus_per_node, 1, 64));
   s.nodes = static_cast<int>(r.integer("nodes", s.nodes, 1, 1 << 14));
   {

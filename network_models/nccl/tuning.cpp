@@ -85,12 +85,16 @@ double tuning_hop_us(const Machine& m, Hw hw, Algo a, Proto p) {
   return latencies(m.system.nccl).hw[static_cast<int>(hw)][index(a)][index(p)];
 }
 // [compCap index (one node) or CPU (Intel, AMD: several)][nodes index: 1, 2, more]; 2.21
-// re-measures Hopper's.
-constexpr double kLlMaxBw_2_18[3][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {87.7, 22.5, 19.0}};
-constexpr double kLlMaxBw_2_21[3][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}};
-constexpr double kPerChMaxRingLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}};
-constexpr double kPerChMaxTreeLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}};
-constexpr double kPerChMaxTreeBw[3][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}};
+// re-measures Hopper's; Blackwell's (2.25) are twice Hopper's.
+constexpr double kLlMaxBw_2_18[4][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {87.7, 22.5, 19.0}, {}};
+constexpr double kLlMaxBw_2_21[4][3] = {
+    {39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {2 * 141.0, 2 * 45.0, 2 * 35.0}};
+constexpr double kPerChMaxRingLL128Bw[4][3] = {
+    {20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}, {2 * 36.7, 2 * 36.7, 2 * 36.7}};
+constexpr double kPerChMaxTreeLL128Bw[4][3] = {
+    {20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}, {2 * 36.7, 2 * 36.7, 2 * 29.0}};
+constexpr double kPerChMaxTreeBw[4][3] = {
+    {26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {2 * 38.7, 2 * 41.4, 2 * 36.0}};
 // Trees' correction below 256 MB, by log2(bytes / 64) (tuning.cc treeCorrectionFactor).
 constexpr double kTreeCorrection[kProtos][23] = {
     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
@@ -108,30 +112,39 @@ constexpr double kSm90SpeedInter_2_18[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 2
                                            15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 constexpr double kSm90SpeedInter_2_19[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
                                            15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+// Blackwell's (2.25).
+constexpr double kSm100SpeedIntra[] = {90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0};
+constexpr double kSm100SpeedInter[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
+                                       15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 std::span<const double> speeds_intra(int cc, NcclRelease r) {
   if (cc < 90) return kSpeedIntra;
+  if (cc >= 100) return kSm100SpeedIntra;
   return r == NcclRelease::V2_18 ? std::span<const double>(kSm90SpeedIntra_2_18)
          : r < NcclRelease::V2_21 ? std::span<const double>(kSm90SpeedIntra_2_19)
                                   : std::span<const double>(kSm90SpeedIntra_2_21);
 }
 std::span<const double> speeds_inter(int cc, NcclRelease r) {
   if (cc < 90) return kSpeedInter;
+  if (cc >= 100) return kSm100SpeedInter;
   return r == NcclRelease::V2_18 ? std::span<const double>(kSm90SpeedInter_2_18) : std::span<const double>(kSm90SpeedInter_2_19);
 }
 
-// SMxx_NVLINK_BW, GB/s per link of 25 GB/s line rate: 20 (Hopper: 20.6 from 2.20 on).
-double nvlink_bw(int cc, NcclRelease r) { return cc >= 90 && r >= NcclRelease::V2_20 ? 20.6 : 20.0; }
+// SMxx_NVLINK_BW, GB/s per link of the generation's line rate: 20 per 25 GB/s (Hopper: 20.6
+// from 2.20 on), Blackwell's NVLink5 40 per 50 GB/s.
+double nvlink_bw(int cc, NcclRelease r) { return cc >= 100 ? 40.0 : cc >= 90 && r >= NcclRelease::V2_20 ? 20.6 : 20.0; }
 // What a link carries: the newest modelled release's figure.
 double nvlink_rate(int cc) { return nvlink_bw(cc, kNewestNcclRelease); }
-constexpr double kNvlinkLineRate = 25.0;
+double nvlink_line_rate(int cc) { return cc >= 100 ? 50.0 : 25.0; }
 constexpr double kPciBwGen3x16 = 12.0;  // PCI_BW: below this the ring uses 256 threads
 constexpr double kSklQpiBw = 10.0;      // SKL_QPI_BW: Intel inter-socket; NCCL sets none for AMD
-constexpr int kMaxChannels = 32;        // MAXCHANNELS
-constexpr int kNvlsChannels = 16;       // NCCL_NVLS_NCHANNELS
+// MAXCHANNELS: 32, 64 from 2.25.
+int max_channels(NcclRelease r) { return r >= NcclRelease::V2_25 ? 64 : 32; }
+// NCCL_NVLS_NCHANNELS's default: 16 (Blackwell's 32).
+int nvls_channels(int cc) { return cc >= 100 ? 32 : 16; }
 // Threads per protocol (NCCL_LL_MAX_NTHREADS, NCCL_LL128_MAX_NTHREADS, NCCL_SIMPLE_MAX_NTHREADS, NCCL_MAX_NTHREADS).
 constexpr int kLLThreads = 512, kLL128Threads = 640, kSimpleThreads = 512, kMaxThreads = 640, kWarp = 32;
 
-int cc_index(GpuArch g) { return g == GpuArch::Hopper ? 2 : g == GpuArch::Ampere ? 1 : 0; }
+int cc_index(GpuArch g) { return g == GpuArch::Blackwell ? 3 : g == GpuArch::Hopper ? 2 : g == GpuArch::Ampere ? 1 : 0; }
 
 int log2i(long long n) {
   int l = 0;
@@ -306,18 +319,18 @@ Graph ring_graph(const Machine& m, int cc) {
   ring.intra = intra;
   Found f;
   if (m.nodes == 1) {
-    f = search(speeds_intra(cc, s.nccl), g == 1 ? 5000.0 : max_bw, total_bw, 1, kMaxChannels / 2,
+    f = search(speeds_intra(cc, s.nccl), g == 1 ? 5000.0 : max_bw, total_bw, 1, max_channels(s.nccl) / 2,
                [&](double sp) { return floor_div(ring_bw, sp); });
   } else {
     const double nic = std::min(m.net_bw, m.pci_bw);
-    f = search(speeds_inter(cc, s.nccl), nic, total_bw, 1, kMaxChannels / 2, [&](double sp) {
-      return std::min(s.network.nics_per_node * floor_div(nic, sp), g == 1 ? kMaxChannels : floor_div(ring_bw, sp));
+    f = search(speeds_inter(cc, s.nccl), nic, total_bw, 1, max_channels(s.nccl) / 2, [&](double sp) {
+      return std::min(s.network.nics_per_node * floor_div(nic, sp), g == 1 ? max_channels(s.nccl) : floor_div(ring_bw, sp));
     });
   }
   ring.channels = f.channels;
   ring.bw_intra = ring.bw_inter = f.speed;
   ring.node_bw = intra == Hw::NvLink ? s.intra.nvlink_links * m.nvlink_rate : ring_bw;
-  duplicate(ring, cc, kMaxChannels / 2);
+  duplicate(ring, cc, max_channels(s.nccl) / 2);
   return ring;
 }
 
@@ -332,7 +345,8 @@ Graph nvls_graph(const Machine& m) {
   const int g = m.per_node;
   const double nvl_total = m.system.intra.nvlink_links * m.nvlink_bw;
   const double nvls_total = nvl_total * g / (g - 1.0);  // patterns other than the ring
-  const Found fn = search(speeds_intra(90, m.system.nccl), nvl_total, nvls_total, g, g, [&](double sp) {
+  const int cc = compute_capability(m.system.gpu);  // Hopper or later
+  const Found fn = search(speeds_intra(cc, m.system.nccl), nvl_total, nvls_total, g, g, [&](double sp) {
     return sp * g <= nvls_total ? std::min(g, floor_div(nvl_total, sp) - 1) : 0;
   });
   Graph nv;
@@ -340,7 +354,7 @@ Graph nvls_graph(const Machine& m) {
   nv.bw_intra = nv.bw_inter = fn.speed;
   if (m.nodes > 1) {
     const double nic = std::min(m.net_bw, m.pci_bw);
-    const auto speeds = speeds_inter(90, m.system.nccl);
+    const auto speeds = speeds_inter(cc, m.system.nccl);
     std::size_t i = 0;
     while (i + 1 < speeds.size() && speeds[i] > nic) ++i;
     nv.bw_inter = speeds[i];
@@ -354,10 +368,11 @@ Graph nvls_graph(const Machine& m) {
 int collective_channels(const Machine& m, int cc) {
   const Graph& ring = m.graphs[index(Algo::Ring)];
   const Graph& tree = m.graphs[index(Algo::Tree)];
-  int nc = std::min(kMaxChannels, std::min(tree.channels, ring.channels) * 2);
-  if (m.collnet && ring.bw_intra > ring.bw_inter && m.ranks > m.nodes) nc = std::min(kMaxChannels, nc + nc / 2);
-  const bool room = m.system.nccl >= NcclRelease::V2_20 ? nc < 16 : 2 * nc <= kMaxChannels;
-  if (cc == 90 && m.nodes > 1 && ring.bw_intra > 45.0 && room) nc *= 2;
+  const int most = max_channels(m.system.nccl);
+  int nc = std::min(most, std::min(tree.channels, ring.channels) * 2);
+  if (m.collnet && ring.bw_intra > ring.bw_inter && m.ranks > m.nodes) nc = std::min(most, nc + nc / 2);
+  const bool room = m.system.nccl >= NcclRelease::V2_20 ? nc < 16 : 2 * nc <= most;
+  if (cc >= 90 && m.nodes > 1 && ring.bw_intra > 45.0 && room) nc *= 2;  // Hopper (2.25: and later)
   return nc;
 }
 
@@ -373,8 +388,8 @@ Machine make_machine(const System& s, int ranks) {
   m.per_node = ranks > G ? G : ranks;
   const int cc = compute_capability(s.gpu);
   static const double kPciGen[] = {15, 30, 60, 120, 240, 480};  // kvDictPciGen, x100 Mb/s per lane
-  m.nvlink_bw = nvlink_bw(cc, s.nccl) * s.intra.nvlink_GBps / kNvlinkLineRate;
-  m.nvlink_rate = nvlink_rate(cc) * s.intra.nvlink_GBps / kNvlinkLineRate;
+  m.nvlink_bw = nvlink_bw(cc, s.nccl) * s.intra.nvlink_GBps / nvlink_line_rate(cc);
+  m.nvlink_rate = nvlink_rate(cc) * s.intra.nvlink_GBps / nvlink_line_rate(cc);
   m.pci_bw = s.pcie.lanes * kPciGen[s.pcie.generation - 1] / 80.0;
   m.net_bw = s.network.nic_Gbps / 8.0;
   m.ll128_inter_ok = m.nodes == 1 || s.intra.kind == IntraKind::NvSwitch;
@@ -394,7 +409,7 @@ Machine make_machine(const System& s, int ranks) {
   m.nvls = s.intra.nvls && s.intra.kind == IntraKind::NvSwitch && cc >= 90 && m.per_node > 2;
   if (m.nvls) {
     m.graphs[index(Algo::Nvls)] = m.graphs[index(Algo::NvlsTree)] = nvls_graph(m);
-    m.nvls_channels = kNvlsChannels;
+    m.nvls_channels = nvls_channels(cc);
   }
   m.channels = collective_channels(m, cc);
   return m;

@@ -1,7 +1,7 @@
 // How NCCL sets up a communicator on a machine and picks, per collective and size, its
 // algorithm, protocol and channel count: NCCL's topology search (src/graph/search.cc),
 // tuning model (src/graph/tuning.cc) and getAlgoInfo (src/enqueue.cc), restated for the
-// system's release (System::nccl), 2.18.5, 2.19.3, 2.20.5, 2.21.5, 2.22.3, 2.23.4 or 2.24.3. What 2.19 changes here
+// system's release (System::nccl), 2.18.5 to 2.25.1 (eight releases). What 2.19 changes here
 // (and every later release):
 //   - latencies: NVLS's 23 us moves from the base to the NVLink hop (unchanged on one node),
 //     Tree Simple pays 28 us a hop, CollNet's hops are re-measured (3.7 / 2.8 us on NVLink,
@@ -48,7 +48,13 @@
 //   - no fallback: where they leave a collective nothing NCCL fails, as 2.18 does, and
 //     NCCL_ALGO naming only CollNet where there is none no longer brings back ring and tree;
 //   - PAT at 0.75 of the tree graph's bandwidth.
-// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all seven;
+// And 2.25 on top of those:
+//   - Blackwell (compute capability 100): an NVLink5 link (50 GB/s a direction) counts 40
+//     GB/s, its own speed lists (intra-node from 90 GB/s), llMaxBw and the per-channel caps
+//     twice Hopper's, 32 NVLS channels;
+//   - MAXCHANNELS 64: a ring graph up to 32 channels (16 before), the communicator up to 64;
+//   - Hopper's extra channel doubling across nodes applies to later GPUs too.
+// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all eight;
 // how a collective's elements reach the channels changes in 2.20, 2.22 and 2.23
 // (collective_time.hpp).
 //

@@ -764,6 +764,8 @@ std::vector<std::string> seeds(Reader reader) {
                           "--nccl-version", "2.23.4", "-b", "8", "-e", "256M", "-f", "16"}));
       out.push_back(args({"collective", "--model", "nccl", "--system", "a100_8x", "--nccl-version", "2.24", "--nccl-algo",
                           "ring;allreduce:tree", "--nccl-proto", "^LL128;allreduce:LL", "-e", "1M", "-f", "16"}));
+      out.push_back(args({"collective", "--model", "nccl", "--system", "b200_8x", "--nodes", "2", "--op", "allgather", "-b",
+                          "4K", "-e", "1G", "-f", "16"}));
       break;
     case Reader::nccl_system:
       out.push_back(net::nccl::system_json(*net::nccl::find_system_preset("a100_pcie_pairs")).dump(1));
@@ -771,6 +773,7 @@ std::vector<std::string> seeds(Reader reader) {
       out.push_back(R"({"preset": "a100_8x", "nodes": 4, "nccl_version": "2.21.5"})");
       out.push_back(R"({"preset": "h200_8x", "nodes": 2, "nccl_version": "2.22.3"})");
       out.push_back(R"({"preset": "h100_8x", "gpus_per_node": 1, "sockets": 1, "nodes": 4, "nccl_version": "2.23"})");
+      out.push_back(R"({"preset": "b200_8x", "nodes": 2, "nccl_version": "2.25.1"})");
       out.push_back(R"({"gpu": "volta", "gpus_per_node": 4, "intra": {"kind": "pcie", "nvlink_pairs": [[0, 1]]},
                         "cpu": "intel", "sockets": 2, "pcie": {"generation": 3}})");
       break;
