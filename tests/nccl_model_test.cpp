@@ -367,11 +367,12 @@ TEST(NcclTuning, Releases) {
   EXPECT_EQ(parse_nccl_release("2.18"), NcclRelease::V2_18);
   EXPECT_STREQ(to_string(NcclRelease::V2_19), "2.19");
   try {
-    (void)parse_nccl_release("2.26.2");
+    (void)parse_nccl_release("2.27.3");
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "NCCL \"2.26.2\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), "
-                                     "2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3) or 2.25 (2.25.1)");
+    EXPECT_EQ(std::string(e.what()), "NCCL \"2.27.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), "
+                                     "2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), "
+                                     "2.25 (2.25.1) or 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6)");
   }
   System h100 = preset("h100_8x");
   EXPECT_EQ(h100.nccl, NcclRelease::V2_18);
@@ -473,7 +474,7 @@ TEST(NcclTuning, Releases) {
   EXPECT_STREQ(to_string(NcclRelease::V2_21), "2.21");
   EXPECT_EQ(modelled_nccl_releases(),
             "2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), "
-            "2.23 (2.23.4), 2.24 (2.24.3) or 2.25 (2.25.1)");
+            "2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1) or 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6)");
   const auto docs = dtsim::net::network_docs();  // the schema's description of the field names them all
   const auto field = std::find_if(docs.begin(), docs.end(), [](const auto& d) {
     return d.section == "nccl_system" && d.field == "nccl_version";
@@ -828,6 +829,26 @@ TEST(NcclExecution, ContiguousChannelPartsFrom2_20) {
   }
 }
 
+// From 2.26 LL's traffic counts four times when the parts are dealt out, so its cells are
+// 2 KiB of an all-reduce (16 KiB of traffic / 8) instead of 8 KiB. 1 MiB on 8x H100 over 24
+// channels: 2.25 gives the first channel 6 cells (12,288 floats), 2.26 22 cells of 512
+// (11,264); the one loop's chunk is that over the 8 ranks, rounded up to 16 bytes: 1536 and
+// 1408 floats. Each of the 14 steps pays the hop's 0.6 us and the chunk at the channel's
+// share of LL's 141 GB/s (one Hopper node's llMaxBw) over 24 channels, and NCCL's 6.6 us once.
+TEST(NcclExecution, LlTrafficCountsFourTimesFrom2_26) {
+  for (const auto& [release, chunk_floats] :
+       std::vector<std::pair<NcclRelease, double>>{{NcclRelease::V2_25, 1536}, {NcclRelease::V2_26, 1408}}) {
+    System s = preset("h100_8x");
+    s.nccl = release;
+    const Machine m = make_machine(s, 8);
+    const Tuning t = tune(m, parse_overrides("Ring", "LL"));
+    const Choice ch = choose(m, t, Coll::AllReduce, 1 << 20);
+    ASSERT_EQ(ch.channels, 24);
+    EXPECT_NEAR(collective_us(m, t, Coll::AllReduce, 1 << 20, ch), 6.6 + 14 * (0.6 + chunk_floats * 4 / (141.0 / 24 * 1e3)), 1e-9)
+        << to_string(release);
+  }
+}
+
 // A chunk rounded up past what is left carries only what is left (the kernel's nelem): a
 // 2 KiB Simple ring all-reduce on 8x A100 under 2.20 runs on one channel, its last chunk
 // 512 / 8 floats rounded up to a 4 KiB alignment, of which the fullest chunk carries the 2
@@ -1025,9 +1046,10 @@ TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
   const NetworkConfig no_pat = nccl_network({{"model", "nccl"}, {"system", singles}, {"nccl_algo", "^PAT"}});
   EXPECT_NO_THROW(check_network_links(no_pat, Topology::ring(4, no_pat.nominal)));
   EXPECT_EQ(network_section_json(nvls_2_20)["system"]["nccl_version"], "2.20");
-  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.26.2"}}}}),
-            "/network/system/nccl_version: NCCL \"2.26.2\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, "
-            "2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3) or 2.25 (2.25.1)");
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.27.3"}}}}),
+            "/network/system/nccl_version: NCCL \"2.27.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, "
+            "2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), "
+            "2.25 (2.25.1) or 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6)");
 }
 
 // Collectives run one at a time, as on one process group's NCCL stream: one whose ranks

@@ -73,7 +73,8 @@ i64 first_part(i64 count, i64 elem, i64 channels, i64 align) {
 // make (all-reduce two bytes a byte, reduce-scatter and all-gather n, the others one): 16-byte
 // cells and at least 512 bytes of traffic a channel, the first channel its share rounded
 // down; from 2.23 cells of 16 KiB of traffic (in 16 bytes: 8 KiB of an all-reduce) and at
-// least 16 KiB a channel, the first channel's share rounded up. The middle channels take
+// least 16 KiB a channel, the first channel's share rounded up; from 2.26 LL's traffic counts
+// four times (its lines carry half data and flags). The middle channels take
 // theirs rounded up, the last what is left (the cells' padding comes off the last part).
 // Each part's chunk is then sized for that part alone (calcCollChunking with one channel),
 // and a ring all-reduce's last chunk is aligned to 16 bytes.
@@ -85,9 +86,10 @@ int traffic_per_byte(Coll c, int ranks) {
 
 // The largest part, in elements, of `count` over `channels` of the `max_channels` a kind of
 // algorithm has (the communicator's; NVLS's for NVLS and the NVLS tree).
-i64 largest_cell_part(const Machine& m, i64 count, i64 elem, i64 traffic_per_byte, i64 channels, i64 max_channels) {
+i64 largest_cell_part(const Machine& m, Proto p, i64 count, i64 elem, i64 traffic_per_byte, i64 channels, i64 max_channels) {
   if (count <= 0) return 0;
   const bool v2_23 = m.system.nccl >= NcclRelease::V2_23;
+  if (p == Proto::LL && m.system.nccl >= NcclRelease::V2_26) traffic_per_byte *= 4;
   const i64 min_traffic = v2_23 ? 16 << 10 : 512;  // MinTrafficPerChannel
   const i64 cell = v2_23 ? roundup(divup(min_traffic, traffic_per_byte), 16) : 16;
   const i64 per_cell = std::max<i64>(1, cell / elem);
@@ -212,7 +214,7 @@ RingPlan ring_plan(const Machine& m, Coll c, double bytes, const Choice& ch, int
   r.contiguous = contiguous_parts(m);
   if (cell_parts(m)) {
     r.align = std::max<i64>(1, 16 / r.elem);
-    r.part = largest_cell_part(m, r.count, r.elem, traffic_per_byte(c, r.n), r.nc, m.channels);
+    r.part = largest_cell_part(m, r.p, r.count, r.elem, traffic_per_byte(c, r.n), r.nc, m.channels);
   } else {
     r.align = align_elements(r.p, r.elem, r.nt);
     r.part = r.contiguous ? first_part(r.count, r.elem, r.nc, r.align) : 0;
@@ -317,7 +319,7 @@ double tree_us(const Machine& m, double bytes, const Choice& ch, int element_siz
     // 2.20 (computeCollChunkInfo): a whole FIFO step (Simple 512 KiB, no longer halved);
     // LL128 halved while the buffer gives each channel few chunks for the tree's steps (2.22:
     // the channel's own part).
-    const i64 own = cell_parts(m) ? largest_cell_part(m, count, elem, traffic_per_byte(Coll::AllReduce, m.ranks), nc, m.channels)
+    const i64 own = cell_parts(m) ? largest_cell_part(m, p, count, elem, traffic_per_byte(Coll::AllReduce, m.ranks), nc, m.channels)
                                   : first_part(count, elem, nc, align_elements(p, elem, nt));
     const i64 sized_bytes = cell_parts(m) ? own * elem : b, sized_channels = cell_parts(m) ? 1 : nc;
     i64 c = p == Proto::Simple ? kSimpleStepBytes : p == Proto::LL ? kLLStepDataBytes : kLL128StepDataBytes;
@@ -434,7 +436,8 @@ double switch_reduction_us(const Machine& m, const Tuning& t, Coll c, double byt
     // every rank's share of it) and sizes the chunk for the part.
     const i64 blocks = c == Coll::AllGather || c == Coll::ReduceScatter ? m.ranks : 1;
     const i64 part_elems =
-        cell_parts(m) ? blocks * largest_cell_part(m, count / blocks, elem, traffic_per_byte(c, m.ranks), ch.channels, m.nvls_channels)
+        cell_parts(m) ? blocks * largest_cell_part(m, Proto::Simple, count / blocks, elem, traffic_per_byte(c, m.ranks), ch.channels,
+                                                   m.nvls_channels)
                       : first_part(count, elem, ch.channels, align_elements(Proto::Simple, elem, ch.threads));
     const double chunk = cell_parts(m) ? switch_chunk_bytes(m, t, ch, static_cast<double>(part_elems * elem), 1, heads)
                                        : switch_chunk_bytes(m, t, ch, bytes, ch.channels, heads);

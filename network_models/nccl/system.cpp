@@ -61,6 +61,8 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
       {NcclRelease::V2_25, "2.25", {"2.25.1"}, "-",
        "Blackwell (its NVLink 40 GB/s, speed lists, llMaxBw and per-channel caps twice Hopper's, 32 NVLS channels); "
        "64 channels at most (a ring graph up to 32); Hopper's extra channel doubling across nodes on Blackwell too"},
+      {NcclRelease::V2_26, "2.26", {"2.26.2", "2.26.3", "2.26.5", "2.26.6"}, "2.7",
+       "LL's traffic counts four times when a collective's parts are dealt out (smaller parts, more channels)"},
   };
   return releases;
 }

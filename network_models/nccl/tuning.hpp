@@ -1,7 +1,7 @@
 // How NCCL sets up a communicator on a machine and picks, per collective and size, its
 // algorithm, protocol and channel count: NCCL's topology search (src/graph/search.cc),
 // tuning model (src/graph/tuning.cc) and getAlgoInfo (src/enqueue.cc), restated for the
-// system's release (System::nccl), 2.18.5 to 2.25.1 (eight releases). What 2.19 changes here
+// system's release (System::nccl), 2.18.5 to 2.26.6 (nine releases). What 2.19 changes here
 // (and every later release):
 //   - latencies: NVLS's 23 us moves from the base to the NVLink hop (unchanged on one node),
 //     Tree Simple pays 28 us a hop, CollNet's hops are re-measured (3.7 / 2.8 us on NVLink,
@@ -54,7 +54,9 @@
 //     twice Hopper's, 32 NVLS channels;
 //   - MAXCHANNELS 64: a ring graph up to 32 channels (16 before), the communicator up to 64;
 //   - Hopper's extra channel doubling across nodes applies to later GPUs too.
-// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all eight;
+// And 2.26: LL's traffic counts four times when a collective's parts are dealt out
+// (collective_time.hpp); its tuning is 2.25's.
+// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all nine;
 // how a collective's elements reach the channels changes in 2.20, 2.22 and 2.23
 // (collective_time.hpp).
 //
