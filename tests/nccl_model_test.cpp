@@ -836,6 +836,17 @@ TEST(NcclExecution, ContiguousChannelPartsFrom2_20) {
 // 1408 floats. Each of the 14 steps pays the hop's 0.6 us and the chunk at the channel's
 // share of LL's 141 GB/s (one Hopper node's llMaxBw) over 24 channels, and NCCL's 6.6 us once.
 TEST(NcclExecution, LlTrafficCountsFourTimesFrom2_26) {
+  // And 2.26's ring over two NVLink domains takes at least 2 channels: 4 GPUs of a PCIe Gen3
+  // box bridged in 2 pairs (a ring of 12 GB/s) get 1 channel of 12 GB/s up to 2.25, 2 of 6.
+  System pairs = preset("a100_pcie_pairs");
+  pairs.pcie.generation = 3;
+  for (const auto& [release, channels, speed] :
+       std::vector<std::tuple<NcclRelease, int, double>>{{NcclRelease::V2_25, 1, 12.0}, {NcclRelease::V2_26, 2, 6.0}}) {
+    pairs.nccl = release;
+    const Graph ring = make_machine(pairs, 4).graphs[index(Algo::Ring)];
+    EXPECT_EQ(ring.channels, channels) << to_string(release);
+    EXPECT_DOUBLE_EQ(ring.bw_intra, speed) << to_string(release);
+  }
   for (const auto& [release, chunk_floats] :
        std::vector<std::pair<NcclRelease, double>>{{NcclRelease::V2_25, 1536}, {NcclRelease::V2_26, 1408}}) {
     System s = preset("h100_8x");

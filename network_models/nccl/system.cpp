@@ -62,7 +62,8 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
        "Blackwell (its NVLink 40 GB/s, speed lists, llMaxBw and per-channel caps twice Hopper's, 32 NVLS channels); "
        "64 channels at most (a ring graph up to 32); Hopper's extra channel doubling across nodes on Blackwell too"},
       {NcclRelease::V2_26, "2.26", {"2.26.2", "2.26.3", "2.26.5", "2.26.6"}, "2.7",
-       "LL's traffic counts four times when a collective's parts are dealt out (smaller parts, more channels)"},
+       "LL's traffic counts four times when a collective's parts are dealt out (smaller parts, more channels); a ring "
+       "over two NVLink domains (two bridged pairs) takes at least 2 channels"},
   };
   return releases;
 }

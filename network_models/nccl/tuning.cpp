@@ -315,15 +315,21 @@ Graph ring_graph(const Machine& m, int cc) {
   const bool has_nvlink = s.intra.kind == IntraKind::NvSwitch || !s.intra.nvlink_pairs.empty();
   const double total_bw = std::max(m.pci_bw, has_nvlink ? nvl_total : 0.0);
 
+  // 2.26: where the node's GPUs form exactly two NVLink domains (two bridged pairs), a ring
+  // needs at least 2 channels (ncclTopoSplitNvLink).
+  int domains = 0;
+  for (const auto& pair : s.intra.nvlink_pairs) domains += pair[0] < g && pair[1] < g ? 1 : 0;
+  const int min_channels = s.intra.kind == IntraKind::Pcie && domains == 2 && s.nccl >= NcclRelease::V2_26 ? 2 : 1;
+
   Graph ring;
   ring.intra = intra;
   Found f;
   if (m.nodes == 1) {
-    f = search(speeds_intra(cc, s.nccl), g == 1 ? 5000.0 : max_bw, total_bw, 1, max_channels(s.nccl) / 2,
+    f = search(speeds_intra(cc, s.nccl), g == 1 ? 5000.0 : max_bw, total_bw, min_channels, max_channels(s.nccl) / 2,
                [&](double sp) { return floor_div(ring_bw, sp); });
   } else {
     const double nic = std::min(m.net_bw, m.pci_bw);
-    f = search(speeds_inter(cc, s.nccl), nic, total_bw, 1, max_channels(s.nccl) / 2, [&](double sp) {
+    f = search(speeds_inter(cc, s.nccl), nic, total_bw, min_channels, max_channels(s.nccl) / 2, [&](double sp) {
       return std::min(s.network.nics_per_node * floor_div(nic, sp), g == 1 ? max_channels(s.nccl) : floor_div(ring_bw, sp));
     });
   }

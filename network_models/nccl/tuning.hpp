@@ -55,7 +55,8 @@
 //   - MAXCHANNELS 64: a ring graph up to 32 channels (16 before), the communicator up to 64;
 //   - Hopper's extra channel doubling across nodes applies to later GPUs too.
 // And 2.26: LL's traffic counts four times when a collective's parts are dealt out
-// (collective_time.hpp); its tuning is 2.25's.
+// (collective_time.hpp); a ring over exactly two NVLink domains (two bridged pairs) needs at
+// least 2 channels; its tuning is 2.25's.
 // The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all nine;
 // how a collective's elements reach the channels changes in 2.20, 2.22 and 2.23
 // (collective_time.hpp).
