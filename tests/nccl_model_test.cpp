@@ -367,12 +367,12 @@ TEST(NcclTuning, Releases) {
   EXPECT_EQ(parse_nccl_release("2.18"), NcclRelease::V2_18);
   EXPECT_STREQ(to_string(NcclRelease::V2_19), "2.19");
   try {
-    (void)parse_nccl_release("2.27.3");
+    (void)parse_nccl_release("2.28.3");
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "NCCL \"2.27.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), "
+    EXPECT_EQ(std::string(e.what()), "NCCL \"2.28.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), "
                                      "2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), "
-                                     "2.25 (2.25.1) or 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6)");
+                                     "2.25 (2.25.1), 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6) or 2.27 (2.27.3, 2.27.5, 2.27.6, 2.27.7)");
   }
   System h100 = preset("h100_8x");
   EXPECT_EQ(h100.nccl, NcclRelease::V2_18);
@@ -474,7 +474,8 @@ TEST(NcclTuning, Releases) {
   EXPECT_STREQ(to_string(NcclRelease::V2_21), "2.21");
   EXPECT_EQ(modelled_nccl_releases(),
             "2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), "
-            "2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1) or 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6)");
+            "2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1), 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6) or 2.27 (2.27.3, 2.27.5, "
+            "2.27.6, 2.27.7)");
   const auto docs = dtsim::net::network_docs();  // the schema's description of the field names them all
   const auto field = std::find_if(docs.begin(), docs.end(), [](const auto& d) {
     return d.section == "nccl_system" && d.field == "nccl_version";
@@ -605,6 +606,20 @@ TEST(NcclTuning, Releases) {
   EXPECT_NEAR(tune(b200, Overrides{}).bandwidth_GBps[ar][ring][ll], std::min(2 * 141.0, 16 * 45.0 / 2) * 8 / 14, 1e-9);
   EXPECT_NEAR(tune(b200, Overrides{}).bandwidth_GBps[ar][ring][index(Proto::LL128)],
               std::min(16 * 45.0 * 0.92, 16 * 2 * 36.7) * 8 / 14, 1e-9);
+  // 2.27: one Blackwell node runs 24 NVLS channels (32 across nodes, and before 2.27); NVLS
+  // reduce-scatter and all-gather are estimated at (G - 1) / G of the channels' speed: 8 x
+  // 80 x 7/8 on B200, 8 x 40 x 7/8 on H100 (all-reduce unchanged, 8 x 40 x 5/6).
+  System b200_2_27 = preset("b200_8x");
+  b200_2_27.nccl = NcclRelease::V2_27;
+  EXPECT_EQ(make_machine(b200_2_27, 8).nvls_channels, 24);
+  b200_2_27.nodes = 2;
+  EXPECT_EQ(make_machine(b200_2_27, 16).nvls_channels, 32);
+  b200_2_27.nodes = 1;
+  EXPECT_NEAR(tune(make_machine(b200_2_27, 8), Overrides{}).bandwidth_GBps[ag][index(Algo::Nvls)][simple], 8 * 80.0 * 7 / 8, 1e-9);
+  h100.nccl = NcclRelease::V2_27;
+  const Tuning h100_2_27 = tune(make_machine(h100, 8), Overrides{});
+  EXPECT_NEAR(h100_2_27.bandwidth_GBps[ag][index(Algo::Nvls)][simple], 8 * 40.0 * 7 / 8, 1e-9);
+  EXPECT_NEAR(h100_2_27.bandwidth_GBps[ar][index(Algo::Nvls)][simple], 8 * 40.0 * 5 / 6, 1e-9);
 
   // 2.24: PAT at 0.75 of the tree graph's bandwidth (0.85 in 2.23).
   singles.nccl = NcclRelease::V2_24;
@@ -735,8 +750,9 @@ TEST(NcclExecution, NvlsMovesDataAtTheChannelsShareOfTheLinks) {
 // from 1 GiB (64 loops; smaller buffers get smaller chunks) 16 channels x 8 heads x 128 KiB
 // chunks make a loop 1 MiB a channel, moved at the channels' share of the links (NCCL's 8 x
 // 40 GB/s x 18 x 20.6 / 9 / 40, over 16 channels), all-reduce at 5/6 of it; reduce-scatter
-// and all-gather at all of it, NCCL's newest estimate (2.23; 5/6 before). The all-reduce has
-// the third role (gather): one hand-over and one loop more.
+// and all-gather at 7/8 of it, NCCL's newest estimate (2.27: (G - 1) / G of the speed, the
+// bus bandwidth the algorithm's since 2.23; 5/6 before). The all-reduce has the third role
+// (gather): one hand-over and one loop more.
 TEST(NcclExecution, NvlsReduceScatterAndAllGatherRunTwoOfTheThreeRoles) {
   System s = preset("h100_8x");
   s.nccl = NcclRelease::V2_20;
@@ -744,7 +760,7 @@ TEST(NcclExecution, NvlsReduceScatterAndAllGatherRunTwoOfTheThreeRoles) {
   const Tuning t = tune(m, parse_overrides("NVLS", ""));
   const double loops = 64, bytes = 16 * 8 * 131072 * loops;
   const double rate = 8 * 40.0 * 5 / 6 * (18 * 20.6 / 9 / 40) / 16 * 1e3;  // bytes per us per channel
-  const double loop_us = 1048576 / rate, gather_loop_us = loop_us * 5 / 6;
+  const double loop_us = 1048576 / rate, gather_loop_us = loop_us * 5 / 6 * 8 / 7;
   const Choice rs = choose(m, t, Coll::ReduceScatter, bytes);
   ASSERT_EQ(rs.algo, Algo::Nvls);
   EXPECT_NEAR(collective_us(m, t, Coll::ReduceScatter, bytes, rs), 23 + 2 * 3.4 + (loops + 1) * gather_loop_us, 1e-9);
@@ -1057,10 +1073,10 @@ TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
   const NetworkConfig no_pat = nccl_network({{"model", "nccl"}, {"system", singles}, {"nccl_algo", "^PAT"}});
   EXPECT_NO_THROW(check_network_links(no_pat, Topology::ring(4, no_pat.nominal)));
   EXPECT_EQ(network_section_json(nvls_2_20)["system"]["nccl_version"], "2.20");
-  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.27.3"}}}}),
-            "/network/system/nccl_version: NCCL \"2.27.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, "
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.28.3"}}}}),
+            "/network/system/nccl_version: NCCL \"2.28.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, "
             "2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), "
-            "2.25 (2.25.1) or 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6)");
+            "2.25 (2.25.1), 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6) or 2.27 (2.27.3, 2.27.5, 2.27.6, 2.27.7)");
 }
 
 // Collectives run one at a time, as on one process group's NCCL stream: one whose ranks

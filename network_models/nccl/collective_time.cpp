@@ -416,9 +416,10 @@ double switch_reduction_us(const Machine& m, const Tuning& t, Coll c, double byt
     const Graph& g = m.graphs[index(Algo::Nvls)];
     const double share = m.system.intra.nvlink_links * m.nvlink_rate / (g.channels + 1);
     if (share > g.bw_intra) bw *= share / g.bw_intra;
-    // The kernels' pace is NCCL's newest estimate of it (2.23: reduce-scatter and all-gather
-    // at the bus bandwidth, before at 5/6 of it).
-    bw *= algorithm_ratio(m, kNewestNcclRelease, c, ch.algo) / algorithm_ratio(m, m.system.nccl, c, ch.algo);
+    // The kernels' pace is NCCL's newest estimate of it (reduce-scatter and all-gather: 2.23
+    // at the bus bandwidth, before at 5/6 of it; 2.27 over (G - 1) / G of the channels' speed).
+    bw *= algorithm_ratio(m, kNewestNcclRelease, c, ch.algo) * nvls_bandwidth(m, kNewestNcclRelease, c) /
+          (algorithm_ratio(m, m.system.nccl, c, ch.algo) * nvls_bandwidth(m, m.system.nccl, c));
   }
   const bool nvls = ch.algo == Algo::Nvls || ch.algo == Algo::NvlsTree;
   // CollNet's bandwidth is its heads' (NCCL gives it the same whatever channels run it).

@@ -19,7 +19,7 @@
 //    "cpu": "amd" | "intel", "sockets": 1,
 //    "network": {"nics_per_node": 8, "nic_Gbps": 200, "rails": 8, "collnet": false},
 //    "host": {"launch_us": 5.07},
-//    "nccl_version": "2.18" | "2.19" | "2.20" | "2.21" | "2.22" | "2.23" | "2.24" | "2.25" | "2.26"}  // the NCCL release that runs on it (below)
+//    "nccl_version": "2.18" | "2.19" | "2.20" | "2.21" | "2.22" | "2.23" | "2.24" | "2.25" | "2.26" | "2.27"}  // the NCCL release that runs on it (below)
 #pragma once
 
 #include <array>
@@ -38,14 +38,14 @@ enum class IntraKind { NvSwitch, Pcie };
 enum class CpuVendor { Intel, Amd };
 // The NCCL release whose constants and rules the model applies (tuning.hpp lists what
 // differs; nccl_releases below): 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3,
-// 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1) or 2.26
-// (2.26.2 - 2.26.6): the releases of the published curves it is checked on, of PyTorch 2.2 -
-// 2.7's wheels, and those between (2.25 the first that runs Blackwell). Others are refused
-// rather than approximated. In release order.
-enum class NcclRelease { V2_18, V2_19, V2_20, V2_21, V2_22, V2_23, V2_24, V2_25, V2_26 };
+// 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1), 2.26
+// (2.26.2 - 2.26.6) or 2.27 (2.27.3 - 2.27.7): the releases of the published curves it is
+// checked on, of PyTorch 2.2 - 2.9's wheels, and those between (2.25 the first that runs
+// Blackwell). Others are refused rather than approximated. In release order.
+enum class NcclRelease { V2_18, V2_19, V2_20, V2_21, V2_22, V2_23, V2_24, V2_25, V2_26, V2_27 };
 // The newest modelled: its figures for what the kernels do (a link's rate, the LL kernel's
 // pace) hold in every release, since those kernels are the same code in all of them.
-inline constexpr NcclRelease kNewestNcclRelease = NcclRelease::V2_26;
+inline constexpr NcclRelease kNewestNcclRelease = NcclRelease::V2_27;
 
 const char* to_string(GpuArch arch);
 const char* to_string(IntraKind kind);
@@ -62,8 +62,8 @@ struct NcclReleaseInfo {
 };
 // In release order (`dtsim list nccl_releases`).
 const std::vector<NcclReleaseInfo>& nccl_releases();
-const char* to_string(NcclRelease release);  // "2.18", "2.19", "2.20", "2.21", "2.22", "2.23", "2.24", "2.25", "2.26"
-// The modelled releases with their patch releases: "2.18 (2.18.5, 2.18.6), ... or 2.26 (2.26.2, ...)".
+const char* to_string(NcclRelease release);  // "2.18", "2.19", "2.20", "2.21", "2.22", "2.23", "2.24", "2.25", "2.26", "2.27"
+// The modelled releases with their patch releases: "2.18 (2.18.5, 2.18.6), ... or 2.27 (2.27.3, ...)".
 std::string modelled_nccl_releases();
 // A release as "2.19" or "2.19.3" (those above); std::invalid_argument naming the releases
 // modelled otherwise.

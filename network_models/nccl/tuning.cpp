@@ -112,20 +112,23 @@ constexpr double kSm90SpeedInter_2_18[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 2
                                            15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 constexpr double kSm90SpeedInter_2_19[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
                                            15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
-// Blackwell's (2.25).
-constexpr double kSm100SpeedIntra[] = {90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0};
-constexpr double kSm100SpeedInter[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
-                                       15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+// Blackwell's (2.25; 2.27 adds 18 within a node and starts across nodes at 47.9).
+constexpr double kSm100SpeedIntra_2_25[] = {90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0};
+constexpr double kSm100SpeedIntra_2_27[] = {90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0};
+constexpr double kSm100SpeedInter_2_25[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
+                                            15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+constexpr double kSm100SpeedInter_2_27[] = {47.9, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
+                                            15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 std::span<const double> speeds_intra(int cc, NcclRelease r) {
   if (cc < 90) return kSpeedIntra;
-  if (cc >= 100) return kSm100SpeedIntra;
+  if (cc >= 100) return r < NcclRelease::V2_27 ? std::span<const double>(kSm100SpeedIntra_2_25) : std::span<const double>(kSm100SpeedIntra_2_27);
   return r == NcclRelease::V2_18 ? std::span<const double>(kSm90SpeedIntra_2_18)
          : r < NcclRelease::V2_21 ? std::span<const double>(kSm90SpeedIntra_2_19)
                                   : std::span<const double>(kSm90SpeedIntra_2_21);
 }
 std::span<const double> speeds_inter(int cc, NcclRelease r) {
   if (cc < 90) return kSpeedInter;
-  if (cc >= 100) return kSm100SpeedInter;
+  if (cc >= 100) return r < NcclRelease::V2_27 ? std::span<const double>(kSm100SpeedInter_2_25) : std::span<const double>(kSm100SpeedInter_2_27);
   return r == NcclRelease::V2_18 ? std::span<const double>(kSm90SpeedInter_2_18) : std::span<const double>(kSm90SpeedInter_2_19);
 }
 
@@ -139,8 +142,8 @@ constexpr double kPciBwGen3x16 = 12.0;  // PCI_BW: below this the ring uses 256 
 constexpr double kSklQpiBw = 10.0;      // SKL_QPI_BW: Intel inter-socket; NCCL sets none for AMD
 // MAXCHANNELS: 32, 64 from 2.25.
 int max_channels(NcclRelease r) { return r >= NcclRelease::V2_25 ? 64 : 32; }
-// NCCL_NVLS_NCHANNELS's default: 16 (Blackwell's 32).
-int nvls_channels(int cc) { return cc >= 100 ? 32 : 16; }
+// NCCL_NVLS_NCHANNELS's default: 16 (Blackwell's 32; from 2.27 24 within one node).
+int nvls_channels(int cc, NcclRelease r, int nodes) { return cc < 100 ? 16 : r >= NcclRelease::V2_27 && nodes == 1 ? 24 : 32; }
 // Threads per protocol (NCCL_LL_MAX_NTHREADS, NCCL_LL128_MAX_NTHREADS, NCCL_SIMPLE_MAX_NTHREADS, NCCL_MAX_NTHREADS).
 constexpr int kLLThreads = 512, kLL128Threads = 640, kSimpleThreads = 512, kMaxThreads = 640, kWarp = 32;
 
@@ -415,7 +418,7 @@ Machine make_machine(const System& s, int ranks) {
   m.nvls = s.intra.nvls && s.intra.kind == IntraKind::NvSwitch && cc >= 90 && m.per_node > 2;
   if (m.nvls) {
     m.graphs[index(Algo::Nvls)] = m.graphs[index(Algo::NvlsTree)] = nvls_graph(m);
-    m.nvls_channels = nvls_channels(cc);
+    m.nvls_channels = nvls_channels(cc, s.nccl, m.nodes);
   }
   m.channels = collective_channels(m, cc);
   return m;
@@ -450,11 +453,10 @@ double protocol_bus_bw(const Machine& m, NcclRelease release, Coll coll, Algo a,
   if (a == Algo::CollNetDirect && p == Proto::Simple) {
     if (coll == Coll::AllGather || coll == Coll::ReduceScatter) {
       // 2.20: one GPU per NIC (the plugin's all-gather and reduce-scatter), and a corrective
-      // ratio NCCL measured at 1 and 8 GPUs per node, interpolated.
-      bus = ppn * bw;
-      if (m.nodes > 1 && ppn > m.system.network.nics_per_node) bus = 0;
+      // ratio NCCL measured at 1 and 8 GPUs per node, interpolated; 2.27: 0.9 of the network.
       const double w = (ppn - 1) / (8 - 1);
-      bus *= w * 0.85 + (1 - w) * 0.95;
+      bus = release >= NcclRelease::V2_27 ? ppn * std::min(g.bw_intra, g.bw_inter * 0.9) : ppn * bw * (w * 0.85 + (1 - w) * 0.95);
+      if (m.nodes > 1 && ppn > m.system.network.nics_per_node) bus = 0;
     } else {
       double factor = ppn / g.channels;  // GPU/NIC ratio
       factor -= (factor - 1) / 2;
@@ -590,6 +592,16 @@ bool tuned_for(const Machine& m, Coll coll, Algo a) {
 
 }  // namespace
 
+double nvls_bandwidth(const Machine& m, NcclRelease release, Coll coll) {
+  const Graph& g = m.graphs[index(Algo::Nvls)];
+  if (release == NcclRelease::V2_18) return m.nodes <= 2 ? g.bw_intra : g.bw_inter;
+  if (release >= NcclRelease::V2_27 && coll != Coll::AllReduce) {
+    const double ppn = m.per_node;
+    return std::min(g.bw_intra * (ppn - 1) / ppn, g.bw_inter * 0.9);
+  }
+  return std::min(g.bw_intra, g.bw_inter);
+}
+
 double algorithm_ratio(const Machine& m, NcclRelease release, Coll coll, Algo a) {
   const int n = m.ranks, N = m.nodes;
   // Reduce-scatter and all-gather: a bus bandwidth that is the algorithm's for CollNet Direct
@@ -625,7 +637,7 @@ Tuning tune(const Machine& m, const Overrides& overrides) {
         if ((a == Algo::Nvls || a == Algo::NvlsTree || a == Algo::Pat) && p != Proto::Simple) continue;
         const bool collnet = a == Algo::CollNetDirect || a == Algo::CollNetChain;
         double bw = N <= 2 || collnet ? g.bw_intra : g.bw_inter;
-        if (!v2_18 && a == Algo::Nvls) bw = std::min(g.bw_intra, g.bw_inter);
+        if (a == Algo::Nvls) bw = nvls_bandwidth(m, m.system.nccl, coll);
         if (!v2_18 && a == Algo::NvlsTree) bw = std::min(g.bw_intra, N <= 2 ? g.bw_inter : g.bw_inter / 2);
         const double bus = protocol_bus_bw(m, m.system.nccl, coll, a, p, bw);
         const double ratio = algorithm_ratio(m, m.system.nccl, coll, a);

@@ -1,7 +1,7 @@
 // How NCCL sets up a communicator on a machine and picks, per collective and size, its
 // algorithm, protocol and channel count: NCCL's topology search (src/graph/search.cc),
 // tuning model (src/graph/tuning.cc) and getAlgoInfo (src/enqueue.cc), restated for the
-// system's release (System::nccl), 2.18.5 to 2.26.6 (nine releases). What 2.19 changes here
+// system's release (System::nccl), 2.18.5 to 2.27.7 (ten releases). What 2.19 changes here
 // (and every later release):
 //   - latencies: NVLS's 23 us moves from the base to the NVLink hop (unchanged on one node),
 //     Tree Simple pays 28 us a hop, CollNet's hops are re-measured (3.7 / 2.8 us on NVLink,
@@ -57,7 +57,11 @@
 // And 2.26: LL's traffic counts four times when a collective's parts are dealt out
 // (collective_time.hpp); a ring over exactly two NVLink domains (two bridged pairs) needs at
 // least 2 channels; its tuning is 2.25's.
-// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all nine;
+// And 2.27: NVLS reduce-scatter and all-gather estimated over (G - 1) / G of the channels'
+// speed (nvls_bandwidth; the kernels keep this pace in every release), CollNet Direct's at
+// 0.9 of the network; Blackwell's speed lists gain 18 GB/s within a node and start at 47.9
+// across, and one Blackwell node runs 24 NVLS channels.
+// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all ten;
 // how a collective's elements reach the channels changes in 2.20, 2.22 and 2.23
 // (collective_time.hpp).
 //
@@ -183,6 +187,11 @@ Tuning tune(const Machine& m, const Overrides& overrides);
 // The bus bandwidth `release`'s model gives one protocol of an algorithm over links of
 // `bw_per_channel` GB/s per graph channel (tuning.cc's busBw before the algorithm ratio).
 double protocol_bus_bw(const Machine& m, NcclRelease release, Coll coll, Algo a, Proto p, double bw_per_channel);
+// The bandwidth per NVLS channel NCCL's estimate of `coll` starts from under `release`: the
+// slower of its graph's intra- and inter-node speeds (2.18: as every algorithm, the intra-node
+// one up to 2 nodes, the inter-node one beyond); from 2.27,
+// for reduce-scatter and all-gather, the intra-node one x (G - 1) / G, the inter-node x 0.9.
+double nvls_bandwidth(const Machine& m, NcclRelease release, Coll coll);
 // NCCL's factor from that bus bandwidth to the algorithm's (ring n / steps, NVLS 5/6, trees
 // 1/2, ...) under `release`.
 double algorithm_ratio(const Machine& m, NcclRelease release, Coll coll, Algo a);
