@@ -350,6 +350,10 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
   if (!nccl_version_.empty())
     config->system.nccl = flag("--nccl-version", [&] { return net::nccl::parse_nccl_release(nccl_version_); });
   if (against && !against->nccl_version.empty()) reconcile_nccl_release(*against, config->system);
+  flag(cmd_->count("--nccl-version") > 0 || !against ? "--nccl-version" : "--against (the NCCL it ran)", [&] {
+    net::nccl::check_release_runs(config->system);
+    return 0;
+  });
   sweep.model = model_;
   sweep.algorithm = net::Algorithm::Auto;
   sweep.ranks = ranks == 0 ? config->system.gpus() : ranks;

@@ -96,6 +96,11 @@ NcclRelease parse_nccl_release(const std::string& text) {
                                           modelled_nccl_releases()));
 }
 
+void check_release_runs(const System& s) {
+  if (s.gpu == GpuArch::Blackwell && s.nccl < NcclRelease::V2_25)
+    throw std::invalid_argument(fmt::format("NCCL {} does not run Blackwell GPUs; 2.25 and later do", to_string(s.nccl)));
+}
+
 int compute_capability(GpuArch arch) {
   switch (arch) {
     case GpuArch::Volta: return 70;
@@ -176,8 +181,11 @@ void check(const System& s, const std::string& path) {
   if (s.intra.nvls && s.intra.kind != IntraKind::NvSwitch) fail("/intra/nvls", "NVLS needs \"kind\": \"nvswitch\"");
   if (s.intra.nvls && compute_capability(s.gpu) < 90)
     fail("/intra/nvls", "NVLS needs Hopper or Blackwell GPUs (NVSwitch 3 or later), got " + std::string(to_string(s.gpu)));
-  if (s.gpu == GpuArch::Blackwell && s.nccl < NcclRelease::V2_25)
-    fail("/nccl_version", fmt::format("NCCL {} does not run Blackwell GPUs; 2.25 and later do", to_string(s.nccl)));
+  try {
+    check_release_runs(s);
+  } catch (const std::invalid_argument& e) {
+    fail("/nccl_version", e.what());
+  }
   if (s.intra.kind == IntraKind::NvSwitch && !s.intra.nvlink_pairs.empty())
     fail("/intra/nvlink_pairs", "NVLink bridges between pairs belong to \"kind\": \"pcie\" nodes");
   std::set<int> seen;

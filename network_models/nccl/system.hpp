@@ -108,6 +108,10 @@ struct System {
   bool bridged(int a, int b) const;
 };
 
+// Throws std::invalid_argument "NCCL 2.24 does not run Blackwell GPUs; 2.25 and later do"
+// where the system's release does not run its GPUs.
+void check_release_runs(const System& s);
+
 // Parses a system: a preset's name (a string) or an object at `r`'s path (see above).
 // Throws config::ScenarioError naming the JSON path. `recorder`: a recording parse
 // (config/field_recorder.hpp), for the schema generator.

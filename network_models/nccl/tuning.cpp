@@ -388,6 +388,7 @@ int collective_channels(const Machine& m, int cc) {
 }  // namespace
 
 Machine make_machine(const System& s, int ranks) {
+  check_release_runs(s);
   check_ranks(s, ranks);
   const int G = s.gpus_per_node;
   Machine m;
