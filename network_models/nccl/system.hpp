@@ -40,7 +40,7 @@ enum class CpuVendor { Intel, Amd };
 // differs; nccl_releases below): 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3,
 // 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1), 2.26
 // (2.26.2 - 2.26.6) or 2.27 (2.27.3 - 2.27.7): the releases of the published curves it is
-// checked on, of PyTorch 2.2 - 2.9's wheels, and those between (2.25 the first that runs
+// checked on, of PyTorch 2.2 - 2.10's wheels, and those between (2.25 the first that runs
 // Blackwell). Others are refused rather than approximated. In release order.
 enum class NcclRelease { V2_18, V2_19, V2_20, V2_21, V2_22, V2_23, V2_24, V2_25, V2_26, V2_27 };
 // The newest modelled: its figures for what the kernels do (a link's rate, the LL kernel's
