@@ -620,6 +620,18 @@ TEST(NcclTuning, Releases) {
   const Tuning h100_2_27 = tune(make_machine(h100, 8), Overrides{});
   EXPECT_NEAR(h100_2_27.bandwidth_GBps[ag][index(Algo::Nvls)][simple], 8 * 40.0 * 7 / 8, 1e-9);
   EXPECT_NEAR(h100_2_27.bandwidth_GBps[ar][index(Algo::Nvls)][simple], 8 * 40.0 * 5 / 6, 1e-9);
+  // And CollNet Direct's all-gather: 8 GPUs a node x the graph's 24 GB/s x NCCL's measured
+  // 0.85 at 8 GPUs a node up to 2.26; 2.27 takes 0.9 of the network's speed instead.
+  System sharp_2_27 = preset("a100_8x");
+  sharp_2_27.nodes = 2;
+  sharp_2_27.network.collnet = true;
+  for (const auto& [release, busbw] :
+       std::vector<std::pair<NcclRelease, double>>{{NcclRelease::V2_26, 8 * 24.0 * 0.85}, {NcclRelease::V2_27, 8 * 24.0 * 0.9}}) {
+    sharp_2_27.nccl = release;
+    const Machine m = make_machine(sharp_2_27, 16);
+    ASSERT_DOUBLE_EQ(m.graphs[index(Algo::CollNetDirect)].bw_inter, 24.0);
+    EXPECT_NEAR(tune(m, Overrides{}).bandwidth_GBps[ag][index(Algo::CollNetDirect)][simple], busbw, 1e-9) << to_string(release);
+  }
 
   // 2.24: PAT at 0.75 of the tree graph's bandwidth (0.85 in 2.23).
   singles.nccl = NcclRelease::V2_24;
