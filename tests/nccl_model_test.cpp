@@ -633,6 +633,22 @@ TEST(NcclTuning, Releases) {
     EXPECT_NEAR(tune(m, Overrides{}).bandwidth_GBps[ag][index(Algo::CollNetDirect)][simple], busbw, 1e-9) << to_string(release);
   }
 
+  // 2.27 runs NVLS all-gathers across nodes where the network reduces and every GPU of a node
+  // has its NIC: a 1 MiB all-gather on 2 nodes of 8x H100 with SHARP; not before 2.27, nor
+  // without SHARP.
+  for (const auto& [release, collnet, algo] : std::vector<std::tuple<NcclRelease, bool, Algo>>{
+           {NcclRelease::V2_26, true, Algo::CollNetDirect}, {NcclRelease::V2_27, true, Algo::Nvls}, {NcclRelease::V2_27, false, Algo::Ring}}) {
+    System two = preset("h100_8x");
+    two.nodes = 2;
+    two.network.collnet = collnet;
+    two.nccl = release;
+    const Machine m = make_machine(two, 16);
+    const Tuning t = tune(m, Overrides{});
+    const Choice gather = choose(m, t, Coll::AllGather, 1 << 20);
+    EXPECT_EQ(gather.algo, algo) << to_string(release) << " " << collnet;
+    EXPECT_GT(collective_us(m, t, Coll::AllGather, 1 << 20, gather), 0.0);
+  }
+
   // 2.24: PAT at 0.75 of the tree graph's bandwidth (0.85 in 2.23).
   singles.nccl = NcclRelease::V2_24;
   const Machine singles_2_24 = make_machine(singles, 4);

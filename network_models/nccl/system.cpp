@@ -67,7 +67,8 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
       {NcclRelease::V2_27, "2.27", {"2.27.3", "2.27.5", "2.27.6", "2.27.7"}, "2.8, 2.9, 2.10",
        "NVLS reduce-scatter and all-gather estimated over (G - 1) / G of the channels' speed (the kernels keep this "
        "pace in every release); CollNet Direct's at 0.9 of the network; Blackwell's speed lists gain 18 within a node "
-       "and start at 47.9 across, and one node runs 24 NVLS channels"},
+       "and start at 47.9 across, and one node runs 24 NVLS channels; NVLS reduce-scatter and all-gather across nodes "
+       "where the network reduces (a NIC for every GPU)"},
   };
   return releases;
 }

@@ -640,7 +640,11 @@ Tuning tune(const Machine& m, const Overrides& overrides) {
         double bw = N <= 2 || collnet ? g.bw_intra : g.bw_inter;
         if (a == Algo::Nvls) bw = nvls_bandwidth(m, m.system.nccl, coll);
         if (!v2_18 && a == Algo::NvlsTree) bw = std::min(g.bw_intra, N <= 2 ? g.bw_inter : g.bw_inter / 2);
-        const double bus = protocol_bus_bw(m, m.system.nccl, coll, a, p, bw);
+        double bus = protocol_bus_bw(m, m.system.nccl, coll, a, p, bw);
+        // 2.27: NVLS gathers across nodes need the network's reduction with a NIC (head) for
+        // every GPU of a node.
+        const bool gather = coll == Coll::AllGather || coll == Coll::ReduceScatter;
+        if (a == Algo::Nvls && gather && N > 1 && (!m.collnet || m.per_node > m.system.network.nics_per_node)) bus = 0;
         const double ratio = algorithm_ratio(m, m.system.nccl, coll, a);
         t.bandwidth_GBps[c][ai][pi] = bus * ratio;
         if (a == Algo::Ring) t.ring_backup_GBps[c][pi] = bus * ratio;  // NCCL's ringbdw, before the enables
@@ -674,7 +678,11 @@ bool fastest_enabled(const Machine& m, const Tuning& t, Coll c, double bytes, Ch
     const Algo algo = static_cast<Algo>(a);
     if ((algo == Algo::CollNetDirect || algo == Algo::CollNetChain) && !m.collnet) continue;
     if (algo == Algo::Nvls && !m.collnet && m.nodes > 1) continue;
-    if (algo == Algo::Nvls && (c == Coll::AllGather || c == Coll::ReduceScatter) && m.nodes > 1) continue;  // one node only
+    // NVLS reduce-scatter and all-gather: one node only up to 2.26; from 2.27 across nodes too,
+    // through the network's reduction (tune() gives them no bandwidth without it).
+    if (algo == Algo::Nvls && (c == Coll::AllGather || c == Coll::ReduceScatter) && m.nodes > 1 &&
+        m.system.nccl < NcclRelease::V2_27)
+      continue;
     if (algo == Algo::CollNetDirect && m.per_node > 8 && m.system.nccl >= NcclRelease::V2_23) continue;  // up to 8 local GPUs
     for (int p = 0; p < kProtos; ++p) {
       const double time = nccl_estimate_us(m, t, c, algo, static_cast<Proto>(p), bytes);

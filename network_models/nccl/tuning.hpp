@@ -60,7 +60,9 @@
 // And 2.27: NVLS reduce-scatter and all-gather estimated over (G - 1) / G of the channels'
 // speed (nvls_bandwidth; the kernels keep this pace in every release), CollNet Direct's at
 // 0.9 of the network; Blackwell's speed lists gain 18 GB/s within a node and start at 47.9
-// across, and one Blackwell node runs 24 NVLS channels.
+// across, and one Blackwell node runs 24 NVLS channels; NVLS reduce-scatter and all-gather
+// run across nodes where the network reduces and every GPU of a node has its NIC (timed as
+// NVLS across nodes is: NCCL's bandwidth, loops striding over the channels).
 // The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all ten;
 // how a collective's elements reach the channels changes in 2.20, 2.22 and 2.23
 // (collective_time.hpp).
