@@ -457,7 +457,6 @@ double protocol_bus_bw(const Machine& m, NcclRelease release, Coll coll, Algo a,
       // ratio NCCL measured at 1 and 8 GPUs per node, interpolated; 2.27: 0.9 of the network.
       const double w = (ppn - 1) / (8 - 1);
       bus = release >= NcclRelease::V2_27 ? ppn * std::min(g.bw_intra, g.bw_inter * 0.9) : ppn * bw * (w * 0.85 + (1 - w) * 0.95);
-      if (m.nodes > 1 && ppn > m.system.network.nics_per_node) bus = 0;
     } else {
       double factor = ppn / g.channels;  // GPU/NIC ratio
       factor -= (factor - 1) / 2;
@@ -465,6 +464,12 @@ double protocol_bus_bw(const Machine& m, NcclRelease release, Coll coll, Algo a,
       if (compute_capability(m.system.gpu) >= 90) bus *= .85;
     }
   }
+  // Reduce-scatter and all-gather across nodes through the network's reduction (CollNet
+  // Direct; NVLS from 2.27) need it, and a NIC (head) for every GPU of a node.
+  const bool gather = coll == Coll::AllGather || coll == Coll::ReduceScatter;
+  if (gather && m.nodes > 1 && (a == Algo::CollNetDirect || a == Algo::Nvls) &&
+      (!m.collnet || ppn > m.system.network.nics_per_node))
+    bus = 0;
   return bus;
 }
 
@@ -640,11 +645,7 @@ Tuning tune(const Machine& m, const Overrides& overrides) {
         double bw = N <= 2 || collnet ? g.bw_intra : g.bw_inter;
         if (a == Algo::Nvls) bw = nvls_bandwidth(m, m.system.nccl, coll);
         if (!v2_18 && a == Algo::NvlsTree) bw = std::min(g.bw_intra, N <= 2 ? g.bw_inter : g.bw_inter / 2);
-        double bus = protocol_bus_bw(m, m.system.nccl, coll, a, p, bw);
-        // 2.27: NVLS gathers across nodes need the network's reduction with a NIC (head) for
-        // every GPU of a node.
-        const bool gather = coll == Coll::AllGather || coll == Coll::ReduceScatter;
-        if (a == Algo::Nvls && gather && N > 1 && (!m.collnet || m.per_node > m.system.network.nics_per_node)) bus = 0;
+        const double bus = protocol_bus_bw(m, m.system.nccl, coll, a, p, bw);
         const double ratio = algorithm_ratio(m, m.system.nccl, coll, a);
         t.bandwidth_GBps[c][ai][pi] = bus * ratio;
         if (a == Algo::Ring) t.ring_backup_GBps[c][pi] = bus * ratio;  // NCCL's ringbdw, before the enables
