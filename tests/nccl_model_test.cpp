@@ -662,6 +662,7 @@ TEST(NcclTuning, Releases) {
   // the tree when NCCL_ALGO names only CollNet on a network without it.
   const Overrides per_collective = parse_overrides("ring;allreduce:tree", "^LL128;allgather:LL");
   EXPECT_TRUE(per_collective.per_collective);
+  EXPECT_EQ(parse_overrides("ring;allreduce:tree;", "").algo_enabled, per_collective.algo_enabled);  // empty entries skipped
   EXPECT_TRUE(per_collective.algo_enabled[ar][index(Algo::Tree)]);
   EXPECT_FALSE(per_collective.algo_enabled[ar][ring]);
   EXPECT_TRUE(per_collective.algo_enabled[ag][ring]);
@@ -670,7 +671,8 @@ TEST(NcclTuning, Releases) {
   for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
            {"ring;tree", "NCCL_ALGO: \"ring;tree\": every list but the first names its collective (\"allreduce:...\")"},
            {"allreduces:tree", "NCCL_ALGO: unknown collective \"allreduces\" in \"allreduces:tree\" (expected Broadcast, Reduce, "
-                               "AllGather, ReduceScatter, AllReduce)"}}) {
+                               "AllGather, ReduceScatter, AllReduce)"},
+           {"ring;allreduce:", "NCCL_ALGO: \"ring;allreduce:\": no list after \"allreduce:\""}}) {
     try {
       (void)parse_overrides(text, "");
       FAIL() << text;

@@ -214,6 +214,7 @@ void parse_list(const char* var, const std::string& text, const char* const (&na
     const std::size_t semicolon = text.find(';', entry_start);
     const std::string entry = text.substr(entry_start, semicolon == std::string::npos ? std::string::npos : semicolon - entry_start);
     entry_start = semicolon == std::string::npos ? text.size() + 1 : semicolon + 1;
+    if (entry.empty()) continue;  // NCCL's strtok skips empty entries ("ring;")
     const std::size_t colon = entry.find(':');
     std::string body = colon == std::string::npos ? entry : entry.substr(colon + 1);
     int coll = -1;  // -1: every collective
@@ -225,6 +226,8 @@ void parse_list(const char* var, const std::string& text, const char* const (&na
         throw std::invalid_argument(fmt::format("{}: unknown collective \"{}\" in \"{}\" (expected {})", var, prefix, text,
                                                 join(colls)));
       per_collective = true;
+      if (body.empty())
+        throw std::invalid_argument(fmt::format("{}: \"{}\": no list after \"{}:\"", var, text, prefix));
     } else if (!first) {
       throw std::invalid_argument(
           fmt::format("{}: \"{}\": every list but the first names its collective (\"allreduce:...\")", var, text));
