@@ -44,7 +44,8 @@ enum class CpuVendor { Intel, Amd };
 // Blackwell). Others are refused rather than approximated. In release order.
 enum class NcclRelease { V2_18, V2_19, V2_20, V2_21, V2_22, V2_23, V2_24, V2_25, V2_26, V2_27 };
 // The newest modelled: its figures for what the kernels do (a link's rate, the LL kernel's
-// pace) hold in every release, since those kernels are the same code in all of them.
+// pace, NVLS reduce-scatter's and all-gather's) hold in every release, since the kernels'
+// paths for unregistered buffers do the same work in all of them.
 inline constexpr NcclRelease kNewestNcclRelease = NcclRelease::V2_27;
 
 const char* to_string(GpuArch arch);
