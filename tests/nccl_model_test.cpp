@@ -875,15 +875,9 @@ TEST(NcclExecution, ContiguousChannelPartsFrom2_20) {
   }
 }
 
-// From 2.26 LL's traffic counts four times when the parts are dealt out, so its cells are
-// 2 KiB of an all-reduce (16 KiB of traffic / 8) instead of 8 KiB. 1 MiB on 8x H100 over 24
-// channels: 2.25 gives the first channel 6 cells (12,288 floats), 2.26 22 cells of 512
-// (11,264); the one loop's chunk is that over the 8 ranks, rounded up to 16 bytes: 1536 and
-// 1408 floats. Each of the 14 steps pays the hop's 0.6 us and the chunk at the channel's
-// share of LL's 141 GB/s (one Hopper node's llMaxBw) over 24 channels, and NCCL's 6.6 us once.
-TEST(NcclExecution, LlTrafficCountsFourTimesFrom2_26) {
-  // And 2.26's ring over two NVLink domains takes at least 2 channels: 4 GPUs of a PCIe Gen3
-  // box bridged in 2 pairs (a ring of 12 GB/s) get 1 channel of 12 GB/s up to 2.25, 2 of 6.
+// 2.26's ring over two NVLink domains takes at least 2 channels: 4 GPUs of a PCIe Gen3 box
+// bridged in 2 pairs (a ring of 12 GB/s) get 1 channel of 12 GB/s up to 2.25, 2 of 6.
+TEST(NcclTuning, TwoNvlinkDomainsTakeTwoChannelsFrom2_26) {
   System pairs = preset("a100_pcie_pairs");
   pairs.pcie.generation = 3;
   for (const auto& [release, channels, speed] :
@@ -893,6 +887,15 @@ TEST(NcclExecution, LlTrafficCountsFourTimesFrom2_26) {
     EXPECT_EQ(ring.channels, channels) << to_string(release);
     EXPECT_DOUBLE_EQ(ring.bw_intra, speed) << to_string(release);
   }
+}
+
+// From 2.26 LL's traffic counts four times when the parts are dealt out, so its cells are
+// 2 KiB of an all-reduce (16 KiB of traffic / 8) instead of 8 KiB. 1 MiB on 8x H100 over 24
+// channels: 2.25 gives the first channel 6 cells (12,288 floats), 2.26 22 cells of 512
+// (11,264); the one loop's chunk is that over the 8 ranks, rounded up to 16 bytes: 1536 and
+// 1408 floats. Each of the 14 steps pays the hop's 0.6 us and the chunk at the channel's
+// share of LL's 141 GB/s (one Hopper node's llMaxBw) over 24 channels, and NCCL's 6.6 us once.
+TEST(NcclExecution, LlTrafficCountsFourTimesFrom2_26) {
   for (const auto& [release, chunk_floats] :
        std::vector<std::pair<NcclRelease, double>>{{NcclRelease::V2_25, 1536}, {NcclRelease::V2_26, 1408}}) {
     System s = preset("h100_8x");
