@@ -370,9 +370,7 @@ TEST(NcclTuning, Releases) {
     (void)parse_nccl_release("2.28.3");
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "NCCL \"2.28.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), "
-                                     "2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), "
-                                     "2.25 (2.25.1), 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6) or 2.27 (2.27.3, 2.27.5, 2.27.6, 2.27.7)");
+    EXPECT_EQ(std::string(e.what()), "NCCL \"2.28.3\" is not modelled: expected " + modelled_nccl_releases());
   }
   System h100 = preset("h100_8x");
   EXPECT_EQ(h100.nccl, NcclRelease::V2_18);
@@ -474,8 +472,8 @@ TEST(NcclTuning, Releases) {
   EXPECT_STREQ(to_string(NcclRelease::V2_21), "2.21");
   EXPECT_EQ(modelled_nccl_releases(),
             "2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), "
-            "2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1), 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6) or 2.27 (2.27.3, 2.27.5, "
-            "2.27.6, 2.27.7)");
+            "2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1), 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6), 2.27 (2.27.3, 2.27.5, "
+            "2.27.6, 2.27.7) or 2.28 (2.28.9)");
   const auto docs = dtsim::net::network_docs();  // the schema's description of the field names them all
   const auto field = std::find_if(docs.begin(), docs.end(), [](const auto& d) {
     return d.section == "nccl_system" && d.field == "nccl_version";
@@ -713,6 +711,135 @@ TEST(NcclTuning, Releases) {
     const int enabled = std::count_if(&collnet_only.bandwidth_GBps[ar][0][0], &collnet_only.bandwidth_GBps[ar][0][0] + kAlgos * kProtos,
                                       [](double bw) { return bw > 0; });
     EXPECT_EQ(enabled > 0, release == NcclRelease::V2_23) << to_string(release);  // 2.23: "ignoring NCCL_ALGO=COLLNET"
+  }
+}
+
+// NCCL 2.28 (2.28.9, PyTorch 2.11's) re-estimates NVLS and the NVLS tree: the channels' speed
+// x the generation's efficiency (Hopper .85) x (channels - 1) / channels, x 2 for all-reduce's
+// two pipelined operations, x (G - 1) / G for the others, at most the inter-node speed (the
+// NVLS tree's x 2 on 2 nodes) and the NVLS tree's cap (Hopper 57.7 on 2 nodes, 45.5 beyond),
+// then at the ring's n / steps. On one node the inter-node speed is what the search's second
+// pass raised it to (from 2.19): 8 H100s' 8 NVLS channels of 40 GB/s carry 60.
+TEST(NcclTuning, NvlsReestimatedIn2_28) {
+  const int ar = index(Coll::AllReduce), ag = index(Coll::AllGather), simple = index(Proto::Simple);
+  const int nvls = index(Algo::Nvls), nvls_tree = index(Algo::NvlsTree);
+  System h100 = preset("h100_8x");
+  EXPECT_DOUBLE_EQ(make_machine(h100, 8).graphs[nvls].bw_inter, 40.0);  // 2.18: no second pass for NVLS
+  h100.nccl = parse_nccl_release("2.28.9");
+  ASSERT_EQ(h100.nccl, NcclRelease::V2_28);
+  const Machine one = make_machine(h100, 8);
+  ASSERT_EQ(one.graphs[nvls].channels, 8);
+  EXPECT_DOUBLE_EQ(one.graphs[nvls].bw_intra, 40.0);
+  EXPECT_DOUBLE_EQ(one.graphs[nvls].bw_inter, 60.0);
+  const Tuning t = tune(one, Overrides{});
+  EXPECT_NEAR(t.bandwidth_GBps[ar][nvls][simple], 8 * std::min(40 * .85 * 7 / 8 * 2, 60.0) * 8 / 14, 1e-4);
+  EXPECT_NEAR(t.bandwidth_GBps[ag][nvls][simple], 8 * 40 * .85 * 7 / 8 * 7 / 8, 1e-4);
+
+  // Across nodes the NVLS tree: 2 nodes at its cap (under 59.5 and 2 x 48), 4 nodes at 45.5;
+  // its network hop 20.9 us (14 in 2.27), crossed 2 log2(N) times.
+  for (const auto& [nodes, per_channel] : std::vector<std::pair<int, double>>{{2, 57.7}, {4, 45.5}}) {
+    h100.nodes = nodes;
+    const int n = 8 * nodes;
+    h100.nccl = NcclRelease::V2_28;
+    const Machine m = make_machine(h100, n);
+    ASSERT_DOUBLE_EQ(m.graphs[nvls_tree].bw_inter, 48.0);
+    const Tuning t_2_28 = tune(m, Overrides{});
+    EXPECT_NEAR(t_2_28.bandwidth_GBps[ar][nvls_tree][simple], 8 * per_channel * n / (2.0 * (n - 1)), 1e-4) << nodes;
+    h100.nccl = NcclRelease::V2_27;
+    const Tuning t_2_27 = tune(make_machine(h100, n), Overrides{});
+    EXPECT_NEAR(t_2_28.latency_us[ar][nvls_tree][simple] - t_2_27.latency_us[ar][nvls_tree][simple],
+                2 * std::log2(nodes) * (20.9 - 14), 1e-9) << nodes;
+  }
+}
+
+// The kernels keep 2.27's pace under 2.28 (kKernelPaceRelease): the same NVLS all-reduce on
+// one node and NVLS tree on 2 nodes take the same time under both, though NCCL's estimates
+// of them differ.
+TEST(NcclExecution, KernelsKeep2_27sPaceUnder2_28) {
+  for (const auto& [nodes, algo] : std::vector<std::pair<int, Algo>>{{1, Algo::Nvls}, {2, Algo::NvlsTree}}) {
+    const double bytes = 256.0 * (1 << 20);
+    double us[2], estimate[2];
+    for (const NcclRelease release : {NcclRelease::V2_27, NcclRelease::V2_28}) {
+      System s = preset("h100_8x");
+      s.nodes = nodes;
+      s.nccl = release;
+      const Machine m = make_machine(s, 8 * nodes);
+      const Tuning t = tune(m, parse_overrides(to_string(algo), ""));
+      const Choice c = choose(m, t, Coll::AllReduce, bytes);
+      ASSERT_EQ(c.algo, algo);
+      us[release == NcclRelease::V2_28] = collective_us(m, t, Coll::AllReduce, bytes, c);
+      estimate[release == NcclRelease::V2_28] = c.nccl_estimate_us;
+    }
+    EXPECT_DOUBLE_EQ(us[1], us[0]) << nodes;
+    EXPECT_NE(estimate[1], estimate[0]) << nodes;
+  }
+}
+
+// 2.28's other rules: NVLS on 2 GPUs of a node (3 before; 2 channels of 60 GB/s, all-reduce
+// at 2 x 60 x .85 x 1/2 x 2 x 2/2); NVLS across nodes on at most the communicator's
+// channels (8 where 2 NICs a node make 8, not NVLS's 16); CollNet Chain only up to 8 GPUs a
+// node; Blackwell's own per-channel caps (on 2 nodes the ring's LL128 34.6 GB/s and the
+// tree's LL128 31.67, twice Hopper's 36.7 before).
+TEST(NcclTuning, Release2_28Rules) {
+  const int ar = index(Coll::AllReduce), simple = index(Proto::Simple);
+  System h100 = preset("h100_8x");
+  h100.nccl = NcclRelease::V2_27;
+  EXPECT_FALSE(make_machine(h100, 2).nvls);
+  h100.nccl = NcclRelease::V2_28;
+  const Machine pair = make_machine(h100, 2);
+  ASSERT_TRUE(pair.nvls);
+  EXPECT_EQ(pair.graphs[index(Algo::Nvls)].channels, 2);
+  EXPECT_NEAR(tune(pair, Overrides{}).bandwidth_GBps[ar][index(Algo::Nvls)][simple], 2 * 60 * .85 * 1 / 2 * 2, 1e-4);
+
+  System few_nics = preset("h100_8x");
+  few_nics.nodes = 2;
+  few_nics.network.nics_per_node = 2;
+  few_nics.network.collnet = true;
+  for (const auto& [release, channels] : std::vector<std::pair<NcclRelease, int>>{{NcclRelease::V2_27, 16}, {NcclRelease::V2_28, 8}}) {
+    few_nics.nccl = release;
+    const Machine m = make_machine(few_nics, 16);
+    ASSERT_EQ(m.channels, 8);
+    ASSERT_EQ(m.nvls_channels, 16);
+    const Choice c = choose(m, tune(m, parse_overrides("NVLS", "")), Coll::AllReduce, 1 << 26);
+    ASSERT_EQ(c.algo, Algo::Nvls);
+    EXPECT_EQ(c.channels, channels) << to_string(release);
+  }
+
+  System wide = preset("h100_8x");
+  wide.gpus_per_node = 16;
+  wide.nodes = 2;
+  wide.network.collnet = true;
+  wide.nccl = NcclRelease::V2_27;
+  const Machine wide_2_27 = make_machine(wide, 32);
+  EXPECT_EQ(choose(wide_2_27, tune(wide_2_27, parse_overrides("CollNetChain", "")), Coll::AllReduce, 1 << 26).algo,
+            Algo::CollNetChain);
+  wide.nccl = NcclRelease::V2_28;
+  const Machine wide_2_28 = make_machine(wide, 32);
+  try {
+    (void)choose(wide_2_28, tune(wide_2_28, parse_overrides("CollNetChain", "")), Coll::AllReduce, 1 << 26);
+    FAIL() << "expected 2.28 to have no CollNet Chain with 16 GPUs a node";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("where NCCL 2.28 fails"), std::string::npos) << e.what();
+  }
+
+  // 2 nodes of B200 with 800 Gb/s NICs on PCIe 6 (96 GB/s in NCCL's units): 16 ring channels
+  // of 45 GB/s, where 2.28's caps bind.
+  System b200 = preset("b200_8x");
+  b200.nodes = 2;
+  b200.network.nic_Gbps = 800;
+  b200.pcie.generation = 6;
+  for (const auto& [release, ring_ll128, tree_ll128] : std::vector<std::tuple<NcclRelease, double, double>>{
+           {NcclRelease::V2_27, 2 * 36.7, 2 * 36.7}, {NcclRelease::V2_28, 34.6, 31.67}}) {
+    b200.nccl = release;
+    const Machine m = make_machine(b200, 16);
+    const Graph& g = m.graphs[index(Algo::Ring)];
+    ASSERT_EQ(g.channels, 16);
+    ASSERT_DOUBLE_EQ(g.bw_intra, 45.0);
+    const Tuning t = tune(m, Overrides{});
+    EXPECT_NEAR(t.bandwidth_GBps[ar][index(Algo::Ring)][index(Proto::LL128)],
+                std::min(16 * 45 * .92, 16 * ring_ll128) * 16 / 30, 1e-4) << to_string(release);
+    EXPECT_NEAR(t.bandwidth_GBps[ar][index(Algo::Tree)][index(Proto::LL128)],
+                std::min(16 * 45 * .92 * 120 / 128, 16 * tree_ll128) / 2, 1e-4) << to_string(release);
   }
 }
 
@@ -1107,9 +1234,7 @@ TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
   EXPECT_NO_THROW(check_network_links(no_pat, Topology::ring(4, no_pat.nominal)));
   EXPECT_EQ(network_section_json(nvls_2_20)["system"]["nccl_version"], "2.20");
   EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.28.3"}}}}),
-            "/network/system/nccl_version: NCCL \"2.28.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, "
-            "2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), "
-            "2.25 (2.25.1), 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6) or 2.27 (2.27.3, 2.27.5, 2.27.6, 2.27.7)");
+            "/network/system/nccl_version: NCCL \"2.28.3\" is not modelled: expected " + modelled_nccl_releases());
 }
 
 // Collectives run one at a time, as on one process group's NCCL stream: one whose ranks

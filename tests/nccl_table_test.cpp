@@ -349,9 +349,7 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
   // NCCL 2.18 has no algorithm for NCCL_ALGO=NVLS on an A100; an unmodelled release is refused.
   for (const auto& [version, message] : std::vector<std::pair<std::string, std::string>>{
            {"2.18", "--nccl-algo: all_reduce: NCCL_ALGO leaves no algorithm that runs on 8 GPUs of \"a100_8x\", where NCCL 2.18 fails"},
-           {"2.28.3", "--nccl-version: NCCL \"2.28.3\" is not modelled: expected 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), "
-                      "2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), "
-                      "2.25 (2.25.1), 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6) or 2.27 (2.27.3, 2.27.5, 2.27.6, 2.27.7)"}}) {
+           {"2.28.3", "--nccl-version: NCCL \"2.28.3\" is not modelled: expected " + dtsim::net::nccl::modelled_nccl_releases()}}) {
     const auto refused = testing::run_command(std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --nccl-algo NVLS "
                                               "--nccl-version " + version + " --against " + (dir / "a100.txt").string());
     EXPECT_EQ(refused.exit_code, 2) << version << ": " << refused.output;
@@ -399,9 +397,7 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
            {(dir / "2.20.5.txt").string() + " --nccl-version 2.18", "--nccl-version: 2.18, but --against ran NCCL 2.20.5 (line 1)"},
            {(dir / "2.28.3.txt").string(), "--against: NCCL 2.28.3 ran (line 1), which dtsim does not model; compare it with a "
-                                           "release it does: --nccl-version 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3, "
-                                           "2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), "
-                                           "2.25 (2.25.1), 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6) or 2.27 (2.27.3, 2.27.5, 2.27.6, 2.27.7)"}}) {
+                                           "release it does: --nccl-version " + dtsim::net::nccl::modelled_nccl_releases()}}) {
     const auto refused = testing::run_command(nvls + args);
     EXPECT_EQ(refused.exit_code, 2) << args << ": " << refused.output;
     EXPECT_NE(refused.output.find(message), std::string::npos) << args << ": " << refused.output;

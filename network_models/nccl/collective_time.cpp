@@ -409,19 +409,26 @@ double switch_chunk_bytes(const Machine& m, const Tuning& t, const Choice& ch, d
 // 40 GB/s on an H100), with 3 - 7 it is above it.
 double switch_reduction_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& ch, int element_size,
                            Part part) {
-  const double lat = t.latency_us[index(c)][index(ch.algo)][index(ch.proto)];
+  // The kernels' time is NCCL's estimate of it (latency and bandwidth), each release's own up
+  // to kKernelPaceRelease: 2.28's re-estimates of NVLS and the NVLS tree await a curve that
+  // confirms them. Within a node NVLS's bandwidth is kKernelPaceRelease's in every release
+  // (reduce-scatter and all-gather: 2.23 at the bus bandwidth, before at 5/6 of it; 2.27 over
+  // (G - 1) / G of the channels' speed).
+  const NcclRelease release = m.system.nccl, estimate = std::min(release, kKernelPaceRelease);
+  const double lat = estimate == release ? t.latency_us[index(c)][index(ch.algo)][index(ch.proto)]
+                                         : nccl_latency_us(m, estimate, c, ch.algo, ch.proto);
   double bw = t.bandwidth_GBps[index(c)][index(ch.algo)][index(ch.proto)];
   if (!(bw > 0)) return lat;
+  const bool nvls = ch.algo == Algo::Nvls || ch.algo == Algo::NvlsTree;
   if (ch.algo == Algo::Nvls && m.nodes == 1) {
     const Graph& g = m.graphs[index(Algo::Nvls)];
     const double share = m.system.intra.nvlink_links * m.nvlink_rate / (g.channels + 1);
     if (share > g.bw_intra) bw *= share / g.bw_intra;
-    // The kernels' pace is NCCL's newest estimate of it (reduce-scatter and all-gather: 2.23
-    // at the bus bandwidth, before at 5/6 of it; 2.27 over (G - 1) / G of the channels' speed).
-    bw *= algorithm_ratio(m, kNewestNcclRelease, c, ch.algo) * nvls_bandwidth(m, kNewestNcclRelease, c) /
-          (algorithm_ratio(m, m.system.nccl, c, ch.algo) * nvls_bandwidth(m, m.system.nccl, c));
   }
-  const bool nvls = ch.algo == Algo::Nvls || ch.algo == Algo::NvlsTree;
+  const NcclRelease pace = ch.algo == Algo::Nvls && m.nodes == 1 ? kKernelPaceRelease : estimate;
+  if (nvls && pace != release)
+    bw *= algorithm_ratio(m, pace, c, ch.algo) * nvls_bandwidth(m, pace, c, ch.algo) /
+          (algorithm_ratio(m, release, c, ch.algo) * nvls_bandwidth(m, release, c, ch.algo));
   // CollNet's bandwidth is its heads' (NCCL gives it the same whatever channels run it).
   const int total_channels = nvls ? m.nvls_channels : ch.channels;
   const double rate = part == Part::Latency ? kUnlimited : bw / total_channels * 1e3;  // bytes per us per channel

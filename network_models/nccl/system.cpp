@@ -69,6 +69,12 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
        "pace in every release); CollNet Direct's at 0.9 of the network; Blackwell's speed lists gain 18 within a node "
        "and start at 47.9 across, and one node runs 24 NVLS channels; NVLS reduce-scatter and all-gather across nodes "
        "where the network reduces (a NIC for every GPU)"},
+      {NcclRelease::V2_28, "2.28", {"2.28.9"}, "2.11",
+       "NVLS and the NVLS tree re-estimated (an efficiency per GPU generation, the channels but one, all-reduce's "
+       "two operations pipelined, at the ring's n / steps; the kernels keep 2.27's pace); the NVLS tree's network hop "
+       "20.9 us; Blackwell's own per-channel caps; NVLS from 2 GPUs a node; NVLS across nodes on at most the "
+       "communicator's channels; CollNet Chain up to 8 GPUs a node (2.28.3 and 2.28.7 differ in three constants: not "
+       "modelled)"},
   };
   return releases;
 }

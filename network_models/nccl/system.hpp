@@ -19,7 +19,7 @@
 //    "cpu": "amd" | "intel", "sockets": 1,
 //    "network": {"nics_per_node": 8, "nic_Gbps": 200, "rails": 8, "collnet": false},
 //    "host": {"launch_us": 5.07},
-//    "nccl_version": "2.18" | "2.19" | "2.20" | "2.21" | "2.22" | "2.23" | "2.24" | "2.25" | "2.26" | "2.27"}  // the NCCL release that runs on it (below)
+//    "nccl_version": "2.18" | "2.19" | ... | "2.27" | "2.28"}  // the NCCL release that runs on it (below)
 #pragma once
 
 #include <array>
@@ -39,14 +39,17 @@ enum class CpuVendor { Intel, Amd };
 // The NCCL release whose constants and rules the model applies (tuning.hpp lists what
 // differs; nccl_releases below): 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3,
 // 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1), 2.26
-// (2.26.2 - 2.26.6) or 2.27 (2.27.3 - 2.27.7): the releases of the published curves it is
-// checked on, of PyTorch 2.2 - 2.10's wheels, and those between (2.25 the first that runs
-// Blackwell). Others are refused rather than approximated. In release order.
-enum class NcclRelease { V2_18, V2_19, V2_20, V2_21, V2_22, V2_23, V2_24, V2_25, V2_26, V2_27 };
-// The newest modelled: its figures for what the kernels do (a link's rate, the LL kernel's
-// pace, NVLS reduce-scatter's and all-gather's) hold in every release, since the kernels'
-// paths for unregistered buffers do the same work in all of them.
-inline constexpr NcclRelease kNewestNcclRelease = NcclRelease::V2_27;
+// (2.26.2 - 2.26.6), 2.27 (2.27.3 - 2.27.7) or 2.28 (2.28.9): the releases of the published
+// curves it is checked on, of PyTorch 2.2 - 2.11's wheels, and those between (2.25 the first
+// that runs Blackwell). Others are refused rather than approximated. In release order.
+enum class NcclRelease { V2_18, V2_19, V2_20, V2_21, V2_22, V2_23, V2_24, V2_25, V2_26, V2_27, V2_28 };
+// The release whose estimates set what the kernels do in every release (a link's rate, the
+// LL kernel's pace, NVLS's and the NVLS tree's): the kernels' paths for unregistered buffers
+// do the same work in every modelled release, so one estimate of them holds for all. A newer
+// release's re-estimate takes over only once the validation curves confirm it
+// (network_models/README.md): 2.28 re-estimates NVLS and the NVLS tree, and Blackwell's caps,
+// without a curve to check them on.
+inline constexpr NcclRelease kKernelPaceRelease = NcclRelease::V2_27;
 
 const char* to_string(GpuArch arch);
 const char* to_string(IntraKind kind);
@@ -63,8 +66,8 @@ struct NcclReleaseInfo {
 };
 // In release order (`dtsim list nccl_releases`).
 const std::vector<NcclReleaseInfo>& nccl_releases();
-const char* to_string(NcclRelease release);  // "2.18", "2.19", "2.20", "2.21", "2.22", "2.23", "2.24", "2.25", "2.26", "2.27"
-// The modelled releases with their patch releases: "2.18 (2.18.5, 2.18.6), ... or 2.27 (2.27.3, ...)".
+const char* to_string(NcclRelease release);  // "2.18", "2.19", ..., "2.28"
+// The modelled releases with their patch releases: "2.18 (2.18.5, 2.18.6), ... or 2.28 (2.28.9)".
 std::string modelled_nccl_releases();
 // A release as "2.19" or "2.19.3" (those above); std::invalid_argument naming the releases
 // modelled otherwise.

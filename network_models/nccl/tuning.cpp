@@ -64,7 +64,7 @@ constexpr Latencies nvls_nvlink_hop(Latencies l, double us) {
 }
 constexpr Latencies kLatencies_2_21 = nvls_nvlink_hop(kLatencies_2_19, 25.0);
 // 2.23: 2.21's, but Tree Simple 8.4 us once and 4 us a hop within a node, 14 across (28 each
-// before). PAT's latency is a formula of its own (algorithm_latency_us).
+// before). PAT's latency is a formula of its own (nccl_latency_us).
 constexpr Latencies tree_simple(Latencies l, double base, double nvlink, double pci, double net) {
   constexpr int tree = static_cast<int>(Algo::Tree), simple = static_cast<int>(Proto::Simple);
   l.base[tree][simple] = base;
@@ -74,27 +74,46 @@ constexpr Latencies tree_simple(Latencies l, double base, double nvlink, double 
   return l;
 }
 constexpr Latencies kLatencies_2_23 = tree_simple(kLatencies_2_21, 8.4, 4.0, 4.0, 14.0);
+// 2.28 (2.28.9): 2.23's, but the NVLS tree's network hop 20.9 us (14 before).
+constexpr Latencies nvls_tree_net_hop(Latencies l, double us) {
+  l.hw[static_cast<int>(Hw::Net)][static_cast<int>(Algo::NvlsTree)][static_cast<int>(Proto::Simple)] = us;
+  return l;
+}
+constexpr Latencies kLatencies_2_28 = nvls_tree_net_hop(kLatencies_2_23, 20.9);
 const Latencies& latencies(NcclRelease r) {
   return r == NcclRelease::V2_18  ? kLatencies_2_18
          : r < NcclRelease::V2_21 ? kLatencies_2_19
          : r < NcclRelease::V2_23 ? kLatencies_2_21
-                                  : kLatencies_2_23;
+         : r < NcclRelease::V2_28 ? kLatencies_2_23
+                                  : kLatencies_2_28;
 }
-double tuning_base_us(const Machine& m, Algo a, Proto p) { return latencies(m.system.nccl).base[index(a)][index(p)]; }
-double tuning_hop_us(const Machine& m, Hw hw, Algo a, Proto p) {
-  return latencies(m.system.nccl).hw[static_cast<int>(hw)][index(a)][index(p)];
+double tuning_base_us(NcclRelease r, Algo a, Proto p) { return latencies(r).base[index(a)][index(p)]; }
+double tuning_hop_us(NcclRelease r, Hw hw, Algo a, Proto p) {
+  return latencies(r).hw[static_cast<int>(hw)][index(a)][index(p)];
 }
 // [compCap index (one node) or CPU (Intel, AMD: several)][nodes index: 1, 2, more]; 2.21
 // re-measures Hopper's; Blackwell's (2.25) are twice Hopper's.
 constexpr double kLlMaxBw_2_18[4][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {87.7, 22.5, 19.0}, {}};
 constexpr double kLlMaxBw_2_21[4][3] = {
     {39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {2 * 141.0, 2 * 45.0, 2 * 35.0}};
-constexpr double kPerChMaxRingLL128Bw[4][3] = {
-    {20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}, {2 * 36.7, 2 * 36.7, 2 * 36.7}};
-constexpr double kPerChMaxTreeLL128Bw[4][3] = {
-    {20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}, {2 * 36.7, 2 * 36.7, 2 * 29.0}};
-constexpr double kPerChMaxTreeBw[4][3] = {
-    {26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {2 * 38.7, 2 * 41.4, 2 * 36.0}};
+// Per-channel caps, GB/s, [compCap index][nodes index]: Blackwell's (2.25) twice Hopper's
+// until 2.28 gives it its own; the NVLS tree's are 2.28's (none before).
+struct ChannelCaps {
+  double ring_ll128[4][3], tree_ll128[4][3], tree[4][3], nvls_tree[4][3];
+};
+constexpr ChannelCaps kChannelCaps_2_18 = {
+    {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}, {2 * 36.7, 2 * 36.7, 2 * 36.7}},
+    {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}, {2 * 36.7, 2 * 36.7, 2 * 29.0}},
+    {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {2 * 38.7, 2 * 41.4, 2 * 36.0}},
+    {}};
+constexpr ChannelCaps kChannelCaps_2_28 = {
+    {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}, {2 * 36.7, 34.6, 2 * 36.7}},
+    {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}},
+    {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}},
+    {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0.0, 57.7, 45.5}, {0.0, 96.0, 43.8}}};
+const ChannelCaps& channel_caps(NcclRelease r) { return r < NcclRelease::V2_28 ? kChannelCaps_2_18 : kChannelCaps_2_28; }
+// 2.28's NVLS efficiency per compCap index (nvlsEfficiency; NVLS runs on Hopper and later).
+constexpr double kNvlsEfficiency[4] = {0.0, 0.0, 0.85, 0.74};
 // Trees' correction below 256 MB, by log2(bytes / 64) (tuning.cc treeCorrectionFactor).
 constexpr double kTreeCorrection[kProtos][23] = {
     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
@@ -135,8 +154,8 @@ std::span<const double> speeds_inter(int cc, NcclRelease r) {
 // SMxx_NVLINK_BW, GB/s per link of the generation's line rate: 20 per 25 GB/s (Hopper: 20.6
 // from 2.20 on), Blackwell's NVLink5 40 per 50 GB/s.
 double nvlink_bw(int cc, NcclRelease r) { return cc >= 100 ? 40.0 : cc >= 90 && r >= NcclRelease::V2_20 ? 20.6 : 20.0; }
-// What a link carries: the newest modelled release's figure.
-double nvlink_rate(int cc) { return nvlink_bw(cc, kNewestNcclRelease); }
+// What a link carries: kKernelPaceRelease's figure.
+double nvlink_rate(int cc) { return nvlink_bw(cc, kKernelPaceRelease); }
 double nvlink_line_rate(int cc) { return cc >= 100 ? 50.0 : 25.0; }
 constexpr double kPciBwGen3x16 = 12.0;  // PCI_BW: below this the ring uses 256 threads
 constexpr double kSklQpiBw = 10.0;      // SKL_QPI_BW: Intel inter-socket; NCCL sets none for AMD
@@ -162,6 +181,7 @@ int log2i(long long n) {
 struct Found {
   int channels = 0;
   double speed = 0.0;
+  std::size_t index = 0;  // the speed's in the list
 };
 template <class Fits>
 Found search(std::span<const double> speeds, double max_bw, double total_bw, int min_channels, int max_channels, Fits fits) {
@@ -170,7 +190,7 @@ Found search(std::span<const double> speeds, double max_bw, double total_bw, int
   Found best;
   for (; i < speeds.size(); ++i) {
     const int ch = std::min(max_channels, fits(speeds[i]));
-    if (ch >= min_channels && ch * speeds[i] > best.channels * best.speed) best = {ch, speeds[i]};
+    if (ch >= min_channels && ch * speeds[i] > best.channels * best.speed) best = {ch, speeds[i], i};
     if (best.channels > 0 && best.channels * best.speed >= total_bw) break;
     if (i + 1 < speeds.size() && best.channels > 0 && !(speeds[i + 1] / best.speed > 0.49)) break;
   }
@@ -353,6 +373,9 @@ Graph ring_graph(const Machine& m, int cc) {
 // twice on its head's (ncclTopoSearchTryNvls), so k channels need k + 1 speeds of a GPU's
 // NVLinks: 8 GPUs of an H100 (18 x 20 = 360 GB/s) fit 8 channels of 40 GB/s exactly, 6 or 7
 // GPUs no more than 5 of 60 and so also run at 40, 5 GPUs fit at 60.
+// From 2.19 the search's second pass then raises NVLS's inter-node speed a step at a time
+// while it is under twice the channels' speed; on one node no link carries it, so every
+// step succeeds: 8 H100s end at 40 / 60 GB/s (only 2.28's estimate reads it there).
 Graph nvls_graph(const Machine& m) {
   const int g = m.per_node;
   const double nvl_total = m.system.intra.nvlink_links * m.nvlink_bw;
@@ -364,6 +387,10 @@ Graph nvls_graph(const Machine& m) {
   Graph nv;
   nv.channels = fn.channels;
   nv.bw_intra = nv.bw_inter = fn.speed;
+  if (m.nodes == 1 && m.system.nccl >= NcclRelease::V2_19) {
+    const auto speeds = speeds_intra(cc, m.system.nccl);
+    for (std::size_t i = fn.index; i > 0 && nv.bw_inter < 2 * nv.bw_intra;) nv.bw_inter = speeds[--i];
+  }
   if (m.nodes > 1) {
     const double nic = std::min(m.net_bw, m.pci_bw);
     const auto speeds = speeds_inter(cc, m.system.nccl);
@@ -418,8 +445,10 @@ Machine make_machine(const System& s, int ranks) {
     m.graphs[index(Algo::CollNetDirect)] = ring;
     m.graphs[index(Algo::CollNetChain)] = ring;
   }
-  // ncclNvlsInit: no NVLS for a communicator of 2 GPUs or fewer on a node (gpuCount <= 2).
-  m.nvls = s.intra.nvls && s.intra.kind == IntraKind::NvSwitch && cc >= 90 && m.per_node > 2;
+  // ncclNvlsInit: no NVLS for a communicator of 2 GPUs or fewer on a node (gpuCount <= 2;
+  // from 2.28 of 1 GPU).
+  const int nvls_min_gpus = s.nccl >= NcclRelease::V2_28 ? 2 : 3;
+  m.nvls = s.intra.nvls && s.intra.kind == IntraKind::NvSwitch && cc >= 90 && m.per_node >= nvls_min_gpus;
   if (m.nvls) {
     m.graphs[index(Algo::Nvls)] = m.graphs[index(Algo::NvlsTree)] = nvls_graph(m);
     m.nvls_channels = nvls_channels(cc, s.nccl, m.nodes);
@@ -446,11 +475,12 @@ double protocol_bus_bw(const Machine& m, NcclRelease release, Coll coll, Algo a,
   if (a == Algo::Ring && p == Proto::LL) bus = std::min(ll_max, bus * (v2_21 ? 0.5 : quarter ? 1.0 / 4.0 : 1.0 / 3.0));
   // LL128 with one GPU per node: 0.7 up to 2.22 ("sending/receiving at the same GPU through the NIC").
   const double ll128 = ppn < 2 && release < NcclRelease::V2_23 ? 0.7 : 0.92;
-  if (a == Algo::Ring && p == Proto::LL128) bus = std::min(bus * ll128, g.channels * kPerChMaxRingLL128Bw[cc][i2]);
-  if (a == Algo::Tree) bus = std::min(bus * .92, g.channels * kPerChMaxTreeBw[cc][i2]);
+  const ChannelCaps& caps = channel_caps(release);
+  if (a == Algo::Ring && p == Proto::LL128) bus = std::min(bus * ll128, g.channels * caps.ring_ll128[cc][i2]);
+  if (a == Algo::Tree) bus = std::min(bus * .92, g.channels * caps.tree[cc][i2]);
   if (a == Algo::Tree && p == Proto::LL) bus = std::min(bus * 1.0 / 3.8, ll_max);
   if (a == Algo::Tree && p == Proto::LL128)
-    bus = std::min(bus * (m.nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), g.channels * kPerChMaxTreeLL128Bw[cc][i2]);
+    bus = std::min(bus * (m.nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), g.channels * caps.tree_ll128[cc][i2]);
   if (a == Algo::Tree && g.tree_pattern) bus *= .85;
   if (a == Algo::Pat) bus *= release >= NcclRelease::V2_24 ? .75 : .85;
   if ((a == Algo::CollNetDirect || a == Algo::CollNetChain) && p != Proto::Simple) bus = 0;
@@ -503,32 +533,33 @@ int ring_steps(Coll coll, int n) {
 }
 
 // The ring's steps that cross nodes, as NCCL counts them: an all-reduce's 2N (2.23 on: 2(N - 1)).
-int ring_inter_steps(const Machine& m, Coll coll) {
+int ring_inter_steps(const Machine& m, NcclRelease release, Coll coll) {
   const int N = m.nodes;
-  if (coll == Coll::AllReduce) return N == 1 ? 0 : m.system.nccl >= NcclRelease::V2_23 ? 2 * (N - 1) : 2 * N;
+  if (coll == Coll::AllReduce) return N == 1 ? 0 : release >= NcclRelease::V2_23 ? 2 * (N - 1) : 2 * N;
   return coll == Coll::ReduceScatter || coll == Coll::AllGather ? N - 1 : N;
 }
 
-// NCCL's latency for `coll` run as (a, p): the base and the hops the algorithm crosses.
-double algorithm_latency_us(const Machine& m, Coll coll, Algo a, Proto p) {
+}  // namespace
+
+double nccl_latency_us(const Machine& m, NcclRelease release, Coll coll, Algo a, Proto p) {
   const int n = m.ranks, N = m.nodes;
   const Hw intra_hw = m.graphs[index(a)].intra;
   const Hw hw = N == 1 ? intra_hw : Hw::Net;
-  const bool v2_18 = m.system.nccl == NcclRelease::V2_18;
-  double lat = tuning_base_us(m, a, p);
-  double intra_lat = tuning_hop_us(m, intra_hw, a, p);
+  const bool v2_18 = release == NcclRelease::V2_18;
+  double lat = tuning_base_us(release, a, p);
+  double intra_lat = tuning_hop_us(release, intra_hw, a, p);
   // + latencyInter (0: no SHARP latency measured). From 2.23 with one GPU per node, where
   // "latencies are fully exposed", every algorithm's network hop is the tree's.
-  const Algo net_algo = m.per_node == 1 && m.system.nccl >= NcclRelease::V2_23 ? Algo::Tree : a;
-  const double inter_lat = tuning_hop_us(m, Hw::Net, net_algo, p);
+  const Algo net_algo = m.per_node == 1 && release >= NcclRelease::V2_23 ? Algo::Tree : a;
+  const double inter_lat = tuning_hop_us(release, Hw::Net, net_algo, p);
   switch (a) {
     case Algo::Ring: {
-      if (coll == Coll::Reduce || coll == Coll::Broadcast) return lat + tuning_hop_us(m, hw, a, p);  // sameChannels graphs
+      if (coll == Coll::Reduce || coll == Coll::Broadcast) return lat + tuning_hop_us(release, hw, a, p);  // sameChannels graphs
       const double net_overhead = m.system.cpu == CpuVendor::Amd ? 2.0 : 1.0;  // getNetOverhead, us
       double overhead = 0.0;
       if (N > 1) overhead = p == Proto::Simple ? 3 * net_overhead : net_overhead;
       intra_lat = std::max(intra_lat, overhead);
-      const int nsteps = ring_steps(coll, n), inter_steps = ring_inter_steps(m, coll);
+      const int nsteps = ring_steps(coll, n), inter_steps = ring_inter_steps(m, release, coll);
       return lat + (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
     }
     case Algo::Tree: return lat + 2 * ((n / N - 1) * intra_lat + log2i(N) * inter_lat);
@@ -542,6 +573,8 @@ double algorithm_latency_us(const Machine& m, Coll coll, Algo a, Proto p) {
   }
   return lat;
 }
+
+namespace {
 
 // Enables: LL128 by default only on NVLink with one GPU generation (and the NIC close);
 // NVLSTree across nodes only; CollNet and multi-node NVLS only with in-network reduction.
@@ -601,13 +634,24 @@ bool tuned_for(const Machine& m, Coll coll, Algo a) {
 
 }  // namespace
 
-double nvls_bandwidth(const Machine& m, NcclRelease release, Coll coll) {
-  const Graph& g = m.graphs[index(Algo::Nvls)];
-  if (release == NcclRelease::V2_18) return m.nodes <= 2 ? g.bw_intra : g.bw_inter;
-  if (release >= NcclRelease::V2_27 && coll != Coll::AllReduce) {
-    const double ppn = m.per_node;
-    return std::min(g.bw_intra * (ppn - 1) / ppn, g.bw_inter * 0.9);
+double nvls_bandwidth(const Machine& m, NcclRelease release, Coll coll, Algo a) {
+  const Graph& g = m.graphs[index(a)];
+  const int N = m.nodes;
+  const double ppn = m.per_node;
+  if (release >= NcclRelease::V2_28) {
+    if (g.channels < 2) return 0.0;  // "NVLS/NVLStree needs at least 2 channels"
+    const int cc = cc_index(m.system.gpu), i2 = N <= 2 ? N - 1 : 2;
+    // The switch's reduction over the channels but one, all-reduce's two operations pipelined.
+    const double intra = g.bw_intra * kNvlsEfficiency[cc] * (g.channels - 1) / g.channels *
+                         (coll == Coll::AllReduce ? 2.0 : (ppn - 1) / ppn);
+    const double inter = g.bw_inter * (N <= 2 && a == Algo::NvlsTree ? 2 : 1);
+    const double bw = std::min(intra, inter);
+    return a == Algo::NvlsTree ? std::min(bw, channel_caps(release).nvls_tree[cc][i2]) : bw;
   }
+  if (a == Algo::NvlsTree)
+    return release == NcclRelease::V2_18 ? (N <= 2 ? g.bw_intra : g.bw_inter) : std::min(g.bw_intra, N <= 2 ? g.bw_inter : g.bw_inter / 2);
+  if (release == NcclRelease::V2_18) return N <= 2 ? g.bw_intra : g.bw_inter;
+  if (release >= NcclRelease::V2_27 && coll != Coll::AllReduce) return std::min(g.bw_intra * (ppn - 1) / ppn, g.bw_inter * 0.9);
   return std::min(g.bw_intra, g.bw_inter);
 }
 
@@ -619,8 +663,12 @@ double algorithm_ratio(const Machine& m, NcclRelease release, Coll coll, Algo a)
   if (gather && (a == Algo::CollNetDirect || (a != Algo::Ring && release >= NcclRelease::V2_23))) return 1.0;
   switch (a) {
     case Algo::Ring: return static_cast<double>(n) / ring_steps(coll, n);
-    case Algo::Nvls: return 5.0 / 6.0;
-    case Algo::NvlsTree: return release == NcclRelease::V2_18 ? .70 * N / (2.0 * (N - 1)) : 5.0 / 6.0;
+    // 2.28: NVLS and the NVLS tree at the ring's n / steps.
+    case Algo::Nvls: return release >= NcclRelease::V2_28 ? static_cast<double>(n) / ring_steps(coll, n) : 5.0 / 6.0;
+    case Algo::NvlsTree:
+      return release >= NcclRelease::V2_28  ? static_cast<double>(n) / ring_steps(coll, n)
+             : release == NcclRelease::V2_18 ? .70 * N / (2.0 * (N - 1))
+                                             : 5.0 / 6.0;
     default: return .5;
   }
 }
@@ -633,7 +681,6 @@ Tuning tune(const Machine& m, const Overrides& overrides) {
   Tuning t;
   set_thread_limits(t, m);
   const int n = m.ranks, N = m.nodes;
-  const bool v2_18 = m.system.nccl == NcclRelease::V2_18;
   if (n <= 1) return t;
   for (int c = 0; c < kColls; ++c) {
     const Coll coll = static_cast<Coll>(c);
@@ -646,13 +693,12 @@ Tuning tune(const Machine& m, const Overrides& overrides) {
         if ((a == Algo::Nvls || a == Algo::NvlsTree || a == Algo::Pat) && p != Proto::Simple) continue;
         const bool collnet = a == Algo::CollNetDirect || a == Algo::CollNetChain;
         double bw = N <= 2 || collnet ? g.bw_intra : g.bw_inter;
-        if (a == Algo::Nvls) bw = nvls_bandwidth(m, m.system.nccl, coll);
-        if (!v2_18 && a == Algo::NvlsTree) bw = std::min(g.bw_intra, N <= 2 ? g.bw_inter : g.bw_inter / 2);
+        if (a == Algo::Nvls || a == Algo::NvlsTree) bw = nvls_bandwidth(m, m.system.nccl, coll, a);
         const double bus = protocol_bus_bw(m, m.system.nccl, coll, a, p, bw);
         const double ratio = algorithm_ratio(m, m.system.nccl, coll, a);
         t.bandwidth_GBps[c][ai][pi] = bus * ratio;
         if (a == Algo::Ring) t.ring_backup_GBps[c][pi] = bus * ratio;  // NCCL's ringbdw, before the enables
-        t.latency_us[c][ai][pi] = algorithm_latency_us(m, coll, a, p);
+        t.latency_us[c][ai][pi] = nccl_latency_us(m, m.system.nccl, coll, a, p);
       }
     }
   }
@@ -688,6 +734,7 @@ bool fastest_enabled(const Machine& m, const Tuning& t, Coll c, double bytes, Ch
         m.system.nccl < NcclRelease::V2_27)
       continue;
     if (algo == Algo::CollNetDirect && m.per_node > 8 && m.system.nccl >= NcclRelease::V2_23) continue;  // up to 8 local GPUs
+    if (algo == Algo::CollNetChain && m.per_node > 8 && m.system.nccl >= NcclRelease::V2_28) continue;  // 2.28: it too
     for (int p = 0; p < kProtos; ++p) {
       const double time = nccl_estimate_us(m, t, c, algo, static_cast<Proto>(p), bytes);
       if (time >= 0 && time < best) {
@@ -731,6 +778,8 @@ void set_channels_and_threads(const Machine& m, const Tuning& t, double bytes, C
     }
   } else if (ch.algo == Algo::Nvls || ch.algo == Algo::NvlsTree) {
     nc = m.nvls_channels;
+    // 2.28: NVLS across nodes runs on at most the communicator's channels.
+    if (ch.algo == Algo::Nvls && m.nodes > 1 && m.system.nccl >= NcclRelease::V2_28) nc = std::min(nc, m.channels);
   } else {
     while (bytes < static_cast<double>(nc) * nt * threshold) {
       if (nc >= 2) --nc;

@@ -1,7 +1,7 @@
 // How NCCL sets up a communicator on a machine and picks, per collective and size, its
 // algorithm, protocol and channel count: NCCL's topology search (src/graph/search.cc),
 // tuning model (src/graph/tuning.cc) and getAlgoInfo (src/enqueue.cc), restated for the
-// system's release (System::nccl), 2.18.5 to 2.27.7 (ten releases). What 2.19 changes here
+// system's release (System::nccl), 2.18.5 to 2.28.9 (eleven releases). What 2.19 changes here
 // (and every later release):
 //   - latencies: NVLS's 23 us moves from the base to the NVLink hop (unchanged on one node),
 //     Tree Simple pays 28 us a hop, CollNet's hops are re-measured (3.7 / 2.8 us on NVLink,
@@ -63,7 +63,12 @@
 // across, and one Blackwell node runs 24 NVLS channels; NVLS reduce-scatter and all-gather
 // run across nodes where the network reduces and every GPU of a node has its NIC (timed as
 // NVLS across nodes is: NCCL's bandwidth, loops striding over the channels).
-// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all ten;
+// And 2.28 (2.28.9): NVLS and the NVLS tree re-estimated (nvls_bandwidth, at the ring's n /
+// steps; the kernels keep 2.27's pace: kKernelPaceRelease), the NVLS tree's network hop 20.9
+// us, Blackwell's per-channel caps its own (ring LL128 34.6 GB/s on 2 nodes, tree {70, 42.8,
+// 24}, tree LL128 {55.6, 31.67, 20}); NVLS from 2 GPUs a node (3 before); NVLS across nodes
+// on at most the communicator's channels; CollNet Chain only up to 8 GPUs a node.
+// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all eleven;
 // how a collective's elements reach the channels changes in 2.20, 2.22 and 2.23
 // (collective_time.hpp).
 //
@@ -165,7 +170,7 @@ struct Machine {
   // the graphs and NCCL's estimates), a GPU's PCIe link, a NIC.
   double nvlink_bw = 0.0, pci_bw = 0.0, net_bw = 0.0;
   // GB/s one NVLink carries for the kernels, whatever the release: NCCL's figure for the
-  // generation as its newest modelled release counts it (Hopper 20.6, the maintainers' 370
+  // generation as kKernelPaceRelease counts it (Hopper 20.6, the maintainers' 370
   // GB/s for 18 links; 20 before), scaled to the link's line rate.
   double nvlink_rate = 0.0;
 };
@@ -189,19 +194,24 @@ Tuning tune(const Machine& m, const Overrides& overrides);
 // The bus bandwidth `release`'s model gives one protocol of an algorithm over links of
 // `bw_per_channel` GB/s per graph channel (tuning.cc's busBw before the algorithm ratio).
 double protocol_bus_bw(const Machine& m, NcclRelease release, Coll coll, Algo a, Proto p, double bw_per_channel);
-// The bandwidth per NVLS channel NCCL's estimate of `coll` starts from under `release`: the
-// slower of its graph's intra- and inter-node speeds (2.18: as every algorithm, the intra-node
-// one up to 2 nodes, the inter-node one beyond); from 2.27,
+// The bandwidth per channel NCCL's estimate of `coll` by NVLS or the NVLS tree (`a`) starts
+// from under `release`. NVLS: the slower of its graph's intra- and inter-node speeds (2.18: as
+// every algorithm, the intra-node one up to 2 nodes, the inter-node one beyond); from 2.27,
 // for reduce-scatter and all-gather, the intra-node one x (G - 1) / G, the inter-node x 0.9.
-double nvls_bandwidth(const Machine& m, NcclRelease release, Coll coll);
+// The NVLS tree: the intra-node speed, or the inter-node one (half of it beyond 2 nodes) if
+// slower (2.18: as NVLS). 2.28, both: the intra-node speed x the generation's efficiency
+// (Hopper .85, Blackwell .74) x (channels - 1) / channels, x 2 for all-reduce's two pipelined
+// operations, x (G - 1) / G for the others; at most the inter-node speed (the NVLS tree's x 2
+// on 2 nodes) and the NVLS tree's per-channel cap; 0 with fewer than 2 channels.
+double nvls_bandwidth(const Machine& m, NcclRelease release, Coll coll, Algo a);
 // NCCL's factor from that bus bandwidth to the algorithm's (ring n / steps, NVLS 5/6, trees
-// 1/2, ...) under `release`.
+// 1/2, ...; 2.28: NVLS and the NVLS tree n / steps) under `release`.
 double algorithm_ratio(const Machine& m, NcclRelease release, Coll coll, Algo a);
-// The pace the kernels keep, whatever the release: the newest modelled release's
-// protocol_bus_bw (its LL figure is NCCL's latest estimate of the LL kernel, which is the
-// same code in every modelled release).
+// The pace the kernels keep, whatever the release: kKernelPaceRelease's protocol_bus_bw
+// (its LL figure is NCCL's estimate of the LL kernel, whose code is the same in every
+// modelled release).
 inline double kernel_bus_bw(const Machine& m, Coll coll, Algo a, Proto p, double bw_per_channel) {
-  return protocol_bus_bw(m, kNewestNcclRelease, coll, a, p, bw_per_channel);
+  return protocol_bus_bw(m, kKernelPaceRelease, coll, a, p, bw_per_channel);
 }
 // The latency the kernels pay per hop and once (NCCL 2.18's hwLat and baseLat, us): what
 // collective_time.hpp charges in every release (2.19's table re-tunes NCCL's choice).
@@ -215,6 +225,9 @@ struct Choice {
   int threads = 0;
   double nccl_estimate_us = 0.0;  // what NCCL's own model predicts for it
 };
+// NCCL's latency for `coll` run as (a, p) under `release` (what tune() sets for the
+// system's): the base and the hops the algorithm crosses, us.
+double nccl_latency_us(const Machine& m, NcclRelease release, Coll coll, Algo a, Proto p);
 // NCCL's estimate for (algo, proto) on `bytes` (ncclTopoGetAlgoTime), or -1 if disabled.
 double nccl_estimate_us(const Machine& m, const Tuning& t, Coll c, Algo a, Proto p, double bytes);
 // What NCCL runs for `bytes` of collective `c` (its nBytes: the whole buffer, for all-gather
