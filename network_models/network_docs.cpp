@@ -103,7 +103,7 @@ std::span<const config::FieldDoc> network_docs() {
     {"nccl_system", "host", ""},
     {"nccl_system.host", "launch_us", "CPU time to launch one GPU's collective kernel, microseconds"},
     {"nccl_system", "nccl_version", "the NCCL release whose constants and rules apply: 2.18 (2.18.5, 2.18.6), 2.19 "
-        "(2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1), 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6), 2.27 (2.27.3, 2.27.5, 2.27.6, 2.27.7) or 2.28 (2.28.9); default 2.18 (2.25 for "
+        "(2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1), 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6), 2.27 (2.27.3), 2.27.5 (2.27.5), 2.27.6 (2.27.6, 2.27.7) or 2.28 (2.28.9); default 2.18 (2.25 for "
         "Blackwell presets)"},
   };
   return docs;

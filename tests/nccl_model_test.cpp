@@ -472,8 +472,8 @@ TEST(NcclTuning, Releases) {
   EXPECT_STREQ(to_string(NcclRelease::V2_21), "2.21");
   EXPECT_EQ(modelled_nccl_releases(),
             "2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), "
-            "2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1), 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6), 2.27 (2.27.3, 2.27.5, "
-            "2.27.6, 2.27.7) or 2.28 (2.28.9)");
+            "2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1), 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6), 2.27 (2.27.3), "
+            "2.27.5 (2.27.5), 2.27.6 (2.27.6, 2.27.7) or 2.28 (2.28.9)");
   const auto docs = dtsim::net::network_docs();  // the schema's description of the field names them all
   const auto field = std::find_if(docs.begin(), docs.end(), [](const auto& d) {
     return d.section == "nccl_system" && d.field == "nccl_version";
@@ -714,6 +714,36 @@ TEST(NcclTuning, Releases) {
   }
 }
 
+// 2.27's patch releases change Blackwell's figures: an NVLink counts 40.1 GB/s from 2.27.5
+// (40 before), and the speed list across nodes starts at 47.9 (2.27.3), 48 (2.27.5) or 96
+// (2.27.6, 2.27.7). 2 nodes of B200 (a NIC 48 GB/s in NCCL's units, PCIe 5): 2.27.3's 8
+// channels of 47.9 are beaten by 16 of 24; 2.27.5's 8 of 48 tie with them and stay.
+TEST(NcclTuning, Release2_27PatchesForBlackwell) {
+  EXPECT_EQ(parse_nccl_release("2.27"), NcclRelease::V2_27);
+  EXPECT_EQ(parse_nccl_release("2.27.3"), NcclRelease::V2_27);
+  EXPECT_EQ(parse_nccl_release("2.27.5"), NcclRelease::V2_27_5);
+  EXPECT_EQ(parse_nccl_release("2.27.7"), NcclRelease::V2_27_6);
+  System b200 = preset("b200_8x");
+  b200.nodes = 2;
+  for (const auto& [release, nvlink, channels, speed] : std::vector<std::tuple<NcclRelease, double, int, double>>{
+           {NcclRelease::V2_27, 40.0, 16, 24.0}, {NcclRelease::V2_27_5, 40.1, 8, 48.0}, {NcclRelease::V2_27_6, 40.1, 8, 48.0}}) {
+    b200.nccl = release;
+    const Machine m = make_machine(b200, 16);
+    EXPECT_DOUBLE_EQ(m.nvlink_bw, nvlink) << to_string(release);
+    EXPECT_DOUBLE_EQ(m.nvlink_rate, 40.0) << to_string(release);  // the kernels' (kKernelPaceRelease's)
+    EXPECT_EQ(m.graphs[index(Algo::Ring)].channels, channels) << to_string(release);
+    EXPECT_DOUBLE_EQ(m.graphs[index(Algo::Ring)].bw_intra, speed) << to_string(release);
+  }
+  // With 800 Gb/s NICs on PCIe 6 (96 GB/s), 2.27.6's list starts at 96: 7 channels of it do
+  // not fit beside 16 of 45.1, which 2.27.5's list also finds.
+  b200.network.nic_Gbps = 800;
+  b200.pcie.generation = 6;
+  b200.nccl = NcclRelease::V2_27_6;
+  const Machine fast = make_machine(b200, 16);
+  EXPECT_EQ(fast.graphs[index(Algo::Ring)].channels, 16);
+  EXPECT_DOUBLE_EQ(fast.graphs[index(Algo::Ring)].bw_intra, 45.1);
+}
+
 // NCCL 2.28 (2.28.9, PyTorch 2.11's) re-estimates NVLS and the NVLS tree: the channels' speed
 // x the generation's efficiency (Hopper .85) x (channels - 1) / channels, x 2 for all-reduce's
 // two pipelined operations, x (G - 1) / G for the others, at most the inter-node speed (the
@@ -823,23 +853,23 @@ TEST(NcclTuning, Release2_28Rules) {
   }
 
   // 2 nodes of B200 with 800 Gb/s NICs on PCIe 6 (96 GB/s in NCCL's units): 16 ring channels
-  // of 45 GB/s, where 2.28's caps bind.
+  // of 45 GB/s (2.27.3's list; 45.1 from 2.27.5), where 2.28's caps bind.
   System b200 = preset("b200_8x");
   b200.nodes = 2;
   b200.network.nic_Gbps = 800;
   b200.pcie.generation = 6;
-  for (const auto& [release, ring_ll128, tree_ll128] : std::vector<std::tuple<NcclRelease, double, double>>{
-           {NcclRelease::V2_27, 2 * 36.7, 2 * 36.7}, {NcclRelease::V2_28, 34.6, 31.67}}) {
+  for (const auto& [release, speed, ring_ll128, tree_ll128] : std::vector<std::tuple<NcclRelease, double, double, double>>{
+           {NcclRelease::V2_27, 45.0, 2 * 36.7, 2 * 36.7}, {NcclRelease::V2_28, 45.1, 34.6, 31.67}}) {
     b200.nccl = release;
     const Machine m = make_machine(b200, 16);
     const Graph& g = m.graphs[index(Algo::Ring)];
     ASSERT_EQ(g.channels, 16);
-    ASSERT_DOUBLE_EQ(g.bw_intra, 45.0);
+    ASSERT_DOUBLE_EQ(g.bw_intra, speed);
     const Tuning t = tune(m, Overrides{});
     EXPECT_NEAR(t.bandwidth_GBps[ar][index(Algo::Ring)][index(Proto::LL128)],
-                std::min(16 * 45 * .92, 16 * ring_ll128) * 16 / 30, 1e-4) << to_string(release);
+                std::min(16 * speed * .92, 16 * ring_ll128) * 16 / 30, 1e-4) << to_string(release);
     EXPECT_NEAR(t.bandwidth_GBps[ar][index(Algo::Tree)][index(Proto::LL128)],
-                std::min(16 * 45 * .92 * 120 / 128, 16 * tree_ll128) / 2, 1e-4) << to_string(release);
+                std::min(16 * speed * .92 * 120 / 128, 16 * tree_ll128) / 2, 1e-4) << to_string(release);
   }
 }
 

@@ -64,11 +64,14 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
       {NcclRelease::V2_26, "2.26", {"2.26.2", "2.26.3", "2.26.5", "2.26.6"}, "2.7",
        "LL's traffic counts four times when a collective's parts are dealt out (smaller parts, more channels); a ring "
        "over two NVLink domains (two bridged pairs) takes at least 2 channels"},
-      {NcclRelease::V2_27, "2.27", {"2.27.3", "2.27.5", "2.27.6", "2.27.7"}, "2.8, 2.9, 2.10",
+      {NcclRelease::V2_27, "2.27", {"2.27.3"}, "2.8",
        "NVLS reduce-scatter and all-gather estimated over (G - 1) / G of the channels' speed (the kernels keep this "
        "pace in every release); CollNet Direct's at 0.9 of the network; Blackwell's speed lists gain 18 within a node "
        "and start at 47.9 across, and one node runs 24 NVLS channels; NVLS reduce-scatter and all-gather across nodes "
        "where the network reduces (a NIC for every GPU)"},
+      {NcclRelease::V2_27_5, "2.27.5", {"2.27.5"}, "2.9, 2.10",
+       "Blackwell: an NVLink counts 40.1 GB/s, and its speed list across nodes starts at 48 (45.1 after it)"},
+      {NcclRelease::V2_27_6, "2.27.6", {"2.27.6", "2.27.7"}, "-", "Blackwell: its speed list across nodes starts at 96"},
       {NcclRelease::V2_28, "2.28", {"2.28.9"}, "2.11",
        "NVLS and the NVLS tree re-estimated (an efficiency per GPU generation, the channels but one, all-reduce's "
        "two operations pipelined, at the ring's n / steps; the kernels keep 2.27's pace); the NVLS tree's network hop "

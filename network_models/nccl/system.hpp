@@ -39,27 +39,24 @@ enum class CpuVendor { Intel, Amd };
 // The NCCL release whose constants and rules the model applies (tuning.hpp lists what
 // differs; nccl_releases below): 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3,
 // 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1), 2.26
-// (2.26.2 - 2.26.6), 2.27 (2.27.3 - 2.27.7) or 2.28 (2.28.9): the releases of the published
-// curves it is checked on, of PyTorch 2.2 - 2.11's wheels, and those between (2.25 the first
-// that runs Blackwell). Others are refused rather than approximated. In release order.
-enum class NcclRelease { V2_18, V2_19, V2_20, V2_21, V2_22, V2_23, V2_24, V2_25, V2_26, V2_27, V2_28 };
-// The release whose estimates set what the kernels do in every release (a link's rate, the
-// LL kernel's pace, NVLS's and the NVLS tree's): the kernels' paths for unregistered buffers
-// do the same work in every modelled release, so one estimate of them holds for all. A newer
-// release's re-estimate takes over only once the validation curves confirm it
-// (network_models/README.md): 2.28 re-estimates NVLS and the NVLS tree, and Blackwell's caps,
-// without a curve to check them on.
+// (2.26.2 - 2.26.6), 2.27 (2.27.3), 2.27.5, 2.27.6 (2.27.6, 2.27.7) or 2.28 (2.28.9): the
+// releases of the published curves it is checked on, of PyTorch 2.2 - 2.11's wheels, and
+// those between (2.25 the first that runs Blackwell). A series is one value where its patch
+// releases agree in what the model reads; 2.27's patches change Blackwell's figures, so they
+// have values of their own. Others are refused rather than approximated. In release order.
+enum class NcclRelease { V2_18, V2_19, V2_20, V2_21, V2_22, V2_23, V2_24, V2_25, V2_26, V2_27, V2_27_5, V2_27_6, V2_28 };
 inline constexpr NcclRelease kKernelPaceRelease = NcclRelease::V2_27;
 
 const char* to_string(GpuArch arch);
 const char* to_string(IntraKind kind);
 const char* to_string(CpuVendor cpu);
-// A modelled release: its series, the patch releases whose constants and rules it holds
-// (their src/graph and src/enqueue.cc agree where the model reads them), the PyTorch
-// releases whose wheels ship one of them, and what it changes from the one before.
+// A modelled release: its name (the series, or a patch release that changes what the model
+// reads), the patch releases whose constants and rules it holds (their src/graph and
+// src/enqueue.cc agree where the model reads them), the PyTorch releases whose wheels ship
+// one of them, and what it changes from the one before.
 struct NcclReleaseInfo {
   NcclRelease release;
-  std::string series;                // "2.20"
+  std::string series;                // "2.20", "2.27.5"
   std::vector<std::string> patches;  // "2.20.3", "2.20.5"
   std::string pytorch;               // "2.3, 2.4"; "-": none
   std::string changes;

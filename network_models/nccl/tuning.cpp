@@ -131,13 +131,18 @@ constexpr double kSm90SpeedInter_2_18[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 2
                                            15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 constexpr double kSm90SpeedInter_2_19[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
                                            15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
-// Blackwell's (2.25; 2.27 adds 18 within a node and starts across nodes at 47.9).
+// Blackwell's (2.25; 2.27 adds 18 within a node and starts across nodes at 47.9, 2.27.5 at 48
+// and 45.1, 2.27.6 at 96).
 constexpr double kSm100SpeedIntra_2_25[] = {90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0};
 constexpr double kSm100SpeedIntra_2_27[] = {90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0};
 constexpr double kSm100SpeedInter_2_25[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
                                             15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 constexpr double kSm100SpeedInter_2_27[] = {47.9, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
                                             15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+constexpr double kSm100SpeedInter_2_27_5[] = {48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
+                                              15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+constexpr double kSm100SpeedInter_2_27_6[] = {96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0,
+                                              17.5, 15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 std::span<const double> speeds_intra(int cc, NcclRelease r) {
   if (cc < 90) return kSpeedIntra;
   if (cc >= 100) return r < NcclRelease::V2_27 ? std::span<const double>(kSm100SpeedIntra_2_25) : std::span<const double>(kSm100SpeedIntra_2_27);
@@ -147,13 +152,20 @@ std::span<const double> speeds_intra(int cc, NcclRelease r) {
 }
 std::span<const double> speeds_inter(int cc, NcclRelease r) {
   if (cc < 90) return kSpeedInter;
-  if (cc >= 100) return r < NcclRelease::V2_27 ? std::span<const double>(kSm100SpeedInter_2_25) : std::span<const double>(kSm100SpeedInter_2_27);
+  if (cc >= 100)
+    return r < NcclRelease::V2_27     ? std::span<const double>(kSm100SpeedInter_2_25)
+           : r < NcclRelease::V2_27_5 ? std::span<const double>(kSm100SpeedInter_2_27)
+           : r < NcclRelease::V2_27_6 ? std::span<const double>(kSm100SpeedInter_2_27_5)
+                                      : std::span<const double>(kSm100SpeedInter_2_27_6);
   return r == NcclRelease::V2_18 ? std::span<const double>(kSm90SpeedInter_2_18) : std::span<const double>(kSm90SpeedInter_2_19);
 }
 
 // SMxx_NVLINK_BW, GB/s per link of the generation's line rate: 20 per 25 GB/s (Hopper: 20.6
-// from 2.20 on), Blackwell's NVLink5 40 per 50 GB/s.
-double nvlink_bw(int cc, NcclRelease r) { return cc >= 100 ? 40.0 : cc >= 90 && r >= NcclRelease::V2_20 ? 20.6 : 20.0; }
+// from 2.20 on), Blackwell's NVLink5 40 per 50 GB/s (40.1 from 2.27.5).
+double nvlink_bw(int cc, NcclRelease r) {
+  if (cc >= 100) return r >= NcclRelease::V2_27_5 ? 40.1 : 40.0;
+  return cc >= 90 && r >= NcclRelease::V2_20 ? 20.6 : 20.0;
+}
 // What a link carries: kKernelPaceRelease's figure.
 double nvlink_rate(int cc) { return nvlink_bw(cc, kKernelPaceRelease); }
 double nvlink_line_rate(int cc) { return cc >= 100 ? 50.0 : 25.0; }

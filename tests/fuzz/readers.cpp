@@ -188,7 +188,7 @@ std::optional<std::string> too_big_to_parse(const json& doc, bool sweep) {
     double points = 1;
     for (const auto& a : doc["axes"])
       if (a.is_object() && a.contains("values") && a["values"].is_array()) points *= std::max<double>(1, a["values"].size());
-    if (points > 128) return fmt::format("a sweep of {} points", points);
+    if (points > 256) return fmt::format("a sweep of {} points", points);
   }
   return std::nullopt;
 }
