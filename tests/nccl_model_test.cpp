@@ -473,7 +473,7 @@ TEST(NcclTuning, Releases) {
   EXPECT_EQ(modelled_nccl_releases(),
             "2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), "
             "2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1), 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6), 2.27 (2.27.3), "
-            "2.27.5 (2.27.5), 2.27.6 (2.27.6, 2.27.7) or 2.28 (2.28.9)");
+            "2.27.5 (2.27.5), 2.27.6 (2.27.6, 2.27.7), 2.28 (2.28.9), 2.29 (2.29.2, 2.29.3) or 2.29.7 (2.29.7)");
   const auto docs = dtsim::net::network_docs();  // the schema's description of the field names them all
   const auto field = std::find_if(docs.begin(), docs.end(), [](const auto& d) {
     return d.section == "nccl_system" && d.field == "nccl_version";
@@ -744,6 +744,38 @@ TEST(NcclTuning, Release2_27PatchesForBlackwell) {
   EXPECT_DOUBLE_EQ(fast.graphs[index(Algo::Ring)].bw_intra, 45.1);
 }
 
+// 2.29 (2.29.2, 2.29.3) and 2.29.7 (PyTorch 2.12's and 2.13's) on Blackwell: the ring's LL128
+// capped at 34.5 GB/s a channel on one node (2.29.7: 40; 2.28: twice Hopper's 36.7), and the
+// NVLS tree's estimate corrected by size as the tree's is (4 MiB: x .7 for Simple).
+TEST(NcclTuning, Release2_29) {
+  EXPECT_EQ(parse_nccl_release("2.29.3"), NcclRelease::V2_29);
+  EXPECT_EQ(parse_nccl_release("2.29.7"), NcclRelease::V2_29_7);
+  const int ar = index(Coll::AllReduce), ring = index(Algo::Ring), ll128 = index(Proto::LL128);
+  System b200 = preset("b200_8x");
+  for (const auto& [release, cap] : std::vector<std::pair<NcclRelease, double>>{
+           {NcclRelease::V2_28, 2 * 36.7}, {NcclRelease::V2_29, 34.5}, {NcclRelease::V2_29_7, 40.0}}) {
+    b200.nccl = release;
+    const Machine m = make_machine(b200, 8);
+    ASSERT_EQ(m.graphs[ring].channels, 16);
+    ASSERT_DOUBLE_EQ(m.graphs[ring].bw_intra, 45.0);
+    EXPECT_NEAR(tune(m, Overrides{}).bandwidth_GBps[ar][ring][ll128], std::min(16 * 45 * .92, 16 * cap) * 8 / 14, 1e-4)
+        << to_string(release);
+  }
+  b200.nodes = 2;
+  const double bytes = 4 << 20;
+  for (const auto& [release, correction] :
+       std::vector<std::pair<NcclRelease, double>>{{NcclRelease::V2_28, 1.0}, {NcclRelease::V2_29, .7}}) {
+    b200.nccl = release;
+    const Machine m = make_machine(b200, 16);
+    const Tuning t = tune(m, Overrides{});
+    const int tree = index(Algo::NvlsTree), simple = index(Proto::Simple);
+    ASSERT_GT(t.bandwidth_GBps[ar][tree][simple], 0.0);
+    EXPECT_NEAR(nccl_estimate_us(m, t, Coll::AllReduce, Algo::NvlsTree, Proto::Simple, bytes),
+                t.latency_us[ar][tree][simple] + bytes / (1000 * t.bandwidth_GBps[ar][tree][simple] * correction), 1e-9)
+        << to_string(release);
+  }
+}
+
 // NCCL 2.28 (2.28.9, PyTorch 2.11's) re-estimates NVLS and the NVLS tree: the channels' speed
 // x the generation's efficiency (Hopper .85) x (channels - 1) / channels, x 2 for all-reduce's
 // two pipelined operations, x (G - 1) / G for the others, at most the inter-node speed (the
@@ -987,6 +1019,24 @@ TEST(NcclExecution, ContiguousChannelPartsFrom2_20) {
     ASSERT_EQ(ch.proto, Proto::LL128);
     ASSERT_EQ(ch.channels, 24);
     const double rate = kernel_bus_bw(m, Coll::AllReduce, Algo::Ring, Proto::LL128, 20.0) / 24 * 1e3;  // bytes per us
+    EXPECT_NEAR(collective_us(m, t, Coll::AllReduce, bytes, ch), 14.0 + 14 * (1.9 + chunk_floats * 4 / rate), 1e-9)
+        << to_string(release);
+  }
+  // 2.29 deals cells of 32 KiB of traffic (16 KiB of an all-reduce), the share a channel
+  // the traffic over the channels in 16 bytes: 8 MiB of LL128 over 24 channels is 512 cells,
+  // 22 to the first channel (699,056 bytes of traffic over 32 KiB a cell, rounded up), a
+  // largest part of 90,112 floats, its chunk 11,264; 2.23 - 2.28's 8 KiB cells give 43 to
+  // the first, 88,064 floats, a chunk of 11,008.
+  for (const auto& [release, chunk_floats] :
+       std::vector<std::pair<NcclRelease, double>>{{NcclRelease::V2_28, 11008}, {NcclRelease::V2_29, 11264}}) {
+    System s = preset("a100_8x");
+    s.nccl = release;
+    const Machine m = make_machine(s, 8);
+    const Tuning t = tune(m, parse_overrides("Ring", "LL128"));
+    const double bytes = 8 << 20;
+    const Choice ch = choose(m, t, Coll::AllReduce, bytes);
+    ASSERT_EQ(ch.channels, 24);
+    const double rate = kernel_bus_bw(m, Coll::AllReduce, Algo::Ring, Proto::LL128, 20.0) / 24 * 1e3;
     EXPECT_NEAR(collective_us(m, t, Coll::AllReduce, bytes, ch), 14.0 + 14 * (1.9 + chunk_floats * 4 / rate), 1e-9)
         << to_string(release);
   }

@@ -74,7 +74,8 @@ i64 first_part(i64 count, i64 elem, i64 channels, i64 align) {
 // cells and at least 512 bytes of traffic a channel, the first channel its share rounded
 // down; from 2.23 cells of 16 KiB of traffic (in 16 bytes: 8 KiB of an all-reduce) and at
 // least 16 KiB a channel, the first channel's share rounded up; from 2.26 LL's traffic
-// counts four times. The middle channels take theirs rounded up, the last what is left (the
+// counts four times; from 2.29 cells of 32 KiB of traffic, and a channel's share is the
+// traffic (at least 32 KiB) over the channels in 16 bytes, however small. The middle channels take theirs rounded up, the last what is left (the
 // cells' padding comes off the last part). Each part's chunk is then sized for that part
 // alone (calcCollChunking with one channel), and a ring all-reduce's last chunk is aligned
 // to 16 bytes.
@@ -88,14 +89,15 @@ int traffic_per_byte(Coll c, int ranks) {
 // algorithm has (the communicator's; NVLS's for NVLS and the NVLS tree).
 i64 largest_cell_part(const Machine& m, Proto p, i64 count, i64 elem, i64 traffic_per_byte, i64 channels, i64 max_channels) {
   if (count <= 0) return 0;
-  const bool v2_23 = m.system.nccl >= NcclRelease::V2_23;
+  const bool v2_23 = m.system.nccl >= NcclRelease::V2_23, v2_29 = m.system.nccl >= NcclRelease::V2_29;
   if (p == Proto::LL && m.system.nccl >= NcclRelease::V2_26) traffic_per_byte *= 4;
-  const i64 min_traffic = v2_23 ? 16 << 10 : 512;  // MinTrafficPerChannel
+  const i64 min_traffic = v2_29 ? 32 << 10 : v2_23 ? 16 << 10 : 512;  // MinTrafficPerChannel
   const i64 cell = v2_23 ? roundup(divup(min_traffic, traffic_per_byte), 16) : 16;
   const i64 per_cell = std::max<i64>(1, cell / elem);
   const i64 cells = divup(count * elem, cell);
   const i64 traffic = std::max(v2_23 ? min_traffic : 0, count * elem * traffic_per_byte);
-  const i64 traffic_per_channel = std::max(min_traffic, traffic / std::min(channels, max_channels));
+  const i64 share = traffic / std::min(channels, max_channels);
+  const i64 traffic_per_channel = v2_29 ? roundup(share, 16) : std::max(min_traffic, share);
   const i64 traffic_per_cell = cell * traffic_per_byte;
   i64 per_channel = std::min(cells, divup(traffic_per_channel, traffic_per_cell));
   const i64 first_share = v2_23 ? divup(traffic_per_channel, traffic_per_cell) : traffic_per_channel / traffic_per_cell;

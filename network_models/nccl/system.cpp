@@ -78,6 +78,12 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
        "20.9 us; Blackwell's own per-channel caps; NVLS from 2 GPUs a node; NVLS across nodes on at most the "
        "communicator's channels; CollNet Chain up to 8 GPUs a node (2.28.3 and 2.28.7 differ in three constants: not "
        "modelled)"},
+      {NcclRelease::V2_29, "2.29", {"2.29.2", "2.29.3"}, "-",
+       "a collective's parts in cells of 32 KiB of traffic, a channel's share no longer at least that; Blackwell: "
+       "the ring's LL128 capped at 34.5 GB/s a channel (34.6 on 2 nodes), the speed list within a node gains 45, "
+       "NVLS tree estimates corrected by size as the tree's are"},
+      {NcclRelease::V2_29_7, "2.29.7", {"2.29.7"}, "2.12, 2.13",
+       "Blackwell: the ring's LL128 capped at 40 GB/s a channel; the speed list across nodes gains 80"},
   };
   return releases;
 }

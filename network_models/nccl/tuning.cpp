@@ -111,14 +111,29 @@ constexpr ChannelCaps kChannelCaps_2_28 = {
     {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}},
     {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}},
     {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0.0, 57.7, 45.5}, {0.0, 96.0, 43.8}}};
-const ChannelCaps& channel_caps(NcclRelease r) { return r < NcclRelease::V2_28 ? kChannelCaps_2_18 : kChannelCaps_2_28; }
+// 2.29: Blackwell's ring LL128 34.5 GB/s a channel (34.6 on 2 nodes); 2.29.7: 40.
+constexpr ChannelCaps blackwell_ring_ll128(ChannelCaps c, double n1, double n2, double n4) {
+  c.ring_ll128[3][0] = n1;
+  c.ring_ll128[3][1] = n2;
+  c.ring_ll128[3][2] = n4;
+  return c;
+}
+constexpr ChannelCaps kChannelCaps_2_29 = blackwell_ring_ll128(kChannelCaps_2_28, 34.5, 34.6, 34.5);
+constexpr ChannelCaps kChannelCaps_2_29_7 = blackwell_ring_ll128(kChannelCaps_2_28, 40.0, 40.0, 40.0);
+const ChannelCaps& channel_caps(NcclRelease r) {
+  return r < NcclRelease::V2_28     ? kChannelCaps_2_18
+         : r < NcclRelease::V2_29   ? kChannelCaps_2_28
+         : r < NcclRelease::V2_29_7 ? kChannelCaps_2_29
+                                    : kChannelCaps_2_29_7;
+}
 // 2.28's NVLS efficiency per compCap index (nvlsEfficiency; NVLS runs on Hopper and later).
 constexpr double kNvlsEfficiency[4] = {0.0, 0.0, 0.85, 0.74};
-// Trees' correction below 256 MB, by log2(bytes / 64) (tuning.cc treeCorrectionFactor).
-constexpr double kTreeCorrection[kProtos][23] = {
-    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
-    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
-    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+// Trees' correction below 256 MB, by log2(bytes / 64) (tuning.cc treeCorrectionFactor); from
+// 2.29 the NVLS tree's on Blackwell too, up to 512 MB (the 24th entry).
+constexpr double kTreeCorrection[kProtos][24] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9}};
 
 constexpr double kSpeedIntra[] = {40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0};
 constexpr double kSpeedInter[] = {48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0,
@@ -132,9 +147,10 @@ constexpr double kSm90SpeedInter_2_18[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 2
 constexpr double kSm90SpeedInter_2_19[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
                                            15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 // Blackwell's (2.25; 2.27 adds 18 within a node and starts across nodes at 47.9, 2.27.5 at 48
-// and 45.1, 2.27.6 at 96).
+// and 45.1, 2.27.6 at 96; 2.29 adds 45 within a node, 2.29.7 80 across).
 constexpr double kSm100SpeedIntra_2_25[] = {90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0};
 constexpr double kSm100SpeedIntra_2_27[] = {90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0};
+constexpr double kSm100SpeedIntra_2_29[] = {90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0};
 constexpr double kSm100SpeedInter_2_25[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
                                             15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 constexpr double kSm100SpeedInter_2_27[] = {47.9, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
@@ -143,9 +159,14 @@ constexpr double kSm100SpeedInter_2_27_5[] = {48.0, 45.1, 42.0, 40.0, 30.0, 24.0
                                               15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 constexpr double kSm100SpeedInter_2_27_6[] = {96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0,
                                               17.5, 15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+constexpr double kSm100SpeedInter_2_29_7[] = {96.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0,
+                                              17.5, 15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 std::span<const double> speeds_intra(int cc, NcclRelease r) {
   if (cc < 90) return kSpeedIntra;
-  if (cc >= 100) return r < NcclRelease::V2_27 ? std::span<const double>(kSm100SpeedIntra_2_25) : std::span<const double>(kSm100SpeedIntra_2_27);
+  if (cc >= 100)
+    return r < NcclRelease::V2_27   ? std::span<const double>(kSm100SpeedIntra_2_25)
+           : r < NcclRelease::V2_29 ? std::span<const double>(kSm100SpeedIntra_2_27)
+                                    : std::span<const double>(kSm100SpeedIntra_2_29);
   return r == NcclRelease::V2_18 ? std::span<const double>(kSm90SpeedIntra_2_18)
          : r < NcclRelease::V2_21 ? std::span<const double>(kSm90SpeedIntra_2_19)
                                   : std::span<const double>(kSm90SpeedIntra_2_21);
@@ -156,7 +177,8 @@ std::span<const double> speeds_inter(int cc, NcclRelease r) {
     return r < NcclRelease::V2_27     ? std::span<const double>(kSm100SpeedInter_2_25)
            : r < NcclRelease::V2_27_5 ? std::span<const double>(kSm100SpeedInter_2_27)
            : r < NcclRelease::V2_27_6 ? std::span<const double>(kSm100SpeedInter_2_27_5)
-                                      : std::span<const double>(kSm100SpeedInter_2_27_6);
+           : r < NcclRelease::V2_29_7 ? std::span<const double>(kSm100SpeedInter_2_27_6)
+                                      : std::span<const double>(kSm100SpeedInter_2_29_7);
   return r == NcclRelease::V2_18 ? std::span<const double>(kSm90SpeedInter_2_18) : std::span<const double>(kSm90SpeedInter_2_19);
 }
 
@@ -724,6 +746,9 @@ double nccl_estimate_us(const Machine& m, const Tuning& t, Coll c, Algo a, Proto
   if (bw == 0) return -1.0;
   const int log_size = log2i(static_cast<long long>(bytes) >> 6);
   if (a == Algo::Tree && log_size < 23) bw *= kTreeCorrection[index(p)][log_size];
+  if (a == Algo::NvlsTree && c == Coll::AllReduce && log_size < 24 && m.system.gpu == GpuArch::Blackwell &&
+      m.system.nccl >= NcclRelease::V2_29)
+    bw *= kTreeCorrection[index(p)][log_size];  // NCCL's condition "on x86": every modelled host
   if (a == Algo::Ring && p == Proto::Simple && m.nodes > 1 && c == Coll::AllReduce &&
       bytes / (static_cast<double>(m.channels) * m.ranks) >= 64)
     lat *= compute_capability(m.system.gpu) < 80 ? 1.9 : 1.4;  // "plateau effect of ring"

@@ -1,7 +1,7 @@
 // How NCCL sets up a communicator on a machine and picks, per collective and size, its
 // algorithm, protocol and channel count: NCCL's topology search (src/graph/search.cc),
 // tuning model (src/graph/tuning.cc) and getAlgoInfo (src/enqueue.cc), restated for the
-// system's release (System::nccl), 2.18.5 to 2.28.9 (eleven releases). What 2.19 changes here
+// system's release (System::nccl), 2.18.5 to 2.29.7 (twelve series). What 2.19 changes here
 // (and every later release):
 //   - latencies: NVLS's 23 us moves from the base to the NVLink hop (unchanged on one node),
 //     Tree Simple pays 28 us a hop, CollNet's hops are re-measured (3.7 / 2.8 us on NVLink,
@@ -68,7 +68,11 @@
 // us, Blackwell's per-channel caps its own (ring LL128 34.6 GB/s on 2 nodes, tree {70, 42.8,
 // 24}, tree LL128 {55.6, 31.67, 20}); NVLS from 2 GPUs a node (3 before); NVLS across nodes
 // on at most the communicator's channels; CollNet Chain only up to 8 GPUs a node.
-// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all eleven;
+// And 2.29: Blackwell's ring LL128 capped at 34.5 GB/s a channel (2.29.7: 40), its speed
+// lists gain 45 within a node (2.29.7: and 80 across), its NVLS tree estimates corrected by
+// size as the tree's are; how a collective reaches the channels changes (collective_time.hpp).
+// 2.27.5 and 2.27.6 change Blackwell's figures too (NVLink 40.1 GB/s, speed lists across nodes).
+// The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all of them;
 // how a collective's elements reach the channels changes in 2.20, 2.22 and 2.23
 // (collective_time.hpp).
 //
