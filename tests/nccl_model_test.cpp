@@ -12,6 +12,8 @@
 #include <tuple>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "config/object_reader.hpp"
 #include "network_models/closed_form.hpp"
 #include "network_models/collective_execution.hpp"
@@ -473,7 +475,8 @@ TEST(NcclTuning, Releases) {
   EXPECT_EQ(modelled_nccl_releases(),
             "2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), "
             "2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1), 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6), 2.27 (2.27.3), "
-            "2.27.5 (2.27.5), 2.27.6 (2.27.6, 2.27.7), 2.28 (2.28.9), 2.29 (2.29.2, 2.29.3) or 2.29.7 (2.29.7)");
+            "2.27.5 (2.27.5), 2.27.6 (2.27.6, 2.27.7), 2.28 (2.28.9), 2.29 (2.29.2, 2.29.3), 2.29.7 (2.29.7) or "
+            "2.30 (2.30.3, 2.30.4, 2.30.7)");
   const auto docs = dtsim::net::network_docs();  // the schema's description of the field names them all
   const auto field = std::find_if(docs.begin(), docs.end(), [](const auto& d) {
     return d.section == "nccl_system" && d.field == "nccl_version";
@@ -773,6 +776,53 @@ TEST(NcclTuning, Release2_29) {
     EXPECT_NEAR(nccl_estimate_us(m, t, Coll::AllReduce, Algo::NvlsTree, Proto::Simple, bytes),
                 t.latency_us[ar][tree][simple] + bytes / (1000 * t.bandwidth_GBps[ar][tree][simple] * correction), 1e-9)
         << to_string(release);
+  }
+}
+
+// 2.30 (2.30.3 - 2.30.7, PyTorch 2.14's and 2.15's) sets Blackwell's NVLS across nodes by the
+// NICs' speed and the GPUs a node (ncclNvlsTuning): 8 B200s a node with 400 Gb/s NICs (50 GB/s)
+// on 2 nodes keep 32 channels, the NVLS tree at most 64 KiB chunks (128 KiB before: fewer than
+// 4 nodes), on 4 nodes 24 channels; with 800 Gb/s NICs (100 GB/s; PCIe 6) 32 channels and 128
+// KiB on 2 nodes, 24 channels and 256 KiB chunks for NVLS and its tree on 4. Hopper's are
+// unchanged (16 channels, 128 KiB; 64 KiB for the tree from 4 nodes). The NVLS tree's cap
+// beyond 2 nodes is 80 GB/s a channel (43.8 in 2.28 and 2.29).
+TEST(NcclTuning, Release2_30) {
+  EXPECT_EQ(parse_nccl_release("2.30.7"), NcclRelease::V2_30);
+  struct Case {
+    const char* preset;
+    double nic_Gbps;
+    int nodes;
+    NcclRelease release;
+    int channels, chunk, tree_chunk;
+  };
+  for (const Case& c : std::vector<Case>{{"b200_8x", 400, 2, NcclRelease::V2_29_7, 32, 128 << 10, 128 << 10},
+                                         {"b200_8x", 400, 2, NcclRelease::V2_30, 32, 128 << 10, 64 << 10},
+                                         {"b200_8x", 400, 4, NcclRelease::V2_29_7, 32, 128 << 10, 64 << 10},
+                                         {"b200_8x", 400, 4, NcclRelease::V2_30, 24, 128 << 10, 64 << 10},
+                                         {"b200_8x", 800, 2, NcclRelease::V2_30, 32, 128 << 10, 128 << 10},
+                                         {"b200_8x", 800, 4, NcclRelease::V2_30, 24, 256 << 10, 256 << 10},
+                                         {"h100_8x", 400, 2, NcclRelease::V2_30, 16, 128 << 10, 128 << 10},
+                                         {"h100_8x", 400, 4, NcclRelease::V2_30, 16, 128 << 10, 64 << 10}}) {
+    System s = preset(c.preset);
+    s.nodes = c.nodes;
+    s.network.nic_Gbps = c.nic_Gbps;
+    s.pcie.generation = 6;
+    s.nccl = c.release;
+    const Machine m = make_machine(s, 8 * c.nodes);
+    const std::string what = fmt::format("{} {} Gb/s {} nodes {}", c.preset, c.nic_Gbps, c.nodes, to_string(c.release));
+    EXPECT_EQ(m.nvls_channels, c.channels) << what;
+    EXPECT_EQ(m.nvls_chunk, c.chunk) << what;
+    EXPECT_EQ(m.nvls_tree_chunk, c.tree_chunk) << what;
+  }
+  System b200 = preset("b200_8x");
+  b200.nodes = 4;
+  for (const auto& [release, cap] : std::vector<std::pair<NcclRelease, double>>{{NcclRelease::V2_29_7, 43.8}, {NcclRelease::V2_30, 80.0}}) {
+    b200.nccl = release;
+    const Machine m = make_machine(b200, 32);
+    const Graph& g = m.graphs[index(Algo::NvlsTree)];
+    const double intra = g.bw_intra * .74 * (g.channels - 1) / g.channels * 2;
+    EXPECT_NEAR(tune(m, Overrides{}).bandwidth_GBps[index(Coll::AllReduce)][index(Algo::NvlsTree)][index(Proto::Simple)],
+                g.channels * std::min({intra, g.bw_inter, cap}) * 32 / 62, 1e-4) << to_string(release);
   }
 }
 

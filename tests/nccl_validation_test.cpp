@@ -205,7 +205,7 @@ std::string render() {
       "\"2.18.5\" cannot have run its NCCL_ALGO=NVLS (2.18 has no algorithm for it on an A100; 2.19 and later fall\n"
       "back to the ring): it is modelled as 2.20 (PyTorch 2.4.1's, which the pages list), whose ring on an A100 is\n"
       "2.18's, but split among the channels as 2.20 does (one contiguous part each; 2.21 would run 2 MiB as LL\n"
-      "instead of LL128). Constants: NCCL's source (2.18.5 - 2.29.7; the kernels keep 2.27's paces, the LL kernel\n"
+      "instead of LL128). Constants: NCCL's source (2.18.5 - 2.30.7; the kernels keep 2.27's paces, the LL kernel\n"
       "2.21's half of the links, in every release: 2.28's re-estimate of NVLS awaits a curve) and\n"
       "the hardware specifications; the host's launch cost per GPU is each preset's, measured on another curve than\n"
       "the one it is judged on (`dtsim list systems`). The 8x A100 curve is the development curve; the others were\n"

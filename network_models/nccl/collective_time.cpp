@@ -18,7 +18,6 @@ constexpr i64 kLLStepDataBytes = (8 * 512 * 8 * 16) / 8 / 2;  // LL lines x thre
 constexpr i64 kLL128StepDataBytes = (120 * 640 * 8 * 8) / 8 * 15 / 16;  // LL128 buffer / steps x 120/128
 constexpr i64 kLLGrainBytes = 8;      // ProtoLL::calcBytePerGrain
 constexpr i64 kLL128GrainBytes = 60;  // ProtoLL128::calcBytePerGrain
-constexpr i64 kNvlsMaxChunk = 131072;
 constexpr double kP2pLLThreshold = 16384;  // NCCL_P2P_LL_THRESHOLD
 
 constexpr double kUnlimited = std::numeric_limits<double>::infinity();
@@ -353,10 +352,10 @@ double tree_us(const Machine& m, double bytes, const Choice& ch, int element_siz
 }
 
 // The chunk of NVLS, the NVLS tree and CollNet (computeColl, computeCollChunkInfo): NVLS at
-// most 128 KiB (from 2.19, 32 KiB across nodes where NCCL's NVLS bandwidth is under 150 GB/s)
-// halved while the buffer gives the channels' heads (concurrentOps) under 64, 8 and 2 loops;
-// the NVLS tree a FIFO step, 512 KiB (2.21: NVLS's 128 KiB; from 2.19 64 KiB on 4 nodes or
-// more), halved under 32, 16, 4 and 1; CollNet Direct a FIFO step halved while the channels'
+// most its chunk (Machine::nvls_chunk; from 2.19 32 KiB across nodes where NCCL's NVLS
+// bandwidth is under 150 GB/s) halved while the buffer gives the channels' heads
+// (concurrentOps) under 64, 8 and 2 loops; the NVLS tree from Machine::nvls_tree_chunk,
+// halved under 32, 16, 4 and 1; CollNet Direct a FIFO step halved while the channels'
 // heads get fewer than 64, 8 and 8 loops times its depth (2 with peers in the node, else 1),
 // CollNet Chain 256 KiB halved under 64, 8 and 1 chunks a channel times its depth (the GPUs
 // of a node).
@@ -365,7 +364,7 @@ double tree_us(const Machine& m, double bytes, const Choice& ch, int element_siz
 double switch_chunk_bytes(const Machine& m, const Tuning& t, const Choice& ch, double bytes, int channels, int heads) {
   const NcclRelease release = m.system.nccl;
   const double ops = static_cast<double>(channels) * heads;
-  double chunk = static_cast<double>(kNvlsMaxChunk);
+  double chunk = m.nvls_chunk;
   if (ch.algo == Algo::Nvls) {
     const double nvls_bw = t.bandwidth_GBps[index(Coll::AllReduce)][index(Algo::Nvls)][index(Proto::Simple)];
     if (release >= NcclRelease::V2_19 && m.nodes > 1 && nvls_bw < 150) chunk = 32768;
@@ -373,8 +372,7 @@ double switch_chunk_bytes(const Machine& m, const Tuning& t, const Choice& ch, d
     if (bytes < 8 * ops * chunk && chunk > 32768) chunk = 32768;
     if (bytes < 2 * ops * chunk && chunk > 16384) chunk = 16384;
   } else if (ch.algo == Algo::NvlsTree) {
-    chunk = release >= NcclRelease::V2_21 ? static_cast<double>(kNvlsMaxChunk) : static_cast<double>(kSimpleStepBytes);
-    if (release >= NcclRelease::V2_19 && m.nodes >= 4) chunk = std::min(chunk, 65536.0);
+    chunk = m.nvls_tree_chunk;
     if (bytes < 32 * ops * chunk && chunk > 262144) chunk = 262144;
     if (bytes < 16 * ops * chunk && chunk > 131072) chunk = 131072;
     if (bytes < 4 * ops * chunk && chunk > 65536) chunk = 65536;

@@ -84,6 +84,10 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
        "NVLS tree estimates corrected by size as the tree's are"},
       {NcclRelease::V2_29_7, "2.29.7", {"2.29.7"}, "2.12, 2.13",
        "Blackwell: the ring's LL128 capped at 40 GB/s a channel; the speed list across nodes gains 80"},
+      {NcclRelease::V2_30, "2.30", {"2.30.3", "2.30.4", "2.30.7"}, "2.14, 2.15",
+       "Blackwell: the NVLS tree capped at 80 GB/s a channel beyond 2 nodes, the speed list across nodes gains 86, "
+       "and across nodes NVLS takes its channels (24 or 32) and chunks (64 - 256 KiB) by the NICs' speed and the GPUs "
+       "a node"},
   };
   return releases;
 }

@@ -19,7 +19,7 @@
 //    "cpu": "amd" | "intel", "sockets": 1,
 //    "network": {"nics_per_node": 8, "nic_Gbps": 200, "rails": 8, "collnet": false},
 //    "host": {"launch_us": 5.07},
-//    "nccl_version": "2.18" | "2.19" | ... | "2.29" | "2.29.7"}  // the NCCL release that runs on it (below)
+//    "nccl_version": "2.18" | "2.19" | ... | "2.29.7" | "2.30"}  // the NCCL release that runs on it (below)
 #pragma once
 
 #include <array>
@@ -40,11 +40,11 @@ enum class CpuVendor { Intel, Amd };
 // differs; nccl_releases below): 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3,
 // 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1), 2.26
 // (2.26.2 - 2.26.6), 2.27 (2.27.3), 2.27.5, 2.27.6 (2.27.6, 2.27.7), 2.28 (2.28.9), 2.29
-// (2.29.2, 2.29.3) or 2.29.7: the releases of the published curves it is checked on, of
-// PyTorch 2.2 - 2.13's wheels, and those between (2.25 the first that runs Blackwell). A series is one value where its patch
+// (2.29.2, 2.29.3), 2.29.7 or 2.30 (2.30.3 - 2.30.7): the releases of the published curves it
+// is checked on, of PyTorch 2.2 - 2.15's wheels, and those between (2.25 the first that runs Blackwell). A series is one value where its patch
 // releases agree in what the model reads; 2.27's and 2.29's patches change Blackwell's figures, so
 // they have values of their own. Others are refused rather than approximated. In release order.
-enum class NcclRelease { V2_18, V2_19, V2_20, V2_21, V2_22, V2_23, V2_24, V2_25, V2_26, V2_27, V2_27_5, V2_27_6, V2_28, V2_29, V2_29_7 };
+enum class NcclRelease { V2_18, V2_19, V2_20, V2_21, V2_22, V2_23, V2_24, V2_25, V2_26, V2_27, V2_27_5, V2_27_6, V2_28, V2_29, V2_29_7, V2_30 };
 inline constexpr NcclRelease kKernelPaceRelease = NcclRelease::V2_27;
 
 const char* to_string(GpuArch arch);
@@ -63,8 +63,8 @@ struct NcclReleaseInfo {
 };
 // In release order (`dtsim list nccl_releases`).
 const std::vector<NcclReleaseInfo>& nccl_releases();
-const char* to_string(NcclRelease release);  // "2.18", "2.19", ..., "2.29.7"
-// The modelled releases with their patch releases: "2.18 (2.18.5, 2.18.6), ... or 2.29.7 (2.29.7)".
+const char* to_string(NcclRelease release);  // "2.18", "2.19", ..., "2.30"
+// The modelled releases with their patch releases: "2.18 (2.18.5, 2.18.6), ... or 2.30 (2.30.3, ...)".
 std::string modelled_nccl_releases();
 // A release as "2.19" or "2.19.3" (those above); std::invalid_argument naming the releases
 // modelled otherwise.

@@ -120,11 +120,18 @@ constexpr ChannelCaps blackwell_ring_ll128(ChannelCaps c, double n1, double n2, 
 }
 constexpr ChannelCaps kChannelCaps_2_29 = blackwell_ring_ll128(kChannelCaps_2_28, 34.5, 34.6, 34.5);
 constexpr ChannelCaps kChannelCaps_2_29_7 = blackwell_ring_ll128(kChannelCaps_2_28, 40.0, 40.0, 40.0);
+// 2.30: Blackwell's NVLS tree beyond 2 nodes 80 GB/s a channel.
+constexpr ChannelCaps blackwell_nvls_tree_n4(ChannelCaps c, double cap) {
+  c.nvls_tree[3][2] = cap;
+  return c;
+}
+constexpr ChannelCaps kChannelCaps_2_30 = blackwell_nvls_tree_n4(kChannelCaps_2_29_7, 80.0);
 const ChannelCaps& channel_caps(NcclRelease r) {
   return r < NcclRelease::V2_28     ? kChannelCaps_2_18
          : r < NcclRelease::V2_29   ? kChannelCaps_2_28
          : r < NcclRelease::V2_29_7 ? kChannelCaps_2_29
-                                    : kChannelCaps_2_29_7;
+         : r < NcclRelease::V2_30   ? kChannelCaps_2_29_7
+                                    : kChannelCaps_2_30;
 }
 // 2.28's NVLS efficiency per compCap index (nvlsEfficiency; NVLS runs on Hopper and later).
 constexpr double kNvlsEfficiency[4] = {0.0, 0.0, 0.85, 0.74};
@@ -147,7 +154,7 @@ constexpr double kSm90SpeedInter_2_18[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 2
 constexpr double kSm90SpeedInter_2_19[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
                                            15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 // Blackwell's (2.25; 2.27 adds 18 within a node and starts across nodes at 47.9, 2.27.5 at 48
-// and 45.1, 2.27.6 at 96; 2.29 adds 45 within a node, 2.29.7 80 across).
+// and 45.1, 2.27.6 at 96; 2.29 adds 45 within a node, 2.29.7 80 across, 2.30 86).
 constexpr double kSm100SpeedIntra_2_25[] = {90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0};
 constexpr double kSm100SpeedIntra_2_27[] = {90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0};
 constexpr double kSm100SpeedIntra_2_29[] = {90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0};
@@ -161,6 +168,8 @@ constexpr double kSm100SpeedInter_2_27_6[] = {96.0, 48.0, 45.1, 42.0, 40.0, 30.0
                                               17.5, 15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 constexpr double kSm100SpeedInter_2_29_7[] = {96.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0,
                                               17.5, 15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+constexpr double kSm100SpeedInter_2_30[] = {96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0,
+                                            20.0, 17.5, 15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 std::span<const double> speeds_intra(int cc, NcclRelease r) {
   if (cc < 90) return kSpeedIntra;
   if (cc >= 100)
@@ -178,7 +187,8 @@ std::span<const double> speeds_inter(int cc, NcclRelease r) {
            : r < NcclRelease::V2_27_5 ? std::span<const double>(kSm100SpeedInter_2_27)
            : r < NcclRelease::V2_27_6 ? std::span<const double>(kSm100SpeedInter_2_27_5)
            : r < NcclRelease::V2_29_7 ? std::span<const double>(kSm100SpeedInter_2_27_6)
-                                      : std::span<const double>(kSm100SpeedInter_2_29_7);
+           : r < NcclRelease::V2_30   ? std::span<const double>(kSm100SpeedInter_2_29_7)
+                                      : std::span<const double>(kSm100SpeedInter_2_30);
   return r == NcclRelease::V2_18 ? std::span<const double>(kSm90SpeedInter_2_18) : std::span<const double>(kSm90SpeedInter_2_19);
 }
 
@@ -195,8 +205,39 @@ constexpr double kPciBwGen3x16 = 12.0;  // PCI_BW: below this the ring uses 256 
 constexpr double kSklQpiBw = 10.0;      // SKL_QPI_BW: Intel inter-socket; NCCL sets none for AMD
 // MAXCHANNELS: 32, 64 from 2.25.
 int max_channels(NcclRelease r) { return r >= NcclRelease::V2_25 ? 64 : 32; }
-// NCCL_NVLS_NCHANNELS's default: 16 (Blackwell's 32; from 2.27 24 within one node).
-int nvls_channels(int cc, NcclRelease r, int nodes) { return cc < 100 ? 16 : r >= NcclRelease::V2_27 && nodes == 1 ? 24 : 32; }
+// NCCL's NVLS setup (ncclNvlsInit; 2.30's ncclNvlsTuning): NCCL_NVLS_NCHANNELS's default, 16
+// (Blackwell's 32; from 2.27 24 within one node); NCCL_NVLS_CHUNKSIZE's, 128 KiB; the NVLS
+// tree's chunk a FIFO step (512 KiB), NVLS's from 2.21, and from 2.19 at most 64 KiB on 4
+// nodes or more. 2.30 sets Blackwell's across nodes by the NICs' speed (GB/s) and the GPUs a
+// node, for a NIC on its GPU's PCIe switch (PXB, as on the NVSwitch systems modelled).
+struct NvlsSetup {
+  int channels, chunk, tree_chunk;
+};
+NvlsSetup nvls_setup(const Machine& m, int cc) {
+  const NcclRelease r = m.system.nccl;
+  const int N = m.nodes, ppn = m.per_node;
+  NvlsSetup s{cc < 100 ? 16 : r >= NcclRelease::V2_27 && N == 1 ? 24 : 32, 128 << 10, 0};
+  int tree_max = 0;  // 0: the release's rule
+  if (cc >= 100 && N > 1 && r >= NcclRelease::V2_30) {
+    const double nic = m.net_bw;  // comm->minNetBw: the NIC's line rate
+    if (N == 2 && nic >= 48) {
+      s.channels = 32;
+      tree_max = 128 << 10;
+      if (ppn <= 4) s.chunk = tree_max = 256 << 10;
+      else if (ppn >= 16 || (ppn <= 8 && nic < 96)) tree_max = 64 << 10;
+    } else if (nic >= 96) {
+      if (ppn <= 8) s.channels = 24, s.chunk = tree_max = 256 << 10;
+      else s.channels = 32, tree_max = ppn < 32 ? 128 << 10 : 64 << 10;
+    } else if (nic >= 48) {
+      s.channels = 24;
+      tree_max = 64 << 10;  // 128 KiB unless the NIC is PXB-close
+    }
+  }
+  const int tree_start = r >= NcclRelease::V2_21 ? s.chunk : 512 << 10;
+  if (tree_max == 0) tree_max = r >= NcclRelease::V2_19 && N >= 4 ? 64 << 10 : tree_start;
+  s.tree_chunk = std::min(tree_start, tree_max);
+  return s;
+}
 // Threads per protocol (NCCL_LL_MAX_NTHREADS, NCCL_LL128_MAX_NTHREADS, NCCL_SIMPLE_MAX_NTHREADS, NCCL_MAX_NTHREADS).
 constexpr int kLLThreads = 512, kLL128Threads = 640, kSimpleThreads = 512, kMaxThreads = 640, kWarp = 32;
 
@@ -485,7 +526,10 @@ Machine make_machine(const System& s, int ranks) {
   m.nvls = s.intra.nvls && s.intra.kind == IntraKind::NvSwitch && cc >= 90 && m.per_node >= nvls_min_gpus;
   if (m.nvls) {
     m.graphs[index(Algo::Nvls)] = m.graphs[index(Algo::NvlsTree)] = nvls_graph(m);
-    m.nvls_channels = nvls_channels(cc, s.nccl, m.nodes);
+    const NvlsSetup setup = nvls_setup(m, cc);
+    m.nvls_channels = setup.channels;
+    m.nvls_chunk = setup.chunk;
+    m.nvls_tree_chunk = setup.tree_chunk;
   }
   m.channels = collective_channels(m, cc);
   return m;

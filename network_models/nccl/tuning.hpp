@@ -1,7 +1,7 @@
 // How NCCL sets up a communicator on a machine and picks, per collective and size, its
 // algorithm, protocol and channel count: NCCL's topology search (src/graph/search.cc),
 // tuning model (src/graph/tuning.cc) and getAlgoInfo (src/enqueue.cc), restated for the
-// system's release (System::nccl), 2.18.5 to 2.29.7 (twelve series). What 2.19 changes here
+// system's release (System::nccl), 2.18.5 to 2.30.7 (thirteen series). What 2.19 changes here
 // (and every later release):
 //   - latencies: NVLS's 23 us moves from the base to the NVLink hop (unchanged on one node),
 //     Tree Simple pays 28 us a hop, CollNet's hops are re-measured (3.7 / 2.8 us on NVLink,
@@ -71,6 +71,9 @@
 // And 2.29: Blackwell's ring LL128 capped at 34.5 GB/s a channel (2.29.7: 40), its speed
 // lists gain 45 within a node (2.29.7: and 80 across), its NVLS tree estimates corrected by
 // size as the tree's are; how a collective reaches the channels changes (collective_time.hpp).
+// And 2.30 (2.30.3 - 2.30.7): Blackwell only: the NVLS tree's cap beyond 2 nodes 80 GB/s a
+// channel, the speed list across nodes gains 86, and across nodes NVLS's channels and chunks
+// follow the NICs' speed and the GPUs a node (nvls_setup in tuning.cpp).
 // 2.27.5 and 2.27.6 change Blackwell's figures too (NVLink 40.1 GB/s, speed lists across nodes).
 // The kernels' hop latencies (hop_latency_us, collective_time.hpp) are 2.18's in all of them;
 // how a collective's elements reach the channels changes in 2.20, 2.22 and 2.23
@@ -168,6 +171,9 @@ struct Machine {
   std::array<Graph, kAlgos> graphs{};
   int channels = 1;       // comm->nChannels (ring and tree kernels)
   int nvls_channels = 0;  // comm->nvlsChannels
+  // The largest chunk NVLS and the NVLS tree start from, bytes (comm->nvlsChunkSize; the NVLS
+  // tree's at most nvlsTreeMaxChunkSize, or the release's rule before 2.30).
+  int nvls_chunk = 0, nvls_tree_chunk = 0;
   bool nvls = false, collnet = false;
   bool ll128_inter_ok = true;  // the NIC sits close enough to the GPU for LL128 (typeInter <= PXB)
   // The links in NCCL's units, GB/s: one NVLink (the release's SMxx_NVLINK_BW, which sizes
