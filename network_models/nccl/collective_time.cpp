@@ -69,15 +69,15 @@ i64 first_part(i64 count, i64 elem, i64 channels, i64 align) {
 }
 
 // From 2.22 (scheduleCollTasksToPlan) the parts are dealt out in cells by the traffic they
-// make (all-reduce two bytes a byte, reduce-scatter and all-gather n, the others one): 16-byte
-// cells and at least 512 bytes of traffic a channel, the first channel its share rounded
-// down; from 2.23 cells of 16 KiB of traffic (in 16 bytes: 8 KiB of an all-reduce) and at
-// least 16 KiB a channel, the first channel's share rounded up; from 2.26 LL's traffic
-// counts four times; from 2.29 cells of 32 KiB of traffic, and a channel's share is the
-// traffic (at least 32 KiB) over the channels in 16 bytes, however small. The middle channels take theirs rounded up, the last what is left (the
-// cells' padding comes off the last part). Each part's chunk is then sized for that part
-// alone (calcCollChunking with one channel), and a ring all-reduce's last chunk is aligned
-// to 16 bytes.
+// make (all-reduce two bytes a byte, reduce-scatter and all-gather n, the others one):
+// 16-byte cells and at least 512 bytes of traffic a channel, the first channel its share
+// rounded down; from 2.23 cells of 16 KiB of traffic (in 16 bytes: 8 KiB of an all-reduce)
+// and at least 16 KiB a channel, the first channel's share rounded up; from 2.26 LL's
+// traffic counts four times; from 2.29 cells of 32 KiB of traffic, and a channel's share is
+// the traffic (at least 32 KiB) over the channels in 16 bytes, however small. The middle
+// channels take theirs rounded up, the last what is left (the cells' padding comes off the
+// last part). Each part's chunk is then sized for that part alone (calcCollChunking with
+// one channel), and a ring all-reduce's last chunk is aligned to 16 bytes.
 bool cell_parts(const Machine& m) { return m.system.nccl >= NcclRelease::V2_22; }
 
 int traffic_per_byte(Coll c, int ranks) {
