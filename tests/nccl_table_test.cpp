@@ -380,13 +380,14 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
   EXPECT_NE(contradicted.output.find("--nccl-algo: Ring, but --against ran with NVLS (line 1)"), std::string::npos)
       << contradicted.output;
   // A printed value NCCL would not take, and a printed NCCL_ALGO the release cannot run
-  // (2.18, the system's, on an A100 with NVLS): named as the file's.
+  // (2.18 on an A100 with NVLS): named as the file's.
   testing::write_file(dir / "rings.txt", "h:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Rings\n" + text);
   testing::write_file(dir / "nvls_2_18.txt", "h:1:1 [0] NCCL INFO NCCL_ALGO set by environment to NVLS\n" + text);
   for (const auto& [file, message] : std::vector<std::pair<std::string, std::string>>{
            {"rings.txt", "--against: line 1: NCCL_ALGO: unknown name \"Rings\""},
            {"nvls_2_18.txt", "--against (its NCCL_ALGO): all_reduce: NCCL_ALGO leaves no algorithm that runs on 8 GPUs"}}) {
-    const auto refused = testing::run_command(std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --against " +
+    const auto refused = testing::run_command(std::string(DTSIM_BINARY) +
+                                              " collective --model nccl --system a100_8x --nccl-version 2.18 --against " +
                                               (dir / file).string());
     EXPECT_EQ(refused.exit_code, 2) << file << ": " << refused.output;
     EXPECT_NE(refused.output.find(message), std::string::npos) << file << ": " << refused.output;
@@ -420,7 +421,8 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
   const auto from_json = testing::run_command(std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --against " +
                                               (dir / "bench.json").string());
   EXPECT_EQ(from_json.exit_code, 0) << from_json.output;
-  EXPECT_NE(from_json.output.find("8 ranks: 1 node of 8), model nccl (NCCL 2.18's choices), 1 GPU per thread"),
+  EXPECT_NE(from_json.output.find(fmt::format("8 ranks: 1 node of 8), model nccl (NCCL {}'s choices), 1 GPU per thread",
+                                               dtsim::net::nccl::nccl_releases().back().series)),
             std::string::npos) << from_json.output;
   EXPECT_NE(from_json.output.find("     4194304        100.00"), std::string::npos) << from_json.output;
   testing::write_file(dir / "broken.json", "{ \"source\": ");
@@ -464,7 +466,7 @@ TEST(CollectiveCommand, ReleaseLimits) {
   const std::string nccl = std::string(DTSIM_BINARY) + " collective --model nccl -e 1M ";
   for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
            {"--system b200_8x --nccl-version 2.24", "--nccl-version: NCCL 2.24 does not run Blackwell GPUs; 2.25 and later do"},
-           {"--system a100_8x --nccl-algo 'ring;allreduce:tree'",
+           {"--system a100_8x --nccl-version 2.18 --nccl-algo 'ring;allreduce:tree'",
             "--nccl-algo: NCCL_ALGO / NCCL_PROTO: lists per collective (\"ring;allreduce:tree\", \"\") are read from NCCL 2.24; "
             "2.18 does not"},
            {"--system " + (dir / "singles.json").string() + " -n 4 --op allgather",

@@ -61,7 +61,6 @@ std::vector<System> make_presets() {
     // 8570, PCIe Gen5. NCCL runs Blackwell from 2.25.
     System s = nvswitch_node("b200_8x", GpuArch::Blackwell, 18, true, 5, CpuVendor::Intel, 400.0, 3.74);
     s.intra.nvlink_GBps = 50.0;
-    s.nccl = NcclRelease::V2_25;
     s.description = "8x B200 (DGX/HGX B200): NVSwitch 5th generation with NVLS, 18 NVLink5 per GPU, 8x 400 Gb/s";
     s.source = "NVIDIA DGX B200 datasheet (NVLink5 1.8 TB/s bidirectional per GPU, 8x ConnectX-7 400 Gb/s); host launch "
                "not measured on this host: h100_8x's (3.74 us per GPU, Xeon 8480C; the DGX B200's Xeon 8570 is its "

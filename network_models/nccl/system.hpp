@@ -102,7 +102,9 @@ struct System {
     // GPU): what nccl-tests' -g G (G GPUs from one thread) serialises, G per iteration.
     double launch_us = 5.0;
   } host;
-  NcclRelease nccl = NcclRelease::V2_18;
+  // The newest modelled release, what PyTorch's current wheels ship; a system file or
+  // scenario pins another with "nccl_version".
+  NcclRelease nccl = NcclRelease::V2_30;
 
   int gpus() const { return gpus_per_node * nodes; }
   // Whether node-local GPUs a and b are bridged by NVLink (pcie boxes).
