@@ -760,6 +760,26 @@ TEST(NcclTuning, Release2_27PatchesForBlackwell) {
   EXPECT_DOUBLE_EQ(fast.graphs[index(Algo::Ring)].bw_intra, 45.1);
 }
 
+// 2.22 - 2.27: a communicator with NVLS runs its rings and trees on at least NVLS's channels
+// (the rings copied up to them; 2.20 and 2.21 copy them too but run the collectives on the
+// count before). 2 nodes of B200: 8 ring channels of 48 GB/s doubled to 16, copied up to
+// NVLS's 32 in 2.25 - 2.27, not in 2.28; 2 nodes of H100 already have NVLS's 16.
+TEST(NcclTuning, RingsCopiedUpToNvlsChannels) {
+  System b200 = preset("b200_8x");
+  b200.nodes = 2;
+  for (const auto& [release, channels] : std::vector<std::pair<NcclRelease, int>>{
+           {NcclRelease::V2_25, 32}, {NcclRelease::V2_27_6, 32}, {NcclRelease::V2_28, 16}}) {
+    b200.nccl = release;
+    const Machine m = make_machine(b200, 16);
+    ASSERT_EQ(m.nvls_channels, 32) << to_string(release);
+    EXPECT_EQ(m.channels, channels) << to_string(release);
+  }
+  System h100 = preset("h100_8x");
+  h100.nodes = 2;
+  h100.nccl = NcclRelease::V2_27;
+  EXPECT_EQ(make_machine(h100, 16).channels, 16);
+}
+
 // 2.29 (2.29.2, 2.29.3) and 2.29.7 (PyTorch 2.12's and 2.13's) on Blackwell: the ring's LL128
 // capped at 34.5 GB/s a channel on one node (2.29.7: 40; 2.28: twice Hopper's 36.7), and the
 // NVLS tree's estimate corrected by size as the tree's is (4 MiB: x .7 for Simple).
@@ -901,8 +921,9 @@ TEST(NcclExecution, KernelsKeep2_27sPaceUnder2_28) {
 }
 
 // 2.28's other rules: NVLS on 2 GPUs of a node (3 before; 2 channels of 60 GB/s, all-reduce
-// at 2 x 60 x .85 x 1/2 x 2 x 2/2); NVLS across nodes on at most the communicator's
-// channels (8 where 2 NICs a node make 8, not NVLS's 16); CollNet Chain only up to 8 GPUs a
+// at 2 x 60 x .85 x 1/2 x 2 x 2/2); the rings no longer copied up to NVLS's channels, and
+// NVLS across nodes on at most the communicator's channels (8 where 2 NICs a node make 8;
+// 2.27 copies the rings up to NVLS's 16 and runs NVLS on all 16); CollNet Chain only up to 8 GPUs a
 // node; Blackwell's own per-channel caps (on 2 nodes the ring's LL128 34.6 GB/s and the
 // tree's LL128 31.67, twice Hopper's 36.7 before).
 TEST(NcclTuning, Release2_28Rules) {
@@ -923,7 +944,7 @@ TEST(NcclTuning, Release2_28Rules) {
   for (const auto& [release, channels] : std::vector<std::pair<NcclRelease, int>>{{NcclRelease::V2_27, 16}, {NcclRelease::V2_28, 8}}) {
     few_nics.nccl = release;
     const Machine m = make_machine(few_nics, 16);
-    ASSERT_EQ(m.channels, 8);
+    ASSERT_EQ(m.channels, channels);  // 2.27 copies the rings up to NVLS's 16 channels
     ASSERT_EQ(m.nvls_channels, 16);
     const Choice c = choose(m, tune(m, parse_overrides("NVLS", "")), Coll::AllReduce, 1 << 26);
     ASSERT_EQ(c.algo, Algo::Nvls);

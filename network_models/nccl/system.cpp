@@ -48,7 +48,7 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
       {NcclRelease::V2_22, "2.22", {"2.22.3"}, "-",
        "a collective's parts are split over the channels in 16-byte cells by traffic, each part's chunk sized for it "
        "alone; the ring all-reduce's last chunk in 16 bytes; the tree always runs 640 threads; the ring NCCL falls "
-       "back to keeps NCCL_PROTO"},
+       "back to keeps NCCL_PROTO; with NVLS the rings and trees run on at least NVLS's channels"},
       {NcclRelease::V2_23, "2.23", {"2.23.4"}, "-",
        "Tree Simple's latency re-tuned (8.4 us once, 4 us a hop, 14 across nodes); PAT for reduce-scatter and "
        "all-gather with one GPU per node (tuned, its kernels not modelled: refused); LL128's one-GPU-per-node "
@@ -75,8 +75,8 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
       {NcclRelease::V2_28, "2.28", {"2.28.9"}, "2.11",
        "NVLS and the NVLS tree re-estimated (an efficiency per GPU generation, the channels but one, all-reduce's "
        "two operations pipelined, at the ring's n / steps; the kernels keep 2.27's pace); the NVLS tree's network hop "
-       "20.9 us; Blackwell's own per-channel caps; NVLS from 2 GPUs a node; NVLS across nodes on at most the "
-       "communicator's channels; CollNet Chain up to 8 GPUs a node (2.28.3 and 2.28.7 differ in three constants: not "
+       "20.9 us; Blackwell's own per-channel caps; NVLS from 2 GPUs a node; the rings no longer copied up to NVLS's "
+       "channels, and NVLS across nodes on at most the communicator's; CollNet Chain up to 8 GPUs a node (2.28.3 and 2.28.7 differ in three constants: not "
        "modelled)"},
       {NcclRelease::V2_29, "2.29", {"2.29.2", "2.29.3"}, "-",
        "a collective's parts in cells of 32 KiB of traffic, a channel's share no longer at least that; Blackwell: "

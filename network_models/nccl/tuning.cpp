@@ -532,6 +532,10 @@ Machine make_machine(const System& s, int ranks) {
     m.nvls_tree_chunk = setup.tree_chunk;
   }
   m.channels = collective_channels(m, cc);
+  // 2.20 - 2.27 copy the rings up to NVLS's channels where the communicator has fewer
+  // (ncclTopoPostset), and from 2.22 the collectives read that count (nChannels; up to 2.21
+  // collChannels, the count before the copy); 2.28 no longer copies.
+  if (m.nvls && s.nccl >= NcclRelease::V2_22 && s.nccl < NcclRelease::V2_28) m.channels = std::max(m.channels, m.nvls_channels);
   return m;
 }
 

@@ -31,6 +31,8 @@
 //   - the ring a collective falls back to has only the protocols NCCL_PROTO (and LL128's
 //     default) enable: ringbdw is zeroed for the others;
 //   - the tree always runs 640 threads (NCCL_MAX_NTHREADS), whatever the size;
+//   - with NVLS the rings and trees run on at least NVLS's channels (the rings copied up to
+//     them, as from 2.20, and now counted by the collectives);
 //   - how a collective reaches the channels changes again (collective_time.hpp).
 // And 2.23 on top of those:
 //   - Tree Simple's latencies: 8.4 us once, 4 us a hop within a node, 14 across (28 before);
@@ -66,8 +68,9 @@
 // And 2.28 (2.28.9): NVLS and the NVLS tree re-estimated (nvls_bandwidth, at the ring's n /
 // steps; the kernels keep 2.27's pace: kKernelPaceRelease), the NVLS tree's network hop 20.9
 // us, Blackwell's per-channel caps its own (ring LL128 34.6 GB/s on 2 nodes, tree {70, 42.8,
-// 24}, tree LL128 {55.6, 31.67, 20}); NVLS from 2 GPUs a node (3 before); NVLS across nodes
-// on at most the communicator's channels; CollNet Chain only up to 8 GPUs a node.
+// 24}, tree LL128 {55.6, 31.67, 20}); NVLS from 2 GPUs a node (3 before); the rings no longer
+// copied up to NVLS's channels, and NVLS across nodes on at most the communicator's; CollNet
+// Chain only up to 8 GPUs a node.
 // And 2.29: Blackwell's ring LL128 capped at 34.5 GB/s a channel (2.29.7: 40), its speed
 // lists gain 45 within a node (2.29.7: and 80 across), its NVLS tree estimates corrected by
 // size as the tree's are; how a collective reaches the channels changes (collective_time.hpp).
