@@ -780,6 +780,29 @@ TEST(NcclTuning, RingsCopiedUpToNvlsChannels) {
   EXPECT_EQ(make_machine(h100, 16).channels, 16);
 }
 
+// A node of more GPUs than NCCL_MAX_NVLS_ARITY (32), as one NVLink domain of 64 H100s: from
+// 2.25 NVLS's graph has at most 32 heads (32 channels of 11 GB/s fit the 64 GPUs' 18
+// NVLinks; 2.24 searches 64 heads, which fit only at 3 GB/s), and from 2.27 NVLS runs only
+// all-reduce there (NCCL_ALGO=NVLS leaves an all-gather nothing: NCCL fails).
+TEST(NcclTuning, NvlsArity) {
+  System wide = preset("h100_8x");
+  wide.gpus_per_node = 64;
+  for (const auto& [release, heads, speed] : std::vector<std::tuple<NcclRelease, int, double>>{
+           {NcclRelease::V2_24, 64, 3.0}, {NcclRelease::V2_25, 32, 11.0}, {NcclRelease::V2_27, 32, 11.0}}) {
+    wide.nccl = release;
+    const Machine m = make_machine(wide, 64);
+    EXPECT_EQ(m.graphs[index(Algo::Nvls)].channels, heads) << to_string(release);
+    EXPECT_DOUBLE_EQ(m.graphs[index(Algo::Nvls)].bw_intra, speed) << to_string(release);
+    const Tuning t = tune(m, parse_overrides("NVLS", ""));
+    EXPECT_EQ(choose(m, t, Coll::AllReduce, 1 << 26).algo, Algo::Nvls) << to_string(release);
+    if (release < NcclRelease::V2_27) {
+      EXPECT_EQ(choose(m, t, Coll::AllGather, 1 << 26).algo, Algo::Nvls) << to_string(release);
+    } else {
+      EXPECT_THROW((void)choose(m, t, Coll::AllGather, 1 << 26), std::invalid_argument);
+    }
+  }
+}
+
 // 2.29 (2.29.2, 2.29.3) and 2.29.7 (PyTorch 2.12's and 2.13's) on Blackwell: the ring's LL128
 // capped at 34.5 GB/s a channel on one node (2.29.7: 40; 2.28: twice Hopper's 36.7), and the
 // NVLS tree's estimate corrected by size as the tree's is (4 MiB: x .7 for Simple).

@@ -432,7 +432,7 @@ double switch_reduction_us(const Machine& m, const Tuning& t, Coll c, double byt
   // CollNet's bandwidth is its heads' (NCCL gives it the same whatever channels run it).
   const int total_channels = nvls ? m.nvls_channels : ch.channels;
   const double rate = part == Part::Latency ? kUnlimited : bw / total_channels * 1e3;  // bytes per us per channel
-  const int heads = nvls ? m.per_node : std::max(1, m.graphs[index(ch.algo)].channels);
+  const int heads = std::max(1, m.graphs[index(nvls ? Algo::Nvls : ch.algo)].channels);  // NVLS: a head per graph channel
   const double handover = hop_latency_us(m.graphs[index(Algo::Ring)].intra, Algo::Ring, Proto::Simple);
   const int roles = c == Coll::AllReduce ? 3 : 2;
   const double fixed = lat + roles * handover;

@@ -60,7 +60,8 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
        "leave a collective nothing, as 2.18 does; PAT at 0.75 of the tree graph's bandwidth"},
       {NcclRelease::V2_25, "2.25", {"2.25.1"}, "-",
        "Blackwell (its NVLink 40 GB/s, speed lists, llMaxBw and per-channel caps twice Hopper's, 32 NVLS channels); "
-       "64 channels at most (a ring graph up to 32); Hopper's extra channel doubling across nodes on Blackwell too"},
+       "64 channels at most (a ring graph up to 32); Hopper's extra channel doubling across nodes on Blackwell too; "
+       "NVLS's graph at most 32 heads"},
       {NcclRelease::V2_26, "2.26", {"2.26.2", "2.26.3", "2.26.5", "2.26.6"}, "2.7",
        "LL's traffic counts four times when a collective's parts are dealt out (smaller parts, more channels); a ring "
        "over two NVLink domains (two bridged pairs) takes at least 2 channels"},
@@ -68,7 +69,7 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
        "NVLS reduce-scatter and all-gather estimated over (G - 1) / G of the channels' speed (the kernels keep this "
        "pace in every release); CollNet Direct's at 0.9 of the network; Blackwell's speed lists gain 18 within a node "
        "and start at 47.9 across, and one node runs 24 NVLS channels; NVLS reduce-scatter and all-gather across nodes "
-       "where the network reduces (a NIC for every GPU)"},
+       "where the network reduces (a NIC for every GPU), and not with more than 32 GPUs a node"},
       {NcclRelease::V2_27_5, "2.27.5", {"2.27.5"}, "2.9, 2.10",
        "Blackwell: an NVLink counts 40.1 GB/s, and its speed list across nodes starts at 48 (45.1 after it)"},
       {NcclRelease::V2_27_6, "2.27.6", {"2.27.6", "2.27.7"}, "-", "Blackwell: its speed list across nodes starts at 96"},

@@ -238,6 +238,7 @@ NvlsSetup nvls_setup(const Machine& m, int cc) {
   s.tree_chunk = std::min(tree_start, tree_max);
   return s;
 }
+constexpr int kMaxNvlsArity = 32;  // NCCL_MAX_NVLS_ARITY (from 2.21)
 // Threads per protocol (NCCL_LL_MAX_NTHREADS, NCCL_LL128_MAX_NTHREADS, NCCL_SIMPLE_MAX_NTHREADS, NCCL_MAX_NTHREADS).
 constexpr int kLLThreads = 512, kLL128Threads = 640, kSimpleThreads = 512, kMaxThreads = 640, kWarp = 32;
 
@@ -456,8 +457,10 @@ Graph nvls_graph(const Machine& m) {
   const double nvl_total = m.system.intra.nvlink_links * m.nvlink_bw;
   const double nvls_total = nvl_total * g / (g - 1.0);  // patterns other than the ring
   const int cc = compute_capability(m.system.gpu);  // Hopper or later
-  const Found fn = search(speeds_intra(cc, m.system.nccl), nvl_total, nvls_total, g, g, [&](double sp) {
-    return sp * g <= nvls_total ? std::min(g, floor_div(nvl_total, sp) - 1) : 0;
+  // From 2.25 at most NCCL_MAX_NVLS_ARITY (32) heads, whatever the GPUs.
+  const int heads = m.system.nccl >= NcclRelease::V2_25 ? std::min(g, kMaxNvlsArity) : g;
+  const Found fn = search(speeds_intra(cc, m.system.nccl), nvl_total, nvls_total, heads, heads, [&](double sp) {
+    return sp * heads <= nvls_total ? std::min(heads, floor_div(nvl_total, sp) - 1) : 0;
   });
   Graph nv;
   nv.channels = fn.channels;
@@ -817,6 +820,10 @@ bool fastest_enabled(const Machine& m, const Tuning& t, Coll c, double bytes, Ch
     // through the network's reduction (tune() gives them no bandwidth without it).
     if (algo == Algo::Nvls && (c == Coll::AllGather || c == Coll::ReduceScatter) && m.nodes > 1 &&
         m.system.nccl < NcclRelease::V2_27)
+      continue;
+    // From 2.27 NVLS runs only all-reduce where a node has more GPUs than NCCL_MAX_NVLS_ARITY.
+    if ((algo == Algo::Nvls || algo == Algo::NvlsTree) && c != Coll::AllReduce && m.per_node > kMaxNvlsArity &&
+        m.system.nccl >= NcclRelease::V2_27)
       continue;
     if (algo == Algo::CollNetDirect && m.per_node > 8 && m.system.nccl >= NcclRelease::V2_23) continue;  // up to 8 local GPUs
     if (algo == Algo::CollNetChain && m.per_node > 8 && m.system.nccl >= NcclRelease::V2_28) continue;  // 2.28: it too

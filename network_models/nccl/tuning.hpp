@@ -55,7 +55,8 @@
 //     GB/s, its own speed lists (intra-node from 90 GB/s), llMaxBw and the per-channel caps
 //     twice Hopper's, 32 NVLS channels;
 //   - MAXCHANNELS 64: a ring graph up to 32 channels (16 before), the communicator up to 64;
-//   - Hopper's extra channel doubling across nodes applies to later GPUs too.
+//   - Hopper's extra channel doubling across nodes applies to later GPUs too;
+//   - NVLS's graph has at most 32 heads (NCCL_MAX_NVLS_ARITY), whatever the GPUs a node.
 // And 2.26: LL's traffic counts four times when a collective's parts are dealt out
 // (collective_time.hpp); a ring over exactly two NVLink domains (two bridged pairs) needs at
 // least 2 channels; its tuning is 2.25's.
@@ -64,7 +65,8 @@
 // 0.9 of the network; Blackwell's speed lists gain 18 GB/s within a node and start at 47.9
 // across, and one Blackwell node runs 24 NVLS channels; NVLS reduce-scatter and all-gather
 // run across nodes where the network reduces and every GPU of a node has its NIC (timed as
-// NVLS across nodes is: NCCL's bandwidth, loops striding over the channels).
+// NVLS across nodes is: NCCL's bandwidth, loops striding over the channels), and not at all
+// with more than 32 GPUs a node.
 // And 2.28 (2.28.9): NVLS and the NVLS tree re-estimated (nvls_bandwidth, at the ring's n /
 // steps; the kernels keep 2.27's pace: kKernelPaceRelease), the NVLS tree's network hop 20.9
 // us, Blackwell's per-channel caps its own (ring LL128 34.6 GB/s on 2 nodes, tree {70, 42.8,
