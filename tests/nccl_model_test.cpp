@@ -123,10 +123,11 @@ TEST(NcclSystems, ErrorsNameThePath) {
 // Every preset, and a system that names no release, runs the newest modelled release (what
 // PyTorch's current wheels ship: 2.30 for 2.14 and 2.15); "nccl_version" pins another.
 TEST(NcclSystems, DefaultRelease) {
+  const NcclRelease newest = nccl_releases().back().release;
   for (const char* name : {"a100_8x", "h100_8x", "h200_8x", "b200_8x", "a100_pcie_pairs"})
-    EXPECT_EQ(find_system_preset(name)->nccl, NcclRelease::V2_30) << name;
-  EXPECT_EQ(System{}.nccl, NcclRelease::V2_30);
-  EXPECT_EQ(nccl_releases().back().release, NcclRelease::V2_30);
+    EXPECT_EQ(find_system_preset(name)->nccl, newest) << name;
+  EXPECT_EQ(System{}.nccl, newest);
+  EXPECT_EQ(parse_system(json{{"preset", "h100_8x"}}, "/network/system").nccl, newest);
   EXPECT_EQ(parse_system(json{{"preset", "h100_8x"}, {"nccl_version", "2.18"}}, "/network/system").nccl, NcclRelease::V2_18);
 }
 

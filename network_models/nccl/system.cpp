@@ -77,8 +77,8 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
        "NVLS and the NVLS tree re-estimated (an efficiency per GPU generation, the channels but one, all-reduce's "
        "two operations pipelined, at the ring's n / steps; the kernels keep 2.27's pace); the NVLS tree's network hop "
        "20.9 us; Blackwell's own per-channel caps; NVLS from 2 GPUs a node; the rings no longer copied up to NVLS's "
-       "channels, and NVLS across nodes on at most the communicator's; CollNet Chain up to 8 GPUs a node (2.28.3 and 2.28.7 differ in three constants: not "
-       "modelled)"},
+       "channels, and NVLS across nodes on at most the communicator's; CollNet Chain up to 8 GPUs a node (2.28.3 "
+       "and 2.28.7 differ in three constants: not modelled)"},
       {NcclRelease::V2_29, "2.29", {"2.29.2", "2.29.3"}, "-",
        "a collective's parts in cells of 32 KiB of traffic, a channel's share no longer at least that; Blackwell: "
        "the ring's LL128 capped at 34.5 GB/s a channel (34.6 on 2 nodes), the speed list within a node gains 45, "
