@@ -360,12 +360,8 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
   // The ranks are the measured run's when --against gave them.
   const auto machine = flag(against && against->ranks > 0 ? "--against (the ranks it lists)" : "-n/--ranks",
                             [&] { return net::nccl::make_machine(config->system, sweep.ranks); });
-  const auto tuning = flag(algo_from_run ? "--against (its NCCL_ALGO)" : "--nccl-algo",
-                           [&] { return net::nccl::tune(machine, config->overrides); });
-  flag("--system", [&] {
-    net::nccl::refuse_pat(machine, tuning);
-    return 0;
-  });
+  (void)flag(algo_from_run ? "--against (its NCCL_ALGO)" : "--nccl-algo",
+             [&] { return net::nccl::tune(machine, config->overrides); });
   check_alltoall_ranks(sweep);
   // A collective NCCL_ALGO leaves nothing to run (where the release fails).
   flag(algo_from_run ? "--against (its NCCL_ALGO)" : "--nccl-algo",

@@ -150,16 +150,10 @@ void check_network_links(const NetworkConfig& network, const Topology& topology)
     } catch (const std::invalid_argument& e) {
       throw ScenarioError("/network/system", ErrorKind::inconsistent, e.what());
     }
-    nccl::Tuning tuning;
     try {
-      tuning = nccl::tune(machine, network.nccl->overrides);
+      (void)nccl::tune(machine, network.nccl->overrides);
     } catch (const std::invalid_argument& e) {
       throw ScenarioError("/network/nccl_algo", ErrorKind::inconsistent, e.what());
-    }
-    try {
-      nccl::refuse_pat(machine, tuning);
-    } catch (const std::invalid_argument& e) {
-      throw ScenarioError("/network/system", ErrorKind::inconsistent, e.what());
     }
     try {
       (void)nccl::Clock(network.nccl, topology.size());

@@ -565,8 +565,8 @@ TEST(NcclTuning, Releases) {
   // 2.23's PAT: reduce-scatter and all-gather with one GPU per node, Simple, at 0.85 of the
   // tree's graph, latency 8 us + log2(N) x the tree's network hop / 3.5 + 2.8 us a rank (4
   // nodes: 8 + 2 x 14 / 3.5 + 4 x 2.8 = 27.2 us), and every algorithm's network hop is the
-  // tree's there (LL: 5 us, the ring's 2.7 before). NCCL runs a 1 MiB reduce-scatter as PAT,
-  // whose kernels dtsim does not model: refused, NCCL_ALGO=^PAT runs the ring.
+  // tree's there (LL: 5 us, the ring's 2.7 before). NCCL runs a 1 MiB reduce-scatter as PAT
+  // (timed in NcclPat), NCCL_ALGO=^PAT as the ring.
   System singles = preset("h100_8x");
   singles.gpus_per_node = 1;
   singles.nodes = 4;
@@ -584,25 +584,13 @@ TEST(NcclTuning, Releases) {
   const Tuning singles_t = tune(singles_m, Overrides{});
   const Graph& tree_graph = singles_m.graphs[index(Algo::Tree)];
   EXPECT_NEAR(singles_t.bandwidth_GBps[ag][index(Algo::Pat)][simple], tree_graph.channels * tree_graph.bw_inter * 0.85, 1e-9);
-  try {
-    (void)choose(singles_m, singles_t, Coll::ReduceScatter, 1 << 20);
-    FAIL() << "expected PAT to be refused";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "reduce_scatter of 1048576 bytes on 4 GPUs of \"h100_8x\": NCCL 2.23 runs it as PAT (one "
-                                     "GPU per node), whose kernels dtsim does not model; NCCL_ALGO=^PAT times what NCCL "
-                                     "runs without it");
-  }
+  const Choice pat = choose(singles_m, singles_t, Coll::ReduceScatter, 1 << 20);
+  EXPECT_EQ(pat.algo, Algo::Pat);
+  EXPECT_EQ(pat.threads, 640);  // NCCL_MAX_NTHREADS, whatever the size
   EXPECT_EQ(choose(singles_m, tune(singles_m, parse_overrides("^PAT", "")), Coll::ReduceScatter, 1 << 20).algo, Algo::Ring);
-  // A job is refused before it runs wherever NCCL may pick PAT, whatever it issues.
   auto config = std::make_shared<Config>();
   config->system = singles;
-  try {
-    const Clock clock(config, 4);
-    FAIL() << "expected the job to be refused";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("NCCL 2.23 runs reduce-scatter and all-gather with one GPU per node as PAT"),
-              std::string::npos) << e.what();
-  }
+  EXPECT_EQ(Clock(config, 4).run(Coll::AllGather, 1 << 20).choice.algo, Algo::Pat);
   config->overrides = parse_overrides("^PAT", "");
   EXPECT_EQ(Clock(config, 4).run(Coll::AllGather, 1 << 20).choice.algo, Algo::Ring);
 
@@ -1409,16 +1397,10 @@ TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
   const NetworkConfig nvls_2_20 = nccl_network(
       {{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.20.5"}}}, {"nccl_algo", "NVLS"}});
   EXPECT_NO_THROW(check_network_links(nvls_2_20, Topology::ring(8, nvls_2_20.nominal)));
-  // A scenario where NCCL may run PAT is refused at its system (2.23, one GPU per node).
+  // A scenario where NCCL may run PAT (2.23, one GPU per node) runs, as one that leaves it out.
   const json singles = {{"preset", "h100_8x"}, {"gpus_per_node", 1}, {"sockets", 1}, {"nodes", 4}, {"nccl_version", "2.23"}};
   const NetworkConfig pat = nccl_network({{"model", "nccl"}, {"system", singles}});
-  try {
-    check_network_links(pat, Topology::ring(4, pat.nominal));
-    FAIL() << "expected PAT to be refused";
-  } catch (const config::ScenarioError& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("/network/system: NCCL 2.23 runs reduce-scatter and all-gather with one GPU per "
-                                          "node as PAT", 0), 0u) << e.what();
-  }
+  EXPECT_NO_THROW(check_network_links(pat, Topology::ring(4, pat.nominal)));
   const NetworkConfig no_pat = nccl_network({{"model", "nccl"}, {"system", singles}, {"nccl_algo", "^PAT"}});
   EXPECT_NO_THROW(check_network_links(no_pat, Topology::ring(4, no_pat.nominal)));
   EXPECT_EQ(network_section_json(nvls_2_20)["system"]["nccl_version"], "2.20");
@@ -1600,6 +1582,63 @@ TEST(NcclNetwork, CollectivesAndMessagesShareThePorts) {
 // The part of a collective's time that is latency is the collective with the links'
 // bandwidth unlimited: all of a tiny one's time, little of a large one's, and the same
 // whatever the size while a ring's chunks cross the same steps.
+// PAT (one GPU per node): a small collective waits on its deepest piece's k = log2(n) levels
+// (NCCL's log latency and a step each), a large one on the NICs at NCCL's PAT bandwidth.
+// Up to 2.25 the kernel takes one step at a time, so a small one waits on its n - 1 + k steps
+// too: NCCL's own estimate, whose linear part is that.
+TEST(NcclExecution, PatLevelsStepsAndNics) {
+  System singles = preset("h100_8x");
+  singles.gpus_per_node = 1;
+  singles.sockets = 1;
+  singles.nodes = 16;
+  singles.network.nics_per_node = singles.network.rails = 1;
+  singles.nccl = NcclRelease::V2_30;
+  const Machine m = make_machine(singles, 16);
+  const Tuning t = tune(m, Overrides{});
+  const int ag = index(Coll::AllGather);
+  const PatLatency pat = pat_latency(m, m.system.nccl);
+  // The kernel's levels and steps are NCCL's PAT latency: 8 us + log2(16) levels + 16 steps.
+  EXPECT_NEAR(t.latency_us[ag][index(Algo::Pat)][index(Proto::Simple)], 8 + 4 * pat.level_us + 16 * 2.8, 1e-9);
+  EXPECT_GT(pat.level_us, 0.0);
+  // 1 KiB: 64 bytes a rank, f = 8 pieces a message (n / 2), 8 steps at once (2.26 on): the
+  // deepest piece's 4 levels, each a message of 8 x 64 bytes at the channel's share of the
+  // NICs.
+  for (Coll c : {Coll::AllGather, Coll::ReduceScatter}) {
+    const Choice small = choose(m, t, c, 1024);
+    ASSERT_EQ(describe(small), "PAT/Simple/1ch") << to_string(c);
+    const double latency = 8 + 4 * (pat.level_us + 2.8);
+    EXPECT_NEAR(collective_latency_us(m, t, c, 1024, small), latency, 1e-9) << to_string(c);
+    const double rate = kernel_bus_bw(m, c, Algo::Pat, Proto::Simple, m.graphs[index(Algo::Tree)].bw_inter) / m.channels;
+    EXPECT_NEAR(collective_us(m, t, c, 1024, small), latency + 4 * 8 * 64 / (rate * 1e3), 1e-9) << to_string(c);
+    EXPECT_DOUBLE_EQ(bytes_sent_per_rank(m, c, 1024, small), 1024.0 * 15 / 16);
+  }
+  // 2.25 takes the 19 steps one at a time: 8 + 19 x 2.8 + a level and a step for the last
+  // piece, within a level and a step of NCCL's estimate (8 + 4 levels + 16 x 2.8).
+  System one_step = singles;
+  one_step.nccl = NcclRelease::V2_25;
+  const Machine m_2_25 = make_machine(one_step, 16);
+  const Tuning t_2_25 = tune(m_2_25, Overrides{});
+  const Choice small_2_25 = choose(m_2_25, t_2_25, Coll::AllGather, 1024);
+  ASSERT_EQ(small_2_25.algo, Algo::Pat);
+  const PatLatency pat_2_25 = pat_latency(m_2_25, NcclRelease::V2_25);
+  const double steps_2_25 = 8 + 19 * 2.8 + pat_2_25.level_us + 2.8;
+  EXPECT_NEAR(collective_latency_us(m_2_25, t_2_25, Coll::AllGather, 1024, small_2_25), steps_2_25, 1e-9);
+  EXPECT_NEAR(steps_2_25, small_2_25.nccl_estimate_us, pat_2_25.level_us + 2.8);
+  // 8 GiB as PAT: the NICs' pace, NCCL's PAT bus bandwidth (0.75 of the tree graph's) over
+  // the channels that run it, within 1 %.
+  const Tuning pat_only = tune(m, parse_overrides("PAT", ""));
+  const double big = 8.0 * (1 << 30);
+  const Choice large = choose(m, pat_only, Coll::AllGather, big);
+  ASSERT_EQ(large.algo, Algo::Pat);
+  const Graph& tree = m.graphs[index(Algo::Tree)];
+  const double nics = kernel_bus_bw(m, Coll::AllGather, Algo::Pat, Proto::Simple, tree.bw_inter) * large.channels / m.channels;
+  EXPECT_NEAR(nics, 0.75 * tree.channels * tree.bw_inter * large.channels / m.channels, 1e-9);
+  const double busbw = big / collective_us(m, pat_only, Coll::AllGather, big, large) * 1e-3 * 15 / 16;
+  EXPECT_NEAR(busbw / nics, 1.0, 0.01) << busbw;
+  // NCCL itself runs the ring there (PAT's 0.75).
+  EXPECT_EQ(choose(m, t, Coll::AllGather, big).algo, Algo::Ring);
+}
+
 TEST(NcclExecution, LatencyIsTheTimeWithUnlimitedBandwidth) {
   const NetworkConfig config = nccl_network({{"model", "nccl"}, {"system", "a100_8x"}});
   const Clock clock(config.nccl, 8);

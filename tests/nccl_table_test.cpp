@@ -458,7 +458,7 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
 // scenario.schema.json lists the network models and the algorithms per collective too;
 // they must be the tables' (network_model.hpp, schedule.hpp), with the tables' wording.
 // What a release cannot run is refused in one line naming the flag: Blackwell before 2.25,
-// lists per collective before 2.24, a job where 2.23 may run PAT (one GPU per node).
+// lists per collective before 2.24. A job with one GPU per node runs (PAT or not).
 TEST(CollectiveCommand, ReleaseLimits) {
   const auto dir = testing::fresh_dir("release_limits");
   testing::write_file(dir / "singles.json", R"({"preset": "h100_8x", "gpus_per_node": 1, "sockets": 1, "nodes": 4,
@@ -468,20 +468,22 @@ TEST(CollectiveCommand, ReleaseLimits) {
            {"--system b200_8x --nccl-version 2.24", "--nccl-version: NCCL 2.24 does not run Blackwell GPUs; 2.25 and later do"},
            {"--system a100_8x --nccl-version 2.18 --nccl-algo 'ring;allreduce:tree'",
             "--nccl-algo: NCCL_ALGO / NCCL_PROTO: lists per collective (\"ring;allreduce:tree\", \"\") are read from NCCL 2.24; "
-            "2.18 does not"},
-           {"--system " + (dir / "singles.json").string() + " -n 4 --op allgather",
-            "--system: NCCL 2.23 runs reduce-scatter and all-gather with one GPU per node as PAT"}}) {
+            "2.18 does not"}}) {
     const auto refused = testing::run_command(nccl + flags);
     EXPECT_EQ(refused.exit_code, 2) << flags << ": " << refused.output;
     EXPECT_NE(refused.output.find(message), std::string::npos) << flags << ": " << refused.output;
     EXPECT_EQ(std::count(refused.output.begin(), refused.output.end(), '\n'), 1) << flags << ": " << refused.output;
   }
-  // The same with what each needs: 2.25 for Blackwell, 2.24 for the lists, ^PAT.
-  for (const std::string& flags : std::vector<std::string>{
-           "--system b200_8x", "--system a100_8x --nccl-version 2.24 --nccl-algo 'ring;allreduce:tree'",
-           "--system " + (dir / "singles.json").string() + " -n 4 --op allgather --nccl-algo ^PAT"}) {
+  // The same with what each needs: 2.25 for Blackwell, 2.24 for the lists; one GPU per node
+  // with PAT (what 2.23 runs up to 1 MiB there) and without.
+  for (const auto& [flags, algo] : std::vector<std::pair<std::string, std::string>>{
+           {"--system b200_8x", ""},
+           {"--system a100_8x --nccl-version 2.24 --nccl-algo 'ring;allreduce:tree'", ""},
+           {"--system " + (dir / "singles.json").string() + " -n 4 --op allgather", "PAT/Simple"},
+           {"--system " + (dir / "singles.json").string() + " -n 4 --op allgather --nccl-algo ^PAT", "Ring/"}}) {
     const auto ran = testing::run_command(nccl + flags);
     EXPECT_EQ(ran.exit_code, 0) << flags << ": " << ran.output;
+    EXPECT_NE(ran.output.find(algo), std::string::npos) << flags << ": " << ran.output;
   }
 }
 

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <stdexcept>
 
 namespace dtsim::net::nccl {
 
@@ -462,6 +461,51 @@ double switch_reduction_us(const Machine& m, const Tuning& t, Coll c, double byt
   return fixed + (loops + roles - 1) * (loop / rate);
 }
 
+// PAT (reduce-scatter and all-gather with one GPU per node, 2.23 on): every rank roots a
+// binomial tree over the dimensions d < k = ceil(log2 n) (peers rank +- 2^d), and a chunk's
+// piece of another rank's block crosses one dimension per set bit of its offset from this
+// rank (PatAGAlgorithm, PatRSAlgorithm). So per chunk every rank sends and receives n - 1
+// pieces, as the ring does, but no piece waits behind more than k network levels. A channel
+// takes its part of a rank's block (cells, as the ring's) in chunks of a FIFO step, 512 KiB,
+// halved down to 64 KiB while 32 chunks (reduce-scatter 16) exceed the part's bytes over every
+// rank (calcCollChunking). The kernel sends f pieces a network message, f doubling from 1
+// while a chunk holds two parts f times over, up to n / 2 (the algorithm's postFreq), and
+// from 2.26 works on up to min(f, 16) steps at once (its worker groups; one before). A step
+// handles one piece: received (and forwarded, or reduced and sent on), or the rank's own sent
+// on a dimension: S = n - 1 + k steps a chunk. The chunks run one after another, each
+//   max(k (level + f b / r + step),  max((n - 1) b / r, S step / groups) + level + step)
+// (the deepest piece's path through k messages; or the NIC carrying every piece, or the
+// steps, plus the last message's level) with b a piece's bytes, r the channel's share of the
+// NICs at NCCL's PAT bandwidth (0.75 of the tree graph's, kernel_bus_bw), and NCCL's own PAT
+// latency figures (pat_latency): level = its log latency per tree level, step = its linear
+// part per rank (a step a rank), after its base time once.
+double pat_us(const Machine& m, Coll c, double bytes, const Choice& ch, int element_size, Part part) {
+  const PatLatency lat = pat_latency(m, m.system.nccl);
+  const i64 n = m.ranks, k = ceil_log2(m.ranks), elem = element_size;
+  const i64 count = static_cast<i64>(bytes) / elem / n;  // one rank's block
+  if (count <= 0) return lat.base_us;
+  const i64 part_elems = largest_cell_part(m, Proto::Simple, count, elem, traffic_per_byte(c, m.ranks), ch.channels, m.channels);
+  i64 chunk_bytes = kSimpleStepBytes;
+  const i64 chunks_over = c == Coll::AllGather ? 32 : 16;
+  while (chunk_bytes * chunks_over > n * part_elems * elem && chunk_bytes > 65536) chunk_bytes /= 2;
+  const i64 chunk = std::max<i64>(1, chunk_bytes / elem);
+  i64 f = 1;
+  while (chunk / (part_elems * f) >= 2 && f < n / 2) f *= 2;
+  const i64 groups = m.system.nccl >= NcclRelease::V2_26 ? std::min<i64>(f, 16) : 1;
+  const double r = part == Part::Latency ? kUnlimited
+                                         : kernel_bus_bw(m, c, Algo::Pat, Proto::Simple, m.graphs[index(Algo::Pat)].bw_inter) /
+                                               m.channels * 1e3;
+  const double step = lat.per_rank_us, steps = static_cast<double>(n - 1 + k);
+  auto chunk_us = [&](i64 nelem) {
+    const double b = static_cast<double>(nelem * elem);
+    const double path = static_cast<double>(k) * (lat.level_us + static_cast<double>(f) * b / r + step);
+    const double busiest = std::max(static_cast<double>(n - 1) * b / r, steps * step / static_cast<double>(groups));
+    return std::max(path, busiest + lat.level_us + step);
+  };
+  const i64 whole = part_elems / chunk, rest = part_elems % chunk;
+  return lat.base_us + static_cast<double>(whole) * chunk_us(chunk) + (rest > 0 ? chunk_us(rest) : 0.0);
+}
+
 double time_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& choice, int element_size, Part part) {
   if (m.ranks <= 1 || !(bytes > 0)) return 0.0;
   element_size = std::clamp(element_size, 1, 8);
@@ -472,7 +516,7 @@ double time_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Ch
     case Algo::CollNetChain:
     case Algo::Nvls:
     case Algo::NvlsTree: return switch_reduction_us(m, t, c, bytes, choice, element_size, part);
-    case Algo::Pat: throw std::invalid_argument("PAT's kernels are not modelled");  // choose() never picks it
+    case Algo::Pat: return pat_us(m, c, bytes, choice, element_size, part);
   }
   return 0.0;
 }
@@ -558,6 +602,7 @@ double bytes_sent_per_rank(const Machine& m, Coll c, double bytes, const Choice&
       }
       break;
     case Algo::Tree: return 2 * bytes * (n - 1) / n;  // up and down every tree edge, n-1 edges
+    case Algo::Pat: return (n - 1) / n * bytes;  // every other rank's piece of the block, once
     default:  // into the switch (or network) once; the reduction comes back
       return c == Coll::AllGather ? bytes / n : bytes;  // all-gather: the rank's block
   }

@@ -50,8 +50,6 @@ Clock::Clock(std::shared_ptr<const Config> config, int ranks)
   // Whether a collective has an algorithm does not depend on its size. NCCL refuses the
   // first collective that has none; dtsim refuses the job here, before it runs (whether or
   // not it would issue one), so that no result is lost mid-run.
-  // Nor does whether NCCL may pick PAT, whose kernels are not modelled.
-  refuse_pat(machine_, tuning_);
   for (const Coll c : {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::Broadcast, Coll::Reduce})
     (void)choose(machine_, tuning_, c, 1 << 20);
 }

@@ -56,8 +56,7 @@ LinkParams nominal_link(const System& system);
 class Clock final : public MachineClock {
  public:
   // Throws std::invalid_argument when the ranks do not fit the system (tuning.hpp:
-  // make_machine), NCCL may run PAT (refuse_pat) or NCCL_ALGO leaves a collective no
-  // algorithm where the release fails.
+  // make_machine) or NCCL_ALGO leaves a collective no algorithm where the release fails.
   Clock(std::shared_ptr<const Config> config, int ranks);
   const Machine& machine() const { return machine_; }
   const Tuning& tuning() const { return tuning_; }

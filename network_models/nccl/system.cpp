@@ -51,7 +51,7 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
        "back to keeps NCCL_PROTO; with NVLS the rings and trees run on at least NVLS's channels"},
       {NcclRelease::V2_23, "2.23", {"2.23.4"}, "-",
        "Tree Simple's latency re-tuned (8.4 us once, 4 us a hop, 14 across nodes); PAT for reduce-scatter and "
-       "all-gather with one GPU per node (tuned, its kernels not modelled: refused); LL128's one-GPU-per-node "
+       "all-gather with one GPU per node (its kernels one step at a time); LL128's one-GPU-per-node "
        "discount dropped; NVLS reduce-scatter and all-gather estimated at the bus bandwidth (the kernels keep this "
        "pace in every release); an all-reduce ring counts 2(N - 1) network steps; one GPU per node takes the tree's "
        "network latency; parts of at least 16 KiB of traffic"},
@@ -64,7 +64,8 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
        "NVLS's graph at most 32 heads"},
       {NcclRelease::V2_26, "2.26", {"2.26.2", "2.26.3", "2.26.5", "2.26.6"}, "2.7",
        "LL's traffic counts four times when a collective's parts are dealt out (smaller parts, more channels); a ring "
-       "over two NVLink domains (two bridged pairs) takes at least 2 channels"},
+       "over two NVLink domains (two bridged pairs) takes at least 2 channels; PAT's kernels work on up to 16 steps "
+       "at once"},
       {NcclRelease::V2_27, "2.27", {"2.27.3"}, "2.8",
        "NVLS reduce-scatter and all-gather estimated over (G - 1) / G of the channels' speed (the kernels keep this "
        "pace in every release); CollNet Direct's at 0.9 of the network; Blackwell's speed lists gain 18 within a node "

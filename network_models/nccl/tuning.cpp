@@ -653,10 +653,17 @@ double nccl_latency_us(const Machine& m, NcclRelease release, Coll coll, Algo a,
     case Algo::CollNetChain: return lat + 2 * (n / N - 1) * intra_lat + inter_lat;
     case Algo::Nvls: return lat + intra_lat + (N > 1 ? inter_lat : 0.0);  // 2.18: the NVLink hop's in the base
     case Algo::NvlsTree: return v2_18 ? lat + 2 * (N - 1) * inter_lat : lat + intra_lat + 2 * log2i(N) * inter_lat;
-    // "Base time", "log latency" and "still a linear part".
-    case Algo::Pat: return 8 + log2i(N) * (inter_lat / 3.5) + n * 2.8;
+    case Algo::Pat: {
+      const PatLatency pat = pat_latency(m, release, p);
+      return pat.base_us + log2i(N) * pat.level_us + n * pat.per_rank_us;
+    }
   }
   return lat;
+}
+
+PatLatency pat_latency(const Machine& m, NcclRelease release, Proto p) {
+  const Algo net_algo = m.per_node == 1 && release >= NcclRelease::V2_23 ? Algo::Tree : Algo::Pat;
+  return {.level_us = tuning_hop_us(release, Hw::Net, net_algo, p) / 3.5};
 }
 
 namespace {
@@ -885,21 +892,12 @@ void set_channels_and_threads(const Machine& m, const Tuning& t, double bytes, C
   }
   nt = nt / kWarp < 3 ? 3 * kWarp : nt;
   if (ch.algo == Algo::Tree && m.system.nccl >= NcclRelease::V2_22) nt = kMaxThreads;  // "tree now uses all threads always"
+  if (ch.algo == Algo::Pat) nt = kMaxThreads;
   ch.channels = nc;
   ch.threads = nt;
 }
 
 }  // namespace
-
-void refuse_pat(const Machine& m, const Tuning& t) {
-  const int pat = index(Algo::Pat), simple = index(Proto::Simple);
-  if (t.bandwidth_GBps[index(Coll::AllGather)][pat][simple] > 0 || t.bandwidth_GBps[index(Coll::ReduceScatter)][pat][simple] > 0)
-    throw std::invalid_argument(fmt::format(
-        "NCCL {} runs reduce-scatter and all-gather with one GPU per node as PAT where it estimates it faster, whose "
-        "kernels dtsim does not model; NCCL_ALGO=^PAT (nccl_algo \"^PAT\", --nccl-algo ^PAT) times what NCCL runs "
-        "without it",
-        to_string(m.system.nccl)));
-}
 
 Choice choose(const Machine& m, const Tuning& t, Coll c, double bytes) {
   Choice ch;
@@ -918,11 +916,6 @@ Choice choose(const Machine& m, const Tuning& t, Coll c, double bytes) {
     if (!fastest_ring_backup(m, t, c, bytes, ch))
       throw std::invalid_argument(fmt::format("{} of {} bytes: no algorithm/protocol available", to_string(c), bytes));
   }
-  if (ch.algo == Algo::Pat)
-    throw std::invalid_argument(fmt::format(
-        "{} of {} bytes on {} GPUs of \"{}\": NCCL {} runs it as PAT (one GPU per node), whose kernels dtsim does not "
-        "model; NCCL_ALGO=^PAT times what NCCL runs without it",
-        to_string(c), bytes, m.ranks, m.system.name, to_string(m.system.nccl)));
   set_channels_and_threads(m, t, bytes, ch);
   return ch;
 }

@@ -42,8 +42,8 @@
 //   - reduce-scatter and all-gather by anything but the ring are estimated at their bus
 //     bandwidth (NVLS: 5/6 of it before; the kernels keep this pace in every release);
 //   - PAT for reduce-scatter and all-gather with one GPU per node (Simple, 0.85 of the tree
-//     graph's bandwidth, 8 us + log2(N) x the network hop / 3.5 + 2.8 us a rank), tuned
-//     here but not timed: choose() refuses it;
+//     graph's bandwidth, 8 us + log2(N) x the network hop / 3.5 + 2.8 us a rank; its kernels
+//     in collective_time.hpp);
 //   - CollNet Direct only up to 8 GPUs a node.
 // And 2.24 on top of those (its kernels' split and chunks are 2.23's):
 //   - NCCL_ALGO and NCCL_PROTO may give lists per collective ("ring;allreduce:tree");
@@ -120,8 +120,7 @@ namespace dtsim::net::nccl {
 
 // NCCL's enumerations, in NCCL's order (ncclFunc_t, NCCL_ALGO_*, NCCL_PROTO_*).
 enum class Coll { Broadcast, Reduce, AllGather, ReduceScatter, AllReduce };
-// PAT (2.23: reduce-scatter and all-gather with one GPU per node) is tuned, so that NCCL's
-// choice stays its own, but its kernels are not modelled: choose() refuses it.
+// PAT: 2.23's reduce-scatter and all-gather with one GPU per node.
 enum class Algo { Tree, Ring, CollNetDirect, CollNetChain, Nvls, NvlsTree, Pat };
 enum class Proto { LL, LL128, Simple };
 inline constexpr int kColls = 5, kAlgos = 7, kProtos = 3;
@@ -243,15 +242,17 @@ struct Choice {
 // NCCL's latency for `coll` run as (a, p) under `release` (what tune() sets for the
 // system's): the base and the hops the algorithm crosses, us.
 double nccl_latency_us(const Machine& m, NcclRelease release, Coll coll, Algo a, Proto p);
+// NCCL's latency figures for PAT under `release` (2.23 on), us: a base time, a "log latency"
+// per tree level (the tree's network hop / 3.5) and "still a linear part" per rank.
+struct PatLatency {
+  double base_us = 8.0, level_us = 0.0, per_rank_us = 2.8;
+};
+PatLatency pat_latency(const Machine& m, NcclRelease release, Proto p = Proto::Simple);
 // NCCL's estimate for (algo, proto) on `bytes` (ncclTopoGetAlgoTime), or -1 if disabled.
 double nccl_estimate_us(const Machine& m, const Tuning& t, Coll c, Algo a, Proto p, double bytes);
 // What NCCL runs for `bytes` of collective `c` (its nBytes: the whole buffer, for all-gather
 // and reduce-scatter every rank's blocks). Throws std::invalid_argument when overrides leave
-// nothing for it (NCCL's "no algorithm/protocol available"), or when NCCL runs it as PAT.
+// nothing for it (NCCL's "no algorithm/protocol available").
 Choice choose(const Machine& m, const Tuning& t, Coll c, double bytes);
-// Throws std::invalid_argument where NCCL may run reduce-scatter or all-gather as PAT (from
-// 2.23 with one GPU per node, unless NCCL_ALGO leaves it out): whether it does depends on
-// the size, so a job is refused before it runs rather than at its first such collective.
-void refuse_pat(const Machine& m, const Tuning& t);
 
 }  // namespace dtsim::net::nccl
