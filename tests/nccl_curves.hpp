@@ -2,9 +2,11 @@
 // (nccl_validation_test.cpp, bench/results/nccl-validation.md): in-place bus bandwidth,
 // GB/s, per size (powers of two; nccl-tests' busbw = algbw x 2(n-1)/n).
 //
-// All three from Azure/AI-benchmarking-guide (Azure_Results/ND_*_results.md, 2024-09), run
-// by Benchmarks/NVIDIA/NCCLBandwidth.py as `NCCL_ALGO=NVLS all_reduce_perf -b 8 -e 8G -f 2
-// -g 8 -n 40`: one process and one thread for the node's 8 GPUs (-g 8). On A100 NVLS does
+// All from Azure/AI-benchmarking-guide (Azure_Results/ND_*_results.md), run by
+// Benchmarks/NVIDIA/NCCLBandwidth.py as `NCCL_ALGO=NVLS all_reduce_perf -b 8 -e 8G -f 2 -g 8
+// -n 40`: one process and one thread for the node's 8 GPUs (-g 8); on a node of 4 GPUs (ND
+// GB200 v6, 2025: a GB200 NVL72's compute tray, its 4 Blackwell GPUs on the rack's NVLink
+// switches, NCCL 2.25.1) the script runs NCCL_ALGO=Ring with -g 4. On A100 NVLS does
 // not exist and NCCL >= 2.19 runs the ring instead, with its own protocols (tuning.cc:
 // "at least set ring algo available"); the page's "NCCL 2.18.5" can therefore not be the
 // library that ran, whose all-reduce would have had no algorithm: it is modelled as 2.20
@@ -35,9 +37,11 @@ struct Curve {
   std::string name;      // the machine, as published
   std::string source;
   std::string nccl_algo;  // NCCL_ALGO of the run
-  int gpus_per_thread;    // nccl-tests -g
+  int gpus_per_thread;    // nccl-tests -g: the node's GPUs, every one of them in the run
   std::string nccl_version;  // the release it is modelled with (above)
   std::vector<CurvePoint> points;
+  std::string differs = "";  // what differs from the preset, as a system JSON's fields ("": nothing)
+  std::string id = "";       // names its figure, nccl-validation-<id>.svg ("": the preset's name)
 };
 
 // A published figure without its curve: nccl-tests' "Avg bus bandwidth" over a run's sizes
@@ -164,6 +168,15 @@ inline const std::vector<Curve>& published_curves() {
         {64 * K, 3.72},  {128 * K, 7.39}, {256 * K, 14.75}, {512 * K, 29.38}, {1 * M, 52.96},   {2 * M, 88.78},
         {4 * M, 138.44}, {8 * M, 181.94}, {16 * M, 240.41}, {32 * M, 300.91}, {64 * M, 368.11}, {128 * M, 412.45},
         {256 * M, 432.24}, {512 * M, 442.72}, {1 * G, 467.58}, {2 * G, 472.57}, {4 * G, 477.41}, {8 * G, 479.98}}},
+      // A GB200 NVL72 tray as a user writes it: the B200 preset (the same Blackwell GPU and
+      // NVLink5, 18 links), 4 GPUs a node. Not used to build the model.
+      {"b200_8x", "Azure ND GB200 v6 (4x NVIDIA GB200 185GB a VM, NVLink5 to the NVL72's switches, ARM Neoverse-V2)",
+       "Azure/AI-benchmarking-guide Azure_Results/ND_GB200_v6_results.md (NCCL 2.25.1, CUDA 12.8)", "Ring", 4, "2.25.1",
+       {{1 * K, 0.10},   {2 * K, 0.19},    {4 * K, 0.38},    {8 * K, 0.76},     {16 * K, 1.46},    {32 * K, 2.88},
+        {64 * K, 5.71},  {128 * K, 11.29}, {256 * K, 22.41}, {512 * K, 44.07},  {1 * M, 80.48},    {2 * M, 110.43},
+        {4 * M, 146.27}, {8 * M, 253.46},  {16 * M, 331.09}, {32 * M, 422.62},  {64 * M, 550.73},  {128 * M, 574.19},
+        {256 * M, 593.53}, {512 * M, 618.74}, {1 * G, 646.87}, {2 * G, 666.63}, {4 * G, 673.06}, {8 * G, 679.61}},
+       R"json({"gpus_per_node": 4, "sockets": 1})json", "gb200_4"},
   };
   return curves;
 }

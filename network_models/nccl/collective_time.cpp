@@ -481,7 +481,7 @@ double switch_reduction_us(const Machine& m, const Tuning& t, Coll c, double byt
 // part per rank (a step a rank), after its base time once.
 double pat_us(const Machine& m, Coll c, double bytes, const Choice& ch, int element_size, Part part) {
   const PatLatency lat = pat_latency(m, m.system.nccl);
-  const i64 n = m.ranks, k = ceil_log2(m.ranks), elem = element_size;
+  const i64 n = m.ranks, k = ceil_log2(m.ranks), elem = element_bytes(c, element_size);
   const i64 count = static_cast<i64>(bytes) / elem / n;  // one rank's block
   if (count <= 0) return lat.base_us;
   const i64 part_elems = largest_cell_part(m, Proto::Simple, count, elem, traffic_per_byte(c, m.ranks), ch.channels, m.channels);
