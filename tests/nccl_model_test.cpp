@@ -383,11 +383,14 @@ TEST(NcclTuning, Releases) {
   EXPECT_EQ(parse_nccl_release("2.19.3"), NcclRelease::V2_19);
   EXPECT_EQ(parse_nccl_release("2.18"), NcclRelease::V2_18);
   EXPECT_STREQ(to_string(NcclRelease::V2_19), "2.19");
+  EXPECT_EQ(parse_nccl_release("2.28.3"), NcclRelease::V2_28);
+  EXPECT_EQ(parse_nccl_release("2.28.7"), NcclRelease::V2_28_7);
+  EXPECT_EQ(parse_nccl_release("2.28.9"), NcclRelease::V2_28_9);
   try {
-    (void)parse_nccl_release("2.28.3");
+    (void)parse_nccl_release("2.17.1");
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "NCCL \"2.28.3\" is not modelled: expected " + modelled_nccl_releases());
+    EXPECT_EQ(std::string(e.what()), "NCCL \"2.17.1\" is not modelled: expected " + modelled_nccl_releases());
   }
   System h100 = preset("h100_8x");
   const Machine old_h100 = make_machine(h100, 8);
@@ -489,7 +492,8 @@ TEST(NcclTuning, Releases) {
   EXPECT_EQ(modelled_nccl_releases(),
             "2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), "
             "2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1), 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6), 2.27 (2.27.3), "
-            "2.27.5 (2.27.5), 2.27.6 (2.27.6, 2.27.7), 2.28 (2.28.9), 2.29 (2.29.2, 2.29.3), 2.29.7 (2.29.7) or "
+            "2.27.5 (2.27.5), 2.27.6 (2.27.6, 2.27.7), 2.28 (2.28.3), 2.28.7 (2.28.7), 2.28.9 (2.28.9), 2.29 (2.29.2, "
+            "2.29.3), 2.29.7 (2.29.7) or "
             "2.30 (2.30.3, 2.30.4, 2.30.7)");
   const auto docs = dtsim::net::network_docs();  // the schema's description of the field names them all
   const auto field = std::find_if(docs.begin(), docs.end(), [](const auto& d) {
@@ -830,7 +834,7 @@ TEST(NcclTuning, Release2_29) {
 // 4 nodes), on 4 nodes 24 channels; with 800 Gb/s NICs (100 GB/s; PCIe 6) 32 channels and 128
 // KiB on 2 nodes, 24 channels and 256 KiB chunks for NVLS and its tree on 4. Hopper's are
 // unchanged (16 channels, 128 KiB; 64 KiB for the tree from 4 nodes). The NVLS tree's cap
-// beyond 2 nodes is 80 GB/s a channel (43.8 in 2.28 and 2.29).
+// beyond 2 nodes is 80 GB/s a channel (43.8 in 2.28.9 and 2.29).
 TEST(NcclTuning, Release2_30) {
   EXPECT_EQ(parse_nccl_release("2.30.7"), NcclRelease::V2_30);
   struct Case {
@@ -871,19 +875,20 @@ TEST(NcclTuning, Release2_30) {
   }
 }
 
-// NCCL 2.28 (2.28.9, PyTorch 2.11's) re-estimates NVLS and the NVLS tree: the channels' speed
-// x the generation's efficiency (Hopper .85) x (channels - 1) / channels, x 2 for all-reduce's
-// two pipelined operations, x (G - 1) / G for the others, at most the inter-node speed (the
-// NVLS tree's x 2 on 2 nodes) and the NVLS tree's cap (Hopper 57.7 on 2 nodes, 45.5 beyond),
-// then at the ring's n / steps. On one node the inter-node speed is what the search's second
-// pass raised it to (from 2.19): 8 H100s' 8 NVLS channels of 40 GB/s carry 60.
+// NCCL 2.28 (from 2.28.3; 2.28.9 is PyTorch 2.11's) re-estimates NVLS and the NVLS tree: the
+// channels' speed x the generation's efficiency (Hopper .85) x (channels - 1) / channels, x 2
+// for all-reduce's two pipelined operations, x (G - 1) / G for the others, at most the
+// inter-node speed (the NVLS tree's x 2 on 2 nodes) and the NVLS tree's cap (Hopper 57.7 on 2
+// nodes, 45.5 beyond), then at the ring's n / steps. On one node the inter-node speed is what
+// the search's second pass raised it to (from 2.19): 8 H100s' 8 NVLS channels of 40 GB/s carry
+// 60.
 TEST(NcclTuning, NvlsReestimatedIn2_28) {
   const int ar = index(Coll::AllReduce), ag = index(Coll::AllGather), simple = index(Proto::Simple);
   const int nvls = index(Algo::Nvls), nvls_tree = index(Algo::NvlsTree);
   System h100 = preset("h100_8x");
   EXPECT_DOUBLE_EQ(make_machine(h100, 8).graphs[nvls].bw_inter, 40.0);  // 2.18: no second pass for NVLS
   h100.nccl = parse_nccl_release("2.28.9");
-  ASSERT_EQ(h100.nccl, NcclRelease::V2_28);
+  ASSERT_EQ(h100.nccl, NcclRelease::V2_28_9);
   const Machine one = make_machine(h100, 8);
   ASSERT_EQ(one.graphs[nvls].channels, 8);
   EXPECT_DOUBLE_EQ(one.graphs[nvls].bw_intra, 40.0);
@@ -893,19 +898,21 @@ TEST(NcclTuning, NvlsReestimatedIn2_28) {
   EXPECT_NEAR(t.bandwidth_GBps[ag][nvls][simple], 8 * 40 * .85 * 7 / 8 * 7 / 8, 1e-4);
 
   // Across nodes the NVLS tree: 2 nodes at its cap (under 59.5 and 2 x 48), 4 nodes at 45.5;
-  // its network hop 20.9 us (14 in 2.27), crossed 2 log2(N) times.
+  // its network hop 20.9 us from 2.28.9 (14 in 2.27 - 2.28.7), crossed 2 log2(N) times.
   for (const auto& [nodes, per_channel] : std::vector<std::pair<int, double>>{{2, 57.7}, {4, 45.5}}) {
     h100.nodes = nodes;
     const int n = 8 * nodes;
-    h100.nccl = NcclRelease::V2_28;
+    h100.nccl = NcclRelease::V2_28_9;
     const Machine m = make_machine(h100, n);
     ASSERT_DOUBLE_EQ(m.graphs[nvls_tree].bw_inter, 48.0);
     const Tuning t_2_28 = tune(m, Overrides{});
     EXPECT_NEAR(t_2_28.bandwidth_GBps[ar][nvls_tree][simple], 8 * per_channel * n / (2.0 * (n - 1)), 1e-4) << nodes;
-    h100.nccl = NcclRelease::V2_27;
-    const Tuning t_2_27 = tune(make_machine(h100, n), Overrides{});
-    EXPECT_NEAR(t_2_28.latency_us[ar][nvls_tree][simple] - t_2_27.latency_us[ar][nvls_tree][simple],
-                2 * std::log2(nodes) * (20.9 - 14), 1e-9) << nodes;
+    for (const NcclRelease before : {NcclRelease::V2_27, NcclRelease::V2_28, NcclRelease::V2_28_7}) {
+      h100.nccl = before;
+      const Tuning t_before = tune(make_machine(h100, n), Overrides{});
+      EXPECT_NEAR(t_2_28.latency_us[ar][nvls_tree][simple] - t_before.latency_us[ar][nvls_tree][simple],
+                  2 * std::log2(nodes) * (20.9 - 14), 1e-9) << nodes << " " << to_string(before);
+    }
   }
 }
 
@@ -932,18 +939,20 @@ TEST(NcclExecution, KernelsKeep2_27sPaceUnder2_28) {
   }
 }
 
-// 2.28's other rules: NVLS on 2 GPUs of a node (3 before; 2 channels of 60 GB/s, all-reduce
-// at 2 x 60 x .85 x 1/2 x 2 x 2/2); the rings no longer copied up to NVLS's channels, and
-// NVLS across nodes on at most the communicator's channels (8 where 2 NICs a node make 8;
-// 2.27 copies the rings up to NVLS's 16 and runs NVLS on all 16); CollNet Chain only up to 8 GPUs a
-// node; Blackwell's own per-channel caps (on 2 nodes the ring's LL128 34.6 GB/s and the
-// tree's LL128 31.67, twice Hopper's 36.7 before).
+// 2.28's other rules: NVLS on 2 GPUs of a node from 2.28.7 (3 before; 2 channels of 60 GB/s,
+// all-reduce at 2 x 60 x .85 x 1/2 x 2 x 2/2); the rings no longer copied up to NVLS's
+// channels, and NVLS across nodes on at most the communicator's channels (8 where 2 NICs a
+// node make 8; 2.27 copies the rings up to NVLS's 16 and runs NVLS on all 16); CollNet Chain
+// only up to 8 GPUs a node; Blackwell's own per-channel caps (on 2 nodes the tree's LL128
+// 31.67 GB/s, and from 2.28.7 the ring's LL128 34.6, twice Hopper's 36.7 before).
 TEST(NcclTuning, Release2_28Rules) {
   const int ar = index(Coll::AllReduce), simple = index(Proto::Simple);
   System h100 = preset("h100_8x");
-  h100.nccl = NcclRelease::V2_27;
-  EXPECT_FALSE(make_machine(h100, 2).nvls);
-  h100.nccl = NcclRelease::V2_28;
+  for (const NcclRelease before : {NcclRelease::V2_27, NcclRelease::V2_28}) {
+    h100.nccl = before;
+    EXPECT_FALSE(make_machine(h100, 2).nvls) << to_string(before);
+  }
+  h100.nccl = NcclRelease::V2_28_7;
   const Machine pair = make_machine(h100, 2);
   ASSERT_TRUE(pair.nvls);
   EXPECT_EQ(pair.graphs[index(Algo::Nvls)].channels, 2);
@@ -987,7 +996,9 @@ TEST(NcclTuning, Release2_28Rules) {
   b200.network.nic_Gbps = 800;
   b200.pcie.generation = 6;
   for (const auto& [release, speed, ring_ll128, tree_ll128] : std::vector<std::tuple<NcclRelease, double, double, double>>{
-           {NcclRelease::V2_27, 45.0, 2 * 36.7, 2 * 36.7}, {NcclRelease::V2_28, 45.1, 34.6, 31.67}}) {
+           {NcclRelease::V2_27, 45.0, 2 * 36.7, 2 * 36.7},
+           {NcclRelease::V2_28, 45.1, 2 * 36.7, 31.67},
+           {NcclRelease::V2_28_7, 45.1, 34.6, 31.67}}) {
     b200.nccl = release;
     const Machine m = make_machine(b200, 16);
     const Graph& g = m.graphs[index(Algo::Ring)];
@@ -1404,8 +1415,8 @@ TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
   const NetworkConfig no_pat = nccl_network({{"model", "nccl"}, {"system", singles}, {"nccl_algo", "^PAT"}});
   EXPECT_NO_THROW(check_network_links(no_pat, Topology::ring(4, no_pat.nominal)));
   EXPECT_EQ(network_section_json(nvls_2_20)["system"]["nccl_version"], "2.20");
-  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.28.3"}}}}),
-            "/network/system/nccl_version: NCCL \"2.28.3\" is not modelled: expected " + modelled_nccl_releases());
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nccl_version", "2.17.1"}}}}),
+            "/network/system/nccl_version: NCCL \"2.17.1\" is not modelled: expected " + modelled_nccl_releases());
 }
 
 // Collectives run one at a time, as on one process group's NCCL stream: one whose ranks

@@ -349,7 +349,7 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
   // NCCL 2.18 has no algorithm for NCCL_ALGO=NVLS on an A100; an unmodelled release is refused.
   for (const auto& [version, message] : std::vector<std::pair<std::string, std::string>>{
            {"2.18", "--nccl-algo: all_reduce: NCCL_ALGO leaves no algorithm that runs on 8 GPUs of \"a100_8x\", where NCCL 2.18 fails"},
-           {"2.28.3", "--nccl-version: NCCL \"2.28.3\" is not modelled: expected " + dtsim::net::nccl::modelled_nccl_releases()}}) {
+           {"2.17.1", "--nccl-version: NCCL \"2.17.1\" is not modelled: expected " + dtsim::net::nccl::modelled_nccl_releases()}}) {
     const auto refused = testing::run_command(std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --nccl-algo NVLS "
                                               "--nccl-version " + version + " --against " + (dir / "a100.txt").string());
     EXPECT_EQ(refused.exit_code, 2) << version << ": " << refused.output;
@@ -360,12 +360,12 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
   // a modelled one for a release dtsim does not model, which is refused without it.
   const std::string nvls = std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --nccl-algo NVLS --against ";
   testing::write_file(dir / "2.20.5.txt", "NCCL version 2.20.5+cuda12.4\n" + text);
-  testing::write_file(dir / "2.28.3.txt", "# nccl-tests version 2.13.10 nccl-headers=22803 nccl-library=22803\n" + text);
+  testing::write_file(dir / "2.17.1.txt", "# nccl-tests version 2.13.10 nccl-headers=21701 nccl-library=21701\n" + text);
   const auto ran = testing::run_command(nvls + (dir / "2.20.5.txt").string());
   EXPECT_EQ(ran.exit_code, 0) << ran.output;
   EXPECT_NE(ran.output.find("model nccl (NCCL 2.20's choices, NCCL_ALGO=NVLS)"), std::string::npos) << ran.output;
   EXPECT_NE(ran.output.find("(NCCL 2.20.5 ran; in place;"), std::string::npos) << ran.output;
-  const auto chosen = testing::run_command(nvls + (dir / "2.28.3.txt").string() + " --nccl-version 2.20");
+  const auto chosen = testing::run_command(nvls + (dir / "2.17.1.txt").string() + " --nccl-version 2.20");
   // NCCL_ALGO as the run printed it under NCCL_DEBUG=INFO: taken without --nccl-algo, which
   // may only agree with it.
   testing::write_file(dir / "info.txt", "h:1:1 [0] NCCL INFO NCCL_ALGO set by environment to NVLS\nNCCL version 2.20.5+cuda12.4\n" + text);
@@ -394,10 +394,10 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
     EXPECT_EQ(std::count(refused.output.begin(), refused.output.end(), '\n'), 1) << file << ": " << refused.output;
   }
   EXPECT_EQ(chosen.exit_code, 0) << chosen.output;
-  EXPECT_NE(chosen.output.find("(NCCL 2.28.3 ran; in place;"), std::string::npos) << chosen.output;
+  EXPECT_NE(chosen.output.find("(NCCL 2.17.1 ran; in place;"), std::string::npos) << chosen.output;
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
            {(dir / "2.20.5.txt").string() + " --nccl-version 2.18", "--nccl-version: 2.18, but --against ran NCCL 2.20.5 (line 1)"},
-           {(dir / "2.28.3.txt").string(), "--against: NCCL 2.28.3 ran (line 1), which dtsim does not model; compare it with a "
+           {(dir / "2.17.1.txt").string(), "--against: NCCL 2.17.1 ran (line 1), which dtsim does not model; compare it with a "
                                            "release it does: --nccl-version " + dtsim::net::nccl::modelled_nccl_releases()}}) {
     const auto refused = testing::run_command(nvls + args);
     EXPECT_EQ(refused.exit_code, 2) << args << ": " << refused.output;

@@ -74,12 +74,16 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
       {NcclRelease::V2_27_5, "2.27.5", {"2.27.5"}, "2.9, 2.10",
        "Blackwell: an NVLink counts 40.1 GB/s, and its speed list across nodes starts at 48 (45.1 after it)"},
       {NcclRelease::V2_27_6, "2.27.6", {"2.27.6", "2.27.7"}, "-", "Blackwell: its speed list across nodes starts at 96"},
-      {NcclRelease::V2_28, "2.28", {"2.28.9"}, "2.11",
+      {NcclRelease::V2_28, "2.28", {"2.28.3"}, "-",
        "NVLS and the NVLS tree re-estimated (an efficiency per GPU generation, the channels but one, all-reduce's "
-       "two operations pipelined, at the ring's n / steps; the kernels keep 2.27's pace); the NVLS tree's network hop "
-       "20.9 us; Blackwell's own per-channel caps; NVLS from 2 GPUs a node; the rings no longer copied up to NVLS's "
-       "channels, and NVLS across nodes on at most the communicator's; CollNet Chain up to 8 GPUs a node (2.28.3 "
-       "and 2.28.7 differ in three constants: not modelled)"},
+       "two operations pipelined, at the ring's n / steps; the kernels keep 2.27's pace); Blackwell's own per-channel "
+       "caps for the trees and the NVLS tree; the rings no longer copied up to NVLS's channels, and NVLS across nodes "
+       "on at most the communicator's; CollNet Chain up to 8 GPUs a node"},
+      {NcclRelease::V2_28_7, "2.28.7", {"2.28.7"}, "-",
+       "NVLS from 2 GPUs a node; Blackwell's ring LL128 capped at 34.6 GB/s a channel on 2 nodes"},
+      {NcclRelease::V2_28_9, "2.28.9", {"2.28.9"}, "2.11",
+       "the NVLS tree's network hop 20.9 us (14 before); Blackwell's NVLS tree capped at 43.8 GB/s a channel beyond "
+       "2 nodes (43.1 before)"},
       {NcclRelease::V2_29, "2.29", {"2.29.2", "2.29.3"}, "-",
        "a collective's parts in cells of 32 KiB of traffic, a channel's share no longer at least that; Blackwell: "
        "the ring's LL128 capped at 34.5 GB/s a channel (34.6 on 2 nodes), the speed list within a node gains 45, "

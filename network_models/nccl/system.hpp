@@ -39,12 +39,16 @@ enum class CpuVendor { Intel, Amd };
 // The NCCL release whose constants and rules the model applies (tuning.hpp lists what
 // differs; nccl_releases below): 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3,
 // 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1), 2.26
-// (2.26.2 - 2.26.6), 2.27 (2.27.3), 2.27.5, 2.27.6 (2.27.6, 2.27.7), 2.28 (2.28.9), 2.29
-// (2.29.2, 2.29.3), 2.29.7 or 2.30 (2.30.3 - 2.30.7): the releases of the published curves it
-// is checked on, of PyTorch 2.2 - 2.15's wheels, and those between (2.25 the first that runs Blackwell). A series is one value where its patch
-// releases agree in what the model reads; 2.27's and 2.29's patches change Blackwell's figures, so
-// they have values of their own. Others are refused rather than approximated. In release order.
-enum class NcclRelease { V2_18, V2_19, V2_20, V2_21, V2_22, V2_23, V2_24, V2_25, V2_26, V2_27, V2_27_5, V2_27_6, V2_28, V2_29, V2_29_7, V2_30 };
+// (2.26.2 - 2.26.6), 2.27 (2.27.3), 2.27.5, 2.27.6 (2.27.6, 2.27.7), 2.28 (2.28.3), 2.28.7,
+// 2.28.9, 2.29 (2.29.2, 2.29.3), 2.29.7 or 2.30 (2.30.3 - 2.30.7): the releases of the
+// published curves it is checked on, of PyTorch 2.2 - 2.15's wheels, and those between (2.25
+// the first that runs Blackwell). A series is one value where its patch releases agree in
+// what the model reads; 2.27's, 2.28's and 2.29's patches change some figures, so they have
+// values of their own. Others are refused rather than approximated. In release order.
+enum class NcclRelease {
+  V2_18, V2_19, V2_20, V2_21, V2_22, V2_23, V2_24, V2_25, V2_26, V2_27, V2_27_5, V2_27_6, V2_28, V2_28_7, V2_28_9, V2_29,
+  V2_29_7, V2_30
+};
 inline constexpr NcclRelease kKernelPaceRelease = NcclRelease::V2_27;
 
 const char* to_string(GpuArch arch);

@@ -74,7 +74,7 @@ constexpr Latencies tree_simple(Latencies l, double base, double nvlink, double 
   return l;
 }
 constexpr Latencies kLatencies_2_23 = tree_simple(kLatencies_2_21, 8.4, 4.0, 4.0, 14.0);
-// 2.28 (2.28.9): 2.23's, but the NVLS tree's network hop 20.9 us (14 before).
+// 2.28.9: 2.23's, but the NVLS tree's network hop 20.9 us (14 before).
 constexpr Latencies nvls_tree_net_hop(Latencies l, double us) {
   l.hw[static_cast<int>(Hw::Net)][static_cast<int>(Algo::NvlsTree)][static_cast<int>(Proto::Simple)] = us;
   return l;
@@ -84,8 +84,8 @@ const Latencies& latencies(NcclRelease r) {
   return r == NcclRelease::V2_18  ? kLatencies_2_18
          : r < NcclRelease::V2_21 ? kLatencies_2_19
          : r < NcclRelease::V2_23 ? kLatencies_2_21
-         : r < NcclRelease::V2_28 ? kLatencies_2_23
-                                  : kLatencies_2_28;
+         : r < NcclRelease::V2_28_9 ? kLatencies_2_23
+                                    : kLatencies_2_28;
 }
 double tuning_base_us(NcclRelease r, Algo a, Proto p) { return latencies(r).base[index(a)][index(p)]; }
 double tuning_hop_us(NcclRelease r, Hw hw, Algo a, Proto p) {
@@ -106,29 +106,35 @@ constexpr ChannelCaps kChannelCaps_2_18 = {
     {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}, {2 * 36.7, 2 * 36.7, 2 * 29.0}},
     {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {2 * 38.7, 2 * 41.4, 2 * 36.0}},
     {}};
-constexpr ChannelCaps kChannelCaps_2_28 = {
+constexpr ChannelCaps kChannelCaps_2_28_9 = {
     {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}, {2 * 36.7, 34.6, 2 * 36.7}},
     {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}},
     {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}},
     {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0.0, 57.7, 45.5}, {0.0, 96.0, 43.8}}};
-// 2.29: Blackwell's ring LL128 34.5 GB/s a channel (34.6 on 2 nodes); 2.29.7: 40.
+// Blackwell's ring LL128: 2.28.3 twice Hopper's on 2 nodes too (34.6 from 2.28.7); 2.29 34.5
+// GB/s a channel (34.6 on 2 nodes); 2.29.7 40.
 constexpr ChannelCaps blackwell_ring_ll128(ChannelCaps c, double n1, double n2, double n4) {
   c.ring_ll128[3][0] = n1;
   c.ring_ll128[3][1] = n2;
   c.ring_ll128[3][2] = n4;
   return c;
 }
-constexpr ChannelCaps kChannelCaps_2_29 = blackwell_ring_ll128(kChannelCaps_2_28, 34.5, 34.6, 34.5);
-constexpr ChannelCaps kChannelCaps_2_29_7 = blackwell_ring_ll128(kChannelCaps_2_28, 40.0, 40.0, 40.0);
-// 2.30: Blackwell's NVLS tree beyond 2 nodes 80 GB/s a channel.
+// Blackwell's NVLS tree beyond 2 nodes: 43.1 GB/s a channel up to 2.28.7 (43.8 from 2.28.9),
+// 80 from 2.30.
 constexpr ChannelCaps blackwell_nvls_tree_n4(ChannelCaps c, double cap) {
   c.nvls_tree[3][2] = cap;
   return c;
 }
+constexpr ChannelCaps kChannelCaps_2_28_7 = blackwell_nvls_tree_n4(kChannelCaps_2_28_9, 43.1);
+constexpr ChannelCaps kChannelCaps_2_28 = blackwell_ring_ll128(kChannelCaps_2_28_7, 2 * 36.7, 2 * 36.7, 2 * 36.7);
+constexpr ChannelCaps kChannelCaps_2_29 = blackwell_ring_ll128(kChannelCaps_2_28_9, 34.5, 34.6, 34.5);
+constexpr ChannelCaps kChannelCaps_2_29_7 = blackwell_ring_ll128(kChannelCaps_2_28_9, 40.0, 40.0, 40.0);
 constexpr ChannelCaps kChannelCaps_2_30 = blackwell_nvls_tree_n4(kChannelCaps_2_29_7, 80.0);
 const ChannelCaps& channel_caps(NcclRelease r) {
   return r < NcclRelease::V2_28     ? kChannelCaps_2_18
-         : r < NcclRelease::V2_29   ? kChannelCaps_2_28
+         : r < NcclRelease::V2_28_7 ? kChannelCaps_2_28
+         : r < NcclRelease::V2_28_9 ? kChannelCaps_2_28_7
+         : r < NcclRelease::V2_29   ? kChannelCaps_2_28_9
          : r < NcclRelease::V2_29_7 ? kChannelCaps_2_29
          : r < NcclRelease::V2_30   ? kChannelCaps_2_29_7
                                     : kChannelCaps_2_30;
@@ -524,8 +530,8 @@ Machine make_machine(const System& s, int ranks) {
     m.graphs[index(Algo::CollNetChain)] = ring;
   }
   // ncclNvlsInit: no NVLS for a communicator of 2 GPUs or fewer on a node (gpuCount <= 2;
-  // from 2.28 of 1 GPU).
-  const int nvls_min_gpus = s.nccl >= NcclRelease::V2_28 ? 2 : 3;
+  // from 2.28.7 of 1 GPU).
+  const int nvls_min_gpus = s.nccl >= NcclRelease::V2_28_7 ? 2 : 3;
   m.nvls = s.intra.nvls && s.intra.kind == IntraKind::NvSwitch && cc >= 90 && m.per_node >= nvls_min_gpus;
   if (m.nvls) {
     m.graphs[index(Algo::Nvls)] = m.graphs[index(Algo::NvlsTree)] = nvls_graph(m);

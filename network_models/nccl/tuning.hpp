@@ -67,12 +67,13 @@
 // run across nodes where the network reduces and every GPU of a node has its NIC (timed as
 // NVLS across nodes is: NCCL's bandwidth, loops striding over the channels), and not at all
 // with more than 32 GPUs a node.
-// And 2.28 (2.28.9): NVLS and the NVLS tree re-estimated (nvls_bandwidth, at the ring's n /
-// steps; the kernels keep 2.27's pace: kKernelPaceRelease), the NVLS tree's network hop 20.9
-// us, Blackwell's per-channel caps its own (ring LL128 34.6 GB/s on 2 nodes, tree {70, 42.8,
-// 24}, tree LL128 {55.6, 31.67, 20}); NVLS from 2 GPUs a node (3 before); the rings no longer
-// copied up to NVLS's channels, and NVLS across nodes on at most the communicator's; CollNet
-// Chain only up to 8 GPUs a node.
+// And 2.28 (2.28.3): NVLS and the NVLS tree re-estimated (nvls_bandwidth, at the ring's n /
+// steps; the kernels keep 2.27's pace: kKernelPaceRelease), Blackwell's per-channel caps its
+// own (tree {70, 42.8, 24}, tree LL128 {55.6, 31.67, 20}, NVLS tree {-, 96, 43.1}); the rings
+// no longer copied up to NVLS's channels, and NVLS across nodes on at most the
+// communicator's; CollNet Chain only up to 8 GPUs a node. 2.28.7: NVLS from 2 GPUs a node (3
+// before), Blackwell's ring LL128 34.6 GB/s a channel on 2 nodes. 2.28.9: the NVLS tree's
+// network hop 20.9 us (14 before), Blackwell's NVLS tree 43.8 GB/s a channel beyond 2 nodes.
 // And 2.29: Blackwell's ring LL128 capped at 34.5 GB/s a channel (2.29.7: 40), its speed
 // lists gain 45 within a node (2.29.7: and 80 across), its NVLS tree estimates corrected by
 // size as the tree's are; how a collective reaches the channels changes (collective_time.hpp).
