@@ -1341,6 +1341,31 @@ NetworkConfig nccl_network(const json& network) {
 // collective ends its clock's time after the last arrival, a message its p2p time after it
 // is sent; the links fields, the topology's perturbations, schedule algorithms, and a system
 // under another model are refused by path.
+// A job's all-gather on nodes of one GPU runs as NCCL's PAT where NCCL picks it, on the
+// clock, and as the ring where NCCL_ALGO leaves PAT out.
+TEST(NcclNetwork, PatAllGatherRunsOnTheClock) {
+  const json singles = {{"preset", "h100_8x"}, {"gpus_per_node", 1}, {"sockets", 1}, {"nodes", 16},
+                        {"network", {{"nics_per_node", 1}, {"rails", 1}}}};
+  double seconds[2] = {0, 0};
+  for (const bool pat : {true, false}) {
+    NetworkConfig config = nccl_network(pat ? json{{"model", "nccl"}, {"system", singles}}
+                                            : json{{"model", "nccl"}, {"system", singles}, {"nccl_algo", "^PAT"}});
+    sim::Engine engine;
+    Network network(engine, Topology::ring(16, config.nominal), config);
+    const Clock clock(config.nccl, 16);
+    CollectiveSpec spec{.kind = CollectiveKind::AllGather, .ranks = 16, .elements = 16 * 4096,
+                        .block_elements = std::vector<std::int64_t>(16, 4096)};
+    EXPECT_EQ(clock.describe(spec).rfind(pat ? "PAT/Simple/" : "Ring/", 0), 0u) << clock.describe(spec);
+    std::vector<double> done(16, -1);
+    auto exec = network.collective(network.resolve(spec), nullptr, [&](int r) { done[r] = engine.now(); });
+    for (int r = 0; r < 16; ++r) engine.call_at(0.0, [exec, r] { exec->arrive(r); });
+    engine.run();
+    seconds[pat] = clock.collective_seconds(network.resolve(spec));
+    for (int r = 0; r < 16; ++r) EXPECT_NEAR(done[r], seconds[pat], 1e-12) << r;
+  }
+  EXPECT_LT(seconds[true], seconds[false]);  // NCCL's choice: its estimate of PAT is the lower
+}
+
 TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
   NetworkConfig config = nccl_network({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_proto", "^LL128"}});
   ASSERT_TRUE(config.nccl);
