@@ -1637,15 +1637,15 @@ TEST(NcclExecution, PatLevelsStepsAndNics) {
   EXPECT_NEAR(t.latency_us[ag][index(Algo::Pat)][index(Proto::Simple)], 8 + 4 * pat.level_us + 16 * 2.8, 1e-9);
   EXPECT_GT(pat.level_us, 0.0);
   // 1 KiB: 64 bytes a rank, f = 8 pieces a message (n / 2), 8 steps at once (2.26 on): the
-  // deepest piece's 4 levels, each a message of 8 x 64 bytes at the channel's share of the
-  // NICs.
+  // deepest piece's 4 levels, a message on each dimension, of 1, 2, 4 and 8 pieces of 64
+  // bytes (the pieces that cross it) at the channel's share of the NICs.
   for (Coll c : {Coll::AllGather, Coll::ReduceScatter}) {
     const Choice small = choose(m, t, c, 1024);
     ASSERT_EQ(describe(small), "PAT/Simple/1ch") << to_string(c);
     const double latency = 8 + 4 * (pat.level_us + 2.8);
     EXPECT_NEAR(collective_latency_us(m, t, c, 1024, small), latency, 1e-9) << to_string(c);
     const double rate = kernel_bus_bw(m, c, Algo::Pat, Proto::Simple, m.graphs[index(Algo::Tree)].bw_inter) / m.channels;
-    EXPECT_NEAR(collective_us(m, t, c, 1024, small), latency + 4 * 8 * 64 / (rate * 1e3), 1e-9) << to_string(c);
+    EXPECT_NEAR(collective_us(m, t, c, 1024, small), latency + (1 + 2 + 4 + 8) * 64 / (rate * 1e3), 1e-9) << to_string(c);
     EXPECT_DOUBLE_EQ(bytes_sent_per_rank(m, c, 1024, small), 1024.0 * 15 / 16);
   }
   // 2.25 takes the 19 steps one at a time: 8 + 19 x 2.8 + a level and a step for the last
@@ -1673,6 +1673,39 @@ TEST(NcclExecution, PatLevelsStepsAndNics) {
   EXPECT_NEAR(busbw / nics, 1.0, 0.01) << busbw;
   // NCCL itself runs the ring there (PAT's 0.75).
   EXPECT_EQ(choose(m, t, Coll::AllGather, big).algo, Algo::Ring);
+}
+
+// PAT on any count of one-GPU nodes (powers of two or not) and sizes: a time that grows with
+// the size, of which the latency part is at most the whole and NCCL's base time at least.
+// (From 2.24: up to 2.23 NCCL_ALGO=PAT without CollNet brings back the ring and the tree,
+// "ignoring NCCL_ALGO=COLLNET".)
+TEST(NcclExecution, PatTimesGrowWithTheSize) {
+  System singles = preset("h100_8x");
+  singles.gpus_per_node = 1;
+  singles.sockets = 1;
+  singles.network.nics_per_node = singles.network.rails = 1;
+  for (const NcclRelease release : {NcclRelease::V2_24, NcclRelease::V2_26, NcclRelease::V2_30}) {
+    for (const int n : {2, 3, 5, 12, 16, 100}) {
+      singles.nodes = n;
+      singles.nccl = release;
+      const Machine m = make_machine(singles, n);
+      const Tuning t = tune(m, parse_overrides("PAT", ""));
+      for (const Coll c : {Coll::AllGather, Coll::ReduceScatter}) {
+        double last = 0.0;
+        for (double bytes = n * 4.0; bytes <= 4.0 * (1 << 30); bytes *= 4) {
+          const Choice ch = choose(m, t, c, bytes);
+          ASSERT_EQ(ch.algo, Algo::Pat) << to_string(release) << " " << n << " " << to_string(c) << " " << bytes;
+          const double us = collective_us(m, t, c, bytes, ch), latency = collective_latency_us(m, t, c, bytes, ch);
+          const std::string where = fmt::format("{} {} nodes {} {} bytes", to_string(release), n, to_string(c), bytes);
+          EXPECT_TRUE(std::isfinite(us)) << where;
+          EXPECT_GE(us, last) << where;
+          EXPECT_LE(latency, us) << where;
+          EXPECT_GE(latency, pat_latency(m, release).base_us) << where;
+          last = us;
+        }
+      }
+    }
+  }
 }
 
 TEST(NcclExecution, LatencyIsTheTimeWithUnlimitedBandwidth) {

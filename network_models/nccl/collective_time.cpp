@@ -463,25 +463,33 @@ double switch_reduction_us(const Machine& m, const Tuning& t, Coll c, double byt
 
 // PAT (reduce-scatter and all-gather with one GPU per node, 2.23 on): every rank roots a
 // binomial tree over the dimensions d < k = ceil(log2 n) (peers rank +- 2^d), and a chunk's
-// piece of another rank's block crosses one dimension per set bit of its offset from this
-// rank (PatAGAlgorithm, PatRSAlgorithm). So per chunk every rank sends and receives n - 1
-// pieces, as the ring does, but no piece waits behind more than k network levels. A channel
-// takes its part of a rank's block (cells, as the ring's) in chunks of a FIFO step, 512 KiB,
-// halved down to 64 KiB while 32 chunks (reduce-scatter 16) exceed the part's bytes over every
-// rank (calcCollChunking). The kernel sends f pieces a network message, f doubling from 1
+// piece of another rank's block crosses one dimension per set bit of its offset s from this
+// rank (PatAGAlgorithm, PatRSAlgorithm): n_d pieces a chunk cross dimension d, the offsets
+// whose lowest set bit is d (n / 2^(d+1) for n a power of two), n - 1 in all, as on the ring,
+// but no piece waits behind more than k network levels. A channel takes its part of a rank's
+// block (cells, as the ring's) in chunks of a FIFO step, 512 KiB, halved down to 64 KiB while
+// 32 chunks (reduce-scatter 16) exceed the part's bytes over every rank (calcCollChunking).
+// The kernel sends up to f pieces of a dimension in one network message, f doubling from 1
 // while a chunk holds two parts f times over, up to n / 2 (the algorithm's postFreq), and
 // from 2.26 works on up to min(f, 16) steps at once (its worker groups; one before). A step
 // handles one piece: received (and forwarded, or reduced and sent on), or the rank's own sent
 // on a dimension: S = n - 1 + k steps a chunk. The chunks run one after another, each
-//   max(k (level + f b / r + step),  max((n - 1) b / r, S step / groups) + level + step)
-// (the deepest piece's path through k messages; or the NIC carrying every piece, or the
-// steps, plus the last message's level) with b a piece's bytes, r the channel's share of the
-// NICs at NCCL's PAT bandwidth (0.75 of the tree graph's, kernel_bus_bw), and NCCL's own PAT
-// latency figures (pat_latency): level = its log latency per tree level, step = its linear
-// part per rank (a step a rank), after its base time once.
+//   max(k (level + step) + sum over d of min(f, n_d) b / r,
+//       max((n - 1) b / r, S step / groups) + level + step)
+// (the deepest piece's path through a message on every dimension; or the NIC carrying every
+// piece, or the steps, and the last message's level) with b a piece's bytes, r the channel's
+// share of the NICs at NCCL's PAT bandwidth (0.75 of the tree graph's, kernel_bus_bw), and
+// NCCL's own PAT latency figures (pat_latency): level = its log latency per tree level, step =
+// its linear part per rank (a step a rank), after its base time once.
+i64 pieces_over_dimension(i64 n, int d) {
+  const i64 p = i64{1} << d;
+  return p < n ? (n - 1 - p) / (2 * p) + 1 : 0;
+}
+
 double pat_us(const Machine& m, Coll c, double bytes, const Choice& ch, int element_size, Part part) {
   const PatLatency lat = pat_latency(m, m.system.nccl);
-  const i64 n = m.ranks, k = ceil_log2(m.ranks), elem = element_bytes(c, element_size);
+  const i64 n = m.ranks, elem = element_bytes(c, element_size);
+  const int k = ceil_log2(m.ranks);
   const i64 count = static_cast<i64>(bytes) / elem / n;  // one rank's block
   if (count <= 0) return lat.base_us;
   const i64 part_elems = largest_cell_part(m, Proto::Simple, count, elem, traffic_per_byte(c, m.ranks), ch.channels, m.channels);
@@ -492,13 +500,15 @@ double pat_us(const Machine& m, Coll c, double bytes, const Choice& ch, int elem
   i64 f = 1;
   while (chunk / (part_elems * f) >= 2 && f < n / 2) f *= 2;
   const i64 groups = m.system.nccl >= NcclRelease::V2_26 ? std::min<i64>(f, 16) : 1;
+  i64 path_pieces = 0;
+  for (int d = 0; d < k; ++d) path_pieces += std::min(f, pieces_over_dimension(n, d));
   const double r = part == Part::Latency ? kUnlimited
                                          : kernel_bus_bw(m, c, Algo::Pat, Proto::Simple, m.graphs[index(Algo::Pat)].bw_inter) /
                                                m.channels * 1e3;
   const double step = lat.per_rank_us, steps = static_cast<double>(n - 1 + k);
   auto chunk_us = [&](i64 nelem) {
     const double b = static_cast<double>(nelem * elem);
-    const double path = static_cast<double>(k) * (lat.level_us + static_cast<double>(f) * b / r + step);
+    const double path = k * (lat.level_us + step) + static_cast<double>(path_pieces) * b / r;
     const double busiest = std::max(static_cast<double>(n - 1) * b / r, steps * step / static_cast<double>(groups));
     return std::max(path, busiest + lat.level_us + step);
   };

@@ -57,12 +57,13 @@
 // of NCCL's bus bandwidth (its 2.23 estimate; 5/6 before, as for all-reduce).
 // PAT (2.23 on; reduce-scatter and all-gather with one GPU per node): a binomial tree from
 // every rank, so a chunk's n - 1 pieces leave each rank once, as on the ring, but none waits
-// behind more than log2(n) network levels; messages of f pieces (f from the part and the
-// chunk, up to n / 2), and the kernel's n - 1 + log2(n) steps a chunk one at a time (2.26:
-// up to min(f, 16)): NCCL's base time + per chunk max(levels x (level latency + a message +
-// a step), max(every piece on the NIC, the steps) + a level and a step), with NCCL's own
-// PAT latency figures (a level: the tree's network hop / 3.5; a step: its 2.8 us a rank) and
-// bandwidth (0.75 of the tree graph's; collective_time.cpp's pat_us).
+// behind more than log2(n) network levels; messages of up to f pieces of a dimension (f
+// from the part and the chunk, up to n / 2), and the kernel's n - 1 + log2(n) steps a chunk
+// one at a time (2.26: up to min(f, 16)): NCCL's base time + per chunk max(the deepest
+// piece's path: a level latency, a step and a message on every dimension, max(every piece on
+// the NIC, the steps) + a level and a step), with NCCL's own PAT latency figures (a level:
+// the tree's network hop / 3.5; a step: its 2.8 us a rank) and bandwidth (0.75 of the tree
+// graph's; collective_time.cpp's pat_us).
 //
 // Point-to-point (send/recv; gossip's neighbour exchanges): LL up to 16 KiB
 // (NCCL_P2P_LL_THRESHOLD), Simple above; baseLat + the path's hop latencies + bytes / the
