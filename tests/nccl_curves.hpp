@@ -95,6 +95,13 @@ struct Figure {
 // matter only to PCIe paths). 2 GPUs under NCCL_ALGO=NVLS ran (as the ring): NCCL >= 2.19. These served development: they showed NVLS with 3 - 7 GPUs
 // running at NCCL's rounded tuning speed (collective_time.cpp, switch_reduction_us).
 //
+// nccl-tests issue 178 (2023-11): 8 A100s joined in NVLink pairs (nvidia-smi topo: NV12
+// between GPUs 0-1, 2-3, 4-5, 6-7, PCIe otherwise, two sockets: a100_pcie_pairs' machine),
+// `all_reduce_perf -b 8 -e 12G -f 2 -g 1 -t 2 -o avg` on GPUs 0 and 1: "Bus_BW: 208 GBps";
+// with -t 3 (GPU 2 joins over PCIe, the same socket) "bus_bw drops to 20 GBps". NCCL's
+// version not stated: modelled as 2.18; the figures taken at 8 GiB, the run's largest size.
+// Not used to build the model.
+//
 // li-plus/playground cuda/nccl.md: "8 A100 NVLink GPUs with 600GB/s bi-directional
 // bandwidth" (NVSwitch), `sendrecv_perf -b 128M -e 1G -f 2 -g 8`: busbw 110.8 / 110.8,
 // 188.6 / 189.0, 192.8 / 193.7, 195.1 / 195.6 GB/s (out-of-place / in-place) at 128 MiB -
@@ -140,6 +147,14 @@ inline const std::vector<Figure>& published_figures() {
       issue_1455("NVLS", 6, 440.0),
       issue_1455("NVLS", 7, 460.0),
       issue_1455("NVLS", 8, 480.0),
+      {net::NcclTestOp::AllReduce,
+       R"json({"preset": "a100_pcie_pairs", "gpus_per_node": 2, "intra": {"nvlink_pairs": [[0, 1]]}, "nccl_version": "2.18"})json",
+       "2 A100s of an 8x A100 box in NVLink pairs (NV12), all-reduce", "NVIDIA/nccl-tests issue 178 (-t 2, GPUs 0 and 1; taken at 8 GiB)",
+       1, "", 1, 8192 * M, 8192 * M, M, 208.0, 208.0},
+      {net::NcclTestOp::AllReduce,
+       R"json({"preset": "a100_pcie_pairs", "gpus_per_node": 3, "sockets": 1, "intra": {"nvlink_pairs": [[0, 1]]}, "nccl_version": "2.18"})json",
+       "3 A100s of an 8x A100 box in NVLink pairs (a pair and one over PCIe), all-reduce",
+       "NVIDIA/nccl-tests issue 178 (-t 3, GPUs 0 - 2; taken at 8 GiB)", 1, "", 1, 8192 * M, 8192 * M, M, 20.0, 20.0},
       {net::NcclTestOp::SendRecv, R"json({"preset": "a100_8x", "nccl_version": "2.18"})json", "8x A100 SXM (NVSwitch), sendrecv",
        "li-plus/playground cuda/nccl.md (-g 8, 128 MiB - 1 GiB, -f 2)", 1, "", 8, 128 * M, 1024 * M, 0,
        (110.81 + 110.76 + 188.60 + 189.01 + 192.75 + 193.66 + 195.10 + 195.56) / 8, 195.56, 2.0},

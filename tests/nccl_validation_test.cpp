@@ -155,7 +155,9 @@ std::string render_figures() {
       "hardly changes with the GPU count; one node's NVLS now runs at the share itself (a GPU's NVLinks over the\n"
       "channels plus one, as NCCL's search counts them: 41.2 GB/s with 8 GPUs, where NCCL's table says 40). Its ring is\n"
       "8 % under at every count. 2 GPUs get no NVLS (NCCL's ncclNvlsInit), so NCCL_ALGO=NVLS falls back to the ring\n"
-      "(which needs 2.19 or later: 2.18 fails there).\n\n"
+      "(which needs 2.19 or later: 2.18 fails there). The A100 NVLink-pair figures (nccl-tests issue 178) were not used\n"
+      "to build the model: a bridged pair's ring runs at NCCL's 20 GB/s for each of its 12 NVLinks, and with a third\n"
+      "GPU over PCIe at the ring's 2 channels of 12 GB/s.\n\n"
       "| machine | run | system | measured average | predicted average | error | measured peak | predicted peak | error | NCCL's choice at the peak |\n"
       "|---|---|---|---:|---:|---:|---:|---:|---:|---|\n";
   for (const auto& f : published_figures()) {
