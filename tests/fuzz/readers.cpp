@@ -766,6 +766,11 @@ std::vector<std::string> seeds(Reader reader) {
                           "ring;allreduce:tree", "--nccl-proto", "^LL128;allreduce:LL", "-e", "1M", "-f", "16"}));
       out.push_back(args({"collective", "--model", "nccl", "--system", "b200_8x", "--nodes", "2", "--op", "allgather", "-b",
                           "4K", "-e", "1G", "-f", "16"}));
+      // One GPU a node: PAT.
+      for (const char* op : {"allgather", "reducescatter"})
+        out.push_back(args({"collective", "--model", "nccl", "--system",
+                            (source_dir() + "/scenarios/systems/h100_16_nodes_of_1.json").c_str(), "--nodes", "5", "--op", op,
+                            "--nccl-version", "2.25", "-b", "40", "-e", "1G", "-f", "8"}));
       break;
     case Reader::nccl_system:
       out.push_back(net::nccl::system_json(*net::nccl::find_system_preset("a100_pcie_pairs")).dump(1));
