@@ -630,6 +630,12 @@ int ring_inter_steps(const Machine& m, NcclRelease release, Coll coll) {
   return coll == Coll::ReduceScatter || coll == Coll::AllGather ? N - 1 : N;
 }
 
+// The algorithm whose network hop NCCL charges `a`: its own, but from 2.23 with one GPU per
+// node, where "latencies are fully exposed", the tree's for every algorithm.
+Algo network_hop_algo(const Machine& m, NcclRelease release, Algo a) {
+  return m.per_node == 1 && release >= NcclRelease::V2_23 ? Algo::Tree : a;
+}
+
 }  // namespace
 
 double nccl_latency_us(const Machine& m, NcclRelease release, Coll coll, Algo a, Proto p) {
@@ -639,10 +645,8 @@ double nccl_latency_us(const Machine& m, NcclRelease release, Coll coll, Algo a,
   const bool v2_18 = release == NcclRelease::V2_18;
   double lat = tuning_base_us(release, a, p);
   double intra_lat = tuning_hop_us(release, intra_hw, a, p);
-  // + latencyInter (0: no SHARP latency measured). From 2.23 with one GPU per node, where
-  // "latencies are fully exposed", every algorithm's network hop is the tree's.
-  const Algo net_algo = m.per_node == 1 && release >= NcclRelease::V2_23 ? Algo::Tree : a;
-  const double inter_lat = tuning_hop_us(release, Hw::Net, net_algo, p);
+  // + latencyInter (0: no SHARP latency measured).
+  const double inter_lat = tuning_hop_us(release, Hw::Net, network_hop_algo(m, release, a), p);
   switch (a) {
     case Algo::Ring: {
       if (coll == Coll::Reduce || coll == Coll::Broadcast) return lat + tuning_hop_us(release, hw, a, p);  // sameChannels graphs
@@ -668,8 +672,7 @@ double nccl_latency_us(const Machine& m, NcclRelease release, Coll coll, Algo a,
 }
 
 PatLatency pat_latency(const Machine& m, NcclRelease release, Proto p) {
-  const Algo net_algo = m.per_node == 1 && release >= NcclRelease::V2_23 ? Algo::Tree : Algo::Pat;
-  return {.level_us = tuning_hop_us(release, Hw::Net, net_algo, p) / 3.5};
+  return {.level_us = tuning_hop_us(release, Hw::Net, network_hop_algo(m, release, Algo::Pat), p) / 3.5};
 }
 
 namespace {
