@@ -16,7 +16,7 @@ void ClockTransport::transmit(std::span<const int> /*links*/, double bytes, int 
   const auto id = static_cast<std::size_t>(message);
   if (latency_.size() <= id) latency_.resize(id + 1);
   latency_[id] = t.latency_s;
-  ports_->start(t.wire_s, t.egress, t.ingress, *this, static_cast<std::uint64_t>(message));
+  ports_->start(t.wire_s, t.egress, t.ingress, *this, static_cast<std::uint64_t>(message), t.share);
 }
 
 void ClockTransport::transfer_done(std::uint64_t message) {

@@ -15,11 +15,12 @@ namespace dtsim::net {
 
 // A point-to-point message as the machine carries it: a fixed part, a time on the wire
 // alone, and the ports it uses meanwhile (the sender's way out, the receiver's way in; ids
-// in [0, MachineClock::ports()) for each direction), whose time the transfers on them share
-// (port_flows.hpp).
+// in [0, MachineClock::ports()) for each direction) and the share of their speed it uses
+// at its own pace, whose time the transfers on them share (port_flows.hpp).
 struct MessageTiming {
   double latency_s = 0.0;
   double wire_s = 0.0;
+  double share = 1.0;  // in (0, 1]
   int egress = 0, ingress = 0;
 };
 

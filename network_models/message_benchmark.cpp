@@ -44,7 +44,8 @@ MessageBenchmark message_benchmark(NcclTestOp op, const NetworkConfig& config, i
     const Topology ring = Topology::ring(ranks, {0.0, nccl::nominal_link(config.nccl->system).bandwidth_bytes_per_s});
     out.seconds = std::max(gpus_per_thread * config.nccl->system.host.launch_us * 1e-6,
                            message_benchmark_seconds(op, config, ring, message));
-    out.algorithm = fmt::format("P2P/{}", nccl::to_string(nccl::p2p_protocol(message)));
+    out.algorithm =
+        fmt::format("P2P/{}", nccl::to_string(nccl::p2p_protocol(nccl::make_machine(config.nccl->system, ranks), message)));
     return out;
   }
   if (!links || links->size() != ranks)

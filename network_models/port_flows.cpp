@@ -22,10 +22,12 @@ PortFlows::PortFlows(sim::Engine& engine, int ports)
   if (ports < 1) throw std::invalid_argument(fmt::format("PortFlows: expected at least one port, got {}", ports));
 }
 
-void PortFlows::start(double seconds, int egress, int ingress, Client& client, std::uint64_t tag) {
+void PortFlows::start(double seconds, int egress, int ingress, Client& client, std::uint64_t tag, double share) {
   if (egress < 0 || egress >= ports_ || ingress < 0 || ingress >= ports_)
     throw std::out_of_range(fmt::format("PortFlows: ports {} and {} of {}", egress, ingress, ports_));
-  const int f = add(seconds, egress, ingress, client, tag);
+  if (!(share > 0.0 && share <= 1.0))
+    throw std::invalid_argument(fmt::format("PortFlows: a transfer's share of its ports must be in (0, 1], got {}", share));
+  const int f = add(seconds, egress, ingress, client, tag, share);
   for (int resource : {2 * egress, 2 * ingress + 1}) {
     resources_[static_cast<std::size_t>(resource)].flows.push_back(f);
     touch(resource);
@@ -34,12 +36,12 @@ void PortFlows::start(double seconds, int egress, int ingress, Client& client, s
 }
 
 void PortFlows::start_everywhere(double seconds, Client& client, std::uint64_t tag) {
-  everywhere_.push_back(add(seconds, kEverywhere, kEverywhere, client, tag));
+  everywhere_.push_back(add(seconds, kEverywhere, kEverywhere, client, tag, 1.0));
   everywhere_changed_ = true;
   request_solve();
 }
 
-int PortFlows::add(double seconds, int egress, int ingress, Client& client, std::uint64_t tag) {
+int PortFlows::add(double seconds, int egress, int ingress, Client& client, std::uint64_t tag, double share) {
   int f;
   if (free_flows_.empty()) {
     f = static_cast<int>(flows_.size());
@@ -51,7 +53,7 @@ int PortFlows::add(double seconds, int egress, int ingress, Client& client, std:
   }
   Flow& flow = flows_[static_cast<std::size_t>(f)];
   const std::uint64_t version = flow.version;  // kept across reuse: a stale end never matches
-  flow = Flow{.remaining = std::max(seconds, 0.0), .rate = 0.0, .updated_at = engine_.now(), .version = version + 1,
+  flow = Flow{.remaining = std::max(seconds, 0.0), .rate = 0.0, .share = share, .updated_at = engine_.now(), .version = version + 1,
               .tag = tag, .client = &client, .egress = egress, .ingress = ingress, .active = true};
   ++active_;
   return f;
@@ -155,6 +157,8 @@ void PortFlows::solve() {
     auto& res = resources_[static_cast<std::size_t>(r)];
     res.free = 1.0;
     res.unfrozen = static_cast<int>(res.flows.size()) + everywhere;
+    res.demand = everywhere;
+    for (int f : res.flows) res.demand += flows_[static_cast<std::size_t>(f)].share;
   }
   std::vector<double>& rates = rates_;  // per component flow, its new rate
   rates.assign(component_flows_.size(), 0.0);
@@ -162,34 +166,35 @@ void PortFlows::solve() {
     Flow& flow = flows_[static_cast<std::size_t>(component_flows_[i])];
     flow.frozen = true;
     rates[i] = level;
+    auto take = [&](Resource& res) {
+      res.free -= flow.share * level;
+      res.demand -= flow.share;
+      --res.unfrozen;
+    };
     if (flow.egress == kEverywhere) {
-      for (int r : component_resources_) {
-        auto& res = resources_[static_cast<std::size_t>(r)];
-        res.free -= level;
-        --res.unfrozen;
-      }
+      for (int r : component_resources_) take(resources_[static_cast<std::size_t>(r)]);
       return;
     }
-    for (int resource : {2 * flow.egress, 2 * flow.ingress + 1}) {
-      auto& res = resources_[static_cast<std::size_t>(resource)];
-      res.free -= level;
-      --res.unfrozen;
-    }
+    for (int resource : {2 * flow.egress, 2 * flow.ingress + 1}) take(resources_[static_cast<std::size_t>(resource)]);
   };
   std::size_t left = component_flows_.size();
   while (left > 0) {
+    // The pace every unfrozen transfer can rise to before a port fills: its time left over
+    // the unfrozen transfers' shares of it.
     double level = std::numeric_limits<double>::infinity();
     for (int r : component_resources_) {
       const auto& res = resources_[static_cast<std::size_t>(r)];
-      if (res.unfrozen > 0) level = std::min(level, res.free / res.unfrozen);
+      if (res.unfrozen > 0) level = std::min(level, res.free / res.demand);
     }
     // The ports at that level, all found before any of their transfers is frozen (so ties
     // stay ties), then every transfer on one of them frozen at it: at least the transfers
-    // of the port that set the level, so every pass freezes some.
+    // of the port that set the level, so every pass freezes some. A level at or beyond a
+    // transfer's own pace fills no port: every transfer left runs at its own pace.
+    const bool own_pace = level >= 1.0;
     bool any_bottleneck = false;
     for (int r : component_resources_) {
       auto& res = resources_[static_cast<std::size_t>(r)];
-      res.bottleneck = res.unfrozen > 0 && res.free / res.unfrozen <= level;
+      res.bottleneck = !own_pace && res.unfrozen > 0 && res.free / res.demand <= level;
       any_bottleneck = any_bottleneck || res.bottleneck;
     }
     level = std::clamp(level, 1e-12, 1.0);
@@ -197,10 +202,10 @@ void PortFlows::solve() {
     for (std::size_t i = 0; i < component_flows_.size(); ++i) {
       const Flow& flow = flows_[static_cast<std::size_t>(component_flows_[i])];
       if (flow.frozen) continue;
-      const bool limited = flow.egress == kEverywhere
-                               ? any_bottleneck
-                               : resources_[static_cast<std::size_t>(2 * flow.egress)].bottleneck ||
-                                     resources_[static_cast<std::size_t>(2 * flow.ingress + 1)].bottleneck;
+      const bool limited = own_pace || (flow.egress == kEverywhere
+                                            ? any_bottleneck
+                                            : resources_[static_cast<std::size_t>(2 * flow.egress)].bottleneck ||
+                                                  resources_[static_cast<std::size_t>(2 * flow.ingress + 1)].bottleneck);
       if (!limited) continue;
       freeze(i, level);
       ++frozen_now;

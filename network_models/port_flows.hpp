@@ -3,10 +3,15 @@
 // links. A transfer is what the machine's clock times alone: a point-to-point message
 // holds its sender's way out and its receiver's way in for its wire time; a collective's
 // data holds every port for its wire time (NCCL's kernels drive every GPU's links and the
-// nodes' NICs at once; its latencies, which follow, hold none: CollectiveStream). Transfers on a port share its time by max-min fairness (progressive
-// filling: each port's time is split equally among the transfers it limits, the time a
-// transfer limited elsewhere cannot use going to the others), recomputed whenever one
-// starts or ends: a transfer alone runs at its own pace (its time, exactly), two on one
+// nodes' NICs at once; its latencies, which follow, hold none: CollectiveStream).
+// A transfer uses a share of each of its ports at its own pace: a collective all of every
+// port, a message what its channels carry of the port's speed (nccl/collective_time.hpp's
+// point-to-point), so messages to several peers whose shares fit a port run side by side
+// at their own paces. Transfers on a port share its time by max-min fairness (progressive
+// filling: every transfer's pace rises together until a port's time is used up by the
+// shares of the transfers on it, which then stay at that pace, the time a transfer limited
+// elsewhere cannot use going to the others), recomputed whenever one starts or ends: a
+// transfer alone runs at its own pace (its time, exactly), two whole-port transfers on one
 // port each at half of it, a collective at the pace of its busiest port.
 //
 // Rates are fractions of a transfer's own pace, so transfers of different speeds (a
@@ -39,8 +44,10 @@ class PortFlows : private sim::Engine::Handler {
   int ports() const { return ports_; }
   // A transfer that alone takes `seconds` from now on the sender's way out at port
   // `egress` and the receiver's way in at `ingress` (ids in [0, ports())); `client` is
-  // told `tag` when it ends and must outlive it.
-  void start(double seconds, int egress, int ingress, Client& client, std::uint64_t tag);
+  // told `tag` when it ends and must outlive it. `share`: the fraction of each of its two
+  // ports it uses at its own pace (a message that NCCL's channels for one peer hold below a
+  // port's speed leaves the rest of the port to others); in (0, 1].
+  void start(double seconds, int egress, int ingress, Client& client, std::uint64_t tag, double share = 1.0);
   // A transfer on every port, both ways.
   void start_everywhere(double seconds, Client& client, std::uint64_t tag);
 
@@ -53,6 +60,7 @@ class PortFlows : private sim::Engine::Handler {
   struct Flow {
     double remaining = 0.0;  // seconds of work at its own pace
     double rate = 0.0;       // fraction of its pace it runs at
+    double share = 1.0;      // fraction of each of its ports it uses at its own pace
     double updated_at = 0.0;
     std::uint64_t version = 0;  // bumped whenever its end is rescheduled
     std::uint64_t tag = 0;
@@ -67,10 +75,11 @@ class PortFlows : private sim::Engine::Handler {
     bool seen = false;
     double free = 0.0;  // a solve's capacity left
     int unfrozen = 0;
+    double demand = 0.0;  // the unfrozen transfers' shares
     bool bottleneck = false;
   };
 
-  int add(double seconds, int egress, int ingress, Client& client, std::uint64_t tag);
+  int add(double seconds, int egress, int ingress, Client& client, std::uint64_t tag, double share);
   void remove(int flow);
   void touch(int resource);
   void request_solve();

@@ -1313,21 +1313,99 @@ TEST(NcclExecution, AcrossNodesTheNicsSetTheRingsPace) {
 }
 
 // Point-to-point: NVLink within an NVSwitch node or a bridged pair, PCIe between pairs, the
-// NIC across nodes (one more NVLink hop when the NICs are on different rails: PXN); LL up
-// to 16 KiB, Simple above.
+// NIC across nodes (one more NVLink hop when the NICs are on different rails: PXN). Within
+// a one-node communicator the message runs on NCCL's channels for its peer, each at most at
+// the ring graph's channel speed, Simple paying a hop's latency per step after the first.
 TEST(NcclExecution, PointToPoint) {
-  const Machine a = make_machine(preset("a100_8x"), 8);
+  const Machine a = make_machine(preset("a100_8x"), 8);  // NCCL 2.30
   const double big = 64 << 20;
-  EXPECT_NEAR(p2p_us(a, 0, 5, big), 8.4 + 3.4 + big / (240.0 * 1e3), 1e-9);
-  EXPECT_NEAR(p2p_us(a, 0, 5, 1024), 6.6 + 0.6 + 1024 / (240.0 * 0.5 * 1e3), 1e-9);
+  // 4 channels (nChannelsMin: 32 per peer over 8 peers), 16 MiB each at 20 GB/s of the
+  // 240, in 32 steps of 512 KiB.
+  EXPECT_NEAR(p2p_us(a, 0, 5, big), 8.4 + 3.4 + (16 << 20) / (20.0 * 1e3) + 31 * 3.4, 1e-9);
+  EXPECT_NEAR(p2p_us(a, 0, 5, 1024), 6.6 + 0.6 + 1024 / (20.0 * 0.5 * 1e3), 1e-9);  // LL, one channel
   const Machine p = make_machine(preset("a100_pcie_pairs"), 8);
   EXPECT_LT(p2p_us(p, 0, 1, big), p2p_us(p, 0, 2, big));  // bridge vs PCIe
-  EXPECT_NEAR(p2p_us(p, 0, 2, big), 8.4 + 5.7 + big / (24.0 * 1e3), 1e-9);
+  // 2 channels a peer (two over PCIe), 32 MiB each at the PCIe ring channel's 12 GB/s, in
+  // steps of 128 KiB (not every pair is NVLink).
+  EXPECT_NEAR(p2p_us(p, 0, 2, big), 8.4 + 5.7 + (32 << 20) / (12.0 * 1e3) + 255 * 5.7, 1e-9);
   System two = preset("a100_8x");
   two.nodes = 2;
   const Machine n2 = make_machine(two, 16);
   EXPECT_NEAR(p2p_us(n2, 3, 11, big), 8.4 + 14.0 + big / (24.0 * 1e3), 1e-9);         // same rail
   EXPECT_NEAR(p2p_us(n2, 3, 12, big), 8.4 + 14.0 + 3.4 + big / (24.0 * 1e3), 1e-9);  // rails 3 and 4: PXN
+}
+
+// NCCL's channels for a one-node communicator's point-to-point (ncclTopoComputeP2pChannels
+// and enqueue.cc's scheduling, per release) at the sizes where they change: on 8 A100s, 32
+// channels a peer (two per NVLink: 24, rounded up), one channel per peer at least
+// (nChannelsMin 4), doubled while a part exceeds 32 steps of 512 KiB; up to 2.19 at most
+// four operations a channel (nChannelsMax 16); from 2.22 as few channels as 64 KiB parts
+// need, the message split evenly in whole 4 KiB.
+// LL: the message up to 16 KiB (2.21), the peer's channels x 16 KiB (2.22 - 2.28), the
+// message's channels x 16 KiB (2.29).
+TEST(NcclExecution, PointToPointChannels) {
+  auto machine = [](const char* name, const char* release, int gpus) {
+    System s = preset(name);
+    s.nccl = parse_nccl_release(release);
+    return make_machine(s, gpus);
+  };
+  constexpr double M = 1 << 20, K = 1 << 10;
+  const Machine a18 = machine("a100_8x", "2.18", 8), a20 = machine("a100_8x", "2.20", 8);
+  const Machine a22 = machine("a100_8x", "2.22", 8), a29 = machine("a100_8x", "2.29", 8);
+  EXPECT_EQ(p2p_channels(a18).per_peer, 32);
+  EXPECT_EQ(p2p_channels(a18).total, 32);
+  struct Row {
+    const Machine* m;
+    double bytes;
+    int channels;
+    double part;
+  };
+  for (const Row& r : {Row{&a18, 64 * M, 4, 16 * M}, Row{&a18, 65 * M, 8, 8.125 * M}, Row{&a18, 128 * M, 8, 16 * M},
+                       Row{&a18, 256 * M, 16, 16 * M}, Row{&a18, 1024 * M, 16, 64 * M},  // nChannelsMax 16
+                       Row{&a20, 1024 * M, 32, 32 * M}, Row{&a20, 100 * K, 2, 64 * K},   // 2.20: 64 KiB parts
+                       Row{&a22, 1024 * M, 32, 32 * M}, Row{&a22, 100 * K, 2, 52 * K},   // 2.22: halves in 4 KiB
+                       Row{&a22, 1 * M, 4, 256 * K}}) {
+    const P2pSplit split = p2p_split(*r.m, r.bytes);
+    EXPECT_EQ(split.channels, r.channels) << r.bytes;
+    EXPECT_EQ(split.part_bytes, r.part) << r.bytes;
+    EXPECT_EQ(split.step_bytes, 512 * K);
+  }
+  EXPECT_EQ(p2p_protocol(a18, 16 * K), Proto::LL);
+  EXPECT_EQ(p2p_protocol(a18, 16 * K + 4), Proto::Simple);
+  EXPECT_EQ(p2p_protocol(a22, 512 * K), Proto::LL);  // 32 channels a peer x 16 KiB
+  EXPECT_EQ(p2p_protocol(a22, 512 * K + 4), Proto::Simple);
+  EXPECT_EQ(p2p_protocol(a29, 16 * K), Proto::LL);
+  EXPECT_EQ(p2p_protocol(a29, 64 * K), Proto::Simple);  // one channel: 16 KiB
+  // A PCIe box: two channels a peer whatever the bridges, 128 KiB steps; a bridged pair
+  // alone: 24 NVLink channels, rounded to 32 but held to the communicator's, 512 KiB steps.
+  const Machine p = machine("a100_pcie_pairs", "2.30", 8);
+  EXPECT_EQ(p2p_channels(p).per_peer, 2);
+  EXPECT_EQ(p2p_split(p, 64 * M).channels, 2);
+  EXPECT_EQ(p2p_split(p, 64 * M).step_bytes, 128 * K);
+  const Machine pair = machine("a100_pcie_pairs", "2.30", 2);
+  EXPECT_EQ(p2p_channels(pair).per_peer, std::min(32, p2p_channels(pair).total));
+  EXPECT_EQ(p2p_split(pair, 64 * M).step_bytes, 512 * K);
+  // Every message's parts add up to it, on no more channels than its peer has.
+  for (const Machine* m : {&a18, &a20, &a22, &a29, &p, &pair})
+    for (double bytes = 4; bytes <= 8.0 * 1024 * M; bytes *= 3) {
+      const P2pSplit split = p2p_split(*m, bytes);
+      EXPECT_GE(split.channels * split.part_bytes, bytes);
+      EXPECT_LT((split.channels - 1) * split.part_bytes, bytes + 1);
+      EXPECT_LE(split.channels, p2p_channels(*m).per_peer);
+    }
+}
+
+// The validation's sendrecv figure (8x A100, li-plus/playground): NCCL runs 128 MiB on 8
+// channels and 256 MiB on 16, which halves and then doubles the bandwidth there (110.8 GB/s
+// measured at 128 MiB, 188.6 at 256 MiB); the model's step follows.
+TEST(NcclExecution, PointToPointBandwidthStepsWithTheChannels) {
+  System s = preset("a100_8x");
+  s.nccl = parse_nccl_release("2.18");
+  const Machine a = make_machine(s, 8);
+  auto busbw = [&](double bytes) { return bytes / (p2p_us(a, 0, 1, bytes) * 1e3); };
+  EXPECT_GT(busbw(256 << 20) / busbw(128 << 20), 1.45);  // 1.70 measured
+  EXPECT_LT(busbw(128 << 20), 8 * 20.0);
+  EXPECT_LT(busbw(1 << 30), 240.0);
 }
 
 // --- the model in a network ------------------------------------------------------------------
@@ -1566,19 +1644,50 @@ TEST(NcclNetwork, MessagesShareTheirPorts) {
   EXPECT_NEAR(second, 2 * alone + alone, 1e-12);
 }
 
+// Within a node a message uses only the share of its GPU's port that NCCL's channels for its
+// peer carry (4 channels of 20 GB/s of an A100's 240 for 16 MiB), so a GPU's messages to
+// several peers at once (gossip's neighbours) run side by side at their own paces while
+// their shares fit the port; beyond, they share it and end when it has carried them all.
+TEST(NcclNetwork, MessagesToSeveralPeersShareTheirChannelsPorts) {
+  const NetworkConfig config = nccl_network({{"model", "nccl"}, {"system", "a100_8x"}});
+  const Clock clock(config.nccl, 8);
+  const double bytes = 16 << 20;
+  const P2pTiming m = p2p_timing(clock.machine(), 0, 1, bytes);
+  const double wire = m.wire_us * 1e-6, lat = m.latency_us * 1e-6;
+  ASSERT_GT(3 * m.share, 0.5);
+  ASSERT_LT(3 * m.share, 1.0);
+  ASSERT_GT(4 * m.share, 1.0);
+  auto arrivals = [&](int peers) {
+    sim::Engine engine;
+    Network network(engine, Topology::ring(8, config.nominal), config);
+    std::vector<double> at(static_cast<std::size_t>(peers), -1.0);
+    engine.call_at(0.0, [&] {
+      for (int p = 0; p < peers; ++p)
+        network.send(0, 1 + p, bytes, [&, p] { at[static_cast<std::size_t>(p)] = engine.now(); });
+    });
+    engine.run();
+    return at;
+  };
+  for (double t : arrivals(3)) EXPECT_NEAR(t, wire + lat, 1e-12);                  // 3 shares fit
+  for (double t : arrivals(4)) EXPECT_NEAR(t, 4 * m.share * wire + lat, 1e-12);  // the port carries 4
+}
+
 // A collective drives every GPU's links and the NICs, so its data is a transfer on every
 // port, its latencies following: a message sent while the data is on the wire shares the
-// message's two ports with it, each at half pace while both are on the wire (the
-// collective is as slow as its busiest port), so the message takes twice its wire time and
-// the collective ends later by the message's wire time. A small collective's time is
-// mostly latency, which no port holds: it slows the message only by its data's time.
-// Apart in time, neither slows the other.
+// message's two ports with it. The message uses the share s of its ports that its channels
+// carry, the collective all of them, so while both are on the wire each runs at 1 / (1 + s)
+// of its pace (the collective is as slow as its busiest port): the message takes (1 + s)
+// times its wire time and the collective ends later by s times it. A small collective's
+// time is mostly latency, which no port holds: it slows the message only by s times its
+// data's time. Apart in time, neither slows the other.
 TEST(NcclNetwork, CollectivesAndMessagesShareThePorts) {
   const NetworkConfig config = nccl_network({{"model", "nccl"}, {"system", "a100_8x"}});
   const Clock clock(config.nccl, 8);
   const double bytes = 16 << 20;
   const P2pTiming m = p2p_timing(clock.machine(), 2, 3, bytes);
-  const double wire = m.wire_us * 1e-6, lat = m.latency_us * 1e-6, alone = lat + wire;
+  const double wire = m.wire_us * 1e-6, lat = m.latency_us * 1e-6, alone = lat + wire, s = m.share;
+  ASSERT_GT(s, 0.0);
+  ASSERT_LT(s, 1.0);  // 4 channels of 20 GB/s of the GPU's 240
   struct Times {
     double collective = -1, message = -1;
   };
@@ -1598,17 +1707,17 @@ TEST(NcclNetwork, CollectivesAndMessagesShareThePorts) {
   };
   // The message sent 1 us into a 64 MiB all-reduce, whose data outlasts it.
   auto [during, big] = run(1 << 24, 0.0, 1e-6);
-  ASSERT_GT(big.wire_s, 1e-6 + 2 * wire);
-  EXPECT_NEAR(during.message, 1e-6 + 2 * wire + lat, 1e-12);
-  EXPECT_NEAR(during.collective, big.seconds + wire, 1e-12);
+  ASSERT_GT(big.wire_s, 1e-6 + (1 + s) * wire);
+  EXPECT_NEAR(during.message, 1e-6 + (1 + s) * wire + lat, 1e-12);
+  EXPECT_NEAR(during.collective, big.seconds + s * wire, 1e-12);
   // A small all-reduce whose ranks arrive while the message is on the wire, and whose data
-  // ends first: both at half pace from then until it does; its latencies follow, alone.
+  // ends first: both at 1 / (1 + s) from then until it does; its latencies follow, alone.
   auto [after, small] = run(1 << 10, wire / 4, 0.0);
   ASSERT_GT(small.wire_s, 0.0);
   ASSERT_LT(small.wire_s, small.seconds / 4);  // mostly latency
-  ASSERT_LT(wire / 4 + 2 * small.wire_s, wire);
-  EXPECT_NEAR(after.collective, wire / 4 + 2 * small.wire_s + (small.seconds - small.wire_s), 1e-12);
-  EXPECT_NEAR(after.message, wire + small.wire_s + lat, 1e-12);
+  ASSERT_LT(wire / 4 + (1 + s) * small.wire_s, wire);
+  EXPECT_NEAR(after.collective, wire / 4 + (1 + s) * small.wire_s + (small.seconds - small.wire_s), 1e-12);
+  EXPECT_NEAR(after.message, wire + s * small.wire_s + lat, 1e-12);
   // Apart in time, neither waits.
   auto [apart, small2] = run(1 << 10, 2 * alone, 0.0);
   EXPECT_NEAR(apart.message, alone, 1e-12);

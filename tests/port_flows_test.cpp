@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 namespace dtsim::net {
@@ -25,8 +26,8 @@ struct Fixture {
   sim::Engine engine;
   PortFlows ports{engine, 8};
   Ends ends{engine};
-  void message(double t, double seconds, int egress, int ingress, std::uint64_t tag) {
-    engine.call_at(t, [=, this] { ports.start(seconds, egress, ingress, ends, tag); });
+  void message(double t, double seconds, int egress, int ingress, std::uint64_t tag, double share = 1.0) {
+    engine.call_at(t, [=, this] { ports.start(seconds, egress, ingress, ends, tag, share); });
   }
   void everywhere(double t, double seconds, std::uint64_t tag) {
     engine.call_at(t, [=, this] { ports.start_everywhere(seconds, ends, tag); });
@@ -116,6 +117,56 @@ TEST(PortFlows, ACollectiveSharesEveryPortWithTheMessages) {
   f.engine.run();
   EXPECT_DOUBLE_EQ(f.ends.at.at(2), 5.0);   // 1 + 2 / (1/2)
   EXPECT_DOUBLE_EQ(f.ends.at.at(1), 12.0);  // 10 + the message's 2
+}
+
+// A transfer that uses part of its ports at its own pace (a message on a few of NCCL's
+// channels) leaves the rest to others: transfers whose shares fit a port run at their own
+// paces side by side; beyond, all rise to the pace at which their shares fill the port
+// (progressive filling weighted by share), the time one limited elsewhere cannot use going
+// to the others.
+TEST(PortFlows, TransfersUseTheirShareOfAPort) {
+  {
+    Fixture f;  // 0.5 + 0.5 of port 0's way out: each at its own pace
+    f.message(0.0, 1.0, 0, 1, 1, 0.5);
+    f.message(0.0, 2.0, 0, 2, 2, 0.5);
+    f.engine.run();
+    EXPECT_EQ(f.ends.at.at(1), 1.0);
+    EXPECT_EQ(f.ends.at.at(2), 2.0);
+  }
+  {
+    Fixture f;  // 0.75 + 0.75: both at 1 / 1.5 of their pace while both run
+    f.message(0.0, 1.0, 0, 1, 1, 0.75);
+    f.message(0.0, 2.0, 0, 2, 2, 0.75);
+    f.engine.run();
+    EXPECT_DOUBLE_EQ(f.ends.at.at(1), 1.5);
+    EXPECT_DOUBLE_EQ(f.ends.at.at(2), 1.5 + (2.0 - 1.0));  // 1 s of its 2 done by 1.5, the rest alone
+  }
+  {
+    Fixture f;  // a collective (all of every port) beside a half-port message: both at 2/3
+    f.everywhere(0.0, 1.0, 1);
+    f.message(0.0, 2.0, 3, 4, 2, 0.5);
+    f.engine.run();
+    EXPECT_DOUBLE_EQ(f.ends.at.at(1), 1.5);
+    EXPECT_DOUBLE_EQ(f.ends.at.at(2), 1.5 + (2.0 - 1.0));
+  }
+  {
+    // Port 0's way out: a (0.6) and b (0.6); b also shares port 5's way in with c (whole).
+    // Port 5 limits b and c to 1 / 1.6 of their pace; a takes what b leaves of port 0:
+    // (1 - 0.6 / 1.6) / 0.6 = 1.0417 of its pace, so its own pace.
+    Fixture f;
+    f.message(0.0, 1.0, 0, 1, 1, 0.6);
+    f.message(0.0, 1.0, 0, 5, 2, 0.6);
+    f.message(0.0, 1.0, 6, 5, 3, 1.0);
+    f.engine.run();
+    EXPECT_EQ(f.ends.at.at(1), 1.0);
+    EXPECT_DOUBLE_EQ(f.ends.at.at(2), 1.6);
+    EXPECT_DOUBLE_EQ(f.ends.at.at(3), 1.6);
+  }
+  sim::Engine engine;
+  PortFlows ports(engine, 2);
+  Ends ends(engine);
+  EXPECT_THROW(ports.start(1.0, 0, 1, ends, 1, 0.0), std::invalid_argument);
+  EXPECT_THROW(ports.start(1.0, 0, 1, ends, 1, 1.5), std::invalid_argument);
 }
 
 // Transfers started at one instant are solved once, after every event due then.

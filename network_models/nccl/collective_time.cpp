@@ -32,6 +32,11 @@ int ceil_log2(int n) {
   while ((1 << l) < n) ++l;
   return l;
 }
+int pow2_up(int n) {  // NCCL's pow2Up (nextPow2)
+  int p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
 int floor_log2(int n) {  // NCCL's log2i
   int l = 0;
   while (n >>= 1) ++l;
@@ -542,13 +547,89 @@ double collective_latency_us(const Machine& m, const Tuning& t, Coll c, double b
                   collective_us(m, t, c, bytes, choice, element_size));
 }
 
-Proto p2p_protocol(double bytes) { return bytes <= kP2pLLThreshold ? Proto::LL : Proto::Simple; }
+// NCCL's channels for point-to-point within one node (ncclTopoComputeP2pChannels): a
+// power of two of the communicator's channels (at most MAXCHANNELS: 32, 64 from 2.25), and
+// per peer the fewest any two of its GPUs take (ncclTopoGetNchannels: two per NVLink's worth
+// of their path, two over PCIe), rounded up to a power of two too.
+P2pChannels p2p_channels(const Machine& m) {
+  const System& s = m.system;
+  const int max_channels = s.nccl >= NcclRelease::V2_25 ? 64 : 32;
+  const int channels = std::min(m.channels, max_channels);
+  int per_peer = channels;
+  for (int a = 0; a < m.per_node; ++a)
+    for (int b = 0; b < m.per_node; ++b) {
+      if (a == b) continue;
+      const bool nvlink = s.intra.kind == IntraKind::NvSwitch || s.bridged(a, b);
+      per_peer = std::min(per_peer, nvlink ? 2 * std::max(1, s.intra.nvlink_links) : 2);
+    }
+  return {.per_peer = pow2_up(per_peer), .total = pow2_up(channels)};
+}
+
+P2pSplit p2p_split(const Machine& m, double bytes) {
+  const NcclRelease release = m.system.nccl;
+  const P2pChannels pc = p2p_channels(m);
+  // NCCL_P2P_NVL_CHUNKSIZE where every GPU pair is NVLink, NCCL_P2P_PCI_CHUNKSIZE otherwise.
+  bool all_nvlink = m.system.intra.kind == IntraKind::NvSwitch;
+  if (!all_nvlink) {
+    all_nvlink = true;
+    for (int a = 0; a < m.per_node; ++a)
+      for (int b = a + 1; b < m.per_node; ++b) all_nvlink = all_nvlink && m.system.bridged(a, b);
+  }
+  const i64 step = all_nvlink ? i64{1} << 19 : i64{1} << 17;
+  const i64 min_part = step / 8, max_part = step * 32;
+  // One channel per operation when every peer has one (nChannelsMin); up to 2.19 no more than
+  // four operations a channel (nChannelsMax).
+  int most = pc.per_peer, least = pc.per_peer;
+  while (least * m.ranks > pc.total && least > 1) least /= 2;
+  if (release < NcclRelease::V2_20)
+    while (most * m.ranks > pc.total * 4 && most > 1) most /= 2;
+  const i64 b = std::max<i64>(0, static_cast<i64>(bytes));
+  P2pSplit out;
+  if (release < NcclRelease::V2_22) {
+    // calcP2pChunkSize: parts of at least min_part, doubling the channels while a part
+    // exceeds max_part; the message is cut in parts of that size (the last the rest), one
+    // a channel.
+    i64 size = std::max(min_part, divup(b, least));
+    int channels = least;
+    while (size > max_part && channels <= most / 2) {
+      channels *= 2;
+      size = divup(b, channels);
+    }
+    const i64 part = roundup(size, min_part);
+    out.channels = static_cast<int>(std::min<i64>(std::max<i64>(1, divup(b, part)), pc.per_peer));
+    out.part_bytes = static_cast<double>(std::min(part, b));
+  } else {
+    // addP2pToPlan: as few channels as parts of min_part need (up to nChannelsMin), doubled
+    // while a part exceeds max_part; the message split evenly among them in whole 4 KiB
+    // (ncclP2pPartBounds).
+    int channels = static_cast<int>(std::min<i64>(least, std::max<i64>(1, divup(b, min_part))));
+    i64 part = std::max(min_part, divup(b, channels));
+    while (part > max_part && channels <= most / 2) {
+      channels *= 2;
+      part = divup(b, channels);
+    }
+    out.channels = channels;
+    out.part_bytes = static_cast<double>(std::min(roundup(divup(b, channels), 4096), b));
+  }
+  // LL up to NCCL_P2P_LL_THRESHOLD: the message (up to 2.21), a channel of the peer's
+  // (2.22 - 2.28: of its nChannelsMax), a channel the message uses (2.29).
+  const double threshold = release < NcclRelease::V2_22   ? kP2pLLThreshold
+                           : release < NcclRelease::V2_29 ? most * kP2pLLThreshold
+                                                          : out.channels * kP2pLLThreshold;
+  out.proto = bytes <= threshold ? Proto::LL : Proto::Simple;
+  out.step_bytes = static_cast<double>(step);
+  return out;
+}
+
+Proto p2p_protocol(const Machine& m, double bytes) {
+  return m.nodes > 1 ? (bytes <= kP2pLLThreshold ? Proto::LL : Proto::Simple) : p2p_split(m, bytes).proto;
+}
 
 int p2p_ports(const Machine& m) { return m.ranks + m.nodes * std::max(1, m.system.network.nics_per_node); }
 
 P2pTiming p2p_timing(const Machine& m, int src, int dst, double bytes) {
   if (src == dst) return {.egress = src, .ingress = dst};
-  const Proto p = p2p_protocol(bytes);
+  const Proto p = p2p_protocol(m, bytes);
   const double efficiency = p == Proto::LL ? 0.5 : 1.0;  // LL: 8 data bytes per 16-byte line
   const System& s = m.system;
   const int node_a = src / m.per_node, node_b = dst / m.per_node;
@@ -567,13 +648,26 @@ P2pTiming p2p_timing(const Machine& m, int src, int dst, double bytes) {
       hw = Hw::Pci;
     }
   };
+  double wire_us = 0.0, share = 1.0;
   if (node_a == node_b) {
     Hw hw = Hw::NvLink;
     intra_path(local_a, local_b, bw, hw);
     lat = hop_latency_us(hw, Algo::Ring, p);
+    wire_us = bytes / (bw * efficiency * 1e3);
+    if (m.nodes == 1) {
+      // The message's channels, each a thread block at most at the speed NCCL's search gives
+      // a channel of the ring's graph, sharing the path; Simple waits for and posts every
+      // step of its part (a hop's latency each after the first, as the ring's slices).
+      const P2pSplit split = p2p_split(m, bytes);
+      const double channel_bw = std::min(bw / split.channels, m.graphs[index(Algo::Ring)].bw_intra);
+      const double steps = p == Proto::Simple ? std::max(1.0, std::ceil(split.part_bytes / split.step_bytes)) : 1.0;
+      wire_us = split.part_bytes / (channel_bw * efficiency * 1e3) + (steps - 1) * lat;
+      share = std::min(1.0, bytes / (efficiency * wire_us * 1e3) / bw);
+    }
   } else {
     bw = std::min(m.net_bw, m.pci_bw);
     lat = hop_latency_us(Hw::Net, Algo::Ring, p);
+    wire_us = bytes / (bw * efficiency * 1e3);
     const int nics = std::max(1, s.network.nics_per_node), rails = std::max(1, s.network.rails);
     const int nic_a = local_a * nics / s.gpus_per_node, nic_b = local_b * nics / s.gpus_per_node;
     int out_nic = nic_a;
@@ -588,7 +682,8 @@ P2pTiming p2p_timing(const Machine& m, int src, int dst, double bytes) {
     ingress = m.ranks + node_b * nics + nic_b;
   }
   return {.latency_us = base_latency_us(Algo::Ring, p) + lat,
-          .wire_us = bytes / (bw * efficiency * 1e3),
+          .wire_us = wire_us,
+          .share = share,
           .egress = egress,
           .ingress = ingress};
 }

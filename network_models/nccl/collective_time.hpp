@@ -65,12 +65,20 @@
 // the tree's network hop / 3.5; a step: its 2.8 us a rank) and bandwidth (0.75 of the tree
 // graph's; collective_time.cpp's pat_us).
 //
-// Point-to-point (send/recv; gossip's neighbour exchanges): LL up to 16 KiB
-// (NCCL_P2P_LL_THRESHOLD), Simple above; baseLat + the path's hop latencies + bytes / the
-// path's bandwidth: NVLink between GPUs of an NVSwitch node or a bridged pair, PCIe otherwise,
-// the NIC across nodes, one more NVLink hop when the two GPUs' NICs are on different rails
-// (PXN).
-//
+// Point-to-point (send/recv; gossip's neighbour exchanges): baseLat + the path's hop latency
+// + the data: NVLink between GPUs of an NVSwitch node or a bridged pair, PCIe otherwise, the
+// NIC across nodes, one more NVLink hop when the two GPUs' NICs are on different rails
+// (PXN). Within a one-node communicator a message runs on NCCL's channels for its peer
+// (p2p_split, from ncclTopoComputeP2pChannels and enqueue.cc's scheduling of each
+// release): a few for a small message, doubled while a channel's part exceeds 32 of
+// NCCL's point-to-point steps (512 KiB over NVLink, 128 KiB otherwise), each channel a
+// thread block moving its part at most at the speed NCCL's search gives a channel of the
+// ring's graph (20 GB/s on an A100) and sharing the path, Simple paying a hop's latency per
+// step after the first (as the ring's slices); LL up to NCCL_P2P_LL_THRESHOLD (16 KiB: of
+// the message up to 2.21, a channel's from 2.22). The message uses the part of its ports'
+// speed its channels carry (P2pTiming::share). Across nodes (and within a node of a
+// multi-node communicator, whose peers NCCL gives channels by its NICs) a message moves at
+// the path's speed, LL up to 16 KiB.
 // All plain double arithmetic (no libm beyond what the tuning's integer log2 needs), so the
 // times are the same on every machine.
 #pragma once
@@ -90,17 +98,35 @@ double collective_us(const Machine& m, const Tuning& t, Coll c, double bytes, co
 double collective_latency_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& choice,
                              int element_size = 4);
 
+// NCCL's channels for point-to-point in a one-node communicator: p2pnChannelsPerPeer and
+// p2pnChannels.
+struct P2pChannels {
+  int per_peer = 1, total = 1;
+};
+P2pChannels p2p_channels(const Machine& m);
+// How NCCL runs a message of `bytes` between two GPUs of a one-node communicator: the
+// channels it is split among, the largest part one carries, the protocol and the Simple
+// protocol's step (NCCL's point-to-point chunk size).
+struct P2pSplit {
+  int channels = 1;
+  double part_bytes = 0.0;
+  Proto proto = Proto::Simple;
+  double step_bytes = 0.0;
+};
+P2pSplit p2p_split(const Machine& m, double bytes);
+
 // The protocol NCCL's send/recv uses for a message of `bytes`: LL up to
-// NCCL_P2P_LL_THRESHOLD, Simple above.
-Proto p2p_protocol(double bytes);
+// NCCL_P2P_LL_THRESHOLD (a channel's from 2.22 within one node), Simple above.
+Proto p2p_protocol(const Machine& m, double bytes);
 
 // A point-to-point message: its fixed part (NCCL's base latency and the hops') and its
 // time on the wire, and the ports it holds while on the wire: the sender's way out and the
 // receiver's way in, each a GPU's NVLink or PCIe port within a node, a node's NIC across
-// nodes (P2pTiming::ports of each kind per machine).
+// nodes (p2p_ports of each direction per machine), and the share of their speed it uses.
 struct P2pTiming {
   double latency_us = 0.0;
   double wire_us = 0.0;
+  double share = 1.0;  // of each of its ports, at its own pace (its channels' part of the path's speed)
   int egress = 0, ingress = 0;  // in [0, ports(m))
 };
 P2pTiming p2p_timing(const Machine& m, int src, int dst, double bytes);

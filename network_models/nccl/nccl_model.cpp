@@ -99,7 +99,7 @@ double Clock::benchmark_seconds(const CollectiveSpec& spec, int gpus_per_thread)
 
 MessageTiming Clock::message_timing(int src, int dst, double bytes) const {
   const P2pTiming t = p2p_timing(machine_, src, dst, bytes);
-  return {.latency_s = t.latency_us * 1e-6, .wire_s = t.wire_us * 1e-6, .egress = t.egress, .ingress = t.ingress};
+  return {.latency_s = t.latency_us * 1e-6, .wire_s = t.wire_us * 1e-6, .share = t.share, .egress = t.egress, .ingress = t.ingress};
 }
 
 int Clock::ports() const { return p2p_ports(machine_); }
