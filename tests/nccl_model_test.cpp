@@ -1385,8 +1385,36 @@ TEST(NcclExecution, PointToPointChannels) {
   const Machine pair = machine("a100_pcie_pairs", "2.30", 2);
   EXPECT_EQ(p2p_channels(pair).per_peer, std::min(32, p2p_channels(pair).total));
   EXPECT_EQ(p2p_split(pair, 64 * M).step_bytes, 512 * K);
+  // Across nodes every peer, a node's GPUs included, gets the channels NCCL gives one over
+  // the network: two up to 2.19 (NCCL_NCHANNELS_PER_NET_PEER); 2.20 - 2.28 two, one where two
+  // a peer would put more than four operations on a channel (128 ranks); from 2.29 enough
+  // for the NIC at 14 GB/s a channel (NDR: 4), halved while rounds of 8 peers overflow the
+  // channels (16 across H100 nodes). Steps of 128 KiB, parts of one step (from 2.20 at least
+  // half of one), one channel per operation when every peer has one.
+  auto nodes = [&](const char* name, const char* release, int n) {
+    System sys = preset(name);
+    sys.nccl = parse_nccl_release(release);
+    sys.nodes = n;
+    return make_machine(sys, n * sys.gpus_per_node);
+  };
+  const Machine a18n2 = nodes("a100_8x", "2.18", 2), a18n16 = nodes("a100_8x", "2.18", 16);
+  const Machine a20n2 = nodes("a100_8x", "2.20", 2), a20n16 = nodes("a100_8x", "2.20", 16);
+  const Machine h30n2 = nodes("h100_8x", "2.30", 2), h30n16 = nodes("h100_8x", "2.30", 16);
+  EXPECT_EQ(p2p_channels(a18n2).per_peer, 2);
+  EXPECT_EQ(p2p_channels(a18n16).per_peer, 2);
+  EXPECT_EQ(p2p_channels(a20n2).per_peer, 2);
+  EXPECT_EQ(p2p_channels(a20n16).per_peer, 1);
+  EXPECT_EQ(p2p_channels(h30n2).per_peer, 4);
+  EXPECT_EQ(p2p_channels(h30n16).per_peer, 1);  // 16 rounds of 8 peers over 16 channels
+  for (const Row& r : {Row{&a18n2, 16 * M, 2, 8 * M}, Row{&a20n16, 16 * M, 1, 16 * M}, Row{&h30n2, 16 * M, 4, 4 * M},
+                       Row{&h30n2, 100 * K, 1, 100 * K}, Row{&h30n16, 16 * M, 1, 16 * M}}) {
+    const P2pSplit split = p2p_split(*r.m, r.bytes);
+    EXPECT_EQ(split.channels, r.channels) << r.bytes;
+    EXPECT_EQ(split.part_bytes, r.part) << r.bytes;
+    EXPECT_EQ(split.step_bytes, 128 * K);
+  }
   // Every message's parts add up to it, on no more channels than its peer has.
-  for (const Machine* m : {&a18, &a20, &a22, &a29, &p, &pair})
+  for (const Machine* m : {&a18, &a20, &a22, &a29, &p, &pair, &a18n2, &a20n16, &h30n2, &h30n16})
     for (double bytes = 4; bytes <= 8.0 * 1024 * M; bytes *= 3) {
       const P2pSplit split = p2p_split(*m, bytes);
       EXPECT_GE(split.channels * split.part_bytes, bytes);
@@ -1572,9 +1600,11 @@ TEST(NcclNetwork, CollectivesQueueOnTheStream) {
 
 // Point-to-point messages are transfers on the sender's way out and the receiver's way in
 // (port_flows.hpp): a GPU's NVLink port within a node, a node's NIC across nodes. Two
-// sends from one GPU, or two into one, share the port's time (each at half pace while
-// both are on it); messages with no port in common, and one on NVLink beside one through a
-// NIC, do not slow each other.
+// sends through one NIC, or two into one, share its time (each at half pace while both are
+// on it); within a node of a multi-node communicator a message runs on the two channels
+// NCCL gives every peer there, far from filling the GPU's NVLinks, so two sends from one
+// GPU run side by side; messages with no port in common, and one on NVLink beside one
+// through a NIC, do not slow each other.
 TEST(NcclNetwork, MessagesShareTheirPorts) {
   const json two_nodes = {{"model", "nccl"}, {"system", {{"preset", "a100_8x"}, {"nodes", 2}}}};
   config::ObjectReader r(two_nodes, "/network");
@@ -1588,17 +1618,20 @@ TEST(NcclNetwork, MessagesShareTheirPorts) {
   EXPECT_EQ(nic.egress, 16 + 0);       // node 0's NIC 0
   EXPECT_EQ(nic.ingress, 16 + 8 + 0);  // node 1's NIC 0
   EXPECT_EQ(p2p_ports(clock.machine()), 16 + 2 * 8);
-  const double alone = (nvlink.latency_us + nvlink.wire_us) * 1e-6, wire = nvlink.wire_us * 1e-6;
-  const double lat = nvlink.latency_us * 1e-6, across = (nic.latency_us + nic.wire_us) * 1e-6;
+  EXPECT_EQ(p2p_split(clock.machine(), bytes).channels, 2);
+  EXPECT_LT(2 * nvlink.share, 1.0);
+  EXPECT_EQ(nic.share, 1.0);
+  const double alone = (nvlink.latency_us + nvlink.wire_us) * 1e-6;
+  const double across = (nic.latency_us + nic.wire_us) * 1e-6, nic_wire = nic.wire_us * 1e-6;
 
   // Sends at time 0 (in this order); arrival time of each.
-  auto arrivals = [&](const std::vector<std::pair<int, int>>& sends, double bytes_each) {
+  auto arrivals = [&](const std::vector<std::pair<int, int>>& sends, std::vector<double> bytes_each) {
     sim::Engine engine;
     Network network(engine, Topology::ring(16, config.nominal), config);
     std::vector<double> at(sends.size(), -1.0);
     for (std::size_t i = 0; i < sends.size(); ++i)
       engine.call_at(0.0, [&, i] {
-        network.send(sends[i].first, sends[i].second, bytes_each, [&, i] { at[i] = engine.now(); });
+        network.send(sends[i].first, sends[i].second, bytes_each[i], [&, i] { at[i] = engine.now(); });
       });
     engine.run();
     return at;
@@ -1607,41 +1640,36 @@ TEST(NcclNetwork, MessagesShareTheirPorts) {
     ASSERT_EQ(got.size(), want.size());
     for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << "message " << i;
   };
-  expect(arrivals({{0, 1}, {0, 2}}, bytes), {2 * wire + lat, 2 * wire + lat});  // one GPU's way out
-  expect(arrivals({{1, 0}, {2, 0}}, bytes), {2 * wire + lat, 2 * wire + lat});  // one GPU's way in
-  expect(arrivals({{0, 1}, {2, 3}}, bytes), {alone, alone});                    // no port in common
-  expect(arrivals({{0, 1}, {0, 8}}, bytes), {alone, across});                   // NVLink beside the NIC
-  expect(arrivals({{0, 8}, {1, 9}}, bytes), {across, across});                  // two NICs (8 per node)
+  expect(arrivals({{0, 1}, {0, 2}}, {bytes, bytes}), {alone, alone});    // one GPU's way out, side by side
+  expect(arrivals({{1, 0}, {2, 0}}, {bytes, bytes}), {alone, alone});    // one GPU's way in
+  expect(arrivals({{0, 1}, {2, 3}}, {bytes, bytes}), {alone, alone});    // no port in common
+  expect(arrivals({{0, 1}, {0, 8}}, {bytes, bytes}), {alone, across});   // NVLink beside the NIC
+  expect(arrivals({{0, 8}, {1, 9}}, {bytes, bytes}), {across, across});  // two NICs (8 per node)
+  expect(arrivals({{0, 8}, {0, 8}}, {bytes, bytes}), {2 * nic_wire + nic.latency_us * 1e-6, 2 * nic_wire + nic.latency_us * 1e-6});
   // Rank 0 reaches rank 9 (NIC 1's rail) through GPU 1's NIC (PXN): the NIC rank 1 uses.
   const P2pTiming pxn = p2p_timing(clock.machine(), 0, 9, bytes), direct = p2p_timing(clock.machine(), 1, 9, bytes);
   EXPECT_EQ(pxn.egress, direct.egress);
   EXPECT_GT(pxn.latency_us, direct.latency_us);  // one more NVLink hop
   ASSERT_EQ(pxn.wire_us, direct.wire_us);
-  const double nic_wire = direct.wire_us * 1e-6;
-  expect(arrivals({{1, 9}, {0, 9}, {0, 8}}, bytes),
+  expect(arrivals({{1, 9}, {0, 9}, {0, 8}}, {bytes, bytes, bytes}),
          {2 * nic_wire + direct.latency_us * 1e-6, 2 * nic_wire + pxn.latency_us * 1e-6, across});
   // Ports share time, not bytes: a small message (LL: half the wire's bytes) beside a large
-  // one each runs at half its own pace until the small one ends.
-  const P2pTiming small = p2p_timing(clock.machine(), 0, 2, 4096);
+  // one through the same NICs each runs at half its own pace until the small one ends.
+  const P2pTiming small = p2p_timing(clock.machine(), 0, 8, 4096);
+  ASSERT_EQ(small.share, 1.0);
   const double small_wire = small.wire_us * 1e-6;
-  ASSERT_LT(2 * small_wire, wire);
-  sim::Engine engine0;
-  Network mixed(engine0, Topology::ring(16, config.nominal), config);
-  double big_at = -1, small_at = -1;
-  engine0.call_at(0.0, [&] { mixed.send(0, 1, bytes, [&] { big_at = engine0.now(); }); });
-  engine0.call_at(0.0, [&] { mixed.send(0, 2, 4096, [&] { small_at = engine0.now(); }); });
-  engine0.run();
-  EXPECT_NEAR(small_at, 2 * small_wire + small.latency_us * 1e-6, 1e-12);
-  EXPECT_NEAR(big_at, wire + small_wire + lat, 1e-12);
+  ASSERT_LT(2 * small_wire, nic_wire);
+  expect(arrivals({{0, 8}, {0, 8}}, {bytes, 4096}),
+         {nic_wire + small_wire + nic.latency_us * 1e-6, 2 * small_wire + small.latency_us * 1e-6});
   // A message sent after the port is free again runs alone.
   sim::Engine engine;
   Network network(engine, Topology::ring(16, config.nominal), config);
   double first = -1, second = -1;
-  engine.call_at(0.0, [&] { network.send(0, 1, bytes, [&] { first = engine.now(); }); });
-  engine.call_at(2 * alone, [&] { network.send(0, 2, bytes, [&] { second = engine.now(); }); });
+  engine.call_at(0.0, [&] { network.send(0, 8, bytes, [&] { first = engine.now(); }); });
+  engine.call_at(2 * across, [&] { network.send(0, 8, bytes, [&] { second = engine.now(); }); });
   engine.run();
-  EXPECT_NEAR(first, alone, 1e-12);
-  EXPECT_NEAR(second, 2 * alone + alone, 1e-12);
+  EXPECT_NEAR(first, across, 1e-12);
+  EXPECT_NEAR(second, 2 * across + across, 1e-12);
 }
 
 // Within a node a message uses only the share of its GPU's port that NCCL's channels for its

@@ -547,41 +547,80 @@ double collective_latency_us(const Machine& m, const Tuning& t, Coll c, double b
                   collective_us(m, t, c, bytes, choice, element_size));
 }
 
-// NCCL's channels for point-to-point within one node (ncclTopoComputeP2pChannels): a
-// power of two of the communicator's channels (at most MAXCHANNELS: 32, 64 from 2.25), and
-// per peer the fewest any two of its GPUs take (ncclTopoGetNchannels: two per NVLink's worth
-// of their path, two over PCIe), rounded up to a power of two too.
+namespace {
+
+// The channels NCCL gives a peer across nodes (ncclTopoGetNchannels' network branch): 2 up
+// to 2.19 (NCCL_NCHANNELS_PER_NET_PEER); 2.20 - 2.28 two, halved while two a peer over the
+// ranks would put more than four operations on a channel, but at least one per NIC the GPU
+// needs to match its PCIe link; from 2.29 one per such NIC and enough for its speed at
+// NCCL_P2P_PER_CHANNEL_NET_BW (14 GB/s) a channel.
+int net_peer_channels(const Machine& m, int channels) {
+  const System& s = m.system;
+  const int local_nics = std::max(1, s.network.nics_per_node / std::max(1, s.gpus_per_node));
+  int nics = 0;
+  double nic_bw = 0.0;
+  while (nics < local_nics && nic_bw < m.pci_bw) {
+    nic_bw += m.net_bw;
+    ++nics;
+  }
+  if (s.nccl < NcclRelease::V2_20) return 2;
+  if (s.nccl < NcclRelease::V2_29) {
+    int most = 2;
+    while (most * m.ranks > channels * 4 && most > 1) most /= 2;
+    return std::max(nics, most);
+  }
+  return std::max(nics, static_cast<int>(divup(static_cast<i64>(nic_bw), 14)));
+}
+
+}  // namespace
+
+// NCCL's channels for point-to-point (ncclTopoComputeP2pChannels): a power of two of the
+// communicator's channels (at most MAXCHANNELS: 32, 64 from 2.25), and per peer the fewest
+// any two ranks take (two per NVLink's worth of their path, two over PCIe, the network's
+// across nodes), rounded up to a power of two too; from 2.29, across nodes, halved while a
+// peer's channels times the rounds of 8 peers exceed the channels.
 P2pChannels p2p_channels(const Machine& m) {
   const System& s = m.system;
   const int max_channels = s.nccl >= NcclRelease::V2_25 ? 64 : 32;
   const int channels = std::min(m.channels, max_channels);
-  int per_peer = channels;
+  int least = max_channels;
   for (int a = 0; a < m.per_node; ++a)
     for (int b = 0; b < m.per_node; ++b) {
       if (a == b) continue;
       const bool nvlink = s.intra.kind == IntraKind::NvSwitch || s.bridged(a, b);
-      per_peer = std::min(per_peer, nvlink ? 2 * std::max(1, s.intra.nvlink_links) : 2);
+      least = std::min(least, nvlink ? 2 * std::max(1, s.intra.nvlink_links) : 2);
     }
-  return {.per_peer = pow2_up(per_peer), .total = pow2_up(channels)};
+  if (m.nodes > 1) least = std::min(least, net_peer_channels(m, channels));
+  const bool rounds = s.nccl >= NcclRelease::V2_29 && m.nodes > 1;
+  P2pChannels out{.per_peer = pow2_up(rounds ? least : std::min(least, channels)), .total = pow2_up(channels)};
+  if (rounds)
+    while (out.per_peer * divup(m.ranks, 8) > out.total && out.per_peer > 1) out.per_peer /= 2;
+  return out;
 }
 
 P2pSplit p2p_split(const Machine& m, double bytes) {
   const NcclRelease release = m.system.nccl;
   const P2pChannels pc = p2p_channels(m);
-  // NCCL_P2P_NVL_CHUNKSIZE where every GPU pair is NVLink, NCCL_P2P_PCI_CHUNKSIZE otherwise.
+  const bool nodes = m.nodes > 1;
+  // NCCL_P2P_NET_CHUNKSIZE across nodes, NCCL_P2P_NVL_CHUNKSIZE where every GPU pair is
+  // NVLink, NCCL_P2P_PCI_CHUNKSIZE otherwise.
   bool all_nvlink = m.system.intra.kind == IntraKind::NvSwitch;
   if (!all_nvlink) {
     all_nvlink = true;
     for (int a = 0; a < m.per_node; ++a)
       for (int b = a + 1; b < m.per_node; ++b) all_nvlink = all_nvlink && m.system.bridged(a, b);
   }
-  const i64 step = all_nvlink ? i64{1} << 19 : i64{1} << 17;
-  const i64 min_part = step / 8, max_part = step * 32;
+  const i64 step = all_nvlink && !nodes ? i64{1} << 19 : i64{1} << 17;
+  // Parts of at least an eighth of a step (across nodes from 2.20: half), at most 32 steps
+  // (across nodes: one).
+  const i64 min_part = nodes && release >= NcclRelease::V2_20 ? step / 2 : step / 8;
+  const i64 max_part = nodes ? step : step * 32;
   // One channel per operation when every peer has one (nChannelsMin); up to 2.19 no more than
-  // four operations a channel (nChannelsMax).
+  // four operations a channel (nChannelsMax), both within one node only.
   int most = pc.per_peer, least = pc.per_peer;
-  while (least * m.ranks > pc.total && least > 1) least /= 2;
-  if (release < NcclRelease::V2_20)
+  if (!nodes || release >= NcclRelease::V2_20)
+    while (least * m.ranks > pc.total && least > 1) least /= 2;
+  if (!nodes && release < NcclRelease::V2_20)
     while (most * m.ranks > pc.total * 4 && most > 1) most /= 2;
   const i64 b = std::max<i64>(0, static_cast<i64>(bytes));
   P2pSplit out;
@@ -621,9 +660,7 @@ P2pSplit p2p_split(const Machine& m, double bytes) {
   return out;
 }
 
-Proto p2p_protocol(const Machine& m, double bytes) {
-  return m.nodes > 1 ? (bytes <= kP2pLLThreshold ? Proto::LL : Proto::Simple) : p2p_split(m, bytes).proto;
-}
+Proto p2p_protocol(const Machine& m, double bytes) { return p2p_split(m, bytes).proto; }
 
 int p2p_ports(const Machine& m) { return m.ranks + m.nodes * std::max(1, m.system.network.nics_per_node); }
 
@@ -653,17 +690,14 @@ P2pTiming p2p_timing(const Machine& m, int src, int dst, double bytes) {
     Hw hw = Hw::NvLink;
     intra_path(local_a, local_b, bw, hw);
     lat = hop_latency_us(hw, Algo::Ring, p);
-    wire_us = bytes / (bw * efficiency * 1e3);
-    if (m.nodes == 1) {
-      // The message's channels, each a thread block at most at the speed NCCL's search gives
-      // a channel of the ring's graph, sharing the path; Simple waits for and posts every
-      // step of its part (a hop's latency each after the first, as the ring's slices).
-      const P2pSplit split = p2p_split(m, bytes);
-      const double channel_bw = std::min(bw / split.channels, m.graphs[index(Algo::Ring)].bw_intra);
-      const double steps = p == Proto::Simple ? std::max(1.0, std::ceil(split.part_bytes / split.step_bytes)) : 1.0;
-      wire_us = split.part_bytes / (channel_bw * efficiency * 1e3) + (steps - 1) * lat;
-      share = std::min(1.0, bytes / (efficiency * wire_us * 1e3) / bw);
-    }
+    // The message's channels, each a thread block at most at the speed NCCL's search gives a
+    // channel of the ring's graph, sharing the path; Simple waits for and posts every step of
+    // its part (a hop's latency each after the first, as the ring's slices).
+    const P2pSplit split = p2p_split(m, bytes);
+    const double channel_bw = std::min(bw / split.channels, m.graphs[index(Algo::Ring)].bw_intra);
+    const double steps = p == Proto::Simple ? std::max(1.0, std::ceil(split.part_bytes / split.step_bytes)) : 1.0;
+    wire_us = split.part_bytes / (channel_bw * efficiency * 1e3) + (steps - 1) * lat;
+    share = std::min(1.0, bytes / (efficiency * wire_us * 1e3) / bw);
   } else {
     bw = std::min(m.net_bw, m.pci_bw);
     lat = hop_latency_us(Hw::Net, Algo::Ring, p);

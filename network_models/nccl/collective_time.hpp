@@ -68,17 +68,17 @@
 // Point-to-point (send/recv; gossip's neighbour exchanges): baseLat + the path's hop latency
 // + the data: NVLink between GPUs of an NVSwitch node or a bridged pair, PCIe otherwise, the
 // NIC across nodes, one more NVLink hop when the two GPUs' NICs are on different rails
-// (PXN). Within a one-node communicator a message runs on NCCL's channels for its peer
-// (p2p_split, from ncclTopoComputeP2pChannels and enqueue.cc's scheduling of each
-// release): a few for a small message, doubled while a channel's part exceeds 32 of
-// NCCL's point-to-point steps (512 KiB over NVLink, 128 KiB otherwise), each channel a
-// thread block moving its part at most at the speed NCCL's search gives a channel of the
-// ring's graph (20 GB/s on an A100) and sharing the path, Simple paying a hop's latency per
-// step after the first (as the ring's slices); LL up to NCCL_P2P_LL_THRESHOLD (16 KiB: of
-// the message up to 2.21, a channel's from 2.22). The message uses the part of its ports'
-// speed its channels carry (P2pTiming::share). Across nodes (and within a node of a
-// multi-node communicator, whose peers NCCL gives channels by its NICs) a message moves at
-// the path's speed, LL up to 16 KiB.
+// (PXN). Within a node a message runs on NCCL's channels for its peer (p2p_split, from
+// ncclTopoComputeP2pChannels and enqueue.cc's scheduling of each release): in a one-node
+// communicator a few for a small message, doubled while a channel's part exceeds 32 of
+// NCCL's point-to-point steps (512 KiB over NVLink, 128 KiB otherwise); in a multi-node one
+// as many as NCCL gives a peer across the network (two, or by the NICs' speed from 2.29), in
+// steps of 128 KiB. Each channel is a thread block moving its part at most at the speed
+// NCCL's search gives a channel of the ring's graph (20 GB/s on an A100), the channels
+// sharing the path, Simple paying a hop's latency per step after the first (as the ring's
+// slices); LL up to NCCL_P2P_LL_THRESHOLD (16 KiB: of the message up to 2.21, of each
+// channel from 2.22). The message uses the part of its ports' speed its channels carry
+// (P2pTiming::share). Across nodes a message moves at the NIC's speed.
 // All plain double arithmetic (no libm beyond what the tuning's integer log2 needs), so the
 // times are the same on every machine.
 #pragma once
@@ -98,14 +98,12 @@ double collective_us(const Machine& m, const Tuning& t, Coll c, double bytes, co
 double collective_latency_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& choice,
                              int element_size = 4);
 
-// NCCL's channels for point-to-point in a one-node communicator: p2pnChannelsPerPeer and
-// p2pnChannels.
+// NCCL's channels for point-to-point: p2pnChannelsPerPeer and p2pnChannels.
 struct P2pChannels {
   int per_peer = 1, total = 1;
 };
 P2pChannels p2p_channels(const Machine& m);
-// How NCCL runs a message of `bytes` between two GPUs of a one-node communicator: the
-// channels it is split among, the largest part one carries, the protocol and the Simple
+// How NCCL runs a message of `bytes` to a peer: the channels it is split among, the largest part one carries, the protocol and the Simple
 // protocol's step (NCCL's point-to-point chunk size).
 struct P2pSplit {
   int channels = 1;
@@ -116,7 +114,7 @@ struct P2pSplit {
 P2pSplit p2p_split(const Machine& m, double bytes);
 
 // The protocol NCCL's send/recv uses for a message of `bytes`: LL up to
-// NCCL_P2P_LL_THRESHOLD (a channel's from 2.22 within one node), Simple above.
+// NCCL_P2P_LL_THRESHOLD (of a channel from 2.22), Simple above.
 Proto p2p_protocol(const Machine& m, double bytes);
 
 // A point-to-point message: its fixed part (NCCL's base latency and the hops') and its
