@@ -1323,6 +1323,9 @@ TEST(NcclExecution, PointToPoint) {
   // 240, in 32 steps of 512 KiB.
   EXPECT_NEAR(p2p_us(a, 0, 5, big), 8.4 + 3.4 + (16 << 20) / (20.0 * 1e3) + 31 * 3.4, 1e-9);
   EXPECT_NEAR(p2p_us(a, 0, 5, 1024), 6.6 + 0.6 + 1024 / (20.0 * 0.5 * 1e3), 1e-9);  // LL, one channel
+  const P2pTiming empty = p2p_timing(a, 0, 5, 0);  // a sync: latency only, a whole share of nothing
+  EXPECT_EQ(empty.wire_us, 0.0);
+  EXPECT_EQ(empty.share, 1.0);
   const Machine p = make_machine(preset("a100_pcie_pairs"), 8);
   EXPECT_LT(p2p_us(p, 0, 1, big), p2p_us(p, 0, 2, big));  // bridge vs PCIe
   // 2 channels a peer (two over PCIe), 32 MiB each at the PCIe ring channel's 12 GB/s, in

@@ -666,7 +666,8 @@ int p2p_ports(const Machine& m) { return m.ranks + m.nodes * std::max(1, m.syste
 
 P2pTiming p2p_timing(const Machine& m, int src, int dst, double bytes) {
   if (src == dst) return {.egress = src, .ingress = dst};
-  const Proto p = p2p_protocol(m, bytes);
+  const P2pSplit split = p2p_split(m, bytes);
+  const Proto p = split.proto;
   const double efficiency = p == Proto::LL ? 0.5 : 1.0;  // LL: 8 data bytes per 16-byte line
   const System& s = m.system;
   const int node_a = src / m.per_node, node_b = dst / m.per_node;
@@ -693,11 +694,10 @@ P2pTiming p2p_timing(const Machine& m, int src, int dst, double bytes) {
     // The message's channels, each a thread block at most at the speed NCCL's search gives a
     // channel of the ring's graph, sharing the path; Simple waits for and posts every step of
     // its part (a hop's latency each after the first, as the ring's slices).
-    const P2pSplit split = p2p_split(m, bytes);
     const double channel_bw = std::min(bw / split.channels, m.graphs[index(Algo::Ring)].bw_intra);
     const double steps = p == Proto::Simple ? std::max(1.0, std::ceil(split.part_bytes / split.step_bytes)) : 1.0;
     wire_us = split.part_bytes / (channel_bw * efficiency * 1e3) + (steps - 1) * lat;
-    share = std::min(1.0, bytes / (efficiency * wire_us * 1e3) / bw);
+    if (wire_us > 0) share = std::min(1.0, bytes / (efficiency * wire_us * 1e3) / bw);
   } else {
     bw = std::min(m.net_bw, m.pci_bw);
     lat = hop_latency_us(Hw::Net, Algo::Ring, p);
