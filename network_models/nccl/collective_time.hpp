@@ -79,6 +79,7 @@
 // slices); LL up to NCCL_P2P_LL_THRESHOLD (16 KiB: of the message up to 2.21, of each
 // channel from 2.22). The message uses the part of its ports' speed its channels carry
 // (P2pTiming::share). Across nodes a message moves at the NIC's speed.
+//
 // All plain double arithmetic (no libm beyond what the tuning's integer log2 needs), so the
 // times are the same on every machine.
 #pragma once
@@ -103,8 +104,9 @@ struct P2pChannels {
   int per_peer = 1, total = 1;
 };
 P2pChannels p2p_channels(const Machine& m);
-// How NCCL runs a message of `bytes` to a peer: the channels it is split among, the largest part one carries, the protocol and the Simple
-// protocol's step (NCCL's point-to-point chunk size).
+// How NCCL runs a message of `bytes` to a peer: the channels it is split among, the largest
+// part one carries, the protocol and the Simple protocol's step (NCCL's point-to-point chunk
+// size).
 struct P2pSplit {
   int channels = 1;
   double part_bytes = 0.0;
