@@ -62,7 +62,9 @@ struct Figure {
 // nccl-tests issue 212 (2024-05), NCCL's maintainer on 8x H100 SXM: "NCCL can get an
 // effective NVLink bandwidth of 370GB/s, which you can observe as BusBw when running
 // non-allreduce operations, or when running with NCCL_ALGO=RING" (a peak at large sizes;
-// taken at 8 GiB). Not used to build the model.
+// taken at 8 GiB). It served to check how many hop latencies a Simple slice waits where
+// NCCL writes across NVLink (collective_time.hpp), as did issue 1455's H100 rings, issue
+// 290's 2x H100 figure and the GB200 curve below.
 //
 // Across nodes (InfiniBand), where no per-size curve of a preset's machine is published.
 // nccl-tests issue 119 (2022-11): 3 servers of 8x A100-SXM4-40GB on NVSwitch, 2x Xeon
@@ -105,8 +107,9 @@ struct Figure {
 // li-plus/playground cuda/nccl.md: "8 A100 NVLink GPUs with 600GB/s bi-directional
 // bandwidth" (NVSwitch), `sendrecv_perf -b 128M -e 1G -f 2 -g 8`: busbw 110.8 / 110.8,
 // 188.6 / 189.0, 192.8 / 193.7, 195.1 / 195.6 GB/s (out-of-place / in-place) at 128 MiB -
-// 1 GiB; NCCL's version not stated, nor the date: modelled as 2.18 (point-to-point is the
-// same in every modelled release). Not used to build the model.
+// 1 GiB; NCCL's version not stated, nor the date: modelled as 2.18, whose channels step
+// where the curve does (2.20 and later would run 512 MiB - 1 GiB on 32 channels, not 16).
+// Not used to build the model.
 inline const std::vector<Figure>& published_figures() {
   constexpr std::int64_t M = 1024 * 1024;
   // NCCL issue 1455's runs: `gpus` GPUs of one H100 node under NCCL_ALGO=`algo`, 2 and 4 GiB.
@@ -184,7 +187,9 @@ inline const std::vector<Curve>& published_curves() {
         {4 * M, 138.44}, {8 * M, 181.94}, {16 * M, 240.41}, {32 * M, 300.91}, {64 * M, 368.11}, {128 * M, 412.45},
         {256 * M, 432.24}, {512 * M, 442.72}, {1 * G, 467.58}, {2 * G, 472.57}, {4 * G, 477.41}, {8 * G, 479.98}}},
       // A GB200 NVL72 tray as a user writes it: the B200 preset (the same Blackwell GPU and
-      // NVLink5, 18 links), 4 GPUs a node. Not used to build the model.
+      // NVLink5, 18 links), 4 GPUs a node. Not used to build the model, but its Simple ring
+      // served to check one wait a slice where NCCL writes across NVLink (32 - 64 MiB:
+      // 20 - 26 % under with two).
       {"b200_8x", "Azure ND GB200 v6 (4x NVIDIA GB200 185GB a VM, NVLink5 to the NVL72's switches, ARM Neoverse-V2)",
        "Azure/AI-benchmarking-guide Azure_Results/ND_GB200_v6_results.md (NCCL 2.25.1, CUDA 12.8)", "Ring", 4, "2.25.1",
        {{1 * K, 0.10},   {2 * K, 0.19},    {4 * K, 0.38},    {8 * K, 0.76},     {16 * K, 1.46},    {32 * K, 2.88},

@@ -1243,6 +1243,43 @@ TEST(NcclExecution, ChunksCarryWhatIsLeft) {
   }
 }
 
+// With one GPU a node every hop of the ring crosses the network: a chunk's path through an
+// all-reduce's K = 2(N - 1) steps is K network hops, each NCCL's 14 us and the GPU's side of
+// it (one wait of the 3.4 us NVLink latency, at least NCCL's 3 us network overhead): the
+// latency part (the links' bandwidth unlimited) of a one-loop Simple ring all-reduce on 4
+// one-H100 nodes is 8.4 + 6 x 17.4 us.
+TEST(NcclExecution, OneGpuANodeRingCrossesTheNetworkEveryHop) {
+  System s = preset("h100_8x");
+  s.gpus_per_node = 1;
+  s.sockets = 1;
+  s.network.nics_per_node = 1;
+  s.network.rails = 1;
+  s.nodes = 4;
+  const Machine m = make_machine(s, 4);
+  const Tuning t = tune(m, parse_overrides("Ring", "Simple"));
+  const Choice ch = choose(m, t, Coll::AllReduce, 4096);
+  EXPECT_NEAR(collective_latency_us(m, t, Coll::AllReduce, 4096, ch), 8.4 + 6 * (14.0 + 3.4), 1e-9);
+}
+
+// A Simple slice waits two hop latencies where NCCL reads across the link (NVLink between
+// Ampere GPUs: P2P read, the flag and then the reader's loads) and one where it writes (data
+// and flag together: Hopper, Blackwell, PCIe): a 2 KiB ring all-reduce on one channel (2.20;
+// Blackwell 2.25), its latency part (the links' bandwidth unlimited) NCCL's 8.4 us and 14
+// steps of one slice each. A point-to-point step waits the same.
+TEST(NcclExecution, SimpleSlicesWaitTwiceWhereNcclReads) {
+  for (const auto& [name, waits] : std::vector<std::pair<const char*, int>>{{"a100_8x", 2}, {"h100_8x", 1}, {"b200_8x", 1}}) {
+    System s = preset(name);
+    s.nccl = s.gpu == GpuArch::Blackwell ? NcclRelease::V2_25 : NcclRelease::V2_20;
+    const Machine m = make_machine(s, 8);
+    const Tuning t = tune(m, parse_overrides("Ring", "Simple"));
+    const Choice ch = choose(m, t, Coll::AllReduce, 2048);
+    ASSERT_EQ(ch.channels, 1) << name;
+    EXPECT_NEAR(collective_latency_us(m, t, Coll::AllReduce, 2048, ch), 8.4 + 14 * waits * 3.4, 1e-9) << name;
+  }
+  const Machine h = make_machine(preset("h100_8x"), 8);  // 64 MiB: 4 channels of 30 GB/s, 32 steps
+  EXPECT_NEAR(p2p_us(h, 0, 5, 64 << 20), 8.4 + 3.4 + (16 << 20) / (30.0 * 1e3) + 31 * 3.4, 1e-9);
+}
+
 // CollNet's chunk (computeColl): Direct a FIFO step (512 KiB), halved while the 16 channels x
 // 8 heads (one per NIC) get fewer than 64 x its depth (2: the node's GPUs are its peers)
 // loops; Chain 256 KiB, halved below 64 x its depth (8 GPUs a node) chunks a channel, a loop
@@ -1320,16 +1357,19 @@ TEST(NcclExecution, PointToPoint) {
   const Machine a = make_machine(preset("a100_8x"), 8);  // NCCL 2.30
   const double big = 64 << 20;
   // 4 channels (nChannelsMin: 32 per peer over 8 peers), 16 MiB each at 20 GB/s of the
-  // 240, in 32 steps of 512 KiB.
-  EXPECT_NEAR(p2p_us(a, 0, 5, big), 8.4 + 3.4 + (16 << 20) / (20.0 * 1e3) + 31 * 3.4, 1e-9);
+  // 240, in 32 steps of 512 KiB, each after the first waiting two NVLink latencies (P2P read).
+  EXPECT_NEAR(p2p_us(a, 0, 5, big), 8.4 + 3.4 + (16 << 20) / (20.0 * 1e3) + 31 * 2 * 3.4, 1e-9);
   EXPECT_NEAR(p2p_us(a, 0, 5, 1024), 6.6 + 0.6 + 1024 / (20.0 * 0.5 * 1e3), 1e-9);  // LL, one channel
   const P2pTiming empty = p2p_timing(a, 0, 5, 0);  // a sync: latency only, a whole share of nothing
   EXPECT_EQ(empty.wire_us, 0.0);
   EXPECT_EQ(empty.share, 1.0);
   const Machine p = make_machine(preset("a100_pcie_pairs"), 8);
+  // A bridged pair: the same 2 channels and 128 KiB steps, each channel at NCCL's 20 GB/s
+  // for an NVLink (the box's ring graph crosses PCIe).
+  EXPECT_NEAR(p2p_us(p, 0, 1, big), 8.4 + 3.4 + (32 << 20) / (20.0 * 1e3) + 255 * 2 * 3.4, 1e-9);
   EXPECT_LT(p2p_us(p, 0, 1, big), p2p_us(p, 0, 2, big));  // bridge vs PCIe
   // 2 channels a peer (two over PCIe), 32 MiB each at the PCIe ring channel's 12 GB/s, in
-  // steps of 128 KiB (not every pair is NVLink).
+  // steps of 128 KiB (not every pair is NVLink), one PCIe latency each (P2P write).
   EXPECT_NEAR(p2p_us(p, 0, 2, big), 8.4 + 5.7 + (32 << 20) / (12.0 * 1e3) + 255 * 5.7, 1e-9);
   System two = preset("a100_8x");
   two.nodes = 2;

@@ -125,7 +125,15 @@ i64 largest_cell_part(const Machine& m, Proto p, i64 count, i64 elem, i64 traffi
 struct Hop {
   double rate = 0.0;  // bytes per us per channel
   double lat = 0.0;   // us
+  int waits = 1;      // Simple: hop latencies a slice waits (slice_waits)
 };
+
+// The hop latencies a Simple slice (a point-to-point step) pays on the GPU. NCCL reads
+// over NVLink between Ampere GPUs (P2P read: ncclTopoCheckP2p) and writes elsewhere: a
+// reader waits for the sender's flag and then for its own loads across the link, two
+// crossings in a row; a writer's data and flag cross once, and the receiver reads its own
+// memory.
+int slice_waits(const Machine& m, Hw hw) { return hw == Hw::NvLink && m.system.gpu == GpuArch::Ampere ? 2 : 1; }
 
 // The ring's intra-node and network hops for protocol p. The channels share the node's
 // links (a GPU's NVLinks, or its PCIe link): NCCL's search speed only sets how many channels
@@ -139,6 +147,7 @@ void ring_hops(const Machine& m, Coll c, Proto p, Part part, Hop& intra, Hop& ne
   net.rate = kernel_bus_bw(m, c, Algo::Ring, p, g.bw_inter) / m.channels * 1e3;
   intra.lat = hop_latency_us(g.intra, Algo::Ring, p);
   net.lat = hop_latency_us(Hw::Net, Algo::Ring, p);
+  intra.waits = net.waits = slice_waits(m, g.intra);
   if (m.nodes > 1 && c != Coll::Broadcast && c != Coll::Reduce) {
     const double overhead = m.system.cpu == CpuVendor::Amd ? 2.0 : 1.0;  // getNetOverhead
     intra.lat = std::max(intra.lat, p == Proto::Simple ? 3 * overhead : overhead);
@@ -149,16 +158,16 @@ void ring_hops(const Machine& m, Coll c, Proto p, Part part, Hop& intra, Hop& ne
 
 // One step's work on a hop for a chunk of rc elements: the data over the channel's share of
 // the hop's links and, for Simple, whose threads wait for and post every slice themselves,
-// StepPerSlice x the GPU-side hop latency `sync` per slice that carries data (a chunk
-// smaller than the slice size has one: the other's flags carry nothing to wait for).
-double step_cost(Proto p, i64 rc, i64 elem, double rate, double sync, int slice_per_chunk, int step_per_slice) {
+// `waits` x the GPU-side hop latency `sync` per slice that carries data (a chunk smaller
+// than the slice size has one: the other's flags carry nothing to wait for).
+double step_cost(Proto p, i64 rc, i64 elem, double rate, double sync, int waits, int slice_per_chunk, int step_per_slice) {
   if (p != Proto::Simple) return static_cast<double>(rc * elem) / rate;
   const i64 step_elems = kSimpleStepBytes / elem;
   const i64 slice = std::max(divup(rc, 16 * slice_per_chunk) * 16, step_elems * step_per_slice / 32);
   double cost = 0.0;
   for (int j = 0; j < slice_per_chunk; ++j) {
     const i64 here = std::clamp<i64>(rc - j * slice, 0, slice);
-    if (here > 0) cost += static_cast<double>(here * elem) / rate + step_per_slice * sync;
+    if (here > 0) cost += static_cast<double>(here * elem) / rate + waits * sync;
   }
   return cost;
 }
@@ -166,12 +175,12 @@ double step_cost(Proto p, i64 rc, i64 elem, double rate, double sync, int slice_
 // One step's work on a network hop. The GPU writes each slice into the FIFO the proxy
 // sends from and posts it, and the NIC carries it while the GPU writes the next (NCCL_STEPS
 // slots ahead), so for Simple a step costs the slower of the wire and the GPU's side (its
-// copies over the node's links and its StepPerSlice hop latencies per slice), not their
-// sum. LL and LL128 lines go out as they are written.
+// copies over the node's links and its hop latencies per slice), not their sum. LL and
+// LL128 lines go out as they are written.
 double net_step_cost(Proto p, i64 rc, i64 elem, const Hop& intra, const Hop& net, int slice_per_chunk, int step_per_slice) {
   if (p != Proto::Simple) return static_cast<double>(rc * elem) / net.rate;
-  const double wire = step_cost(p, rc, elem, net.rate, 0.0, slice_per_chunk, step_per_slice);
-  const double gpu = step_cost(p, rc, elem, intra.rate, intra.lat, slice_per_chunk, step_per_slice);
+  const double wire = step_cost(p, rc, elem, net.rate, 0.0, 0, slice_per_chunk, step_per_slice);
+  const double gpu = step_cost(p, rc, elem, intra.rate, intra.lat, intra.waits, slice_per_chunk, step_per_slice);
   return std::max(wire, gpu);
 }
 
@@ -206,7 +215,9 @@ RingPlan ring_plan(const Machine& m, Coll c, double bytes, const Choice& ch, int
   r.count = r.ring_twice || r.pipeline ? total_elems : total_elems / r.n;
   r.chunks_per_loop = r.ring_twice ? r.n : 1;
   r.K = r.ring_twice ? 2 * (r.n - 1) : r.n - 1;
-  r.net_hops = r.N == 1 ? 0 : r.ring_twice ? 2 * r.N : r.N - 1;
+  // Network crossings on a chunk's path: each turn of the ring crosses N; all-reduce's two
+  // turns but two hops, with one GPU a node all K hops.
+  r.net_hops = r.N == 1 ? 0 : r.ring_twice ? std::min(2 * r.N, r.K) : r.N - 1;
   const int chunk_steps = r.pipeline ? 1 : 4;
   r.slice_steps = r.pipeline ? 1 : 2;
   r.slice_per_chunk = chunk_steps / r.slice_steps;
@@ -252,7 +263,7 @@ double ring_loop_us(const RingPlan& r, const Hop& intra, const Hop& net, i64 rc,
   // Simple pays its hop latencies per slice on the GPU (the network's own latency, which
   // the proxy's pipeline overlaps, once per crossing); LL and LL128 once per step.
   const bool simple = r.p == Proto::Simple;
-  const double ci = step_cost(r.p, rc, r.elem, intra.rate, intra.lat, r.slice_per_chunk, r.slice_steps);
+  const double ci = step_cost(r.p, rc, r.elem, intra.rate, intra.lat, intra.waits, r.slice_per_chunk, r.slice_steps);
   const double cn = r.N == 1 ? ci : net_step_cost(r.p, rc, r.elem, intra, net, r.slice_per_chunk, r.slice_steps);
   const double li = simple ? 0.0 : intra.lat, ln = simple && r.N == 1 ? 0.0 : net.lat;
   if (r.pipeline) {
@@ -692,11 +703,14 @@ P2pTiming p2p_timing(const Machine& m, int src, int dst, double bytes) {
     intra_path(local_a, local_b, bw, hw);
     lat = hop_latency_us(hw, Algo::Ring, p);
     // The message's channels, each a thread block at most at the speed NCCL's search gives a
-    // channel of the ring's graph, sharing the path; Simple waits for and posts every step of
-    // its part (a hop's latency each after the first, as the ring's slices).
-    const double channel_bw = std::min(bw / split.channels, m.graphs[index(Algo::Ring)].bw_intra);
+    // channel of the ring's graph (over a bridge of a PCIe box, whose ring crosses PCIe,
+    // NCCL's figure for one NVLink), sharing the path; Simple waits for and posts every step
+    // of its part (its hop latencies each after the first, as the ring's slices).
+    const Graph& ring = m.graphs[index(Algo::Ring)];
+    const double channel_cap = hw == ring.intra ? ring.bw_intra : m.nvlink_bw;
+    const double channel_bw = std::min(bw / split.channels, channel_cap);
     const double steps = p == Proto::Simple ? std::max(1.0, std::ceil(split.part_bytes / split.step_bytes)) : 1.0;
-    wire_us = split.part_bytes / (channel_bw * efficiency * 1e3) + (steps - 1) * lat;
+    wire_us = split.part_bytes / (channel_bw * efficiency * 1e3) + (steps - 1) * slice_waits(m, hw) * lat;
     if (wire_us > 0) share = std::min(1.0, bytes / (efficiency * wire_us * 1e3) / bw);
   } else {
     bw = std::min(m.net_bw, m.pci_bw);

@@ -19,8 +19,12 @@
 // alone, and the all-reduce's last chunk rounded up to 16 bytes. A step's work on a hop:
 //   LL, LL128: rc / r, and the hop's latency lat once
 //   Simple:    per slice that carries data (SlicePerChunk = 2 of at least 32 KiB each; one
-//              for a smaller chunk) slice / r + StepPerSlice (2) x lat: the block's threads
-//              wait for and post every slice themselves. Across nodes that is the GPU's side
+//              for a smaller chunk) slice / r + w x lat: the block's threads wait for and
+//              post every slice themselves, w = 2 where NCCL reads across the link (NVLink
+//              between Ampere GPUs: P2P read, the sender's flag and then the reader's
+//              loads), 1 where it writes (data and flag together: Hopper, Blackwell, PCIe;
+//              a rule of NCCL's source the H100 ring and GB200 figures served to check).
+//              Across nodes that is the GPU's side
 //              of a network hop, which the NIC overlaps (the proxy sends a slice while the
 //              GPU writes the next): the step costs the slower of the two, and the
 //              network's latency comes once per crossing
@@ -34,7 +38,7 @@
 // (the first when latency dominates: a chunk's path; the second when one hop's bandwidth
 // does), and the collective NCCL's baseLat plus its loops. On the development curve (8x
 // A100) the Simple law holds from 32 MiB to 8 GiB (two slices of 88 KB - 1 MiB per step);
-// for chunks under 32 KiB it charges two hop latencies per step where NCCL's own estimate
+// for chunks under 32 KiB it charges w hop latencies per step where NCCL's own estimate
 // charges one, which no curve here tests.
 // Broadcast and reduce run a pipeline from the root: the first chunk crosses n-1 hops
 // (stored and forwarded whole by Simple; LL and LL128 forward lines as they arrive), every
