@@ -140,7 +140,7 @@ std::string render_figures() {
       "to the NIC's wire time instead of overlapping it: 64.2 and 75.3 GB/s before), so it is a development figure\n"
       "too. The H100 ring figures (issues 212, 1455, 290) and the GB200 curve served to check one rule: a Simple slice\n"
       "waits two hop latencies where NCCL reads across NVLink (Ampere's P2P read: the A100 curve's 32 MiB - 8 GiB\n"
-      "points show both) and one where it writes (Hopper, Blackwell, PCIe); with two everywhere the H100 ring was\n"
+      "points show two) and one where it writes (Hopper, Blackwell, PCIe); with two everywhere the H100 ring was\n"
       "9 % under and GB200's Simple ring 20 - 26 % under at 32 - 64 MiB. dtsim's H100 ring still pays its waits on\n"
       "top of the data, about 5 % of the time at 1 MiB slices (its links carry NCCL's 20.6 GB/s a Hopper NVLink, the\n"
       "370 GB/s quoted for 18, in every release).\n"
@@ -224,7 +224,8 @@ std::string render() {
       "2.21's half of the links, in every release: 2.28's re-estimate of NVLS awaits a curve) and\n"
       "the hardware specifications; the host's launch cost per GPU is each preset's, measured on another curve than\n"
       "the one it is judged on (`dtsim list systems`; GB200's Grace hosts take the b200_8x preset's, h100_8x's\n"
-      "Xeon's). The 8x A100 curve is the development curve; the others were not used to build the model.\n";
+      "Xeon's). The 8x A100 curve is the development curve; the others were not used to build the model (GB200's\n"
+      "Simple ring checked how many latencies a slice waits where NCCL writes across NVLink: below).\n";
   for (const auto& curve : published_curves()) {
     const auto rows = predict(curve);
     const auto s = summarize(rows);
