@@ -1395,8 +1395,8 @@ TEST(NcclExecution, PointToPointChannels) {
   constexpr double M = 1 << 20, K = 1 << 10;
   const Machine a18 = machine("a100_8x", "2.18", 8), a20 = machine("a100_8x", "2.20", 8);
   const Machine a22 = machine("a100_8x", "2.22", 8), a29 = machine("a100_8x", "2.29", 8);
-  EXPECT_EQ(p2p_channels(a18).per_peer, 32);
-  EXPECT_EQ(p2p_channels(a18).total, 32);
+  EXPECT_EQ(a18.p2p.per_peer, 32);
+  EXPECT_EQ(a18.p2p.total, 32);
   struct Row {
     const Machine* m;
     double bytes;
@@ -1422,11 +1422,11 @@ TEST(NcclExecution, PointToPointChannels) {
   // A PCIe box: two channels a peer whatever the bridges, 128 KiB steps; a bridged pair
   // alone: 24 NVLink channels, rounded to 32 but held to the communicator's, 512 KiB steps.
   const Machine p = machine("a100_pcie_pairs", "2.30", 8);
-  EXPECT_EQ(p2p_channels(p).per_peer, 2);
+  EXPECT_EQ(p.p2p.per_peer, 2);
   EXPECT_EQ(p2p_split(p, 64 * M).channels, 2);
   EXPECT_EQ(p2p_split(p, 64 * M).step_bytes, 128 * K);
   const Machine pair = machine("a100_pcie_pairs", "2.30", 2);
-  EXPECT_EQ(p2p_channels(pair).per_peer, std::min(32, p2p_channels(pair).total));
+  EXPECT_EQ(pair.p2p.per_peer, std::min(32, pair.p2p.total));
   EXPECT_EQ(p2p_split(pair, 64 * M).step_bytes, 512 * K);
   // Across nodes every peer, a node's GPUs included, gets the channels NCCL gives one over
   // the network: two up to 2.19 (NCCL_NCHANNELS_PER_NET_PEER); 2.20 - 2.28 two, one where two
@@ -1443,12 +1443,12 @@ TEST(NcclExecution, PointToPointChannels) {
   const Machine a18n2 = nodes("a100_8x", "2.18", 2), a18n16 = nodes("a100_8x", "2.18", 16);
   const Machine a20n2 = nodes("a100_8x", "2.20", 2), a20n16 = nodes("a100_8x", "2.20", 16);
   const Machine h30n2 = nodes("h100_8x", "2.30", 2), h30n16 = nodes("h100_8x", "2.30", 16);
-  EXPECT_EQ(p2p_channels(a18n2).per_peer, 2);
-  EXPECT_EQ(p2p_channels(a18n16).per_peer, 2);
-  EXPECT_EQ(p2p_channels(a20n2).per_peer, 2);
-  EXPECT_EQ(p2p_channels(a20n16).per_peer, 1);
-  EXPECT_EQ(p2p_channels(h30n2).per_peer, 4);
-  EXPECT_EQ(p2p_channels(h30n16).per_peer, 1);  // 16 rounds of 8 peers over 16 channels
+  EXPECT_EQ(a18n2.p2p.per_peer, 2);
+  EXPECT_EQ(a18n16.p2p.per_peer, 2);
+  EXPECT_EQ(a20n2.p2p.per_peer, 2);
+  EXPECT_EQ(a20n16.p2p.per_peer, 1);
+  EXPECT_EQ(h30n2.p2p.per_peer, 4);
+  EXPECT_EQ(h30n16.p2p.per_peer, 1);  // 16 rounds of 8 peers over 16 channels
   for (const Row& r : {Row{&a18n2, 16 * M, 2, 8 * M}, Row{&a20n16, 16 * M, 1, 16 * M}, Row{&h30n2, 16 * M, 4, 4 * M},
                        Row{&h30n2, 100 * K, 1, 100 * K}, Row{&h30n16, 16 * M, 1, 16 * M}}) {
     const P2pSplit split = p2p_split(*r.m, r.bytes);
@@ -1462,7 +1462,7 @@ TEST(NcclExecution, PointToPointChannels) {
       const P2pSplit split = p2p_split(*m, bytes);
       EXPECT_GE(split.channels * split.part_bytes, bytes);
       EXPECT_LT((split.channels - 1) * split.part_bytes, bytes + 1);
-      EXPECT_LE(split.channels, p2p_channels(*m).per_peer);
+      EXPECT_LE(split.channels, m->p2p.per_peer);
     }
 }
 

@@ -32,11 +32,6 @@ int ceil_log2(int n) {
   while ((1 << l) < n) ++l;
   return l;
 }
-int pow2_up(int n) {  // NCCL's pow2Up (nextPow2)
-  int p = 1;
-  while (p < n) p *= 2;
-  return p;
-}
 int floor_log2(int n) {  // NCCL's log2i
   int l = 0;
   while (n >>= 1) ++l;
@@ -147,7 +142,7 @@ void ring_hops(const Machine& m, Coll c, Proto p, Part part, Hop& intra, Hop& ne
   net.rate = kernel_bus_bw(m, c, Algo::Ring, p, g.bw_inter) / m.channels * 1e3;
   intra.lat = hop_latency_us(g.intra, Algo::Ring, p);
   net.lat = hop_latency_us(Hw::Net, Algo::Ring, p);
-  intra.waits = net.waits = slice_waits(m, g.intra);
+  intra.waits = slice_waits(m, g.intra);
   if (m.nodes > 1 && c != Coll::Broadcast && c != Coll::Reduce) {
     const double overhead = m.system.cpu == CpuVendor::Amd ? 2.0 : 1.0;  // getNetOverhead
     intra.lat = std::max(intra.lat, p == Proto::Simple ? 3 * overhead : overhead);
@@ -558,70 +553,11 @@ double collective_latency_us(const Machine& m, const Tuning& t, Coll c, double b
                   collective_us(m, t, c, bytes, choice, element_size));
 }
 
-namespace {
-
-// The channels NCCL gives a peer across nodes (ncclTopoGetNchannels' network branch): 2 up
-// to 2.19 (NCCL_NCHANNELS_PER_NET_PEER); 2.20 - 2.28 two, halved while two a peer over the
-// ranks would put more than four operations on a channel, but at least one per NIC the GPU
-// needs to match its PCIe link; from 2.29 one per such NIC and enough for its speed at
-// NCCL_P2P_PER_CHANNEL_NET_BW (14 GB/s) a channel.
-int net_peer_channels(const Machine& m, int channels) {
-  const System& s = m.system;
-  const int local_nics = std::max(1, s.network.nics_per_node / std::max(1, s.gpus_per_node));
-  int nics = 0;
-  double nic_bw = 0.0;
-  while (nics < local_nics && nic_bw < m.pci_bw) {
-    nic_bw += m.net_bw;
-    ++nics;
-  }
-  if (s.nccl < NcclRelease::V2_20) return 2;
-  if (s.nccl < NcclRelease::V2_29) {
-    int most = 2;
-    while (most * m.ranks > channels * 4 && most > 1) most /= 2;
-    return std::max(nics, most);
-  }
-  return std::max(nics, static_cast<int>(divup(static_cast<i64>(nic_bw), 14)));
-}
-
-}  // namespace
-
-// NCCL's channels for point-to-point (ncclTopoComputeP2pChannels): a power of two of the
-// communicator's channels (at most MAXCHANNELS: 32, 64 from 2.25), and per peer the fewest
-// any two ranks take (two per NVLink's worth of their path, two over PCIe, the network's
-// across nodes), rounded up to a power of two too; from 2.29, across nodes, halved while a
-// peer's channels times the rounds of 8 peers exceed the channels.
-P2pChannels p2p_channels(const Machine& m) {
-  const System& s = m.system;
-  const int max_channels = s.nccl >= NcclRelease::V2_25 ? 64 : 32;
-  const int channels = std::min(m.channels, max_channels);
-  int least = max_channels;
-  for (int a = 0; a < m.per_node; ++a)
-    for (int b = 0; b < m.per_node; ++b) {
-      if (a == b) continue;
-      const bool nvlink = s.intra.kind == IntraKind::NvSwitch || s.bridged(a, b);
-      least = std::min(least, nvlink ? 2 * std::max(1, s.intra.nvlink_links) : 2);
-    }
-  if (m.nodes > 1) least = std::min(least, net_peer_channels(m, channels));
-  const bool rounds = s.nccl >= NcclRelease::V2_29 && m.nodes > 1;
-  P2pChannels out{.per_peer = pow2_up(rounds ? least : std::min(least, channels)), .total = pow2_up(channels)};
-  if (rounds)
-    while (out.per_peer * divup(m.ranks, 8) > out.total && out.per_peer > 1) out.per_peer /= 2;
-  return out;
-}
-
 P2pSplit p2p_split(const Machine& m, double bytes) {
   const NcclRelease release = m.system.nccl;
-  const P2pChannels pc = p2p_channels(m);
+  const P2pChannels& pc = m.p2p;
   const bool nodes = m.nodes > 1;
-  // NCCL_P2P_NET_CHUNKSIZE across nodes, NCCL_P2P_NVL_CHUNKSIZE where every GPU pair is
-  // NVLink, NCCL_P2P_PCI_CHUNKSIZE otherwise.
-  bool all_nvlink = m.system.intra.kind == IntraKind::NvSwitch;
-  if (!all_nvlink) {
-    all_nvlink = true;
-    for (int a = 0; a < m.per_node; ++a)
-      for (int b = a + 1; b < m.per_node; ++b) all_nvlink = all_nvlink && m.system.bridged(a, b);
-  }
-  const i64 step = all_nvlink && !nodes ? i64{1} << 19 : i64{1} << 17;
+  const i64 step = pc.chunk_bytes;
   // Parts of at least an eighth of a step (across nodes from 2.20: half), at most 32 steps
   // (across nodes: one).
   const i64 min_part = nodes && release >= NcclRelease::V2_20 ? step / 2 : step / 8;

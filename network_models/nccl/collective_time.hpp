@@ -103,11 +103,6 @@ double collective_us(const Machine& m, const Tuning& t, Coll c, double bytes, co
 double collective_latency_us(const Machine& m, const Tuning& t, Coll c, double bytes, const Choice& choice,
                              int element_size = 4);
 
-// NCCL's channels for point-to-point: p2pnChannelsPerPeer and p2pnChannels.
-struct P2pChannels {
-  int per_peer = 1, total = 1;
-};
-P2pChannels p2p_channels(const Machine& m);
 // How NCCL runs a message of `bytes` to a peer: the channels it is split among, the largest
 // part one carries, the protocol and the Simple protocol's step (NCCL's point-to-point chunk
 // size).

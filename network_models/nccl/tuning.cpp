@@ -501,6 +501,69 @@ int collective_channels(const Machine& m, int cc) {
 
 }  // namespace
 
+namespace {
+
+int pow2_up(int n) {  // NCCL's pow2Up (nextPow2)
+  int p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+// The channels NCCL gives a peer across nodes (ncclTopoGetNchannels' network branch): 2 up
+// to 2.19 (NCCL_NCHANNELS_PER_NET_PEER); 2.20 - 2.28 two, halved while two a peer over the
+// ranks would put more than four operations on a channel, but at least one per NIC the GPU
+// needs to match its PCIe link; from 2.29 one per such NIC and enough for its speed at
+// NCCL_P2P_PER_CHANNEL_NET_BW (14 GB/s) a channel.
+int net_peer_channels(const Machine& m, int channels) {
+  const System& s = m.system;
+  if (s.nccl < NcclRelease::V2_20) return 2;
+  const int local_nics = std::max(1, s.network.nics_per_node / std::max(1, s.gpus_per_node));
+  int nics = 0;
+  double nic_bw = 0.0;
+  while (nics < local_nics && nic_bw < m.pci_bw) {
+    nic_bw += m.net_bw;
+    ++nics;
+  }
+  if (s.nccl < NcclRelease::V2_29) {
+    int most = 2;
+    while (most * m.ranks > channels * 4 && most > 1) most /= 2;
+    return std::max(nics, most);
+  }
+  return std::max(nics, (static_cast<int>(nic_bw) + 13) / 14);
+}
+
+// NCCL's point-to-point setup (ncclTopoComputeP2pChannels, p2pChunkSize): a power of two of
+// the communicator's channels (at most MAXCHANNELS: 32, 64 from 2.25), and per peer the
+// fewest any two ranks take (two per NVLink's worth of their path, two over PCIe, the
+// network's across nodes), rounded up to a power of two too; from 2.29, across nodes, halved
+// while a peer's channels times the rounds of 8 peers exceed the channels. Steps of
+// NCCL_P2P_NET_CHUNKSIZE across nodes, NCCL_P2P_NVL_CHUNKSIZE where every GPU pair is
+// NVLink, NCCL_P2P_PCI_CHUNKSIZE otherwise.
+P2pChannels p2p_setup(const Machine& m) {
+  const System& s = m.system;
+  const int max_channels = s.nccl >= NcclRelease::V2_25 ? 64 : 32;
+  const int channels = std::min(m.channels, max_channels);
+  int least = max_channels;
+  bool all_nvlink = true;
+  for (int a = 0; a < m.per_node; ++a)
+    for (int b = 0; b < m.per_node; ++b) {
+      if (a == b) continue;
+      const bool nvlink = s.intra.kind == IntraKind::NvSwitch || s.bridged(a, b);
+      all_nvlink = all_nvlink && nvlink;
+      least = std::min(least, nvlink ? 2 * std::max(1, s.intra.nvlink_links) : 2);
+    }
+  if (m.nodes > 1) least = std::min(least, net_peer_channels(m, channels));
+  const bool rounds = s.nccl >= NcclRelease::V2_29 && m.nodes > 1;
+  P2pChannels out{.per_peer = pow2_up(rounds ? least : std::min(least, channels)),
+                  .total = pow2_up(channels),
+                  .chunk_bytes = all_nvlink && m.nodes == 1 ? 1 << 19 : 1 << 17};
+  if (rounds)
+    while (out.per_peer * ((m.ranks + 7) / 8) > out.total && out.per_peer > 1) out.per_peer /= 2;
+  return out;
+}
+
+}  // namespace
+
 Machine make_machine(const System& s, int ranks) {
   check_release_runs(s);
   check_ranks(s, ranks);
@@ -545,6 +608,7 @@ Machine make_machine(const System& s, int ranks) {
   // (ncclTopoPostset), and from 2.22 the collectives read that count (nChannels; up to 2.21
   // collChannels, the count before the copy); 2.28 no longer copies.
   if (m.nvls && s.nccl >= NcclRelease::V2_22 && s.nccl < NcclRelease::V2_28) m.channels = std::max(m.channels, m.nvls_channels);
+  m.p2p = p2p_setup(m);
   return m;
 }
 

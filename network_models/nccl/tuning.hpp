@@ -168,6 +168,13 @@ struct Graph {
   bool tree_pattern = false;              // NCCL_TOPO_PATTERN_TREE (one GPU per node)
 };
 
+// NCCL's point-to-point setup of a communicator: p2pnChannelsPerPeer, p2pnChannels and
+// p2pChunkSize (the Simple protocol's step).
+struct P2pChannels {
+  int per_peer = 1, total = 1;
+  int chunk_bytes = 1 << 17;
+};
+
 // A communicator of `ranks` GPUs on a system: how many nodes it spans and the graphs and
 // channel counts NCCL sets up.
 struct Machine {
@@ -176,6 +183,7 @@ struct Machine {
   std::array<Graph, kAlgos> graphs{};
   int channels = 1;       // comm->nChannels (ring and tree kernels)
   int nvls_channels = 0;  // comm->nvlsChannels
+  P2pChannels p2p;        // point-to-point (collective_time.hpp's p2p_split)
   // The largest chunk NVLS and the NVLS tree start from, bytes (comm->nvlsChunkSize; the NVLS
   // tree's at most nvlsTreeMaxChunkSize, or the release's rule before 2.30).
   int nvls_chunk = 0, nvls_tree_chunk = 0;
