@@ -85,6 +85,20 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
                                               "NCCL 2.24 also per collective: \"ring;allreduce:tree\")");
   cmd_->add_option("--nccl-proto", nccl_proto_, "--model nccl: as NCCL_PROTO (LL, LL128, Simple; from NCCL 2.24 also per "
                                                 "collective: \"^LL128;allgather:LL\")");
+  cmd_->add_option("--nccl-min-nchannels", channels_.min_nchannels,
+                   "--model nccl: as NCCL_MIN_NCHANNELS, the fewest channels of the rings and trees (and so of CollNet, "
+                   "PAT and point-to-point)")
+      ->capture_default_str();
+  cmd_->add_option("--nccl-max-nchannels", channels_.max_nchannels,
+                   "--model nccl: as NCCL_MAX_NCHANNELS, the most channels of the rings and trees (and so of CollNet, PAT "
+                   "and point-to-point); 64 leaves NCCL's own")
+      ->capture_default_str();
+  cmd_->add_option("--nccl-min-ctas", channels_.min_ctas,
+                   "--model nccl: as NCCL_MIN_CTAS, the fewest channels of the rings and trees and of NVLS")
+      ->capture_default_str();
+  cmd_->add_option("--nccl-max-ctas", channels_.max_ctas,
+                   "--model nccl: as NCCL_MAX_CTAS, the most channels of the rings and trees and of NVLS; 64 leaves NCCL's own")
+      ->capture_default_str();
   cmd_->add_option("--nccl-version", nccl_version_,
                    fmt::format("--model nccl: the NCCL release whose constants and rules apply, {} (default: the "
                                "system's)", net::nccl::modelled_nccl_releases()));
@@ -204,7 +218,8 @@ runner::CollectiveSweep CollectiveCommand::sweep(const net::NcclTestsRun* agains
         config::one_line(fmt::format("--model: expected one of {}, got \"{}\"{}", net::network_model_names(), model_,
                                      config::did_you_mean(model_, net::network_models()))));
   if (net::network_model(model_).make_clock) return machine_sweep(std::move(sweep), ranks, against);
-  for (const char* f : {"--system", "--nodes", "--nccl-algo", "--nccl-proto", "--nccl-version", "--ngpus"})
+  for (const char* f : {"--system", "--nodes", "--nccl-algo", "--nccl-proto", "--nccl-version", "--nccl-min-nchannels",
+                        "--nccl-max-nchannels", "--nccl-min-ctas", "--nccl-max-ctas", "--ngpus"})
     if (cmd_->count(f) > 0) throw config::InputError(fmt::format("{}: only --model nccl reads it", f));
   if (sweep.op == net::NcclTestOp::Reduce)
     throw config::InputError(fmt::format("--op reduce: only --model nccl times a reduce (dtsim has no reduce schedule for {})", model_));
@@ -298,6 +313,38 @@ std::string CollectiveCommand::against_setting(bool algo, const std::string& fla
   return printed;
 }
 
+// The bounds on NCCL's channels: each flag's, or the value the measured run printed
+// (NCCL_DEBUG=INFO's "NCCL_MAX_NCHANNELS set by environment to 8."; above 64 it counts as
+// 64, as NCCL caps it at MAXCHANNELS); a flag that differs from the printed value is
+// refused.
+net::nccl::ChannelEnv CollectiveCommand::channel_env(const net::NcclTestsRun* against) const {
+  net::nccl::ChannelEnv env = channels_;
+  const struct {
+    const char* flag;
+    const char* param;
+    int* value;
+    int least;
+  } settings[] = {{"--nccl-min-nchannels", "NCCL_MIN_NCHANNELS", &env.min_nchannels, 0},
+                  {"--nccl-max-nchannels", "NCCL_MAX_NCHANNELS", &env.max_nchannels, 1},
+                  {"--nccl-min-ctas", "NCCL_MIN_CTAS", &env.min_ctas, 0},
+                  {"--nccl-max-ctas", "NCCL_MAX_CTAS", &env.max_ctas, 1}};
+  for (const auto& s : settings) {
+    if (*s.value < s.least || *s.value > 64)
+      throw config::InputError(fmt::format("{}: expected {} to 64, got {}", s.flag, s.least, *s.value));
+    if (!against) continue;
+    const auto printed = against->nccl_params.find(s.param);
+    if (printed == against->nccl_params.end()) continue;
+    const auto [ran, line] = printed->second;
+    if (ran < s.least)
+      throw config::InputError(fmt::format("--against: line {}: {} {} is not a channel count", line, s.param, ran));
+    const int value = static_cast<int>(std::min<long long>(ran, 64));
+    if (cmd_->count(s.flag) > 0 && *s.value != value)
+      throw config::InputError(fmt::format("{}: {}, but --against ran with {} {} (line {})", s.flag, *s.value, s.param, ran, line));
+    *s.value = value;
+  }
+  return env;
+}
+
 // The release the measured run names is the one modelled: --nccl-version may only agree with
 // it, or choose one for a release dtsim does not model (which is refused without it).
 void CollectiveCommand::reconcile_nccl_release(const net::NcclTestsRun& against, net::nccl::System& system) const {
@@ -347,6 +394,7 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
   const bool algo_from_run = against && !against->nccl_algo.empty();
   config->overrides = flag("--nccl-algo", [&] { return net::nccl::parse_overrides(algo, ""); });
   config->overrides = flag("--nccl-proto", [&] { return net::nccl::parse_overrides(algo, proto); });
+  config->channels = channel_env(against);
   if (!nccl_version_.empty())
     config->system.nccl = flag("--nccl-version", [&] { return net::nccl::parse_nccl_release(nccl_version_); });
   if (against && !against->nccl_version.empty()) reconcile_nccl_release(*against, config->system);
@@ -359,7 +407,7 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
   sweep.ranks = ranks == 0 ? config->system.gpus() : ranks;
   // The ranks are the measured run's when --against gave them.
   const auto machine = flag(against && against->ranks > 0 ? "--against (the ranks it lists)" : "-n/--ranks",
-                            [&] { return net::nccl::make_machine(config->system, sweep.ranks); });
+                            [&] { return net::nccl::make_machine(config->system, sweep.ranks, config->channels); });
   (void)flag(algo_from_run ? "--against (its NCCL_ALGO)" : "--nccl-algo",
              [&] { return net::nccl::tune(machine, config->overrides); });
   check_alltoall_ranks(sweep);

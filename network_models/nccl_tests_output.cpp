@@ -228,6 +228,20 @@ NcclTestsRun parse_nccl_tests_output(std::string_view text) {
       if (value.empty()) first = line_no;
       value = printed;
     }
+    // "... NCCL INFO NCCL_MAX_NCHANNELS set by environment to 8." (NCCL_PARAM's line; each
+    // process prints it)
+    for (std::size_t k = 0; k + 5 < words.size(); ++k) {
+      if (words[k].substr(0, 5) != "NCCL_" || words[k + 1] != "set" || words[k + 2] != "by" || words[k + 3] != "environment" ||
+          words[k + 4] != "to" || words[k + 5].size() < 2 || words[k + 5].back() != '.')
+        continue;
+      const auto value = integer(words[k + 5].substr(0, words[k + 5].size() - 1));
+      if (!value) continue;
+      const std::string name(words[k]);
+      auto [it, first] = run.nccl_params.try_emplace(name, NcclTestsRun::PrintedParam{*value, line_no});
+      if (!first && it->second.value != *value)
+        throw std::invalid_argument(fmt::format("line {}: {} {}, but line {} printed {}: is this two runs' output?", line_no,
+                                                name, *value, it->second.line, it->second.value));
+    }
     // "nThread 1 nGpus 8 minBytes ..."
     if (words[0] == "nThread" && words.size() >= 4 && words[2] == "nGpus") {
       const auto threads = integer(words[1]), gpus = integer(words[3]);

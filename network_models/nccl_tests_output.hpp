@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -53,13 +54,20 @@ struct NcclTestsRun {
   // and where.
   std::string nccl_algo, nccl_proto;
   int nccl_algo_line = 0, nccl_proto_line = 0;
+  // NCCL's integer parameters as it printed them under NCCL_DEBUG=INFO ("NCCL_MAX_NCHANNELS
+  // set by environment to 8."), by name, with the line each was first printed on.
+  struct PrintedParam {
+    long long value = 0;
+    int line = 0;
+  };
+  std::map<std::string, PrintedParam> nccl_params;
   std::vector<NcclTestsPoint> points;  // in the order printed, each size once
 };
 
 // Throws std::invalid_argument "line N: ..." for a row that is not nccl-tests' (too few or
 // too many columns, no redop, a size or time that is not a number), a size printed twice (two runs'
 // output in one text), ranks listed out of order, two NCCL releases or two values of
-// NCCL_ALGO or NCCL_PROTO, and a text with no rows.
+// NCCL_ALGO or NCCL_PROTO or of an integer parameter, and a text with no rows.
 NcclTestsRun parse_nccl_tests_output(std::string_view text);
 
 // dtsim_nccl_bench's measurement as its --json writes it (nccl_table.hpp's JSON, "source":

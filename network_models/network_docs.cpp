@@ -49,6 +49,16 @@ std::span<const config::FieldDoc> network_docs() {
         "for the collective it names (\"ring;allreduce:tree\")"},
     {"network", "nccl_proto", "nccl model: as NCCL_PROTO, a comma-separated list of LL, LL128, Simple, or ^ and the ones to "
         "leave out; from NCCL 2.24 more lists after semicolons, each for the collective it names (\"^LL128;allreduce:LL\")"},
+    {"network", "nccl_min_nchannels", "nccl model: as NCCL_MIN_NCHANNELS, the fewest channels the rings and trees (and so "
+        "CollNet, PAT and point-to-point) run on: NCCL copies its channels up to it (0: NCCL's own count; above the "
+        "release's MAXCHANNELS, 32 or 64, counts as MAXCHANNELS)"},
+    {"network", "nccl_max_nchannels", "nccl model: as NCCL_MAX_NCHANNELS, the most channels the rings and trees (and so "
+        "CollNet, PAT and point-to-point) run on; NCCL's estimates keep its graphs' channels, and each channel moves at "
+        "most its graph channel's speed (64: NCCL's own count)"},
+    {"network", "nccl_min_ctas", "nccl model: as NCCL_MIN_CTAS (ncclConfig_t's minCTAs), the fewest channels of the rings "
+        "and trees and of NVLS (at most nccl_max_ctas)"},
+    {"network", "nccl_max_ctas", "nccl model: as NCCL_MAX_CTAS (ncclConfig_t's maxCTAs), the most channels of the rings "
+        "and trees and of NVLS (64: NCCL's own counts)"},
     {"network", "overhead_us", "fixed cost added to every message, microseconds"},
     {"network", "jitter_us", "extra latency per message, uniform in [0, jitter), seeded by seed"},
     {"network", "reuse_collectives", "Replay a scheduled collective simulated before (same shape, network state and relative arrival "

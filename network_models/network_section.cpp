@@ -77,7 +77,8 @@ NetworkConfig parse_network_section(ObjectReader& n, int nodes, std::uint64_t se
                                       "NCCL_ALGO does)",
                                       net.model));
   } else {
-    for (const char* key : {"system", "nccl_algo", "nccl_proto"})
+    for (const char* key : {"system", "nccl_algo", "nccl_proto", "nccl_min_nchannels", "nccl_max_nchannels", "nccl_min_ctas",
+                            "nccl_max_ctas"})
       if (n.value().contains(key))
         throw ScenarioError(n.where(key), ErrorKind::inconsistent,
                             fmt::format("only the nccl model reads {} (this network's model is {})", key, net.model));
@@ -146,7 +147,7 @@ void check_network_links(const NetworkConfig& network, const Topology& topology)
   if (network.nccl) {
     nccl::Machine machine;
     try {
-      machine = nccl::make_machine(network.nccl->system, topology.size());
+      machine = nccl::make_machine(network.nccl->system, topology.size(), network.nccl->channels);
     } catch (const std::invalid_argument& e) {
       throw ScenarioError("/network/system", ErrorKind::inconsistent, e.what());
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <stdexcept>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -165,11 +166,15 @@ net::NcclTable collective_table(const CollectiveSweep& s, std::vector<Collective
     std::string nccl_env;
     if (!s.nccl->overrides.algo.empty()) nccl_env += fmt::format(", NCCL_ALGO={}", s.nccl->overrides.algo);
     if (!s.nccl->overrides.proto.empty()) nccl_env += fmt::format(", NCCL_PROTO={}", s.nccl->overrides.proto);
-    nlohmann::json setup = {{"model", s.model},
-                            {"system", net::nccl::system_json(sys)},
-                            {"gpus_per_thread", s.gpus_per_thread}};
-    if (!s.nccl->overrides.algo.empty()) setup["nccl_algo"] = s.nccl->overrides.algo;
-    if (!s.nccl->overrides.proto.empty()) setup["nccl_proto"] = s.nccl->overrides.proto;
+    const net::nccl::ChannelEnv& env = s.nccl->channels;
+    const net::nccl::ChannelEnv unset;
+    for (const auto& [name, value, default_value] : {std::tuple{"NCCL_MIN_NCHANNELS", env.min_nchannels, unset.min_nchannels},
+                                                     std::tuple{"NCCL_MAX_NCHANNELS", env.max_nchannels, unset.max_nchannels},
+                                                     std::tuple{"NCCL_MIN_CTAS", env.min_ctas, unset.min_ctas},
+                                                     std::tuple{"NCCL_MAX_CTAS", env.max_ctas, unset.max_ctas}})
+      if (value != default_value) nccl_env += fmt::format(", {}={}", name, value);
+    nlohmann::json setup = {{"model", s.model}, {"gpus_per_thread", s.gpus_per_thread}};
+    net::nccl::add_config_json(*s.nccl, setup);  // the system, NCCL_ALGO, NCCL_PROTO and the channel bounds
     return {.source = net::TableSource::Simulated,
             .op = s.op,
             .ranks = s.ranks,

@@ -1923,5 +1923,123 @@ TEST(NcclExecution, LatencyIsTheTimeWithUnlimitedBandwidth) {
   EXPECT_GT(tiny.latency_us, 0.5 * tiny.run.gpu_us);
 }
 
+// --- the run's bounds on the channels (NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS, NCCL_MIN_CTAS,
+// NCCL_MAX_CTAS) ----------------------------------------------------------------------------
+
+// ncclTopoPostset cuts the communicator's channels to min(NCCL_MAX_NCHANNELS, maxCTAs), then
+// copies them up to max(NCCL_MIN_NCHANNELS, minCTAs), each at most MAXCHANNELS (32 up to
+// 2.24); NVLS's channels (16 on an H100) only follow the CTAs; the point-to-point channels
+// are drawn from the communicator's; from 2.22 to 2.27 the rings are copied up to NVLS's
+// channels after the cut.
+TEST(NcclChannels, TheEnvironmentBoundsTheCommunicatorsChannels) {
+  const System a100 = preset("a100_8x");
+  const auto channels = [&](ChannelEnv env, const System& s) { return make_machine(s, 8, env).channels; };
+  EXPECT_EQ(channels({}, a100), 24);
+  EXPECT_EQ(channels({.max_nchannels = 8}, a100), 8);
+  EXPECT_EQ(channels({.min_nchannels = 28}, a100), 28);
+  EXPECT_EQ(channels({.min_nchannels = 40}, a100), 32);  // MAXCHANNELS
+  EXPECT_EQ(channels({.min_nchannels = 16, .max_nchannels = 8}, a100), 16);  // max, then min
+  EXPECT_EQ(channels({.max_ctas = 4}, a100), 4);
+  EXPECT_EQ(channels({.min_nchannels = 16, .max_ctas = 4}, a100), 16);  // NCCL_MIN_NCHANNELS copies past maxCTAs
+  EXPECT_EQ(channels({.min_ctas = 20, .max_ctas = 12}, a100), 12);      // minCTAs at most maxCTAs
+  System a100_2_25 = a100;
+  a100_2_25.nccl = NcclRelease::V2_25;
+  EXPECT_EQ(channels({.min_nchannels = 40}, a100_2_25), 40);  // MAXCHANNELS 64
+  EXPECT_EQ(make_machine(a100, 8, {.max_nchannels = 8}).p2p.total, 8);
+  EXPECT_EQ(make_machine(a100, 8, {.max_nchannels = 6}).p2p.total, 8);  // a power of two
+
+  const System h100 = preset("h100_8x");
+  const Machine plain = make_machine(h100, 8);
+  ASSERT_TRUE(plain.nvls);
+  EXPECT_EQ(plain.nvls_channels, 16);
+  EXPECT_EQ(make_machine(h100, 8, {.max_nchannels = 4}).nvls_channels, 16);
+  EXPECT_EQ(make_machine(h100, 8, {.max_nchannels = 4}).channels, 4);
+  EXPECT_EQ(make_machine(h100, 8, {.max_ctas = 8}).nvls_channels, 8);
+  EXPECT_EQ(make_machine(h100, 8, {.min_ctas = 20}).nvls_channels, 20);
+  System h100_2_22 = h100;
+  h100_2_22.nccl = NcclRelease::V2_22;
+  EXPECT_EQ(make_machine(h100_2_22, 8, {.max_nchannels = 4}).channels, 16);  // copied up to NVLS's after the cut
+  EXPECT_EQ(make_machine(h100_2_22, 8, {.max_ctas = 4}).channels, 4);         // NVLS's cut too
+
+  for (const auto& [env, name] : std::vector<std::pair<ChannelEnv, std::string>>{
+           {{.max_nchannels = 0}, "NCCL_MAX_NCHANNELS: 0 is not a channel count (1 - 64)"},
+           {{.min_nchannels = -1}, "NCCL_MIN_NCHANNELS: -1 is not a channel count (0 - 64)"},
+           {{.max_ctas = 65}, "NCCL_MAX_CTAS: 65 is not a channel count (1 - 64)"},
+           {{.min_ctas = 65}, "NCCL_MIN_CTAS: 65 is not a channel count (0 - 64)"}}) {
+    try {
+      (void)make_machine(a100, 8, env);
+      ADD_FAILURE() << name;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), name);
+    }
+  }
+}
+
+// NCCL's estimates keep the graphs' channels, so its choice does not move; the kernels run
+// on the channels left, each at most its graph channel's speed. An A100's ring graph has 12
+// channels of 20 GB/s, duplicated to 24 sharing the NVLinks: cut to 12, a large all-reduce
+// keeps its bandwidth (each channel now at its graph channel's whole speed); cut to 6, each
+// of them carries twice a 12-channel run's data at the same speed, so the bandwidth term
+// (the time less the time with unlimited links) doubles. Raised to 32, the channels share
+// the same links.
+TEST(NcclChannels, EachChannelMovesAtMostItsGraphChannelsSpeed) {
+  const System a100 = preset("a100_8x");
+  const double bytes = 8.0 * (1 << 30);
+  enum class Part { Whole, Bandwidth };  // the whole time, or less the time with unlimited links
+  const auto run = [&](ChannelEnv env, Part part) {
+    const Machine m = make_machine(a100, 8, env);
+    const Tuning t = tune(m, Overrides{});
+    const Choice c = choose(m, t, Coll::AllReduce, bytes);
+    EXPECT_EQ(describe(c), fmt::format("Ring/Simple/{}ch", m.channels));
+    const double whole = collective_us(m, t, Coll::AllReduce, bytes, c);
+    return part == Part::Whole ? whole : whole - collective_latency_us(m, t, Coll::AllReduce, bytes, c);
+  };
+  // 12 channels keep the links' bandwidth but hide less of Simple's per-slice waits: each
+  // channel waits on twice the slices (6 % slower here); never faster than 24.
+  const double base = run({}, Part::Whole), twelve = run({.max_nchannels = 12}, Part::Whole);
+  EXPECT_GE(twelve, base);
+  EXPECT_LT(twelve / base, 1.1);
+  EXPECT_NEAR(run({.max_nchannels = 6}, Part::Bandwidth) / run({.max_nchannels = 12}, Part::Bandwidth), 2.0, 1e-4);
+  EXPECT_NEAR(run({.min_nchannels = 32}, Part::Whole) / base, 1.0, 0.05);
+  // NCCL's choice at every size is the one it makes without the bounds.
+  const Machine plain = make_machine(a100, 8), cut = make_machine(a100, 8, {.max_nchannels = 4});
+  const Tuning tp = tune(plain, Overrides{}), tc = tune(cut, Overrides{});
+  for (double b = 1024; b <= bytes; b *= 4) {
+    const Choice p = choose(plain, tp, Coll::AllReduce, b), c = choose(cut, tc, Coll::AllReduce, b);
+    EXPECT_EQ(p.algo, c.algo) << b;
+    EXPECT_EQ(p.proto, c.proto) << b;
+    EXPECT_LE(c.channels, 4) << b;
+  }
+}
+
+// A scenario's bounds (/network/nccl_min_nchannels, ...) reach the job's communicator and
+// read back from the echo; out-of-range values and the fields under another model are
+// refused by path.
+TEST(NcclChannels, ScenarioFields) {
+  const NetworkConfig config = nccl_network({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_max_nchannels", 4}, {"nccl_min_ctas", 2}});
+  ASSERT_TRUE(config.nccl);
+  EXPECT_EQ(config.nccl->channels, (ChannelEnv{.max_nchannels = 4, .min_ctas = 2}));
+  EXPECT_EQ(Clock(config.nccl, 8).machine().channels, 4);
+  const json echo = network_section_json(config);
+  EXPECT_EQ(echo["nccl_max_nchannels"], 4);
+  EXPECT_FALSE(echo.contains("nccl_min_nchannels"));  // NCCL's own: left out
+  EXPECT_EQ(network_section_json(nccl_network(echo)), echo);
+  EXPECT_EQ(network_section_json(nccl_network({{"model", "nccl"}, {"system", "a100_8x"}})).contains("nccl_max_ctas"), false);
+  const auto refused = [](const json& n) {
+    try {
+      (void)nccl_network(n);
+    } catch (const config::ScenarioError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_max_nchannels", 0}}),
+            "/network/nccl_max_nchannels: expected an integer >= 1 and <= 64, got 0");
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_min_ctas", 65}}),
+            "/network/nccl_min_ctas: expected an integer >= 0 and <= 64, got 65");
+  EXPECT_EQ(refused({{"model", "flow"}, {"latency_us", 1}, {"bandwidth_GBps", 1}, {"nccl_max_ctas", 8}}),
+            "/network/nccl_max_ctas: only the nccl model reads nccl_max_ctas (this network's model is flow)");
+}
+
 }  // namespace
 }  // namespace dtsim::net::nccl

@@ -381,6 +381,22 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
   EXPECT_EQ(contradicted.exit_code, 2) << contradicted.output;
   EXPECT_NE(contradicted.output.find("--nccl-algo: Ring, but --against ran with NVLS (line 1)"), std::string::npos)
       << contradicted.output;
+  // The channel bounds the run printed (NCCL_PARAM's lines): taken, and named in the title; a
+  // flag may only agree with them.
+  testing::write_file(dir / "channels.txt", "h:1:1 [0] NCCL INFO NCCL_MAX_NCHANNELS set by environment to 4.\n"
+                                            "NCCL version 2.20.5+cuda12.4\n" + text);
+  const std::string bounded = std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --against " +
+                              (dir / "channels.txt").string();
+  const auto channels = testing::run_command(bounded);
+  EXPECT_EQ(channels.exit_code, 0) << channels.output;
+  EXPECT_NE(channels.output.find("(NCCL 2.20's choices, NCCL_MAX_NCHANNELS=4)"), std::string::npos) << channels.output;
+  EXPECT_NE(channels.output.find("/4ch"), std::string::npos) << channels.output;
+  EXPECT_EQ(channels.output.find("/24ch"), std::string::npos) << channels.output;
+  EXPECT_EQ(testing::run_command(bounded + " --nccl-max-nchannels 4").exit_code, 0);
+  const auto other = testing::run_command(bounded + " --nccl-max-nchannels 8");
+  EXPECT_EQ(other.exit_code, 2) << other.output;
+  EXPECT_NE(other.output.find("--nccl-max-nchannels: 8, but --against ran with NCCL_MAX_NCHANNELS 4 (line 1)"), std::string::npos)
+      << other.output;
   // A printed value NCCL would not take, and a printed NCCL_ALGO the release cannot run
   // (2.18 on an A100 with NVLS): named as the file's.
   testing::write_file(dir / "rings.txt", "h:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Rings\n" + text);

@@ -116,6 +116,16 @@ TEST(NcclTestsOutput, ReadsOlderLayoutsAndLauncherPrefixes) {
   EXPECT_EQ(env.nccl_proto, "^LL128");
   EXPECT_EQ(env.nccl_proto_line, 3);
   EXPECT_EQ(old.nccl_algo, "");
+
+  // NCCL's integer parameters (NCCL_PARAM's "NAME set by environment to VALUE."), by name.
+  const auto params = parse_nccl_tests_output("a:1:1 [0] NCCL INFO NCCL_MAX_NCHANNELS set by environment to 8.\n"
+                                              "a:1:1 [1] NCCL INFO NCCL_MAX_NCHANNELS set by environment to 8.\n"
+                                              "a:1:1 [0] NCCL INFO NCCL_MIN_CTAS set by environment to 2.\n" + row);
+  ASSERT_EQ(params.nccl_params.size(), 2u);
+  EXPECT_EQ(params.nccl_params.at("NCCL_MAX_NCHANNELS").value, 8);
+  EXPECT_EQ(params.nccl_params.at("NCCL_MAX_NCHANNELS").line, 1);
+  EXPECT_EQ(params.nccl_params.at("NCCL_MIN_CTAS").line, 3);
+  EXPECT_TRUE(env.nccl_params.empty());
 }
 
 // Each refusal names its line.
@@ -153,6 +163,9 @@ TEST(NcclTestsOutput, ErrorsNameTheLine) {
             "line 3: NCCL 2.20.5, but line 1 printed NCCL 2.18.5: is this two runs' output?");
   EXPECT_EQ(message("x NCCL INFO NCCL_ALGO set by environment to Ring\n" + row + "x NCCL INFO NCCL_ALGO set by environment to NVLS\n"),
             "line 3: NCCL_ALGO NVLS, but line 1 printed Ring: is this two runs' output?");
+  EXPECT_EQ(message("x NCCL INFO NCCL_MAX_NCHANNELS set by environment to 8.\n" + row +
+                    "x NCCL INFO NCCL_MAX_NCHANNELS set by environment to 4.\n"),
+            "line 3: NCCL_MAX_NCHANNELS 4, but line 1 printed 8: is this two runs' output?");
   EXPECT_EQ(message("       32768          4096   float    13.39    1.22    1.22  0e+00    11.85    1.38    1.38  0e+00\n"),
             "line 1: no redop column: an old nccl-tests, whose size column counts every rank's buffer; rerun with a "
             "current one");

@@ -117,6 +117,12 @@ i64 largest_cell_part(const Machine& m, Proto p, i64 count, i64 elem, i64 traffi
   return std::max({count_lo, count_mid, count_hi});
 }
 
+// The channels an algorithm's bandwidth is shared among: the communicator's (NCCL
+// duplicates its graph's channels, whose kernels then share the links), or the graph's
+// where NCCL_MAX_NCHANNELS or NCCL_MAX_CTAS leave fewer (ChannelEnv): a channel, one thread
+// block, moves at most the speed the search gives its graph channel.
+int sharing_channels(int channels, const Graph& g) { return std::max(channels, g.channels); }
+
 struct Hop {
   double rate = 0.0;  // bytes per us per channel
   double lat = 0.0;   // us
@@ -138,8 +144,8 @@ int slice_waits(const Machine& m, Hw hw) { return hw == Hw::NvLink && m.system.g
 void ring_hops(const Machine& m, Coll c, Proto p, Part part, Hop& intra, Hop& net) {
   const Graph& g = m.graphs[index(Algo::Ring)];
   const double per_channel = g.channels > 0 ? std::max(g.bw_intra, g.node_bw / g.channels) : g.bw_intra;
-  intra.rate = kernel_bus_bw(m, c, Algo::Ring, p, per_channel) / m.channels * 1e3;
-  net.rate = kernel_bus_bw(m, c, Algo::Ring, p, g.bw_inter) / m.channels * 1e3;
+  intra.rate = kernel_bus_bw(m, c, Algo::Ring, p, per_channel) / sharing_channels(m.channels, g) * 1e3;
+  net.rate = kernel_bus_bw(m, c, Algo::Ring, p, g.bw_inter) / sharing_channels(m.channels, g) * 1e3;
   intra.lat = hop_latency_us(g.intra, Algo::Ring, p);
   net.lat = hop_latency_us(Hw::Net, Algo::Ring, p);
   intra.waits = slice_waits(m, g.intra);
@@ -346,7 +352,8 @@ double tree_us(const Machine& m, double bytes, const Choice& ch, int element_siz
     if (chunks == 1) chunk = last;
   }
   auto rate = [&](double bw) {
-    return part == Part::Latency ? kUnlimited : kernel_bus_bw(m, Coll::AllReduce, Algo::Tree, p, bw) * 0.5 / m.channels * 1e3;
+    return part == Part::Latency ? kUnlimited
+                                 : kernel_bus_bw(m, Coll::AllReduce, Algo::Tree, p, bw) * 0.5 / sharing_channels(m.channels, g) * 1e3;
   };
   const double ri = rate(g.bw_intra), rn = m.nodes > 1 ? rate(g.bw_inter) : ri;
   const double li = hop_latency_us(g.intra, Algo::Tree, p), ln = hop_latency_us(Hw::Net, Algo::Tree, p);
@@ -440,7 +447,7 @@ double switch_reduction_us(const Machine& m, const Tuning& t, Coll c, double byt
     bw *= algorithm_ratio(m, pace, c, ch.algo) * nvls_bandwidth(m, pace, c, ch.algo) /
           (algorithm_ratio(m, release, c, ch.algo) * nvls_bandwidth(m, release, c, ch.algo));
   // CollNet's bandwidth is its heads' (NCCL gives it the same whatever channels run it).
-  const int total_channels = nvls ? m.nvls_channels : ch.channels;
+  const int total_channels = nvls ? sharing_channels(m.nvls_channels, m.graphs[index(Algo::Nvls)]) : ch.channels;
   const double rate = part == Part::Latency ? kUnlimited : bw / total_channels * 1e3;  // bytes per us per channel
   const int heads = std::max(1, m.graphs[index(nvls ? Algo::Nvls : ch.algo)].channels);  // NVLS: a head per graph channel
   const double handover = hop_latency_us(m.graphs[index(Algo::Ring)].intra, Algo::Ring, Proto::Simple);
@@ -515,7 +522,7 @@ double pat_us(const Machine& m, Coll c, double bytes, const Choice& ch, int elem
   for (int d = 0; d < k; ++d) path_pieces += std::min(f, pieces_over_dimension(n, d));
   const double r = part == Part::Latency ? kUnlimited
                                          : kernel_bus_bw(m, c, Algo::Pat, Proto::Simple, m.graphs[index(Algo::Pat)].bw_inter) /
-                                               m.channels * 1e3;
+                                               sharing_channels(m.channels, m.graphs[index(Algo::Pat)]) * 1e3;
   const double step = lat.per_rank_us, steps = static_cast<double>(n - 1 + k);
   auto chunk_us = [&](i64 nelem) {
     const double b = static_cast<double>(nelem * elem);

@@ -29,6 +29,12 @@ std::shared_ptr<const Config> parse_config(config::ObjectReader& n) {
   } catch (const std::invalid_argument& e) {
     throw ScenarioError(n.where("nccl_proto"), ErrorKind::unknown_name, e.what());
   }
+  // NCCL's defaults leave its own counts (tuning.hpp: ChannelEnv).
+  const ChannelEnv unset;
+  c->channels.min_nchannels = static_cast<int>(n.integer("nccl_min_nchannels", unset.min_nchannels, 0, 64));
+  c->channels.max_nchannels = static_cast<int>(n.integer("nccl_max_nchannels", unset.max_nchannels, 1, 64));
+  c->channels.min_ctas = static_cast<int>(n.integer("nccl_min_ctas", unset.min_ctas, 0, 64));
+  c->channels.max_ctas = static_cast<int>(n.integer("nccl_max_ctas", unset.max_ctas, 1, 64));
   return c;
 }
 
@@ -36,6 +42,11 @@ void add_config_json(const Config& c, json& network) {
   network["system"] = system_json(c.system);
   if (!c.overrides.algo.empty()) network["nccl_algo"] = c.overrides.algo;
   if (!c.overrides.proto.empty()) network["nccl_proto"] = c.overrides.proto;
+  const ChannelEnv unset;
+  if (c.channels.min_nchannels != unset.min_nchannels) network["nccl_min_nchannels"] = c.channels.min_nchannels;
+  if (c.channels.max_nchannels != unset.max_nchannels) network["nccl_max_nchannels"] = c.channels.max_nchannels;
+  if (c.channels.min_ctas != unset.min_ctas) network["nccl_min_ctas"] = c.channels.min_ctas;
+  if (c.channels.max_ctas != unset.max_ctas) network["nccl_max_ctas"] = c.channels.max_ctas;
 }
 
 LinkParams nominal_link(const System& s) {
@@ -46,7 +57,7 @@ LinkParams nominal_link(const System& s) {
 }
 
 Clock::Clock(std::shared_ptr<const Config> config, int ranks)
-    : config_(std::move(config)), machine_(make_machine(config_->system, ranks)), tuning_(tune(machine_, config_->overrides)) {
+    : config_(std::move(config)), machine_(make_machine(config_->system, ranks, config_->channels)), tuning_(tune(machine_, config_->overrides)) {
   // Whether a collective has an algorithm does not depend on its size. NCCL refuses the
   // first collective that has none; dtsim refuses the job here, before it runs (whether or
   // not it would issue one), so that no result is lost mid-run.

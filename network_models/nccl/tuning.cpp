@@ -564,9 +564,37 @@ P2pChannels p2p_setup(const Machine& m) {
 
 }  // namespace
 
-Machine make_machine(const System& s, int ranks) {
+void check_channel_env(const ChannelEnv& env) {
+  const auto check = [](const char* name, int value, int least) {
+    if (value < least || value > 64)
+      throw std::invalid_argument(fmt::format("{}: {} is not a channel count ({} - 64)", name, value, least));
+  };
+  check("NCCL_MIN_NCHANNELS", env.min_nchannels, 0);
+  check("NCCL_MAX_NCHANNELS", env.max_nchannels, 1);
+  check("NCCL_MIN_CTAS", env.min_ctas, 0);
+  check("NCCL_MAX_CTAS", env.max_ctas, 1);
+}
+
+namespace {
+
+// ncclTopoPostset's last word on the rings' channels, and ncclNvlsInit's on NVLS's: cut to
+// min(NCCL_MAX_NCHANNELS, maxCTAs), then copied up to max(NCCL_MIN_NCHANNELS, minCTAs);
+// NVLS's within [minCTAs, maxCTAs]. Each bound is at most MAXCHANNELS, and minCTAs at most
+// maxCTAs (ncclCommInitRankConfig).
+void bound_channels(Machine& m, const ChannelEnv& env) {
+  const int most = max_channels(m.system.nccl);
+  const int max_ctas = std::min(env.max_ctas, most), min_ctas = std::min(env.min_ctas, max_ctas);
+  const int max_nchannels = std::min(env.max_nchannels, most), min_nchannels = std::min(env.min_nchannels, most);
+  m.channels = std::max(std::min({m.channels, max_nchannels, max_ctas}), std::max(min_nchannels, min_ctas));
+  if (m.nvls) m.nvls_channels = std::max(min_ctas, std::min(max_ctas, m.nvls_channels));
+}
+
+}  // namespace
+
+Machine make_machine(const System& s, int ranks, const ChannelEnv& env) {
   check_release_runs(s);
   check_ranks(s, ranks);
+  check_channel_env(env);
   const int G = s.gpus_per_node;
   Machine m;
   m.system = s;
@@ -604,6 +632,7 @@ Machine make_machine(const System& s, int ranks) {
     m.nvls_tree_chunk = setup.tree_chunk;
   }
   m.channels = collective_channels(m, cc);
+  bound_channels(m, env);
   // 2.20 - 2.27 copy the rings up to NVLS's channels where the communicator has fewer
   // (ncclTopoPostset), and from 2.22 the collectives read that count (nChannels; up to 2.21
   // collChannels, the count before the copy); 2.28 no longer copies.

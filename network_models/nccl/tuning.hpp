@@ -198,10 +198,29 @@ struct Machine {
   double nvlink_rate = 0.0;
 };
 
+// The run's bounds on the communicator's channels, as NCCL reads them from its environment:
+// NCCL_MIN_NCHANNELS and NCCL_MAX_NCHANNELS bound the rings' and trees' channels
+// (comm->nChannels, and so CollNet's, PAT's and the point-to-point channels drawn from
+// them); NCCL_MIN_CTAS and NCCL_MAX_CTAS (ncclConfig_t's minCTAs and maxCTAs) bound those
+// and NVLS's. ncclTopoPostset applies them after its own duplications: the channels are cut
+// to the maxima, then copied up to the minima. As in NCCL, a value above the release's
+// MAXCHANNELS (32; 64 from 2.25) counts as MAXCHANNELS and a minimum of CTAs above their
+// maximum as the maximum, so the defaults (0 and 64) leave NCCL's own counts. NCCL's
+// estimates keep the graphs' channels; each channel of a kernel moves at most its graph
+// channel's speed (collective_time.cpp: sharing_channels).
+struct ChannelEnv {
+  int min_nchannels = 0, max_nchannels = 64, min_ctas = 0, max_ctas = 64;
+  bool operator==(const ChannelEnv&) const = default;
+};
+// Throws std::invalid_argument "NCCL_MAX_NCHANNELS: 0 is not a channel count (1 - 64)" for a
+// minimum outside 0 - 64 or a maximum outside 1 - 64.
+void check_channel_env(const ChannelEnv& env);
+
 // The communicator of the first `ranks` GPUs of `system`: one node with `ranks` GPUs
-// (ranks <= gpus_per_node), or ranks / gpus_per_node whole nodes. Throws
-// std::invalid_argument naming the rank count otherwise (or beyond the system's nodes).
-Machine make_machine(const System& system, int ranks);
+// (ranks <= gpus_per_node), or ranks / gpus_per_node whole nodes, its channels bounded by
+// `env`. Throws std::invalid_argument naming the rank count otherwise (or beyond the
+// system's nodes).
+Machine make_machine(const System& system, int ranks, const ChannelEnv& env = {});
 
 struct Tuning {
   double latency_us[kColls][kAlgos][kProtos] = {};

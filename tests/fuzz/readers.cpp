@@ -766,6 +766,10 @@ std::vector<std::string> seeds(Reader reader) {
                           "ring;allreduce:tree", "--nccl-proto", "^LL128;allreduce:LL", "-e", "1M", "-f", "16"}));
       out.push_back(args({"collective", "--model", "nccl", "--system", "b200_8x", "--nodes", "2", "--op", "allgather", "-b",
                           "4K", "-e", "1G", "-f", "16"}));
+      out.push_back(args({"collective", "--model", "nccl", "--system", "h100_8x", "--nccl-max-nchannels", "4", "--nccl-min-ctas",
+                          "2", "--nccl-max-ctas", "8", "--nccl-version", "2.22", "-e", "256M", "-f", "16"}));
+      out.push_back(args({"collective", "--model", "nccl", "--system", "a100_8x", "--nccl-min-nchannels", "32", "--op",
+                          "sendrecv", "-b", "1M", "-e", "64M", "-f", "8"}));
       // One GPU a node: PAT.
       for (const char* op : {"allgather", "reducescatter"})
         out.push_back(args({"collective", "--model", "nccl", "--system",

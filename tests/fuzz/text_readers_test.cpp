@@ -142,7 +142,9 @@ TEST(NcclTestsOutputReader, MutatedInputsKeepTheContract) {
   for (int b = 8; b <= 64; b *= 2)
     run += fmt::format("{:12} {:13} float sum -1 {:.2f} 0.00 0.00 0 {:.2f} 0.00 0.00 0\n", b, b / 4, 10.0 + b, 10.5 + b);
   const std::vector<std::string> seeds{run, "nThread 1 nGpus 1 minBytes 32\n  32  8  float  sum  10.14  0.00  0.00  0e+00  10.21  0.00  0.00  0e+00\n",
-                                       "[1,0]<stdout>:     8     2   float  none  -1  12.9  0.00  0.00  0  12.8  0.00  0.00  N/A\n"};
+                                       "[1,0]<stdout>:     8     2   float  none  -1  12.9  0.00  0.00  0  12.8  0.00  0.00  N/A\n",
+                                       "h:1:1 [0] NCCL INFO NCCL_MAX_NCHANNELS set by environment to 8.\n"
+                                       "h:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Ring\n" + run};
   auto verdict = [](const std::string& text) {
     try {
       (void)net::parse_nccl_tests_output(text);
