@@ -99,6 +99,9 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
   cmd_->add_option("--nccl-max-ctas", channels_.max_ctas,
                    "--model nccl: as NCCL_MAX_CTAS, the most channels of the rings and trees and of NVLS; 64 leaves NCCL's own")
       ->capture_default_str();
+  cmd_->add_option("--nccl-nvls-nchannels", channels_.nvls_nchannels,
+                   "--model nccl: as NCCL_NVLS_NCHANNELS, NVLS's channels in place of NCCL's own count; 0 leaves NCCL's own")
+      ->capture_default_str();
   cmd_->add_option("--nccl-version", nccl_version_,
                    fmt::format("--model nccl: the NCCL release whose constants and rules apply, {} (default: the "
                                "system's)", net::nccl::modelled_nccl_releases()));
@@ -219,7 +222,8 @@ runner::CollectiveSweep CollectiveCommand::sweep(const net::NcclTestsRun* agains
                                      config::did_you_mean(model_, net::network_models()))));
   if (net::network_model(model_).make_clock) return machine_sweep(std::move(sweep), ranks, against);
   for (const char* f : {"--system", "--nodes", "--nccl-algo", "--nccl-proto", "--nccl-version", "--nccl-min-nchannels",
-                        "--nccl-max-nchannels", "--nccl-min-ctas", "--nccl-max-ctas", "--ngpus"})
+                        "--nccl-max-nchannels", "--nccl-min-ctas", "--nccl-max-ctas", "--nccl-nvls-nchannels",
+                        "--ngpus"})
     if (cmd_->count(f) > 0) throw config::InputError(fmt::format("{}: only --model nccl reads it", f));
   if (sweep.op == net::NcclTestOp::Reduce)
     throw config::InputError(fmt::format("--op reduce: only --model nccl times a reduce (dtsim has no reduce schedule for {})", model_));
@@ -327,7 +331,8 @@ net::nccl::ChannelEnv CollectiveCommand::channel_env(const net::NcclTestsRun* ag
   } settings[] = {{"--nccl-min-nchannels", "NCCL_MIN_NCHANNELS", &env.min_nchannels, 0},
                   {"--nccl-max-nchannels", "NCCL_MAX_NCHANNELS", &env.max_nchannels, 1},
                   {"--nccl-min-ctas", "NCCL_MIN_CTAS", &env.min_ctas, 0},
-                  {"--nccl-max-ctas", "NCCL_MAX_CTAS", &env.max_ctas, 1}};
+                  {"--nccl-max-ctas", "NCCL_MAX_CTAS", &env.max_ctas, 1},
+                  {"--nccl-nvls-nchannels", "NCCL_NVLS_NCHANNELS", &env.nvls_nchannels, 0}};
   for (const auto& s : settings) {
     if (*s.value < s.least || *s.value > 64)
       throw config::InputError(fmt::format("{}: expected {} to 64, got {}", s.flag, s.least, *s.value));

@@ -59,6 +59,8 @@ std::span<const config::FieldDoc> network_docs() {
         "and trees and of NVLS (at most nccl_max_ctas)"},
     {"network", "nccl_max_ctas", "nccl model: as NCCL_MAX_CTAS (ncclConfig_t's maxCTAs), the most channels of the rings "
         "and trees and of NVLS (64: NCCL's own counts)"},
+    {"network", "nccl_nvls_nchannels", "nccl model: as NCCL_NVLS_NCHANNELS (ncclConfig_t's nvlsCTAs from NCCL 2.28), "
+        "NVLS's channels in place of NCCL's own count (16 on Hopper), within nccl_min_ctas - nccl_max_ctas (0: NCCL's own)"},
     {"network", "overhead_us", "fixed cost added to every message, microseconds"},
     {"network", "jitter_us", "extra latency per message, uniform in [0, jitter), seeded by seed"},
     {"network", "reuse_collectives", "Replay a scheduled collective simulated before (same shape, network state and relative arrival "
@@ -103,7 +105,7 @@ std::span<const config::FieldDoc> network_docs() {
     {"nccl_system", "pcie", ""},
     {"nccl_system.pcie", "generation", "PCIe generation"},
     {"nccl_system.pcie", "lanes", "lanes"},
-    {"nccl_system", "cpu", ""},
+    {"nccl_system", "cpu", "the host CPU: intel, amd (x86) or arm (Grace); sets the link between two sockets, the network overhead NCCL adds per step and Blackwell's point-to-point step across nodes (from 2.29)"},
     {"nccl_system", "sockets", "CPU sockets (GPUs split evenly)"},
     {"nccl_system", "network", ""},
     {"nccl_system.network", "nics_per_node", "NICs per node"},

@@ -171,7 +171,8 @@ net::NcclTable collective_table(const CollectiveSweep& s, std::vector<Collective
     for (const auto& [name, value, default_value] : {std::tuple{"NCCL_MIN_NCHANNELS", env.min_nchannels, unset.min_nchannels},
                                                      std::tuple{"NCCL_MAX_NCHANNELS", env.max_nchannels, unset.max_nchannels},
                                                      std::tuple{"NCCL_MIN_CTAS", env.min_ctas, unset.min_ctas},
-                                                     std::tuple{"NCCL_MAX_CTAS", env.max_ctas, unset.max_ctas}})
+                                                     std::tuple{"NCCL_MAX_CTAS", env.max_ctas, unset.max_ctas},
+                                                     std::tuple{"NCCL_NVLS_NCHANNELS", env.nvls_nchannels, unset.nvls_nchannels}})
       if (value != default_value) nccl_env += fmt::format(", {}={}", name, value);
     nlohmann::json setup = {{"model", s.model}, {"gpus_per_thread", s.gpus_per_thread}};
     net::nccl::add_config_json(*s.nccl, setup);  // the system, NCCL_ALGO, NCCL_PROTO and the channel bounds

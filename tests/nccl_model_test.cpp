@@ -194,6 +194,55 @@ TEST(NcclGraph, PcieBoxWithBridgedPairs) {
   EXPECT_GT(tune(pair, Overrides{}).bandwidth_GBps[index(Coll::AllReduce)][index(Algo::Ring)][index(Proto::LL128)], 0.0);
 }
 
+// The host CPU (ncclTopoGetInterCpuBw, computeBuffSizes): a ring that crosses the two sockets
+// of a PCIe box runs at most at the link between them, Intel's SKL_QPI_BW (10 GB/s), AMD's
+// AMD_BW (16, from 2.19; unlimited before) or ARM's ARM_BW (6); NCCL's search then takes one
+// channel of 15 GB/s (AMD: the first speed of Ampere's list that fits, and twice 7 is less),
+// of 10 (Intel) or of 6 (ARM), where the PCIe link alone gives 2 of 12. From 2.29 Blackwell
+// on ARM hosts (GB200's Grace) steps
+// point-to-point messages across nodes at twice NCCL_P2P_NET_CHUNKSIZE.
+TEST(NcclGraph, TheHostCpu) {
+  System box = preset("a100_pcie_pairs");
+  ASSERT_EQ(box.cpu, CpuVendor::Amd);
+  ASSERT_EQ(box.sockets, 2);
+  const auto ring = [&](CpuVendor cpu, NcclRelease release) {
+    box.cpu = cpu;
+    box.nccl = release;
+    return make_machine(box, 8).graphs[index(Algo::Ring)];
+  };
+  for (const auto& [cpu, release, channels, speed, node_bw] : std::vector<std::tuple<CpuVendor, NcclRelease, int, double, double>>{
+           {CpuVendor::Amd, NcclRelease::V2_18, 2, 12.0, 24.0},
+           {CpuVendor::Amd, NcclRelease::V2_19, 1, 15.0, 16.0},
+           {CpuVendor::Amd, NcclRelease::V2_30, 1, 15.0, 16.0},
+           {CpuVendor::Intel, NcclRelease::V2_18, 1, 10.0, 10.0},
+           {CpuVendor::Arm, NcclRelease::V2_18, 1, 6.0, 6.0}}) {
+    const Graph g = ring(cpu, release);
+    EXPECT_EQ(g.channels, channels) << to_string(cpu) << " " << to_string(release);
+    EXPECT_DOUBLE_EQ(g.bw_intra, speed) << to_string(cpu) << " " << to_string(release);
+    EXPECT_DOUBLE_EQ(g.node_bw, node_bw) << to_string(cpu) << " " << to_string(release);
+  }
+  // Within one socket the CPU sets nothing.
+  box.cpu = CpuVendor::Arm;
+  EXPECT_DOUBLE_EQ(make_machine(box, 4).graphs[index(Algo::Ring)].node_bw, 24.0);
+
+  System gb200 = preset("b200_8x");
+  gb200.gpus_per_node = 4;
+  gb200.sockets = 1;
+  gb200.nodes = 2;
+  for (const auto& [cpu, release, ranks, chunk] : std::vector<std::tuple<CpuVendor, NcclRelease, int, int>>{
+           {CpuVendor::Arm, NcclRelease::V2_29, 8, 256 << 10},
+           {CpuVendor::Arm, NcclRelease::V2_30, 8, 256 << 10},
+           {CpuVendor::Arm, NcclRelease::V2_28_9, 8, 128 << 10},
+           {CpuVendor::Intel, NcclRelease::V2_30, 8, 128 << 10},
+           {CpuVendor::Arm, NcclRelease::V2_30, 4, 512 << 10}}) {
+    gb200.cpu = cpu;
+    gb200.nccl = release;
+    EXPECT_EQ(make_machine(gb200, ranks).p2p.chunk_bytes, chunk) << to_string(cpu) << " " << to_string(release) << " " << ranks;
+  }
+  EXPECT_EQ(parse_system(json{{"preset", "b200_8x"}, {"cpu", "arm"}}, "/network/system").cpu, CpuVendor::Arm);
+  EXPECT_EQ(system_json(gb200)["cpu"], "arm");
+}
+
 // Across nodes a ring channel crosses one NIC each way: A100 with 8x HDR (25 GB/s, PCIe 24):
 // 24 GB/s fits one channel per NIC, 8 x 24 = 192; 16 channels. H100 with 8x NDR (50 GB/s,
 // PCIe Gen5 48): 48 would fit 7 channels through the 360 GB/s of NVLink, 45 fits 8 (= 360,
@@ -1928,7 +1977,8 @@ TEST(NcclExecution, LatencyIsTheTimeWithUnlimitedBandwidth) {
 
 // ncclTopoPostset cuts the communicator's channels to min(NCCL_MAX_NCHANNELS, maxCTAs), then
 // copies them up to max(NCCL_MIN_NCHANNELS, minCTAs), each at most MAXCHANNELS (32 up to
-// 2.24); NVLS's channels (16 on an H100) only follow the CTAs; the point-to-point channels
+// 2.24); NVLS's channels (16 on an H100, or NCCL_NVLS_NCHANNELS) only follow the CTAs; the
+// point-to-point channels
 // are drawn from the communicator's; from 2.22 to 2.27 the rings are copied up to NVLS's
 // channels after the cut.
 TEST(NcclChannels, TheEnvironmentBoundsTheCommunicatorsChannels) {
@@ -1956,6 +2006,10 @@ TEST(NcclChannels, TheEnvironmentBoundsTheCommunicatorsChannels) {
   EXPECT_EQ(make_machine(h100, 8, {.max_nchannels = 4}).channels, 4);
   EXPECT_EQ(make_machine(h100, 8, {.max_ctas = 8}).nvls_channels, 8);
   EXPECT_EQ(make_machine(h100, 8, {.min_ctas = 20}).nvls_channels, 20);
+  EXPECT_EQ(make_machine(h100, 8, {.nvls_nchannels = 8}).nvls_channels, 8);  // NCCL_NVLS_NCHANNELS
+  EXPECT_EQ(make_machine(h100, 8, {.nvls_nchannels = 8}).channels, 24);
+  EXPECT_EQ(make_machine(h100, 8, {.max_ctas = 4, .nvls_nchannels = 8}).nvls_channels, 4);
+  EXPECT_EQ(make_machine(preset("a100_8x"), 8, {.nvls_nchannels = 8}).nvls_channels, 0);  // no NVLS on an A100
   System h100_2_22 = h100;
   h100_2_22.nccl = NcclRelease::V2_22;
   EXPECT_EQ(make_machine(h100_2_22, 8, {.max_nchannels = 4}).channels, 16);  // copied up to NVLS's after the cut
@@ -1965,7 +2019,8 @@ TEST(NcclChannels, TheEnvironmentBoundsTheCommunicatorsChannels) {
            {{.max_nchannels = 0}, "NCCL_MAX_NCHANNELS: 0 is not a channel count (1 - 64)"},
            {{.min_nchannels = -1}, "NCCL_MIN_NCHANNELS: -1 is not a channel count (0 - 64)"},
            {{.max_ctas = 65}, "NCCL_MAX_CTAS: 65 is not a channel count (1 - 64)"},
-           {{.min_ctas = 65}, "NCCL_MIN_CTAS: 65 is not a channel count (0 - 64)"}}) {
+           {{.min_ctas = 65}, "NCCL_MIN_CTAS: 65 is not a channel count (0 - 64)"},
+           {{.nvls_nchannels = -2}, "NCCL_NVLS_NCHANNELS: -2 is not a channel count (0 - 64)"}}) {
     try {
       (void)make_machine(a100, 8, env);
       ADD_FAILURE() << name;
@@ -2037,6 +2092,9 @@ TEST(NcclChannels, ScenarioFields) {
             "/network/nccl_max_nchannels: expected an integer >= 1 and <= 64, got 0");
   EXPECT_EQ(refused({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_min_ctas", 65}}),
             "/network/nccl_min_ctas: expected an integer >= 0 and <= 64, got 65");
+  const NetworkConfig nvls = nccl_network({{"model", "nccl"}, {"system", "h100_8x"}, {"nccl_nvls_nchannels", 8}});
+  EXPECT_EQ(Clock(nvls.nccl, 8).machine().nvls_channels, 8);
+  EXPECT_EQ(network_section_json(nvls)["nccl_nvls_nchannels"], 8);
   EXPECT_EQ(refused({{"model", "flow"}, {"latency_us", 1}, {"bandwidth_GBps", 1}, {"nccl_max_ctas", 8}}),
             "/network/nccl_max_ctas: only the nccl model reads nccl_max_ctas (this network's model is flow)");
 }

@@ -636,7 +636,7 @@ P2pTiming p2p_timing(const Machine& m, int src, int dst, double bytes) {
     } else {
       path_bw = m.pci_bw;
       const bool cross_socket = s.sockets == 2 && (a < s.gpus_per_node / 2) != (b < s.gpus_per_node / 2);
-      if (cross_socket && s.cpu == CpuVendor::Intel) path_bw = std::min(path_bw, 10.0);  // SKL_QPI_BW
+      if (cross_socket) path_bw = std::min(path_bw, m.inter_cpu_bw);
       hw = Hw::Pci;
     }
   };

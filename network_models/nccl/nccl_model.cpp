@@ -35,6 +35,7 @@ std::shared_ptr<const Config> parse_config(config::ObjectReader& n) {
   c->channels.max_nchannels = static_cast<int>(n.integer("nccl_max_nchannels", unset.max_nchannels, 1, 64));
   c->channels.min_ctas = static_cast<int>(n.integer("nccl_min_ctas", unset.min_ctas, 0, 64));
   c->channels.max_ctas = static_cast<int>(n.integer("nccl_max_ctas", unset.max_ctas, 1, 64));
+  c->channels.nvls_nchannels = static_cast<int>(n.integer("nccl_nvls_nchannels", unset.nvls_nchannels, 0, 64));
   return c;
 }
 
@@ -47,6 +48,7 @@ void add_config_json(const Config& c, json& network) {
   if (c.channels.max_nchannels != unset.max_nchannels) network["nccl_max_nchannels"] = c.channels.max_nchannels;
   if (c.channels.min_ctas != unset.min_ctas) network["nccl_min_ctas"] = c.channels.min_ctas;
   if (c.channels.max_ctas != unset.max_ctas) network["nccl_max_ctas"] = c.channels.max_ctas;
+  if (c.channels.nvls_nchannels != unset.nvls_nchannels) network["nccl_nvls_nchannels"] = c.channels.nvls_nchannels;
 }
 
 LinkParams nominal_link(const System& s) {

@@ -29,7 +29,14 @@ const char* to_string(GpuArch arch) {
 }
 
 const char* to_string(IntraKind kind) { return kind == IntraKind::NvSwitch ? "nvswitch" : "pcie"; }
-const char* to_string(CpuVendor cpu) { return cpu == CpuVendor::Intel ? "intel" : "amd"; }
+const char* to_string(CpuVendor cpu) {
+  switch (cpu) {
+    case CpuVendor::Intel: return "intel";
+    case CpuVendor::Amd: return "amd";
+    case CpuVendor::Arm: return "arm";
+  }
+  return "?";
+}
 const std::vector<NcclReleaseInfo>& nccl_releases() {
   static const std::vector<NcclReleaseInfo> releases{
       {NcclRelease::V2_18, "2.18", {"2.18.5", "2.18.6"}, "-",
@@ -37,7 +44,8 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
       {NcclRelease::V2_19, "2.19", {"2.19.3", "2.19.4"}, "2.2",
        "latencies re-tuned (Tree Simple 28 us a hop, the NVLS tree, CollNet); NVLS for reduce-scatter and all-gather "
        "on one node; Hopper's speed lists gain 50 and 22 GB/s; the NVLS tree's chunk 64 KiB from 4 nodes; NVLS across "
-       "nodes 32 KiB chunks under 150 GB/s; NCCL_ALGO falls back to the ring where it leaves a collective nothing"},
+       "nodes 32 KiB chunks under 150 GB/s; NCCL_ALGO falls back to the ring where it leaves a collective nothing; "
+       "AMD's link between sockets counts 16 GB/s (unlimited before)"},
       {NcclRelease::V2_20, "2.20", {"2.20.3", "2.20.5"}, "2.3, 2.4",
        "a Hopper NVLink counts 20.6 GB/s; CollNet Direct for reduce-scatter and all-gather; each channel loops over "
        "one contiguous part of a collective; the tree's Simple chunk no longer halved; Hopper's extra channel doubling "
@@ -87,7 +95,8 @@ const std::vector<NcclReleaseInfo>& nccl_releases() {
       {NcclRelease::V2_29, "2.29", {"2.29.2", "2.29.3"}, "-",
        "a collective's parts in cells of 32 KiB of traffic, a channel's share no longer at least that; Blackwell: "
        "the ring's LL128 capped at 34.5 GB/s a channel (34.6 on 2 nodes), the speed list within a node gains 45, "
-       "NVLS tree estimates corrected by size as the tree's are"},
+       "NVLS tree estimates corrected by size as the tree's are; Blackwell on ARM hosts: point-to-point steps of 256 "
+       "KiB across nodes"},
       {NcclRelease::V2_29_7, "2.29.7", {"2.29.7"}, "2.12, 2.13",
        "Blackwell: the ring's LL128 capped at 40 GB/s a channel; the speed list across nodes gains 80"},
       {NcclRelease::V2_30, "2.30", {"2.30.3", "2.30.4", "2.30.7"}, "2.14, 2.15",
@@ -266,7 +275,7 @@ System parse_system(const json& value, const std::string& path, config::FieldRec
     s.pcie.lanes = static_cast<int>(p.integer("lanes", s.pcie.lanes, 1, 32));
     p.finish();
   }
-  s.cpu = pick<CpuVendor>(r, "cpu", s.cpu, {{"amd", CpuVendor::Amd}, {"intel", CpuVendor::Intel}});
+  s.cpu = pick<CpuVendor>(r, "cpu", s.cpu, {{"amd", CpuVendor::Amd}, {"intel", CpuVendor::Intel}, {"arm", CpuVendor::Arm}});
   s.sockets = static_cast<int>(r.integer("sockets", s.sockets, 1, 2));
   {
     auto n = r.object("network", false);

@@ -16,7 +16,7 @@
 //    "intra": {"kind": "nvswitch" | "pcie", "nvlink_links": 12, "nvlink_GBps": 25,
 //              "nvls": false, "nvlink_pairs": [[0, 1], [2, 3]]},
 //    "pcie": {"generation": 4, "lanes": 16},
-//    "cpu": "amd" | "intel", "sockets": 1,
+//    "cpu": "amd" | "intel" | "arm", "sockets": 1,
 //    "network": {"nics_per_node": 8, "nic_Gbps": 200, "rails": 8, "collnet": false},
 //    "host": {"launch_us": 5.07},
 //    "nccl_version": "2.18" | "2.19" | ... | "2.29.7" | "2.30"}  // the NCCL release that runs on it (below)
@@ -35,7 +35,9 @@ namespace dtsim::net::nccl {
 // NCCL's compute-capability classes (tuning.cc's VOLTA/AMPERE/HOPPER_COMPCAP_IDX).
 enum class GpuArch { Volta, Ampere, Hopper, Blackwell };
 enum class IntraKind { NvSwitch, Pcie };
-enum class CpuVendor { Intel, Amd };
+// The host CPU as NCCL tells them apart (cpuArch, cpuVendor): x86 by Intel or AMD, or ARM
+// (NVIDIA Grace).
+enum class CpuVendor { Intel, Amd, Arm };
 // The NCCL release whose constants and rules the model applies (tuning.hpp lists what
 // differs; nccl_releases below): 2.18 (2.18.5, 2.18.6), 2.19 (2.19.3, 2.19.4), 2.20 (2.20.3,
 // 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1), 2.26

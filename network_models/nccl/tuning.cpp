@@ -208,7 +208,16 @@ double nvlink_bw(int cc, NcclRelease r) {
 double nvlink_rate(int cc) { return nvlink_bw(cc, kKernelPaceRelease); }
 double nvlink_line_rate(int cc) { return cc >= 100 ? 50.0 : 25.0; }
 constexpr double kPciBwGen3x16 = 12.0;  // PCI_BW: below this the ring uses 256 threads
-constexpr double kSklQpiBw = 10.0;      // SKL_QPI_BW: Intel inter-socket; NCCL sets none for AMD
+constexpr double kLocBw = 5000.0;  // LOC_BW: a link NCCL does not limit
+// ncclTopoGetInterCpuBw: SKL_QPI_BW, AMD_BW (from 2.19), ARM_BW.
+double inter_cpu_bw(CpuVendor cpu, NcclRelease r) {
+  switch (cpu) {
+    case CpuVendor::Intel: return 10.0;
+    case CpuVendor::Amd: return r >= NcclRelease::V2_19 ? 16.0 : kLocBw;
+    case CpuVendor::Arm: return 6.0;
+  }
+  return kLocBw;
+}
 // MAXCHANNELS: 32, 64 from 2.25.
 int max_channels(NcclRelease r) { return r >= NcclRelease::V2_25 ? 64 : 32; }
 // NCCL's NVLS setup (ncclNvlsInit; 2.30's ncclNvlsTuning): NCCL_NVLS_NCHANNELS's default, 16
@@ -415,7 +424,7 @@ Graph ring_graph(const Machine& m, int cc) {
     if (g > 1 && !one_pair) {
       intra = Hw::Pci;
       ring_bw = m.pci_bw;
-      if (s.sockets == 2 && g > s.gpus_per_node / 2 && s.cpu == CpuVendor::Intel) ring_bw = std::min(ring_bw, kSklQpiBw);
+      if (s.sockets == 2 && g > s.gpus_per_node / 2) ring_bw = std::min(ring_bw, m.inter_cpu_bw);
     }
     max_bw = s.intra.nvlink_pairs.empty() ? ring_bw : std::max(ring_bw, nvl_total);
   }
@@ -433,7 +442,7 @@ Graph ring_graph(const Machine& m, int cc) {
   ring.intra = intra;
   Found f;
   if (m.nodes == 1) {
-    f = search(speeds_intra(cc, s.nccl), g == 1 ? 5000.0 : max_bw, total_bw, min_channels, max_channels(s.nccl) / 2,
+    f = search(speeds_intra(cc, s.nccl), g == 1 ? kLocBw : max_bw, total_bw, min_channels, max_channels(s.nccl) / 2,
                [&](double sp) { return floor_div(ring_bw, sp); });
   } else {
     const double nic = std::min(m.net_bw, m.pci_bw);
@@ -537,8 +546,9 @@ int net_peer_channels(const Machine& m, int channels) {
 // fewest any two ranks take (two per NVLink's worth of their path, two over PCIe, the
 // network's across nodes), rounded up to a power of two too; from 2.29, across nodes, halved
 // while a peer's channels times the rounds of 8 peers exceed the channels. Steps of
-// NCCL_P2P_NET_CHUNKSIZE across nodes, NCCL_P2P_NVL_CHUNKSIZE where every GPU pair is
-// NVLink, NCCL_P2P_PCI_CHUNKSIZE otherwise.
+// NCCL_P2P_NET_CHUNKSIZE across nodes (from 2.29 twice that for Blackwell on ARM hosts, whose
+// nodes have 4 GPUs), NCCL_P2P_NVL_CHUNKSIZE where every GPU pair is NVLink,
+// NCCL_P2P_PCI_CHUNKSIZE otherwise.
 P2pChannels p2p_setup(const Machine& m) {
   const System& s = m.system;
   const int max_channels = s.nccl >= NcclRelease::V2_25 ? 64 : 32;
@@ -554,9 +564,10 @@ P2pChannels p2p_setup(const Machine& m) {
     }
   if (m.nodes > 1) least = std::min(least, net_peer_channels(m, channels));
   const bool rounds = s.nccl >= NcclRelease::V2_29 && m.nodes > 1;
+  const bool gbx = s.nccl >= NcclRelease::V2_29 && s.cpu == CpuVendor::Arm && compute_capability(s.gpu) >= 100;
   P2pChannels out{.per_peer = pow2_up(rounds ? least : std::min(least, channels)),
                   .total = pow2_up(channels),
-                  .chunk_bytes = all_nvlink && m.nodes == 1 ? 1 << 19 : 1 << 17};
+                  .chunk_bytes = m.nodes > 1 ? (gbx ? 2 : 1) << 17 : all_nvlink ? 1 << 19 : 1 << 17};
   if (rounds)
     while (out.per_peer * ((m.ranks + 7) / 8) > out.total && out.per_peer > 1) out.per_peer /= 2;
   return out;
@@ -573,20 +584,24 @@ void check_channel_env(const ChannelEnv& env) {
   check("NCCL_MAX_NCHANNELS", env.max_nchannels, 1);
   check("NCCL_MIN_CTAS", env.min_ctas, 0);
   check("NCCL_MAX_CTAS", env.max_ctas, 1);
+  check("NCCL_NVLS_NCHANNELS", env.nvls_nchannels, 0);
 }
 
 namespace {
 
 // ncclTopoPostset's last word on the rings' channels, and ncclNvlsInit's on NVLS's: cut to
 // min(NCCL_MAX_NCHANNELS, maxCTAs), then copied up to max(NCCL_MIN_NCHANNELS, minCTAs);
-// NVLS's within [minCTAs, maxCTAs]. Each bound is at most MAXCHANNELS, and minCTAs at most
+// NVLS's NCCL_NVLS_NCHANNELS where set, within [minCTAs, maxCTAs]. Each bound is at most MAXCHANNELS, and minCTAs at most
 // maxCTAs (ncclCommInitRankConfig).
 void bound_channels(Machine& m, const ChannelEnv& env) {
   const int most = max_channels(m.system.nccl);
   const int max_ctas = std::min(env.max_ctas, most), min_ctas = std::min(env.min_ctas, max_ctas);
   const int max_nchannels = std::min(env.max_nchannels, most), min_nchannels = std::min(env.min_nchannels, most);
   m.channels = std::max(std::min({m.channels, max_nchannels, max_ctas}), std::max(min_nchannels, min_ctas));
-  if (m.nvls) m.nvls_channels = std::max(min_ctas, std::min(max_ctas, m.nvls_channels));
+  if (m.nvls) {
+    if (env.nvls_nchannels > 0) m.nvls_channels = env.nvls_nchannels;
+    m.nvls_channels = std::max(min_ctas, std::min(max_ctas, m.nvls_channels));
+  }
 }
 
 }  // namespace
@@ -607,6 +622,7 @@ Machine make_machine(const System& s, int ranks, const ChannelEnv& env) {
   m.nvlink_rate = nvlink_rate(cc) * s.intra.nvlink_GBps / nvlink_line_rate(cc);
   m.pci_bw = s.pcie.lanes * kPciGen[s.pcie.generation - 1] / 80.0;
   m.net_bw = s.network.nic_Gbps / 8.0;
+  m.inter_cpu_bw = inter_cpu_bw(s.cpu, s.nccl);
   m.ll128_inter_ok = m.nodes == 1 || s.intra.kind == IntraKind::NvSwitch;
 
   const Graph ring = ring_graph(m, cc);

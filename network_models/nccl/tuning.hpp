@@ -192,6 +192,10 @@ struct Machine {
   // The links in NCCL's units, GB/s: one NVLink (the release's SMxx_NVLINK_BW, which sizes
   // the graphs and NCCL's estimates), a GPU's PCIe link, a NIC.
   double nvlink_bw = 0.0, pci_bw = 0.0, net_bw = 0.0;
+  // GB/s between the two sockets' PCIe trees (ncclTopoGetInterCpuBw): Intel's SKL_QPI_BW,
+  // 10 (NCCL also knows older and newer Xeons, which a system does not name); AMD's
+  // AMD_BW, 16, from 2.19 (no limit before: LOC_BW); ARM's ARM_BW, 6.
+  double inter_cpu_bw = 0.0;
   // GB/s one NVLink carries for the kernels, whatever the release: NCCL's figure for the
   // generation as kKernelPaceRelease counts it (Hopper 20.6, the maintainers' 370
   // GB/s for 18 links; 20 before), scaled to the link's line rate.
@@ -202,18 +206,20 @@ struct Machine {
 // NCCL_MIN_NCHANNELS and NCCL_MAX_NCHANNELS bound the rings' and trees' channels
 // (comm->nChannels, and so CollNet's, PAT's and the point-to-point channels drawn from
 // them); NCCL_MIN_CTAS and NCCL_MAX_CTAS (ncclConfig_t's minCTAs and maxCTAs) bound those
-// and NVLS's. ncclTopoPostset applies them after its own duplications: the channels are cut
-// to the maxima, then copied up to the minima. As in NCCL, a value above the release's
-// MAXCHANNELS (32; 64 from 2.25) counts as MAXCHANNELS and a minimum of CTAs above their
-// maximum as the maximum, so the defaults (0 and 64) leave NCCL's own counts. NCCL's
-// estimates keep the graphs' channels; each channel of a kernel moves at most its graph
-// channel's speed (collective_time.cpp: sharing_channels).
+// and NVLS's; NCCL_NVLS_NCHANNELS (ncclConfig_t's nvlsCTAs from 2.28) replaces NVLS's own
+// count (16 on Hopper) before the CTAs bound it. ncclTopoPostset applies them after its own
+// duplications: the channels are cut to the maxima, then copied up to the minima. As in
+// NCCL, a value above the release's MAXCHANNELS (32; 64 from 2.25) counts as MAXCHANNELS and
+// a minimum of CTAs above their maximum as the maximum, so the defaults (0 and 64) leave
+// NCCL's own counts. NCCL's estimates keep the graphs' channels; each channel of a kernel
+// moves at most its graph channel's speed (collective_time.cpp: sharing_channels).
 struct ChannelEnv {
   int min_nchannels = 0, max_nchannels = 64, min_ctas = 0, max_ctas = 64;
+  int nvls_nchannels = 0;  // 0: NCCL's own
   bool operator==(const ChannelEnv&) const = default;
 };
 // Throws std::invalid_argument "NCCL_MAX_NCHANNELS: 0 is not a channel count (1 - 64)" for a
-// minimum outside 0 - 64 or a maximum outside 1 - 64.
+// minimum or NCCL_NVLS_NCHANNELS outside 0 - 64 or a maximum outside 1 - 64.
 void check_channel_env(const ChannelEnv& env);
 
 // The communicator of the first `ranks` GPUs of `system`: one node with `ranks` GPUs

@@ -786,6 +786,7 @@ std::vector<std::string> seeds(Reader reader) {
       out.push_back(R"({"preset": "b200_8x", "nccl_version": "2.27.7"})");
       out.push_back(R"({"preset": "h100_8x", "gpus_per_node": 2, "nodes": 2, "network": {"collnet": true}, "nccl_version": "2.28.9"})");
       out.push_back(R"({"preset": "b200_8x", "nodes": 2, "nccl_version": "2.29.7"})");
+      out.push_back(R"({"preset": "b200_8x", "gpus_per_node": 4, "sockets": 1, "cpu": "arm", "nodes": 2, "nccl_version": "2.30"})");
       out.push_back(R"({"preset": "b200_8x", "nodes": 4, "network": {"nic_Gbps": 800}, "pcie": {"generation": 6}, "nccl_version": "2.30"})");
       out.push_back(R"({"gpu": "volta", "gpus_per_node": 4, "intra": {"kind": "pcie", "nvlink_pairs": [[0, 1]]},
                         "cpu": "intel", "sockets": 2, "pcie": {"generation": 3}})");
