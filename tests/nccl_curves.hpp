@@ -187,7 +187,7 @@ inline const std::vector<Curve>& published_curves() {
         {4 * M, 138.44}, {8 * M, 181.94}, {16 * M, 240.41}, {32 * M, 300.91}, {64 * M, 368.11}, {128 * M, 412.45},
         {256 * M, 432.24}, {512 * M, 442.72}, {1 * G, 467.58}, {2 * G, 472.57}, {4 * G, 477.41}, {8 * G, 479.98}}},
       // A GB200 NVL72 tray as a user writes it: the B200 preset (the same Blackwell GPU and
-      // NVLink5, 18 links), 4 GPUs a node. Not used to build the model, but its Simple ring
+      // NVLink5, 18 links), 4 GPUs a node, a Grace (ARM) host. Not used to build the model, but its Simple ring
       // served to check one wait a slice where NCCL writes across NVLink (32 - 64 MiB:
       // 20 - 26 % under with two).
       {"b200_8x", "Azure ND GB200 v6 (4x NVIDIA GB200 185GB a VM, NVLink5 to the NVL72's switches, ARM Neoverse-V2)",
@@ -196,7 +196,7 @@ inline const std::vector<Curve>& published_curves() {
         {64 * K, 5.71},  {128 * K, 11.29}, {256 * K, 22.41}, {512 * K, 44.07},  {1 * M, 80.48},    {2 * M, 110.43},
         {4 * M, 146.27}, {8 * M, 253.46},  {16 * M, 331.09}, {32 * M, 422.62},  {64 * M, 550.73},  {128 * M, 574.19},
         {256 * M, 593.53}, {512 * M, 618.74}, {1 * G, 646.87}, {2 * G, 666.63}, {4 * G, 673.06}, {8 * G, 679.61}},
-       R"json({"gpus_per_node": 4, "sockets": 1})json", "gb200_4"},
+       R"json({"gpus_per_node": 4, "sockets": 1, "cpu": "arm"})json", "gb200_4"},
   };
   return curves;
 }
