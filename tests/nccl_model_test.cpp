@@ -1535,6 +1535,16 @@ NetworkConfig nccl_network(const json& network) {
   return parse_network_section(r, 8, 0);
 }
 
+// The error parsing `network` gives, or "" where it parses.
+std::string refused(const json& network) {
+  try {
+    (void)nccl_network(network);
+  } catch (const config::ScenarioError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // A scenario's /network for the nccl model: a system instead of links, NCCL's overrides; a
 // collective ends its clock's time after the last arrival, a message its p2p time after it
 // is sent; the links fields, the topology's perturbations, schedule algorithms, and a system
@@ -1582,14 +1592,6 @@ TEST(NcclNetwork, CollectivesAndMessagesRunOnTheClock) {
   EXPECT_NEAR(arrived, 1e-3 + p2p_us(clock.machine(), 2, 6, 1 << 20) * 1e-6, 1e-12);
   EXPECT_NE(clock.describe(network.resolve(spec)).find("Ring/Simple/"), std::string::npos);
 
-  auto refused = [&](const json& n) {
-    try {
-      (void)nccl_network(n);
-    } catch (const config::ScenarioError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   EXPECT_EQ(refused({{"model", "nccl"}, {"system", "a100_8x"}, {"latency_us", 1}}),
             "/network/latency_us: the nccl model takes its links from /network/system, not latency_us");
   EXPECT_EQ(refused({{"model", "flow"}, {"latency_us", 1}, {"bandwidth_GBps", 1}, {"system", "a100_8x"}}),
@@ -2080,14 +2082,6 @@ TEST(NcclChannels, ScenarioFields) {
   EXPECT_FALSE(echo.contains("nccl_min_nchannels"));  // NCCL's own: left out
   EXPECT_EQ(network_section_json(nccl_network(echo)), echo);
   EXPECT_EQ(network_section_json(nccl_network({{"model", "nccl"}, {"system", "a100_8x"}})).contains("nccl_max_ctas"), false);
-  const auto refused = [](const json& n) {
-    try {
-      (void)nccl_network(n);
-    } catch (const config::ScenarioError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   EXPECT_EQ(refused({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_max_nchannels", 0}}),
             "/network/nccl_max_nchannels: expected an integer >= 1 and <= 64, got 0");
   EXPECT_EQ(refused({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_min_ctas", 65}}),
