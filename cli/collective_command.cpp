@@ -102,6 +102,15 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
   cmd_->add_option("--nccl-nvls-nchannels", channels_.nvls_nchannels,
                    "--model nccl: as NCCL_NVLS_NCHANNELS, NVLS's channels in place of NCCL's own count; 0 leaves NCCL's own")
       ->capture_default_str();
+  cmd_->add_option("--nccl-min-p2p-nchannels", channels_.min_p2p_nchannels,
+                   "--model nccl: as NCCL_MIN_P2P_NCHANNELS, the fewest point-to-point channels")
+      ->capture_default_str();
+  cmd_->add_option("--nccl-max-p2p-nchannels", channels_.max_p2p_nchannels,
+                   "--model nccl: as NCCL_MAX_P2P_NCHANNELS, the most point-to-point channels; 64 leaves NCCL's own")
+      ->capture_default_str();
+  cmd_->add_option("--nccl-nchannels-per-net-peer", channels_.nchannels_per_net_peer,
+                   "--model nccl: as NCCL_NCHANNELS_PER_NET_PEER, the channels a peer across nodes takes; 0 leaves NCCL's own")
+      ->capture_default_str();
   cmd_->add_option("--nccl-version", nccl_version_,
                    fmt::format("--model nccl: the NCCL release whose constants and rules apply, {} (default: the "
                                "system's)", net::nccl::modelled_nccl_releases()));
@@ -223,7 +232,7 @@ runner::CollectiveSweep CollectiveCommand::sweep(const net::NcclTestsRun* agains
   if (net::network_model(model_).make_clock) return machine_sweep(std::move(sweep), ranks, against);
   for (const char* f : {"--system", "--nodes", "--nccl-algo", "--nccl-proto", "--nccl-version", "--nccl-min-nchannels",
                         "--nccl-max-nchannels", "--nccl-min-ctas", "--nccl-max-ctas", "--nccl-nvls-nchannels",
-                        "--ngpus"})
+                        "--nccl-min-p2p-nchannels", "--nccl-max-p2p-nchannels", "--nccl-nchannels-per-net-peer", "--ngpus"})
     if (cmd_->count(f) > 0) throw config::InputError(fmt::format("{}: only --model nccl reads it", f));
   if (sweep.op == net::NcclTestOp::Reduce)
     throw config::InputError(fmt::format("--op reduce: only --model nccl times a reduce (dtsim has no reduce schedule for {})", model_));
@@ -332,7 +341,10 @@ net::nccl::ChannelEnv CollectiveCommand::channel_env(const net::NcclTestsRun* ag
                   {"--nccl-max-nchannels", "NCCL_MAX_NCHANNELS", &env.max_nchannels, 1},
                   {"--nccl-min-ctas", "NCCL_MIN_CTAS", &env.min_ctas, 0},
                   {"--nccl-max-ctas", "NCCL_MAX_CTAS", &env.max_ctas, 1},
-                  {"--nccl-nvls-nchannels", "NCCL_NVLS_NCHANNELS", &env.nvls_nchannels, 0}};
+                  {"--nccl-nvls-nchannels", "NCCL_NVLS_NCHANNELS", &env.nvls_nchannels, 0},
+                  {"--nccl-min-p2p-nchannels", "NCCL_MIN_P2P_NCHANNELS", &env.min_p2p_nchannels, 1},
+                  {"--nccl-max-p2p-nchannels", "NCCL_MAX_P2P_NCHANNELS", &env.max_p2p_nchannels, 1},
+                  {"--nccl-nchannels-per-net-peer", "NCCL_NCHANNELS_PER_NET_PEER", &env.nchannels_per_net_peer, 0}};
   for (const auto& s : settings) {
     if (*s.value < s.least || *s.value > 64)
       throw config::InputError(fmt::format("{}: expected {} to 64, got {}", s.flag, s.least, *s.value));

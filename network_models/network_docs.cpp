@@ -61,6 +61,12 @@ std::span<const config::FieldDoc> network_docs() {
         "and trees and of NVLS (64: NCCL's own counts)"},
     {"network", "nccl_nvls_nchannels", "nccl model: as NCCL_NVLS_NCHANNELS (ncclConfig_t's nvlsCTAs from NCCL 2.28), "
         "NVLS's channels in place of NCCL's own count (16 on Hopper), within nccl_min_ctas - nccl_max_ctas (0: NCCL's own)"},
+    {"network", "nccl_min_p2p_nchannels", "nccl model: as NCCL_MIN_P2P_NCHANNELS, the fewest point-to-point channels "
+        "(NCCL draws them from the communicator's, then rounds up to a power of two)"},
+    {"network", "nccl_max_p2p_nchannels", "nccl model: as NCCL_MAX_P2P_NCHANNELS, the most point-to-point channels (64: "
+        "NCCL's own)"},
+    {"network", "nccl_nchannels_per_net_peer", "nccl model: as NCCL_NCHANNELS_PER_NET_PEER, the channels a peer across "
+        "nodes takes (the fewest any peer takes sets every peer's; 0: NCCL's own, which scales it with the ranks and NICs)"},
     {"network", "overhead_us", "fixed cost added to every message, microseconds"},
     {"network", "jitter_us", "extra latency per message, uniform in [0, jitter), seeded by seed"},
     {"network", "reuse_collectives", "Replay a scheduled collective simulated before (same shape, network state and relative arrival "

@@ -172,7 +172,11 @@ net::NcclTable collective_table(const CollectiveSweep& s, std::vector<Collective
                                                      std::tuple{"NCCL_MAX_NCHANNELS", env.max_nchannels, unset.max_nchannels},
                                                      std::tuple{"NCCL_MIN_CTAS", env.min_ctas, unset.min_ctas},
                                                      std::tuple{"NCCL_MAX_CTAS", env.max_ctas, unset.max_ctas},
-                                                     std::tuple{"NCCL_NVLS_NCHANNELS", env.nvls_nchannels, unset.nvls_nchannels}})
+                                                     std::tuple{"NCCL_NVLS_NCHANNELS", env.nvls_nchannels, unset.nvls_nchannels},
+                                                     std::tuple{"NCCL_MIN_P2P_NCHANNELS", env.min_p2p_nchannels, unset.min_p2p_nchannels},
+                                                     std::tuple{"NCCL_MAX_P2P_NCHANNELS", env.max_p2p_nchannels, unset.max_p2p_nchannels},
+                                                     std::tuple{"NCCL_NCHANNELS_PER_NET_PEER", env.nchannels_per_net_peer,
+                                                                unset.nchannels_per_net_peer}})
       if (value != default_value) nccl_env += fmt::format(", {}={}", name, value);
     nlohmann::json setup = {{"model", s.model}, {"gpus_per_thread", s.gpus_per_thread}};
     net::nccl::add_config_json(*s.nccl, setup);  // the system, NCCL_ALGO, NCCL_PROTO and the channel bounds

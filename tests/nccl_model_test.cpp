@@ -1999,6 +1999,26 @@ TEST(NcclChannels, TheEnvironmentBoundsTheCommunicatorsChannels) {
   EXPECT_EQ(channels({.min_nchannels = 40}, a100_2_25), 40);  // MAXCHANNELS 64
   EXPECT_EQ(make_machine(a100, 8, {.max_nchannels = 8}).p2p.total, 8);
   EXPECT_EQ(make_machine(a100, 8, {.max_nchannels = 6}).p2p.total, 8);  // a power of two
+  // NCCL_MIN_P2P_NCHANNELS and NCCL_MAX_P2P_NCHANNELS bound the point-to-point channels drawn
+  // from the communicator's 24 (32 as a power of two; a peer over 12 NVLinks takes 24, 32 too);
+  // NCCL_NCHANNELS_PER_NET_PEER sets a peer's across nodes (2 by default up to 2.19).
+  EXPECT_EQ(make_machine(a100, 8).p2p.total, 32);
+  EXPECT_EQ(make_machine(a100, 8).p2p.per_peer, 32);
+  const P2pChannels four = make_machine(a100, 8, {.max_p2p_nchannels = 4}).p2p;
+  EXPECT_EQ(four.total, 4);
+  EXPECT_EQ(four.per_peer, 4);
+  EXPECT_EQ(make_machine(a100, 8, {.max_nchannels = 12, .min_p2p_nchannels = 48}).p2p.total, 32);  // MAXCHANNELS
+  System a100_2 = a100;
+  a100_2.nodes = 2;
+  EXPECT_EQ(make_machine(a100_2, 16).p2p.per_peer, 2);
+  EXPECT_EQ(make_machine(a100_2, 16, {.nchannels_per_net_peer = 4}).p2p.per_peer, 4);
+  // 2.29 sizes a network peer's channels by the NIC (NDR: 4 of 14 GB/s) and halves them for
+  // rounds of 8 peers; a set NCCL_NCHANNELS_PER_NET_PEER skips the halving.
+  System h100_2 = preset("h100_8x");
+  h100_2.nodes = 2;
+  h100_2.nccl = NcclRelease::V2_29;
+  EXPECT_EQ(make_machine(h100_2, 16).p2p.per_peer, 4);
+  EXPECT_EQ(make_machine(h100_2, 16, {.nchannels_per_net_peer = 8}).p2p.per_peer, 8);
 
   const System h100 = preset("h100_8x");
   const Machine plain = make_machine(h100, 8);
@@ -2022,7 +2042,9 @@ TEST(NcclChannels, TheEnvironmentBoundsTheCommunicatorsChannels) {
            {{.min_nchannels = -1}, "NCCL_MIN_NCHANNELS: -1 is not a channel count (0 - 64)"},
            {{.max_ctas = 65}, "NCCL_MAX_CTAS: 65 is not a channel count (1 - 64)"},
            {{.min_ctas = 65}, "NCCL_MIN_CTAS: 65 is not a channel count (0 - 64)"},
-           {{.nvls_nchannels = -2}, "NCCL_NVLS_NCHANNELS: -2 is not a channel count (0 - 64)"}}) {
+           {{.nvls_nchannels = -2}, "NCCL_NVLS_NCHANNELS: -2 is not a channel count (0 - 64)"},
+           {{.min_p2p_nchannels = 0}, "NCCL_MIN_P2P_NCHANNELS: 0 is not a channel count (1 - 64)"},
+           {{.nchannels_per_net_peer = 65}, "NCCL_NCHANNELS_PER_NET_PEER: 65 is not a channel count (0 - 64)"}}) {
     try {
       (void)make_machine(a100, 8, env);
       ADD_FAILURE() << name;
@@ -2089,6 +2111,12 @@ TEST(NcclChannels, ScenarioFields) {
   const NetworkConfig nvls = nccl_network({{"model", "nccl"}, {"system", "h100_8x"}, {"nccl_nvls_nchannels", 8}});
   EXPECT_EQ(Clock(nvls.nccl, 8).machine().nvls_channels, 8);
   EXPECT_EQ(network_section_json(nvls)["nccl_nvls_nchannels"], 8);
+  const NetworkConfig p2p = nccl_network({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_max_p2p_nchannels", 4},
+                                          {"nccl_nchannels_per_net_peer", 1}, {"nccl_min_p2p_nchannels", 2}});
+  EXPECT_EQ(p2p.nccl->channels, (ChannelEnv{.min_p2p_nchannels = 2, .max_p2p_nchannels = 4, .nchannels_per_net_peer = 1}));
+  EXPECT_EQ(network_section_json(nccl_network(network_section_json(p2p))), network_section_json(p2p));
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_min_p2p_nchannels", 0}}),
+            "/network/nccl_min_p2p_nchannels: expected an integer >= 1 and <= 64, got 0");
   EXPECT_EQ(refused({{"model", "flow"}, {"latency_us", 1}, {"bandwidth_GBps", 1}, {"nccl_max_ctas", 8}}),
             "/network/nccl_max_ctas: only the nccl model reads nccl_max_ctas (this network's model is flow)");
 }

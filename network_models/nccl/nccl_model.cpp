@@ -36,6 +36,10 @@ std::shared_ptr<const Config> parse_config(config::ObjectReader& n) {
   c->channels.min_ctas = static_cast<int>(n.integer("nccl_min_ctas", unset.min_ctas, 0, 64));
   c->channels.max_ctas = static_cast<int>(n.integer("nccl_max_ctas", unset.max_ctas, 1, 64));
   c->channels.nvls_nchannels = static_cast<int>(n.integer("nccl_nvls_nchannels", unset.nvls_nchannels, 0, 64));
+  c->channels.min_p2p_nchannels = static_cast<int>(n.integer("nccl_min_p2p_nchannels", unset.min_p2p_nchannels, 1, 64));
+  c->channels.max_p2p_nchannels = static_cast<int>(n.integer("nccl_max_p2p_nchannels", unset.max_p2p_nchannels, 1, 64));
+  c->channels.nchannels_per_net_peer =
+      static_cast<int>(n.integer("nccl_nchannels_per_net_peer", unset.nchannels_per_net_peer, 0, 64));
   return c;
 }
 
@@ -49,6 +53,10 @@ void add_config_json(const Config& c, json& network) {
   if (c.channels.min_ctas != unset.min_ctas) network["nccl_min_ctas"] = c.channels.min_ctas;
   if (c.channels.max_ctas != unset.max_ctas) network["nccl_max_ctas"] = c.channels.max_ctas;
   if (c.channels.nvls_nchannels != unset.nvls_nchannels) network["nccl_nvls_nchannels"] = c.channels.nvls_nchannels;
+  if (c.channels.min_p2p_nchannels != unset.min_p2p_nchannels) network["nccl_min_p2p_nchannels"] = c.channels.min_p2p_nchannels;
+  if (c.channels.max_p2p_nchannels != unset.max_p2p_nchannels) network["nccl_max_p2p_nchannels"] = c.channels.max_p2p_nchannels;
+  if (c.channels.nchannels_per_net_peer != unset.nchannels_per_net_peer)
+    network["nccl_nchannels_per_net_peer"] = c.channels.nchannels_per_net_peer;
 }
 
 LinkParams nominal_link(const System& s) {

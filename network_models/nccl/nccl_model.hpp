@@ -6,7 +6,8 @@
 //                "nccl_algo": "Ring,Tree", "nccl_proto": "^LL128",
 //                "nccl_max_nchannels": 8}
 // (nccl_algo / nccl_proto as NCCL_ALGO / NCCL_PROTO, nccl_min_nchannels /
-// nccl_max_nchannels / nccl_min_ctas / nccl_max_ctas / nccl_nvls_nchannels as
+// nccl_max_nchannels / nccl_min_ctas / nccl_max_ctas / nccl_nvls_nchannels /
+// nccl_min_p2p_nchannels / nccl_max_p2p_nchannels / nccl_nchannels_per_net_peer as
 // NCCL_MIN_NCHANNELS and the others; all optional), `dtsim collective` with --model nccl --system NAME|FILE.json
 // [--nccl-algo A] [--nccl-proto P] [--nccl-max-nchannels N ...] [-g G].
 //
@@ -49,7 +50,8 @@ struct Config {
 
 // The /network fields the nccl model reads besides "model": "system" (required),
 // "nccl_algo", "nccl_proto", "nccl_min_nchannels", "nccl_max_nchannels", "nccl_min_ctas",
-// "nccl_max_ctas", "nccl_nvls_nchannels". ScenarioError naming the field otherwise.
+// "nccl_max_ctas", "nccl_nvls_nchannels", "nccl_min_p2p_nchannels", "nccl_max_p2p_nchannels",
+// "nccl_nchannels_per_net_peer". ScenarioError naming the field otherwise.
 std::shared_ptr<const Config> parse_config(config::ObjectReader& network);
 // Adds them to a /network section's JSON.
 void add_config_json(const Config& config, nlohmann::json& network);

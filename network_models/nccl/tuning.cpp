@@ -522,9 +522,11 @@ int pow2_up(int n) {  // NCCL's pow2Up (nextPow2)
 // to 2.19 (NCCL_NCHANNELS_PER_NET_PEER); 2.20 - 2.28 two, halved while two a peer over the
 // ranks would put more than four operations on a channel, but at least one per NIC the GPU
 // needs to match its PCIe link; from 2.29 one per such NIC and enough for its speed at
-// NCCL_P2P_PER_CHANNEL_NET_BW (14 GB/s) a channel.
-int net_peer_channels(const Machine& m, int channels) {
+// NCCL_P2P_PER_CHANNEL_NET_BW (14 GB/s) a channel. NCCL_NCHANNELS_PER_NET_PEER, where set,
+// in every release.
+int net_peer_channels(const Machine& m, int channels, const ChannelEnv& env) {
   const System& s = m.system;
+  if (env.nchannels_per_net_peer > 0) return env.nchannels_per_net_peer;
   if (s.nccl < NcclRelease::V2_20) return 2;
   const int local_nics = std::max(1, s.network.nics_per_node / std::max(1, s.gpus_per_node));
   int nics = 0;
@@ -542,17 +544,18 @@ int net_peer_channels(const Machine& m, int channels) {
 }
 
 // NCCL's point-to-point setup (ncclTopoComputeP2pChannels, p2pChunkSize): a power of two of
-// the communicator's channels (at most MAXCHANNELS: 32, 64 from 2.25), and per peer the
-// fewest any two ranks take (two per NVLink's worth of their path, two over PCIe, the
-// network's across nodes), rounded up to a power of two too; from 2.29, across nodes, halved
-// while a peer's channels times the rounds of 8 peers exceed the channels. Steps of
+// the communicator's channels (within NCCL_MIN_P2P_NCHANNELS - NCCL_MAX_P2P_NCHANNELS, at
+// most MAXCHANNELS: 32, 64 from 2.25), and per peer the fewest any two ranks take (two per
+// NVLink's worth of their path, two over PCIe, the network's across nodes), rounded up to a
+// power of two too; from 2.29, across nodes and unless NCCL_NCHANNELS_PER_NET_PEER is set,
+// halved while a peer's channels times the rounds of 8 peers exceed the channels. Steps of
 // NCCL_P2P_NET_CHUNKSIZE across nodes (from 2.29 twice that for Blackwell on ARM hosts, whose
 // nodes have 4 GPUs), NCCL_P2P_NVL_CHUNKSIZE where every GPU pair is NVLink,
 // NCCL_P2P_PCI_CHUNKSIZE otherwise.
-P2pChannels p2p_setup(const Machine& m) {
+P2pChannels p2p_setup(const Machine& m, const ChannelEnv& env) {
   const System& s = m.system;
   const int max_channels = s.nccl >= NcclRelease::V2_25 ? 64 : 32;
-  const int channels = std::min(m.channels, max_channels);
+  const int channels = std::min(std::max(std::min(m.channels, env.max_p2p_nchannels), env.min_p2p_nchannels), max_channels);
   int least = max_channels;
   bool all_nvlink = true;
   for (int a = 0; a < m.per_node; ++a)
@@ -562,8 +565,8 @@ P2pChannels p2p_setup(const Machine& m) {
       all_nvlink = all_nvlink && nvlink;
       least = std::min(least, nvlink ? 2 * std::max(1, s.intra.nvlink_links) : 2);
     }
-  if (m.nodes > 1) least = std::min(least, net_peer_channels(m, channels));
-  const bool rounds = s.nccl >= NcclRelease::V2_29 && m.nodes > 1;
+  if (m.nodes > 1) least = std::min(least, net_peer_channels(m, channels, env));
+  const bool rounds = s.nccl >= NcclRelease::V2_29 && m.nodes > 1 && env.nchannels_per_net_peer == 0;
   const bool gbx = s.nccl >= NcclRelease::V2_29 && s.cpu == CpuVendor::Arm && compute_capability(s.gpu) >= 100;
   P2pChannels out{.per_peer = pow2_up(rounds ? least : std::min(least, channels)),
                   .total = pow2_up(channels),
@@ -585,6 +588,9 @@ void check_channel_env(const ChannelEnv& env) {
   check("NCCL_MIN_CTAS", env.min_ctas, 0);
   check("NCCL_MAX_CTAS", env.max_ctas, 1);
   check("NCCL_NVLS_NCHANNELS", env.nvls_nchannels, 0);
+  check("NCCL_MIN_P2P_NCHANNELS", env.min_p2p_nchannels, 1);
+  check("NCCL_MAX_P2P_NCHANNELS", env.max_p2p_nchannels, 1);
+  check("NCCL_NCHANNELS_PER_NET_PEER", env.nchannels_per_net_peer, 0);
 }
 
 namespace {
@@ -653,7 +659,7 @@ Machine make_machine(const System& s, int ranks, const ChannelEnv& env) {
   // (ncclTopoPostset), and from 2.22 the collectives read that count (nChannels; up to 2.21
   // collChannels, the count before the copy); 2.28 no longer copies.
   if (m.nvls && s.nccl >= NcclRelease::V2_22 && s.nccl < NcclRelease::V2_28) m.channels = std::max(m.channels, m.nvls_channels);
-  m.p2p = p2p_setup(m);
+  m.p2p = p2p_setup(m, env);
   return m;
 }
 

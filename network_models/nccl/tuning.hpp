@@ -207,7 +207,10 @@ struct Machine {
 // (comm->nChannels, and so CollNet's, PAT's and the point-to-point channels drawn from
 // them); NCCL_MIN_CTAS and NCCL_MAX_CTAS (ncclConfig_t's minCTAs and maxCTAs) bound those
 // and NVLS's; NCCL_NVLS_NCHANNELS (ncclConfig_t's nvlsCTAs from 2.28) replaces NVLS's own
-// count (16 on Hopper) before the CTAs bound it. ncclTopoPostset applies them after its own
+// count (16 on Hopper) before the CTAs bound it; NCCL_MIN_P2P_NCHANNELS and
+// NCCL_MAX_P2P_NCHANNELS bound the point-to-point channels drawn from the communicator's, and
+// NCCL_NCHANNELS_PER_NET_PEER sets the channels a peer across nodes takes (P2pChannels).
+// ncclTopoPostset applies them after its own
 // duplications: the channels are cut to the maxima, then copied up to the minima. As in
 // NCCL, a value above the release's MAXCHANNELS (32; 64 from 2.25) counts as MAXCHANNELS and
 // a minimum of CTAs above their maximum as the maximum, so the defaults (0 and 64) leave
@@ -216,10 +219,13 @@ struct Machine {
 struct ChannelEnv {
   int min_nchannels = 0, max_nchannels = 64, min_ctas = 0, max_ctas = 64;
   int nvls_nchannels = 0;  // 0: NCCL's own
+  int min_p2p_nchannels = 1, max_p2p_nchannels = 64;
+  int nchannels_per_net_peer = 0;  // 0: NCCL's own
   bool operator==(const ChannelEnv&) const = default;
 };
 // Throws std::invalid_argument "NCCL_MAX_NCHANNELS: 0 is not a channel count (1 - 64)" for a
-// minimum or NCCL_NVLS_NCHANNELS outside 0 - 64 or a maximum outside 1 - 64.
+// minimum (of the point-to-point channels: 1 - 64), NCCL_NVLS_NCHANNELS or
+// NCCL_NCHANNELS_PER_NET_PEER outside 0 - 64 or a maximum outside 1 - 64.
 void check_channel_env(const ChannelEnv& env);
 
 // The communicator of the first `ranks` GPUs of `system`: one node with `ranks` GPUs

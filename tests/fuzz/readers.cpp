@@ -770,6 +770,8 @@ std::vector<std::string> seeds(Reader reader) {
                           "2", "--nccl-max-ctas", "8", "--nccl-version", "2.22", "-e", "256M", "-f", "16"}));
       out.push_back(args({"collective", "--model", "nccl", "--system", "a100_8x", "--nccl-min-nchannels", "32", "--op",
                           "sendrecv", "-b", "1M", "-e", "64M", "-f", "8"}));
+      out.push_back(args({"collective", "--model", "nccl", "--system", "a100_8x", "--nodes", "2", "--nccl-max-p2p-nchannels",
+                          "8", "--nccl-nchannels-per-net-peer", "4", "--op", "alltoall", "-b", "1M", "-e", "64M", "-f", "8"}));
       // One GPU a node: PAT.
       for (const char* op : {"allgather", "reducescatter"})
         out.push_back(args({"collective", "--model", "nccl", "--system",
