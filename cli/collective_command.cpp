@@ -85,31 +85,40 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
                                               "NCCL 2.24 also per collective: \"ring;allreduce:tree\")");
   cmd_->add_option("--nccl-proto", nccl_proto_, "--model nccl: as NCCL_PROTO (LL, LL128, Simple; from NCCL 2.24 also per "
                                                 "collective: \"^LL128;allgather:LL\")");
-  cmd_->add_option("--nccl-min-nchannels", channels_.min_nchannels,
+  cmd_->add_option("--nccl-min-nchannels", env_.min_nchannels,
                    "--model nccl: as NCCL_MIN_NCHANNELS, the fewest channels of the rings and trees (and so of CollNet, "
                    "PAT and point-to-point)")
       ->capture_default_str();
-  cmd_->add_option("--nccl-max-nchannels", channels_.max_nchannels,
+  cmd_->add_option("--nccl-max-nchannels", env_.max_nchannels,
                    "--model nccl: as NCCL_MAX_NCHANNELS, the most channels of the rings and trees (and so of CollNet, PAT "
                    "and point-to-point); 64 leaves NCCL's own")
       ->capture_default_str();
-  cmd_->add_option("--nccl-min-ctas", channels_.min_ctas,
+  cmd_->add_option("--nccl-min-ctas", env_.min_ctas,
                    "--model nccl: as NCCL_MIN_CTAS, the fewest channels of the rings and trees and of NVLS")
       ->capture_default_str();
-  cmd_->add_option("--nccl-max-ctas", channels_.max_ctas,
+  cmd_->add_option("--nccl-max-ctas", env_.max_ctas,
                    "--model nccl: as NCCL_MAX_CTAS, the most channels of the rings and trees and of NVLS; 64 leaves NCCL's own")
       ->capture_default_str();
-  cmd_->add_option("--nccl-nvls-nchannels", channels_.nvls_nchannels,
+  cmd_->add_option("--nccl-nvls-nchannels", env_.nvls_nchannels,
                    "--model nccl: as NCCL_NVLS_NCHANNELS, NVLS's channels in place of NCCL's own count; 0 leaves NCCL's own")
       ->capture_default_str();
-  cmd_->add_option("--nccl-min-p2p-nchannels", channels_.min_p2p_nchannels,
+  cmd_->add_option("--nccl-min-p2p-nchannels", env_.min_p2p_nchannels,
                    "--model nccl: as NCCL_MIN_P2P_NCHANNELS, the fewest point-to-point channels")
       ->capture_default_str();
-  cmd_->add_option("--nccl-max-p2p-nchannels", channels_.max_p2p_nchannels,
+  cmd_->add_option("--nccl-max-p2p-nchannels", env_.max_p2p_nchannels,
                    "--model nccl: as NCCL_MAX_P2P_NCHANNELS, the most point-to-point channels; 64 leaves NCCL's own")
       ->capture_default_str();
-  cmd_->add_option("--nccl-nchannels-per-net-peer", channels_.nchannels_per_net_peer,
+  cmd_->add_option("--nccl-nchannels-per-net-peer", env_.nchannels_per_net_peer,
                    "--model nccl: as NCCL_NCHANNELS_PER_NET_PEER, the channels a peer across nodes takes; 0 leaves NCCL's own")
+      ->capture_default_str();
+  cmd_->add_option("--nccl-p2p-nvl-chunksize", env_.p2p_nvl_chunksize,
+                   "--model nccl: as NCCL_P2P_NVL_CHUNKSIZE, bytes of a point-to-point step over NVLink")
+      ->capture_default_str();
+  cmd_->add_option("--nccl-p2p-net-chunksize", env_.p2p_net_chunksize,
+                   "--model nccl: as NCCL_P2P_NET_CHUNKSIZE, bytes of a point-to-point step in a job across nodes")
+      ->capture_default_str();
+  cmd_->add_option("--nccl-p2p-pci-chunksize", env_.p2p_pci_chunksize,
+                   "--model nccl: as NCCL_P2P_PCI_CHUNKSIZE, bytes of a point-to-point step over PCIe")
       ->capture_default_str();
   cmd_->add_option("--nccl-version", nccl_version_,
                    fmt::format("--model nccl: the NCCL release whose constants and rules apply, {} (default: the "
@@ -232,7 +241,8 @@ runner::CollectiveSweep CollectiveCommand::sweep(const net::NcclTestsRun* agains
   if (net::network_model(model_).make_clock) return machine_sweep(std::move(sweep), ranks, against);
   for (const char* f : {"--system", "--nodes", "--nccl-algo", "--nccl-proto", "--nccl-version", "--nccl-min-nchannels",
                         "--nccl-max-nchannels", "--nccl-min-ctas", "--nccl-max-ctas", "--nccl-nvls-nchannels",
-                        "--nccl-min-p2p-nchannels", "--nccl-max-p2p-nchannels", "--nccl-nchannels-per-net-peer", "--ngpus"})
+                        "--nccl-min-p2p-nchannels", "--nccl-max-p2p-nchannels", "--nccl-nchannels-per-net-peer",
+                        "--nccl-p2p-nvl-chunksize", "--nccl-p2p-net-chunksize", "--nccl-p2p-pci-chunksize", "--ngpus"})
     if (cmd_->count(f) > 0) throw config::InputError(fmt::format("{}: only --model nccl reads it", f));
   if (sweep.op == net::NcclTestOp::Reduce)
     throw config::InputError(fmt::format("--op reduce: only --model nccl times a reduce (dtsim has no reduce schedule for {})", model_));
@@ -326,35 +336,41 @@ std::string CollectiveCommand::against_setting(bool algo, const std::string& fla
   return printed;
 }
 
-// The bounds on NCCL's channels: each flag's, or the value the measured run printed
-// (NCCL_DEBUG=INFO's "NCCL_MAX_NCHANNELS set by environment to 8."; above 64 it counts as
-// 64, as NCCL caps it at MAXCHANNELS); a flag that differs from the printed value is
-// refused.
-net::nccl::ChannelEnv CollectiveCommand::channel_env(const net::NcclTestsRun* against) const {
-  net::nccl::ChannelEnv env = channels_;
+// The run's NCCL environment besides NCCL_ALGO / NCCL_PROTO (channel bounds, point-to-point
+// steps): each flag's, or the value the measured run printed (NCCL_DEBUG=INFO's
+// "NCCL_MAX_NCHANNELS set by environment to 8."); a flag that differs from the printed value
+// is refused.
+net::nccl::NcclEnv CollectiveCommand::nccl_env(const net::NcclTestsRun* against) const {
+  net::nccl::NcclEnv env = env_;
+  constexpr int kBytesLo = net::nccl::kMinP2pChunkBytes, kBytesHi = net::nccl::kMaxP2pChunkBytes;
   const struct {
     const char* flag;
     const char* param;
     int* value;
-    int least;
-  } settings[] = {{"--nccl-min-nchannels", "NCCL_MIN_NCHANNELS", &env.min_nchannels, 0},
-                  {"--nccl-max-nchannels", "NCCL_MAX_NCHANNELS", &env.max_nchannels, 1},
-                  {"--nccl-min-ctas", "NCCL_MIN_CTAS", &env.min_ctas, 0},
-                  {"--nccl-max-ctas", "NCCL_MAX_CTAS", &env.max_ctas, 1},
-                  {"--nccl-nvls-nchannels", "NCCL_NVLS_NCHANNELS", &env.nvls_nchannels, 0},
-                  {"--nccl-min-p2p-nchannels", "NCCL_MIN_P2P_NCHANNELS", &env.min_p2p_nchannels, 1},
-                  {"--nccl-max-p2p-nchannels", "NCCL_MAX_P2P_NCHANNELS", &env.max_p2p_nchannels, 1},
-                  {"--nccl-nchannels-per-net-peer", "NCCL_NCHANNELS_PER_NET_PEER", &env.nchannels_per_net_peer, 0}};
+    int least, most;
+  } settings[] = {{"--nccl-min-nchannels", "NCCL_MIN_NCHANNELS", &env.min_nchannels, 0, 64},
+                  {"--nccl-max-nchannels", "NCCL_MAX_NCHANNELS", &env.max_nchannels, 1, 64},
+                  {"--nccl-min-ctas", "NCCL_MIN_CTAS", &env.min_ctas, 0, 64},
+                  {"--nccl-max-ctas", "NCCL_MAX_CTAS", &env.max_ctas, 1, 64},
+                  {"--nccl-nvls-nchannels", "NCCL_NVLS_NCHANNELS", &env.nvls_nchannels, 0, 64},
+                  {"--nccl-min-p2p-nchannels", "NCCL_MIN_P2P_NCHANNELS", &env.min_p2p_nchannels, 1, 64},
+                  {"--nccl-max-p2p-nchannels", "NCCL_MAX_P2P_NCHANNELS", &env.max_p2p_nchannels, 1, 64},
+                  {"--nccl-nchannels-per-net-peer", "NCCL_NCHANNELS_PER_NET_PEER", &env.nchannels_per_net_peer, 0, 64},
+                  {"--nccl-p2p-nvl-chunksize", "NCCL_P2P_NVL_CHUNKSIZE", &env.p2p_nvl_chunksize, kBytesLo, kBytesHi},
+                  {"--nccl-p2p-net-chunksize", "NCCL_P2P_NET_CHUNKSIZE", &env.p2p_net_chunksize, kBytesLo, kBytesHi},
+                  {"--nccl-p2p-pci-chunksize", "NCCL_P2P_PCI_CHUNKSIZE", &env.p2p_pci_chunksize, kBytesLo, kBytesHi}};
   for (const auto& s : settings) {
-    if (*s.value < s.least || *s.value > 64)
-      throw config::InputError(fmt::format("{}: expected {} to 64, got {}", s.flag, s.least, *s.value));
+    if (*s.value < s.least || *s.value > s.most)
+      throw config::InputError(fmt::format("{}: expected {} to {}, got {}", s.flag, s.least, s.most, *s.value));
     if (!against) continue;
     const auto printed = against->nccl_params.find(s.param);
     if (printed == against->nccl_params.end()) continue;
     const auto [ran, line] = printed->second;
-    if (ran < s.least)
-      throw config::InputError(fmt::format("--against: line {}: {} {} is not a channel count", line, s.param, ran));
-    const int value = static_cast<int>(std::min<long long>(ran, 64));
+    // A channel count above 64 counts as 64 (NCCL caps it at MAXCHANNELS); a step must be one dtsim models.
+    if (ran < s.least || (s.most != 64 && ran > s.most))
+      throw config::InputError(
+          fmt::format("--against: line {}: {} {} is outside {} - {}", line, s.param, ran, s.least, s.most));
+    const int value = static_cast<int>(std::min<long long>(ran, s.most));
     if (cmd_->count(s.flag) > 0 && *s.value != value)
       throw config::InputError(fmt::format("{}: {}, but --against ran with {} {} (line {})", s.flag, *s.value, s.param, ran, line));
     *s.value = value;
@@ -411,7 +427,7 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
   const bool algo_from_run = against && !against->nccl_algo.empty();
   config->overrides = flag("--nccl-algo", [&] { return net::nccl::parse_overrides(algo, ""); });
   config->overrides = flag("--nccl-proto", [&] { return net::nccl::parse_overrides(algo, proto); });
-  config->channels = channel_env(against);
+  config->env = nccl_env(against);
   if (!nccl_version_.empty())
     config->system.nccl = flag("--nccl-version", [&] { return net::nccl::parse_nccl_release(nccl_version_); });
   if (against && !against->nccl_version.empty()) reconcile_nccl_release(*against, config->system);
@@ -424,7 +440,7 @@ runner::CollectiveSweep CollectiveCommand::machine_sweep(runner::CollectiveSweep
   sweep.ranks = ranks == 0 ? config->system.gpus() : ranks;
   // The ranks are the measured run's when --against gave them.
   const auto machine = flag(against && against->ranks > 0 ? "--against (the ranks it lists)" : "-n/--ranks",
-                            [&] { return net::nccl::make_machine(config->system, sweep.ranks, config->channels); });
+                            [&] { return net::nccl::make_machine(config->system, sweep.ranks, config->env); });
   (void)flag(algo_from_run ? "--against (its NCCL_ALGO)" : "--nccl-algo",
              [&] { return net::nccl::tune(machine, config->overrides); });
   check_alltoall_ranks(sweep);

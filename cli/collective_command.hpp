@@ -31,7 +31,7 @@ class CollectiveCommand {
   runner::CollectiveSweep machine_sweep(runner::CollectiveSweep sweep, int ranks, const net::NcclTestsRun* against) const;
   void reconcile_nccl_release(const net::NcclTestsRun& against, net::nccl::System& system) const;
   std::string against_setting(bool algo, const std::string& flag_value, const std::string& printed, int line) const;
-  net::nccl::ChannelEnv channel_env(const net::NcclTestsRun* against) const;
+  net::nccl::NcclEnv nccl_env(const net::NcclTestsRun* against) const;
   CLI::App* cmd_ = nullptr;
   std::string op_ = "allreduce", algo_ = "auto", topology_ = "ring", model_ = "flow", min_ = "8", max_ = "128M", json_;
   double factor_ = 2.0, latency_us_ = 5.0, bandwidth_GBps_ = 12.5;
@@ -40,7 +40,7 @@ class CollectiveCommand {
   // The nccl model: --system NAME|FILE.json, --nodes, --nccl-algo, --nccl-proto, --nccl-version,
   // the channel bounds (--nccl-min-nchannels ...), -g.
   std::string system_, nccl_algo_, nccl_proto_, nccl_version_;
-  net::nccl::ChannelEnv channels_;
+  net::nccl::NcclEnv env_;
   int nodes_ = 0, gpus_per_thread_ = 1;
 };
 

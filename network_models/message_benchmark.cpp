@@ -45,7 +45,7 @@ MessageBenchmark message_benchmark(NcclTestOp op, const NetworkConfig& config, i
     out.seconds = std::max(gpus_per_thread * config.nccl->system.host.launch_us * 1e-6,
                            message_benchmark_seconds(op, config, ring, message));
     out.algorithm =
-        fmt::format("P2P/{}", nccl::to_string(nccl::p2p_protocol(nccl::make_machine(config.nccl->system, ranks, config.nccl->channels), message)));
+        fmt::format("P2P/{}", nccl::to_string(nccl::p2p_protocol(nccl::make_machine(config.nccl->system, ranks, config.nccl->env), message)));
     return out;
   }
   if (!links || links->size() != ranks)

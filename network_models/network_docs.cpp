@@ -67,6 +67,12 @@ std::span<const config::FieldDoc> network_docs() {
         "NCCL's own)"},
     {"network", "nccl_nchannels_per_net_peer", "nccl model: as NCCL_NCHANNELS_PER_NET_PEER, the channels a peer across "
         "nodes takes (the fewest any peer takes sets every peer's; 0: NCCL's own, which scales it with the ranks and NICs)"},
+    {"network", "nccl_p2p_nvl_chunksize", "nccl model: as NCCL_P2P_NVL_CHUNKSIZE, bytes of a point-to-point step where "
+        "every GPU pair of the node is NVLink (from NCCL 2.19 at most the Simple FIFO's step, 512 KiB)"},
+    {"network", "nccl_p2p_net_chunksize", "nccl model: as NCCL_P2P_NET_CHUNKSIZE, bytes of a point-to-point step in a "
+        "job across nodes (from NCCL 2.29 twice that for Blackwell on ARM hosts; from 2.19 at most 512 KiB)"},
+    {"network", "nccl_p2p_pci_chunksize", "nccl model: as NCCL_P2P_PCI_CHUNKSIZE, bytes of a point-to-point step where "
+        "some GPU pair of the node is not NVLink (from NCCL 2.19 at most 512 KiB)"},
     {"network", "overhead_us", "fixed cost added to every message, microseconds"},
     {"network", "jitter_us", "extra latency per message, uniform in [0, jitter), seeded by seed"},
     {"network", "reuse_collectives", "Replay a scheduled collective simulated before (same shape, network state and relative arrival "

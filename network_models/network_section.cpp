@@ -79,7 +79,8 @@ NetworkConfig parse_network_section(ObjectReader& n, int nodes, std::uint64_t se
   } else {
     for (const char* key : {"system", "nccl_algo", "nccl_proto", "nccl_min_nchannels", "nccl_max_nchannels", "nccl_min_ctas",
                             "nccl_max_ctas", "nccl_nvls_nchannels", "nccl_min_p2p_nchannels", "nccl_max_p2p_nchannels",
-                            "nccl_nchannels_per_net_peer"})
+                            "nccl_nchannels_per_net_peer", "nccl_p2p_nvl_chunksize", "nccl_p2p_net_chunksize",
+                            "nccl_p2p_pci_chunksize"})
       if (n.value().contains(key))
         throw ScenarioError(n.where(key), ErrorKind::inconsistent,
                             fmt::format("only the nccl model reads {} (this network's model is {})", key, net.model));
@@ -148,7 +149,7 @@ void check_network_links(const NetworkConfig& network, const Topology& topology)
   if (network.nccl) {
     nccl::Machine machine;
     try {
-      machine = nccl::make_machine(network.nccl->system, topology.size(), network.nccl->channels);
+      machine = nccl::make_machine(network.nccl->system, topology.size(), network.nccl->env);
     } catch (const std::invalid_argument& e) {
       throw ScenarioError("/network/system", ErrorKind::inconsistent, e.what());
     }

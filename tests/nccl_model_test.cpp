@@ -1985,7 +1985,7 @@ TEST(NcclExecution, LatencyIsTheTimeWithUnlimitedBandwidth) {
 // channels after the cut.
 TEST(NcclChannels, TheEnvironmentBoundsTheCommunicatorsChannels) {
   const System a100 = preset("a100_8x");
-  const auto channels = [&](ChannelEnv env, const System& s) { return make_machine(s, 8, env).channels; };
+  const auto channels = [&](NcclEnv env, const System& s) { return make_machine(s, 8, env).channels; };
   EXPECT_EQ(channels({}, a100), 24);
   EXPECT_EQ(channels({.max_nchannels = 8}, a100), 8);
   EXPECT_EQ(channels({.min_nchannels = 28}, a100), 28);
@@ -2019,6 +2019,26 @@ TEST(NcclChannels, TheEnvironmentBoundsTheCommunicatorsChannels) {
   h100_2.nccl = NcclRelease::V2_29;
   EXPECT_EQ(make_machine(h100_2, 16).p2p.per_peer, 4);
   EXPECT_EQ(make_machine(h100_2, 16, {.nchannels_per_net_peer = 8}).p2p.per_peer, 8);
+  // The point-to-point step: NCCL_P2P_NVL_CHUNKSIZE where every pair is NVLink (512 KiB), else
+  // NCCL_P2P_PCI_CHUNKSIZE (128 KiB), across nodes NCCL_P2P_NET_CHUNKSIZE (128 KiB; x2 for
+  // Blackwell on ARM hosts from 2.29); from 2.19 at most the Simple FIFO's step, 512 KiB.
+  const auto step = [](System s, NcclRelease release, int ranks, NcclEnv env) {
+    s.nccl = release;
+    return make_machine(s, ranks, env).p2p.chunk_bytes;
+  };
+  EXPECT_EQ(step(a100, NcclRelease::V2_18, 8, {.p2p_nvl_chunksize = 1 << 20}), 1 << 20);
+  EXPECT_EQ(step(a100, NcclRelease::V2_19, 8, {.p2p_nvl_chunksize = 1 << 20}), 1 << 19);
+  EXPECT_EQ(step(a100, NcclRelease::V2_30, 8, {.p2p_nvl_chunksize = 1 << 18}), 1 << 18);
+  EXPECT_EQ(step(a100_2, NcclRelease::V2_30, 16, {.p2p_nvl_chunksize = 1 << 18, .p2p_net_chunksize = 1 << 16}), 1 << 16);
+  EXPECT_EQ(step(preset("a100_pcie_pairs"), NcclRelease::V2_30, 8, {.p2p_pci_chunksize = 1 << 16}), 1 << 16);
+  EXPECT_EQ(step(preset("a100_pcie_pairs"), NcclRelease::V2_30, 2, {.p2p_pci_chunksize = 1 << 16}), 1 << 19);  // a bridged pair
+  System gb200 = preset("b200_8x");
+  gb200.gpus_per_node = 4;
+  gb200.sockets = 1;
+  gb200.nodes = 2;
+  gb200.cpu = CpuVendor::Arm;
+  EXPECT_EQ(step(gb200, NcclRelease::V2_30, 8, {.p2p_net_chunksize = 1 << 17}), 1 << 18);
+  EXPECT_EQ(step(gb200, NcclRelease::V2_30, 8, {.p2p_net_chunksize = 1 << 19}), 1 << 19);  // 1 MiB, cut to the FIFO's
 
   const System h100 = preset("h100_8x");
   const Machine plain = make_machine(h100, 8);
@@ -2037,14 +2057,15 @@ TEST(NcclChannels, TheEnvironmentBoundsTheCommunicatorsChannels) {
   EXPECT_EQ(make_machine(h100_2_22, 8, {.max_nchannels = 4}).channels, 16);  // copied up to NVLS's after the cut
   EXPECT_EQ(make_machine(h100_2_22, 8, {.max_ctas = 4}).channels, 4);         // NVLS's cut too
 
-  for (const auto& [env, name] : std::vector<std::pair<ChannelEnv, std::string>>{
+  for (const auto& [env, name] : std::vector<std::pair<NcclEnv, std::string>>{
            {{.max_nchannels = 0}, "NCCL_MAX_NCHANNELS: 0 is not a channel count (1 - 64)"},
            {{.min_nchannels = -1}, "NCCL_MIN_NCHANNELS: -1 is not a channel count (0 - 64)"},
            {{.max_ctas = 65}, "NCCL_MAX_CTAS: 65 is not a channel count (1 - 64)"},
            {{.min_ctas = 65}, "NCCL_MIN_CTAS: 65 is not a channel count (0 - 64)"},
            {{.nvls_nchannels = -2}, "NCCL_NVLS_NCHANNELS: -2 is not a channel count (0 - 64)"},
            {{.min_p2p_nchannels = 0}, "NCCL_MIN_P2P_NCHANNELS: 0 is not a channel count (1 - 64)"},
-           {{.nchannels_per_net_peer = 65}, "NCCL_NCHANNELS_PER_NET_PEER: 65 is not a channel count (0 - 64)"}}) {
+           {{.nchannels_per_net_peer = 65}, "NCCL_NCHANNELS_PER_NET_PEER: 65 is not a channel count (0 - 64)"},
+           {{.p2p_nvl_chunksize = 4095}, "NCCL_P2P_NVL_CHUNKSIZE: 4095 bytes is not a step dtsim models (4096 - 67108864)"}}) {
     try {
       (void)make_machine(a100, 8, env);
       ADD_FAILURE() << name;
@@ -2065,7 +2086,7 @@ TEST(NcclChannels, EachChannelMovesAtMostItsGraphChannelsSpeed) {
   const System a100 = preset("a100_8x");
   const double bytes = 8.0 * (1 << 30);
   enum class Part { Whole, Bandwidth };  // the whole time, or less the time with unlimited links
-  const auto run = [&](ChannelEnv env, Part part) {
+  const auto run = [&](NcclEnv env, Part part) {
     const Machine m = make_machine(a100, 8, env);
     const Tuning t = tune(m, Overrides{});
     const Choice c = choose(m, t, Coll::AllReduce, bytes);
@@ -2097,7 +2118,7 @@ TEST(NcclChannels, EachChannelMovesAtMostItsGraphChannelsSpeed) {
 TEST(NcclChannels, ScenarioFields) {
   const NetworkConfig config = nccl_network({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_max_nchannels", 4}, {"nccl_min_ctas", 2}});
   ASSERT_TRUE(config.nccl);
-  EXPECT_EQ(config.nccl->channels, (ChannelEnv{.max_nchannels = 4, .min_ctas = 2}));
+  EXPECT_EQ(config.nccl->env, (NcclEnv{.max_nchannels = 4, .min_ctas = 2}));
   EXPECT_EQ(Clock(config.nccl, 8).machine().channels, 4);
   const json echo = network_section_json(config);
   EXPECT_EQ(echo["nccl_max_nchannels"], 4);
@@ -2113,12 +2134,31 @@ TEST(NcclChannels, ScenarioFields) {
   EXPECT_EQ(network_section_json(nvls)["nccl_nvls_nchannels"], 8);
   const NetworkConfig p2p = nccl_network({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_max_p2p_nchannels", 4},
                                           {"nccl_nchannels_per_net_peer", 1}, {"nccl_min_p2p_nchannels", 2}});
-  EXPECT_EQ(p2p.nccl->channels, (ChannelEnv{.min_p2p_nchannels = 2, .max_p2p_nchannels = 4, .nchannels_per_net_peer = 1}));
+  EXPECT_EQ(p2p.nccl->env, (NcclEnv{.min_p2p_nchannels = 2, .max_p2p_nchannels = 4, .nchannels_per_net_peer = 1}));
   EXPECT_EQ(network_section_json(nccl_network(network_section_json(p2p))), network_section_json(p2p));
   EXPECT_EQ(refused({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_min_p2p_nchannels", 0}}),
             "/network/nccl_min_p2p_nchannels: expected an integer >= 1 and <= 64, got 0");
+  const NetworkConfig steps = nccl_network({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_p2p_nvl_chunksize", 262144}});
+  EXPECT_EQ(Clock(steps.nccl, 8).machine().p2p.chunk_bytes, 262144);
+  EXPECT_EQ(network_section_json(steps)["nccl_p2p_nvl_chunksize"], 262144);
+  EXPECT_EQ(refused({{"model", "nccl"}, {"system", "a100_8x"}, {"nccl_p2p_net_chunksize", 1024}}),
+            "/network/nccl_p2p_net_chunksize: expected an integer >= 4096 and <= 67108864, got 1024");
   EXPECT_EQ(refused({{"model", "flow"}, {"latency_us", 1}, {"bandwidth_GBps", 1}, {"nccl_max_ctas", 8}}),
             "/network/nccl_max_ctas: only the nccl model reads nccl_max_ctas (this network's model is flow)");
+}
+
+// NCCL_P2P_NVL_CHUNKSIZE sets how 2.18 splits a message: parts of at most 32 steps, so with
+// 128 KiB steps a 64 MiB send takes 16 channels of 4 MiB where 512 KiB steps take 4 of 16
+// MiB, and runs faster on an A100's links.
+TEST(NcclChannels, PointToPointStepsSetTheParts) {
+  const System a100 = preset("a100_8x");
+  const double bytes = 64.0 * (1 << 20);
+  const Machine plain = make_machine(a100, 8), small = make_machine(a100, 8, {.p2p_nvl_chunksize = 1 << 17});
+  EXPECT_EQ(p2p_split(plain, bytes).channels, 4);
+  EXPECT_EQ(p2p_split(plain, bytes).part_bytes, 16.0 * (1 << 20));
+  EXPECT_EQ(p2p_split(small, bytes).channels, 16);
+  EXPECT_EQ(p2p_split(small, bytes).part_bytes, 4.0 * (1 << 20));
+  EXPECT_LT(p2p_us(small, 0, 1, bytes), p2p_us(plain, 0, 1, bytes));
 }
 
 }  // namespace

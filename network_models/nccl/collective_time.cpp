@@ -119,7 +119,7 @@ i64 largest_cell_part(const Machine& m, Proto p, i64 count, i64 elem, i64 traffi
 
 // The channels an algorithm's bandwidth is shared among: the communicator's (NCCL
 // duplicates its graph's channels, whose kernels then share the links), or the graph's
-// where NCCL_MAX_NCHANNELS or NCCL_MAX_CTAS leave fewer (ChannelEnv): a channel, one thread
+// where NCCL_MAX_NCHANNELS or NCCL_MAX_CTAS leave fewer (NcclEnv): a channel, one thread
 // block, moves at most the speed the search gives its graph channel.
 int sharing_channels(int channels, const Graph& g) { return std::max(channels, g.channels); }
 

@@ -29,17 +29,23 @@ std::shared_ptr<const Config> parse_config(config::ObjectReader& n) {
   } catch (const std::invalid_argument& e) {
     throw ScenarioError(n.where("nccl_proto"), ErrorKind::unknown_name, e.what());
   }
-  // NCCL's defaults leave its own counts (tuning.hpp: ChannelEnv).
-  const ChannelEnv unset;
-  c->channels.min_nchannels = static_cast<int>(n.integer("nccl_min_nchannels", unset.min_nchannels, 0, 64));
-  c->channels.max_nchannels = static_cast<int>(n.integer("nccl_max_nchannels", unset.max_nchannels, 1, 64));
-  c->channels.min_ctas = static_cast<int>(n.integer("nccl_min_ctas", unset.min_ctas, 0, 64));
-  c->channels.max_ctas = static_cast<int>(n.integer("nccl_max_ctas", unset.max_ctas, 1, 64));
-  c->channels.nvls_nchannels = static_cast<int>(n.integer("nccl_nvls_nchannels", unset.nvls_nchannels, 0, 64));
-  c->channels.min_p2p_nchannels = static_cast<int>(n.integer("nccl_min_p2p_nchannels", unset.min_p2p_nchannels, 1, 64));
-  c->channels.max_p2p_nchannels = static_cast<int>(n.integer("nccl_max_p2p_nchannels", unset.max_p2p_nchannels, 1, 64));
-  c->channels.nchannels_per_net_peer =
+  // NCCL's defaults leave its own counts (tuning.hpp: NcclEnv).
+  const NcclEnv unset;
+  c->env.min_nchannels = static_cast<int>(n.integer("nccl_min_nchannels", unset.min_nchannels, 0, 64));
+  c->env.max_nchannels = static_cast<int>(n.integer("nccl_max_nchannels", unset.max_nchannels, 1, 64));
+  c->env.min_ctas = static_cast<int>(n.integer("nccl_min_ctas", unset.min_ctas, 0, 64));
+  c->env.max_ctas = static_cast<int>(n.integer("nccl_max_ctas", unset.max_ctas, 1, 64));
+  c->env.nvls_nchannels = static_cast<int>(n.integer("nccl_nvls_nchannels", unset.nvls_nchannels, 0, 64));
+  c->env.min_p2p_nchannels = static_cast<int>(n.integer("nccl_min_p2p_nchannels", unset.min_p2p_nchannels, 1, 64));
+  c->env.max_p2p_nchannels = static_cast<int>(n.integer("nccl_max_p2p_nchannels", unset.max_p2p_nchannels, 1, 64));
+  c->env.nchannels_per_net_peer =
       static_cast<int>(n.integer("nccl_nchannels_per_net_peer", unset.nchannels_per_net_peer, 0, 64));
+  c->env.p2p_nvl_chunksize =
+      static_cast<int>(n.integer("nccl_p2p_nvl_chunksize", unset.p2p_nvl_chunksize, kMinP2pChunkBytes, kMaxP2pChunkBytes));
+  c->env.p2p_net_chunksize =
+      static_cast<int>(n.integer("nccl_p2p_net_chunksize", unset.p2p_net_chunksize, kMinP2pChunkBytes, kMaxP2pChunkBytes));
+  c->env.p2p_pci_chunksize =
+      static_cast<int>(n.integer("nccl_p2p_pci_chunksize", unset.p2p_pci_chunksize, kMinP2pChunkBytes, kMaxP2pChunkBytes));
   return c;
 }
 
@@ -47,16 +53,19 @@ void add_config_json(const Config& c, json& network) {
   network["system"] = system_json(c.system);
   if (!c.overrides.algo.empty()) network["nccl_algo"] = c.overrides.algo;
   if (!c.overrides.proto.empty()) network["nccl_proto"] = c.overrides.proto;
-  const ChannelEnv unset;
-  if (c.channels.min_nchannels != unset.min_nchannels) network["nccl_min_nchannels"] = c.channels.min_nchannels;
-  if (c.channels.max_nchannels != unset.max_nchannels) network["nccl_max_nchannels"] = c.channels.max_nchannels;
-  if (c.channels.min_ctas != unset.min_ctas) network["nccl_min_ctas"] = c.channels.min_ctas;
-  if (c.channels.max_ctas != unset.max_ctas) network["nccl_max_ctas"] = c.channels.max_ctas;
-  if (c.channels.nvls_nchannels != unset.nvls_nchannels) network["nccl_nvls_nchannels"] = c.channels.nvls_nchannels;
-  if (c.channels.min_p2p_nchannels != unset.min_p2p_nchannels) network["nccl_min_p2p_nchannels"] = c.channels.min_p2p_nchannels;
-  if (c.channels.max_p2p_nchannels != unset.max_p2p_nchannels) network["nccl_max_p2p_nchannels"] = c.channels.max_p2p_nchannels;
-  if (c.channels.nchannels_per_net_peer != unset.nchannels_per_net_peer)
-    network["nccl_nchannels_per_net_peer"] = c.channels.nchannels_per_net_peer;
+  const NcclEnv unset;
+  if (c.env.min_nchannels != unset.min_nchannels) network["nccl_min_nchannels"] = c.env.min_nchannels;
+  if (c.env.max_nchannels != unset.max_nchannels) network["nccl_max_nchannels"] = c.env.max_nchannels;
+  if (c.env.min_ctas != unset.min_ctas) network["nccl_min_ctas"] = c.env.min_ctas;
+  if (c.env.max_ctas != unset.max_ctas) network["nccl_max_ctas"] = c.env.max_ctas;
+  if (c.env.nvls_nchannels != unset.nvls_nchannels) network["nccl_nvls_nchannels"] = c.env.nvls_nchannels;
+  if (c.env.min_p2p_nchannels != unset.min_p2p_nchannels) network["nccl_min_p2p_nchannels"] = c.env.min_p2p_nchannels;
+  if (c.env.max_p2p_nchannels != unset.max_p2p_nchannels) network["nccl_max_p2p_nchannels"] = c.env.max_p2p_nchannels;
+  if (c.env.nchannels_per_net_peer != unset.nchannels_per_net_peer)
+    network["nccl_nchannels_per_net_peer"] = c.env.nchannels_per_net_peer;
+  if (c.env.p2p_nvl_chunksize != unset.p2p_nvl_chunksize) network["nccl_p2p_nvl_chunksize"] = c.env.p2p_nvl_chunksize;
+  if (c.env.p2p_net_chunksize != unset.p2p_net_chunksize) network["nccl_p2p_net_chunksize"] = c.env.p2p_net_chunksize;
+  if (c.env.p2p_pci_chunksize != unset.p2p_pci_chunksize) network["nccl_p2p_pci_chunksize"] = c.env.p2p_pci_chunksize;
 }
 
 LinkParams nominal_link(const System& s) {
@@ -67,7 +76,7 @@ LinkParams nominal_link(const System& s) {
 }
 
 Clock::Clock(std::shared_ptr<const Config> config, int ranks)
-    : config_(std::move(config)), machine_(make_machine(config_->system, ranks, config_->channels)), tuning_(tune(machine_, config_->overrides)) {
+    : config_(std::move(config)), machine_(make_machine(config_->system, ranks, config_->env)), tuning_(tune(machine_, config_->overrides)) {
   // Whether a collective has an algorithm does not depend on its size. NCCL refuses the
   // first collective that has none; dtsim refuses the job here, before it runs (whether or
   // not it would issue one), so that no result is lost mid-run.

@@ -7,7 +7,8 @@
 //                "nccl_max_nchannels": 8}
 // (nccl_algo / nccl_proto as NCCL_ALGO / NCCL_PROTO, nccl_min_nchannels /
 // nccl_max_nchannels / nccl_min_ctas / nccl_max_ctas / nccl_nvls_nchannels /
-// nccl_min_p2p_nchannels / nccl_max_p2p_nchannels / nccl_nchannels_per_net_peer as
+// nccl_min_p2p_nchannels / nccl_max_p2p_nchannels / nccl_nchannels_per_net_peer /
+// nccl_p2p_nvl_chunksize / nccl_p2p_net_chunksize / nccl_p2p_pci_chunksize as
 // NCCL_MIN_NCHANNELS and the others; all optional), `dtsim collective` with --model nccl --system NAME|FILE.json
 // [--nccl-algo A] [--nccl-proto P] [--nccl-max-nchannels N ...] [-g G].
 //
@@ -45,13 +46,14 @@ namespace dtsim::net::nccl {
 struct Config {
   System system;
   Overrides overrides;
-  ChannelEnv channels;
+  NcclEnv env;
 };
 
 // The /network fields the nccl model reads besides "model": "system" (required),
 // "nccl_algo", "nccl_proto", "nccl_min_nchannels", "nccl_max_nchannels", "nccl_min_ctas",
 // "nccl_max_ctas", "nccl_nvls_nchannels", "nccl_min_p2p_nchannels", "nccl_max_p2p_nchannels",
-// "nccl_nchannels_per_net_peer". ScenarioError naming the field otherwise.
+// "nccl_nchannels_per_net_peer", "nccl_p2p_nvl_chunksize", "nccl_p2p_net_chunksize",
+// "nccl_p2p_pci_chunksize". ScenarioError naming the field otherwise.
 std::shared_ptr<const Config> parse_config(config::ObjectReader& network);
 // Adds them to a /network section's JSON.
 void add_config_json(const Config& config, nlohmann::json& network);

@@ -209,6 +209,7 @@ double nvlink_rate(int cc) { return nvlink_bw(cc, kKernelPaceRelease); }
 double nvlink_line_rate(int cc) { return cc >= 100 ? 50.0 : 25.0; }
 constexpr double kPciBwGen3x16 = 12.0;  // PCI_BW: below this the ring uses 256 threads
 constexpr double kLocBw = 5000.0;  // LOC_BW: a link NCCL does not limit
+constexpr int kSimpleFifoStepBytes = (1 << 22) / 8;  // DEFAULT_BUFFSIZE / NCCL_STEPS
 // ncclTopoGetInterCpuBw: SKL_QPI_BW, AMD_BW (from 2.19), ARM_BW.
 double inter_cpu_bw(CpuVendor cpu, NcclRelease r) {
   switch (cpu) {
@@ -524,7 +525,7 @@ int pow2_up(int n) {  // NCCL's pow2Up (nextPow2)
 // needs to match its PCIe link; from 2.29 one per such NIC and enough for its speed at
 // NCCL_P2P_PER_CHANNEL_NET_BW (14 GB/s) a channel. NCCL_NCHANNELS_PER_NET_PEER, where set,
 // in every release.
-int net_peer_channels(const Machine& m, int channels, const ChannelEnv& env) {
+int net_peer_channels(const Machine& m, int channels, const NcclEnv& env) {
   const System& s = m.system;
   if (env.nchannels_per_net_peer > 0) return env.nchannels_per_net_peer;
   if (s.nccl < NcclRelease::V2_20) return 2;
@@ -551,11 +552,13 @@ int net_peer_channels(const Machine& m, int channels, const ChannelEnv& env) {
 // halved while a peer's channels times the rounds of 8 peers exceed the channels. Steps of
 // NCCL_P2P_NET_CHUNKSIZE across nodes (from 2.29 twice that for Blackwell on ARM hosts, whose
 // nodes have 4 GPUs), NCCL_P2P_NVL_CHUNKSIZE where every GPU pair is NVLink,
-// NCCL_P2P_PCI_CHUNKSIZE otherwise.
-P2pChannels p2p_setup(const Machine& m, const ChannelEnv& env) {
+// NCCL_P2P_PCI_CHUNKSIZE otherwise (computeBuffSizes); from 2.19 at most a step of the Simple
+// FIFO (4 MiB / NCCL_STEPS).
+P2pChannels p2p_setup(const Machine& m, const NcclEnv& env) {
   const System& s = m.system;
   const int max_channels = s.nccl >= NcclRelease::V2_25 ? 64 : 32;
-  const int channels = std::min(std::max(std::min(m.channels, env.max_p2p_nchannels), env.min_p2p_nchannels), max_channels);
+  const int drawn = std::max(std::min(m.channels, env.max_p2p_nchannels), env.min_p2p_nchannels);  // p2pnChannels
+  const int channels = std::min(drawn, max_channels);
   int least = max_channels;
   bool all_nvlink = true;
   for (int a = 0; a < m.per_node; ++a)
@@ -568,9 +571,13 @@ P2pChannels p2p_setup(const Machine& m, const ChannelEnv& env) {
   if (m.nodes > 1) least = std::min(least, net_peer_channels(m, channels, env));
   const bool rounds = s.nccl >= NcclRelease::V2_29 && m.nodes > 1 && env.nchannels_per_net_peer == 0;
   const bool gbx = s.nccl >= NcclRelease::V2_29 && s.cpu == CpuVendor::Arm && compute_capability(s.gpu) >= 100;
+  int chunk = m.nodes > 1   ? (gbx ? 2 : 1) * env.p2p_net_chunksize
+              : all_nvlink ? env.p2p_nvl_chunksize
+                           : env.p2p_pci_chunksize;
+  if (s.nccl >= NcclRelease::V2_19) chunk = std::min(chunk, kSimpleFifoStepBytes);
   P2pChannels out{.per_peer = pow2_up(rounds ? least : std::min(least, channels)),
                   .total = pow2_up(channels),
-                  .chunk_bytes = m.nodes > 1 ? (gbx ? 2 : 1) << 17 : all_nvlink ? 1 << 19 : 1 << 17};
+                  .chunk_bytes = chunk};
   if (rounds)
     while (out.per_peer * ((m.ranks + 7) / 8) > out.total && out.per_peer > 1) out.per_peer /= 2;
   return out;
@@ -578,7 +585,7 @@ P2pChannels p2p_setup(const Machine& m, const ChannelEnv& env) {
 
 }  // namespace
 
-void check_channel_env(const ChannelEnv& env) {
+void check_nccl_env(const NcclEnv& env) {
   const auto check = [](const char* name, int value, int least) {
     if (value < least || value > 64)
       throw std::invalid_argument(fmt::format("{}: {} is not a channel count ({} - 64)", name, value, least));
@@ -591,15 +598,21 @@ void check_channel_env(const ChannelEnv& env) {
   check("NCCL_MIN_P2P_NCHANNELS", env.min_p2p_nchannels, 1);
   check("NCCL_MAX_P2P_NCHANNELS", env.max_p2p_nchannels, 1);
   check("NCCL_NCHANNELS_PER_NET_PEER", env.nchannels_per_net_peer, 0);
+  for (const auto& [name, bytes] : {std::pair{"NCCL_P2P_NVL_CHUNKSIZE", env.p2p_nvl_chunksize},
+                                    std::pair{"NCCL_P2P_NET_CHUNKSIZE", env.p2p_net_chunksize},
+                                    std::pair{"NCCL_P2P_PCI_CHUNKSIZE", env.p2p_pci_chunksize}})
+    if (bytes < kMinP2pChunkBytes || bytes > kMaxP2pChunkBytes)
+      throw std::invalid_argument(
+          fmt::format("{}: {} bytes is not a step dtsim models ({} - {})", name, bytes, kMinP2pChunkBytes, kMaxP2pChunkBytes));
 }
 
 namespace {
 
 // ncclTopoPostset's last word on the rings' channels, and ncclNvlsInit's on NVLS's: cut to
 // min(NCCL_MAX_NCHANNELS, maxCTAs), then copied up to max(NCCL_MIN_NCHANNELS, minCTAs);
-// NVLS's NCCL_NVLS_NCHANNELS where set, within [minCTAs, maxCTAs]. Each bound is at most MAXCHANNELS, and minCTAs at most
-// maxCTAs (ncclCommInitRankConfig).
-void bound_channels(Machine& m, const ChannelEnv& env) {
+// NVLS's NCCL_NVLS_NCHANNELS where set, within [minCTAs, maxCTAs]. Each bound is at most
+// MAXCHANNELS, and minCTAs at most maxCTAs (ncclCommInitRankConfig).
+void bound_channels(Machine& m, const NcclEnv& env) {
   const int most = max_channels(m.system.nccl);
   const int max_ctas = std::min(env.max_ctas, most), min_ctas = std::min(env.min_ctas, max_ctas);
   const int max_nchannels = std::min(env.max_nchannels, most), min_nchannels = std::min(env.min_nchannels, most);
@@ -612,10 +625,10 @@ void bound_channels(Machine& m, const ChannelEnv& env) {
 
 }  // namespace
 
-Machine make_machine(const System& s, int ranks, const ChannelEnv& env) {
+Machine make_machine(const System& s, int ranks, const NcclEnv& env) {
   check_release_runs(s);
   check_ranks(s, ranks);
-  check_channel_env(env);
+  check_nccl_env(env);
   const int G = s.gpus_per_node;
   Machine m;
   m.system = s;
