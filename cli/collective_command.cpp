@@ -8,6 +8,7 @@
 #include <iostream>
 #include <iterator>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include "config/json_input.hpp"
 #include "config/closest_name.hpp"
 #include "config/scenario_error.hpp"
+#include "network_models/nccl/nccl_env.hpp"
 #include "network_models/nccl/presets.hpp"
 #include "network_models/network_model.hpp"
 #include "runner/measured_comparison.hpp"
@@ -85,41 +87,8 @@ CollectiveCommand::CollectiveCommand(CLI::App& app) {
                                               "NCCL 2.24 also per collective: \"ring;allreduce:tree\")");
   cmd_->add_option("--nccl-proto", nccl_proto_, "--model nccl: as NCCL_PROTO (LL, LL128, Simple; from NCCL 2.24 also per "
                                                 "collective: \"^LL128;allgather:LL\")");
-  cmd_->add_option("--nccl-min-nchannels", env_.min_nchannels,
-                   "--model nccl: as NCCL_MIN_NCHANNELS, the fewest channels of the rings and trees (and so of CollNet, "
-                   "PAT and point-to-point)")
-      ->capture_default_str();
-  cmd_->add_option("--nccl-max-nchannels", env_.max_nchannels,
-                   "--model nccl: as NCCL_MAX_NCHANNELS, the most channels of the rings and trees (and so of CollNet, PAT "
-                   "and point-to-point); 64 leaves NCCL's own")
-      ->capture_default_str();
-  cmd_->add_option("--nccl-min-ctas", env_.min_ctas,
-                   "--model nccl: as NCCL_MIN_CTAS, the fewest channels of the rings and trees and of NVLS")
-      ->capture_default_str();
-  cmd_->add_option("--nccl-max-ctas", env_.max_ctas,
-                   "--model nccl: as NCCL_MAX_CTAS, the most channels of the rings and trees and of NVLS; 64 leaves NCCL's own")
-      ->capture_default_str();
-  cmd_->add_option("--nccl-nvls-nchannels", env_.nvls_nchannels,
-                   "--model nccl: as NCCL_NVLS_NCHANNELS, NVLS's channels in place of NCCL's own count; 0 leaves NCCL's own")
-      ->capture_default_str();
-  cmd_->add_option("--nccl-min-p2p-nchannels", env_.min_p2p_nchannels,
-                   "--model nccl: as NCCL_MIN_P2P_NCHANNELS, the fewest point-to-point channels")
-      ->capture_default_str();
-  cmd_->add_option("--nccl-max-p2p-nchannels", env_.max_p2p_nchannels,
-                   "--model nccl: as NCCL_MAX_P2P_NCHANNELS, the most point-to-point channels; 64 leaves NCCL's own")
-      ->capture_default_str();
-  cmd_->add_option("--nccl-nchannels-per-net-peer", env_.nchannels_per_net_peer,
-                   "--model nccl: as NCCL_NCHANNELS_PER_NET_PEER, the channels a peer across nodes takes; 0 leaves NCCL's own")
-      ->capture_default_str();
-  cmd_->add_option("--nccl-p2p-nvl-chunksize", env_.p2p_nvl_chunksize,
-                   "--model nccl: as NCCL_P2P_NVL_CHUNKSIZE, bytes of a point-to-point step over NVLink")
-      ->capture_default_str();
-  cmd_->add_option("--nccl-p2p-net-chunksize", env_.p2p_net_chunksize,
-                   "--model nccl: as NCCL_P2P_NET_CHUNKSIZE, bytes of a point-to-point step in a job across nodes")
-      ->capture_default_str();
-  cmd_->add_option("--nccl-p2p-pci-chunksize", env_.p2p_pci_chunksize,
-                   "--model nccl: as NCCL_P2P_PCI_CHUNKSIZE, bytes of a point-to-point step over PCIe")
-      ->capture_default_str();
+  for (const auto& var : net::nccl::nccl_env_vars())
+    cmd_->add_option(var.flag, env_.*var.value, fmt::format("--model nccl: as {}, {}", var.name, var.doc))->capture_default_str();
   cmd_->add_option("--nccl-version", nccl_version_,
                    fmt::format("--model nccl: the NCCL release whose constants and rules apply, {} (default: the "
                                "system's)", net::nccl::modelled_nccl_releases()));
@@ -239,10 +208,9 @@ runner::CollectiveSweep CollectiveCommand::sweep(const net::NcclTestsRun* agains
         config::one_line(fmt::format("--model: expected one of {}, got \"{}\"{}", net::network_model_names(), model_,
                                      config::did_you_mean(model_, net::network_models()))));
   if (net::network_model(model_).make_clock) return machine_sweep(std::move(sweep), ranks, against);
-  for (const char* f : {"--system", "--nodes", "--nccl-algo", "--nccl-proto", "--nccl-version", "--nccl-min-nchannels",
-                        "--nccl-max-nchannels", "--nccl-min-ctas", "--nccl-max-ctas", "--nccl-nvls-nchannels",
-                        "--nccl-min-p2p-nchannels", "--nccl-max-p2p-nchannels", "--nccl-nchannels-per-net-peer",
-                        "--nccl-p2p-nvl-chunksize", "--nccl-p2p-net-chunksize", "--nccl-p2p-pci-chunksize", "--ngpus"})
+  std::vector<std::string> machine_flags{"--system", "--nodes", "--nccl-algo", "--nccl-proto", "--nccl-version", "--ngpus"};
+  for (const auto& var : net::nccl::nccl_env_vars()) machine_flags.emplace_back(var.flag);
+  for (const std::string& f : machine_flags)
     if (cmd_->count(f) > 0) throw config::InputError(fmt::format("{}: only --model nccl reads it", f));
   if (sweep.op == net::NcclTestOp::Reduce)
     throw config::InputError(fmt::format("--op reduce: only --model nccl times a reduce (dtsim has no reduce schedule for {})", model_));
@@ -342,38 +310,22 @@ std::string CollectiveCommand::against_setting(bool algo, const std::string& fla
 // is refused.
 net::nccl::NcclEnv CollectiveCommand::nccl_env(const net::NcclTestsRun* against) const {
   net::nccl::NcclEnv env = env_;
-  constexpr int kBytesLo = net::nccl::kMinP2pChunkBytes, kBytesHi = net::nccl::kMaxP2pChunkBytes;
-  const struct {
-    const char* flag;
-    const char* param;
-    int* value;
-    int least, most;
-  } settings[] = {{"--nccl-min-nchannels", "NCCL_MIN_NCHANNELS", &env.min_nchannels, 0, 64},
-                  {"--nccl-max-nchannels", "NCCL_MAX_NCHANNELS", &env.max_nchannels, 1, 64},
-                  {"--nccl-min-ctas", "NCCL_MIN_CTAS", &env.min_ctas, 0, 64},
-                  {"--nccl-max-ctas", "NCCL_MAX_CTAS", &env.max_ctas, 1, 64},
-                  {"--nccl-nvls-nchannels", "NCCL_NVLS_NCHANNELS", &env.nvls_nchannels, 0, 64},
-                  {"--nccl-min-p2p-nchannels", "NCCL_MIN_P2P_NCHANNELS", &env.min_p2p_nchannels, 1, 64},
-                  {"--nccl-max-p2p-nchannels", "NCCL_MAX_P2P_NCHANNELS", &env.max_p2p_nchannels, 1, 64},
-                  {"--nccl-nchannels-per-net-peer", "NCCL_NCHANNELS_PER_NET_PEER", &env.nchannels_per_net_peer, 0, 64},
-                  {"--nccl-p2p-nvl-chunksize", "NCCL_P2P_NVL_CHUNKSIZE", &env.p2p_nvl_chunksize, kBytesLo, kBytesHi},
-                  {"--nccl-p2p-net-chunksize", "NCCL_P2P_NET_CHUNKSIZE", &env.p2p_net_chunksize, kBytesLo, kBytesHi},
-                  {"--nccl-p2p-pci-chunksize", "NCCL_P2P_PCI_CHUNKSIZE", &env.p2p_pci_chunksize, kBytesLo, kBytesHi}};
-  for (const auto& s : settings) {
-    if (*s.value < s.least || *s.value > s.most)
-      throw config::InputError(fmt::format("{}: expected {} to {}, got {}", s.flag, s.least, s.most, *s.value));
+  for (const auto& var : net::nccl::nccl_env_vars()) {
+    int& value = env.*var.value;
+    if (value < var.least || value > var.most)
+      throw config::InputError(fmt::format("{}: expected {} to {}, got {}", var.flag, var.least, var.most, value));
     if (!against) continue;
-    const auto printed = against->nccl_params.find(s.param);
+    const auto printed = against->nccl_params.find(var.name);
     if (printed == against->nccl_params.end()) continue;
     const auto [ran, line] = printed->second;
-    // A channel count above 64 counts as 64 (NCCL caps it at MAXCHANNELS); a step must be one dtsim models.
-    if (ran < s.least || (s.most != 64 && ran > s.most))
-      throw config::InputError(
-          fmt::format("--against: line {}: {} {} is outside {} - {}", line, s.param, ran, s.least, s.most));
-    const int value = static_cast<int>(std::min<long long>(ran, s.most));
-    if (cmd_->count(s.flag) > 0 && *s.value != value)
-      throw config::InputError(fmt::format("{}: {}, but --against ran with {} {} (line {})", s.flag, *s.value, s.param, ran, line));
-    *s.value = value;
+    // A channel count above the range counts as its top (NCCL caps it at MAXCHANNELS); a step
+    // must be one dtsim models.
+    if (ran < var.least || (var.bytes && ran > var.most))
+      throw config::InputError(fmt::format("--against: line {}: {} {} is outside {} - {}", line, var.name, ran, var.least, var.most));
+    const int ran_value = static_cast<int>(std::min<long long>(ran, var.most));
+    if (cmd_->count(var.flag) > 0 && value != ran_value)
+      throw config::InputError(fmt::format("{}: {}, but --against ran with {} {} (line {})", var.flag, value, var.name, ran, line));
+    value = ran_value;
   }
   return env;
 }

@@ -1,9 +1,17 @@
 #include "network_models/network_docs.hpp"
 
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "network_models/nccl/nccl_env.hpp"
+
 namespace dtsim::net {
 
 std::span<const config::FieldDoc> network_docs() {
-  static constexpr config::FieldDoc docs[] = {
+  static constexpr config::FieldDoc fixed[] = {
     {"topology", "", "The physical network; gossip uses its rank graph with Metropolis-Hastings weights.",
      R"json({"allOf": [{"if": {"properties": {"kind": {"const": "fat_tree"}}, "required": ["kind"]}, "then": {"properties": {"k": {"multipleOf": 2}}}}]})json"},
     {"topology", "kind", "ring, complete, torus (dims), hypercube (power-of-two ranks), exponential, star (one switch), "
@@ -49,30 +57,6 @@ std::span<const config::FieldDoc> network_docs() {
         "for the collective it names (\"ring;allreduce:tree\")"},
     {"network", "nccl_proto", "nccl model: as NCCL_PROTO, a comma-separated list of LL, LL128, Simple, or ^ and the ones to "
         "leave out; from NCCL 2.24 more lists after semicolons, each for the collective it names (\"^LL128;allreduce:LL\")"},
-    {"network", "nccl_min_nchannels", "nccl model: as NCCL_MIN_NCHANNELS, the fewest channels the rings and trees (and so "
-        "CollNet, PAT and point-to-point) run on: NCCL copies its channels up to it (0: NCCL's own count; above the "
-        "release's MAXCHANNELS, 32 or 64, counts as MAXCHANNELS)"},
-    {"network", "nccl_max_nchannels", "nccl model: as NCCL_MAX_NCHANNELS, the most channels the rings and trees (and so "
-        "CollNet, PAT and point-to-point) run on; NCCL's estimates keep its graphs' channels, and each channel moves at "
-        "most its graph channel's speed (64: NCCL's own count)"},
-    {"network", "nccl_min_ctas", "nccl model: as NCCL_MIN_CTAS (ncclConfig_t's minCTAs), the fewest channels of the rings "
-        "and trees and of NVLS (at most nccl_max_ctas)"},
-    {"network", "nccl_max_ctas", "nccl model: as NCCL_MAX_CTAS (ncclConfig_t's maxCTAs), the most channels of the rings "
-        "and trees and of NVLS (64: NCCL's own counts)"},
-    {"network", "nccl_nvls_nchannels", "nccl model: as NCCL_NVLS_NCHANNELS (ncclConfig_t's nvlsCTAs from NCCL 2.28), "
-        "NVLS's channels in place of NCCL's own count (16 on Hopper), within nccl_min_ctas - nccl_max_ctas (0: NCCL's own)"},
-    {"network", "nccl_min_p2p_nchannels", "nccl model: as NCCL_MIN_P2P_NCHANNELS, the fewest point-to-point channels "
-        "(NCCL draws them from the communicator's, then rounds up to a power of two)"},
-    {"network", "nccl_max_p2p_nchannels", "nccl model: as NCCL_MAX_P2P_NCHANNELS, the most point-to-point channels (64: "
-        "NCCL's own)"},
-    {"network", "nccl_nchannels_per_net_peer", "nccl model: as NCCL_NCHANNELS_PER_NET_PEER, the channels a peer across "
-        "nodes takes (the fewest any peer takes sets every peer's; 0: NCCL's own, which scales it with the ranks and NICs)"},
-    {"network", "nccl_p2p_nvl_chunksize", "nccl model: as NCCL_P2P_NVL_CHUNKSIZE, bytes of a point-to-point step where "
-        "every GPU pair of the node is NVLink (from NCCL 2.19 at most the Simple FIFO's step, 512 KiB)"},
-    {"network", "nccl_p2p_net_chunksize", "nccl model: as NCCL_P2P_NET_CHUNKSIZE, bytes of a point-to-point step in a "
-        "job across nodes (from NCCL 2.29 twice that for Blackwell on ARM hosts; from 2.19 at most 512 KiB)"},
-    {"network", "nccl_p2p_pci_chunksize", "nccl model: as NCCL_P2P_PCI_CHUNKSIZE, bytes of a point-to-point step where "
-        "some GPU pair of the node is not NVLink (from NCCL 2.19 at most 512 KiB)"},
     {"network", "overhead_us", "fixed cost added to every message, microseconds"},
     {"network", "jitter_us", "extra latency per message, uniform in [0, jitter), seeded by seed"},
     {"network", "reuse_collectives", "Replay a scheduled collective simulated before (same shape, network state and relative arrival "
@@ -130,6 +114,18 @@ std::span<const config::FieldDoc> network_docs() {
         "(2.19.3, 2.19.4), 2.20 (2.20.3, 2.20.5), 2.21 (2.21.5), 2.22 (2.22.3), 2.23 (2.23.4), 2.24 (2.24.3), 2.25 (2.25.1), 2.26 (2.26.2, 2.26.3, 2.26.5, 2.26.6), 2.27 (2.27.3), 2.27.5 (2.27.5), 2.27.6 (2.27.6, 2.27.7), 2.28 (2.28.3), 2.28.7 (2.28.7), 2.28.9 (2.28.9), 2.29 (2.29.2, 2.29.3), 2.29.7 (2.29.7) or 2.30 (2.30.3, 2.30.4, 2.30.7); default the newest, "
         "2.30"},
   };
+  // The NCCL variables' fields, from their table (nccl_env.hpp).
+  static const std::vector<std::string> env_descriptions = [] {
+    std::vector<std::string> out;
+    for (const auto& var : nccl::nccl_env_vars()) out.push_back(fmt::format("nccl model: as {}, {}", var.name, var.doc));
+    return out;
+  }();
+  static const std::vector<config::FieldDoc> docs = [] {
+    std::vector<config::FieldDoc> out(std::begin(fixed), std::end(fixed));
+    const auto vars = nccl::nccl_env_vars();
+    for (std::size_t i = 0; i < vars.size(); ++i) out.push_back({"network", vars[i].field, env_descriptions[i]});
+    return out;
+  }();
   return docs;
 }
 

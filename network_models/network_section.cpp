@@ -77,10 +77,7 @@ NetworkConfig parse_network_section(ObjectReader& n, int nodes, std::uint64_t se
                                       "NCCL_ALGO does)",
                                       net.model));
   } else {
-    for (const char* key : {"system", "nccl_algo", "nccl_proto", "nccl_min_nchannels", "nccl_max_nchannels", "nccl_min_ctas",
-                            "nccl_max_ctas", "nccl_nvls_nchannels", "nccl_min_p2p_nchannels", "nccl_max_p2p_nchannels",
-                            "nccl_nchannels_per_net_peer", "nccl_p2p_nvl_chunksize", "nccl_p2p_net_chunksize",
-                            "nccl_p2p_pci_chunksize"})
+    for (const std::string& key : nccl::config_fields())
       if (n.value().contains(key))
         throw ScenarioError(n.where(key), ErrorKind::inconsistent,
                             fmt::format("only the nccl model reads {} (this network's model is {})", key, net.model));

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <optional>
 #include <stdexcept>
-#include <tuple>
 
 #include <fmt/format.h>
 
@@ -166,21 +165,9 @@ net::NcclTable collective_table(const CollectiveSweep& s, std::vector<Collective
     std::string nccl_env;
     if (!s.nccl->overrides.algo.empty()) nccl_env += fmt::format(", NCCL_ALGO={}", s.nccl->overrides.algo);
     if (!s.nccl->overrides.proto.empty()) nccl_env += fmt::format(", NCCL_PROTO={}", s.nccl->overrides.proto);
-    const net::nccl::NcclEnv& env = s.nccl->env;
     const net::nccl::NcclEnv unset;
-    for (const auto& [name, value, default_value] : {std::tuple{"NCCL_MIN_NCHANNELS", env.min_nchannels, unset.min_nchannels},
-                                                     std::tuple{"NCCL_MAX_NCHANNELS", env.max_nchannels, unset.max_nchannels},
-                                                     std::tuple{"NCCL_MIN_CTAS", env.min_ctas, unset.min_ctas},
-                                                     std::tuple{"NCCL_MAX_CTAS", env.max_ctas, unset.max_ctas},
-                                                     std::tuple{"NCCL_NVLS_NCHANNELS", env.nvls_nchannels, unset.nvls_nchannels},
-                                                     std::tuple{"NCCL_MIN_P2P_NCHANNELS", env.min_p2p_nchannels, unset.min_p2p_nchannels},
-                                                     std::tuple{"NCCL_MAX_P2P_NCHANNELS", env.max_p2p_nchannels, unset.max_p2p_nchannels},
-                                                     std::tuple{"NCCL_NCHANNELS_PER_NET_PEER", env.nchannels_per_net_peer,
-                                                                unset.nchannels_per_net_peer},
-                                                     std::tuple{"NCCL_P2P_NVL_CHUNKSIZE", env.p2p_nvl_chunksize, unset.p2p_nvl_chunksize},
-                                                     std::tuple{"NCCL_P2P_NET_CHUNKSIZE", env.p2p_net_chunksize, unset.p2p_net_chunksize},
-                                                     std::tuple{"NCCL_P2P_PCI_CHUNKSIZE", env.p2p_pci_chunksize, unset.p2p_pci_chunksize}})
-      if (value != default_value) nccl_env += fmt::format(", {}={}", name, value);
+    for (const auto& var : net::nccl::nccl_env_vars())
+      if (s.nccl->env.*var.value != unset.*var.value) nccl_env += fmt::format(", {}={}", var.name, s.nccl->env.*var.value);
     nlohmann::json setup = {{"model", s.model}, {"gpus_per_thread", s.gpus_per_thread}};
     net::nccl::add_config_json(*s.nccl, setup);  // the system, NCCL_ALGO, NCCL_PROTO and the channel bounds
     return {.source = net::TableSource::Simulated,

@@ -29,24 +29,20 @@ std::shared_ptr<const Config> parse_config(config::ObjectReader& n) {
   } catch (const std::invalid_argument& e) {
     throw ScenarioError(n.where("nccl_proto"), ErrorKind::unknown_name, e.what());
   }
-  // NCCL's defaults leave its own counts (tuning.hpp: NcclEnv).
+  // Each variable's default leaves NCCL's own choice (nccl_env.hpp).
   const NcclEnv unset;
-  c->env.min_nchannels = static_cast<int>(n.integer("nccl_min_nchannels", unset.min_nchannels, 0, 64));
-  c->env.max_nchannels = static_cast<int>(n.integer("nccl_max_nchannels", unset.max_nchannels, 1, 64));
-  c->env.min_ctas = static_cast<int>(n.integer("nccl_min_ctas", unset.min_ctas, 0, 64));
-  c->env.max_ctas = static_cast<int>(n.integer("nccl_max_ctas", unset.max_ctas, 1, 64));
-  c->env.nvls_nchannels = static_cast<int>(n.integer("nccl_nvls_nchannels", unset.nvls_nchannels, 0, 64));
-  c->env.min_p2p_nchannels = static_cast<int>(n.integer("nccl_min_p2p_nchannels", unset.min_p2p_nchannels, 1, 64));
-  c->env.max_p2p_nchannels = static_cast<int>(n.integer("nccl_max_p2p_nchannels", unset.max_p2p_nchannels, 1, 64));
-  c->env.nchannels_per_net_peer =
-      static_cast<int>(n.integer("nccl_nchannels_per_net_peer", unset.nchannels_per_net_peer, 0, 64));
-  c->env.p2p_nvl_chunksize =
-      static_cast<int>(n.integer("nccl_p2p_nvl_chunksize", unset.p2p_nvl_chunksize, kMinP2pChunkBytes, kMaxP2pChunkBytes));
-  c->env.p2p_net_chunksize =
-      static_cast<int>(n.integer("nccl_p2p_net_chunksize", unset.p2p_net_chunksize, kMinP2pChunkBytes, kMaxP2pChunkBytes));
-  c->env.p2p_pci_chunksize =
-      static_cast<int>(n.integer("nccl_p2p_pci_chunksize", unset.p2p_pci_chunksize, kMinP2pChunkBytes, kMaxP2pChunkBytes));
+  for (const NcclEnvVar& var : nccl_env_vars())
+    c->env.*var.value = static_cast<int>(n.integer(var.field, unset.*var.value, var.least, var.most));
   return c;
+}
+
+const std::vector<std::string>& config_fields() {
+  static const std::vector<std::string> fields = [] {
+    std::vector<std::string> out{"system", "nccl_algo", "nccl_proto"};
+    for (const NcclEnvVar& var : nccl_env_vars()) out.emplace_back(var.field);
+    return out;
+  }();
+  return fields;
 }
 
 void add_config_json(const Config& c, json& network) {
@@ -54,18 +50,8 @@ void add_config_json(const Config& c, json& network) {
   if (!c.overrides.algo.empty()) network["nccl_algo"] = c.overrides.algo;
   if (!c.overrides.proto.empty()) network["nccl_proto"] = c.overrides.proto;
   const NcclEnv unset;
-  if (c.env.min_nchannels != unset.min_nchannels) network["nccl_min_nchannels"] = c.env.min_nchannels;
-  if (c.env.max_nchannels != unset.max_nchannels) network["nccl_max_nchannels"] = c.env.max_nchannels;
-  if (c.env.min_ctas != unset.min_ctas) network["nccl_min_ctas"] = c.env.min_ctas;
-  if (c.env.max_ctas != unset.max_ctas) network["nccl_max_ctas"] = c.env.max_ctas;
-  if (c.env.nvls_nchannels != unset.nvls_nchannels) network["nccl_nvls_nchannels"] = c.env.nvls_nchannels;
-  if (c.env.min_p2p_nchannels != unset.min_p2p_nchannels) network["nccl_min_p2p_nchannels"] = c.env.min_p2p_nchannels;
-  if (c.env.max_p2p_nchannels != unset.max_p2p_nchannels) network["nccl_max_p2p_nchannels"] = c.env.max_p2p_nchannels;
-  if (c.env.nchannels_per_net_peer != unset.nchannels_per_net_peer)
-    network["nccl_nchannels_per_net_peer"] = c.env.nchannels_per_net_peer;
-  if (c.env.p2p_nvl_chunksize != unset.p2p_nvl_chunksize) network["nccl_p2p_nvl_chunksize"] = c.env.p2p_nvl_chunksize;
-  if (c.env.p2p_net_chunksize != unset.p2p_net_chunksize) network["nccl_p2p_net_chunksize"] = c.env.p2p_net_chunksize;
-  if (c.env.p2p_pci_chunksize != unset.p2p_pci_chunksize) network["nccl_p2p_pci_chunksize"] = c.env.p2p_pci_chunksize;
+  for (const NcclEnvVar& var : nccl_env_vars())
+    if (c.env.*var.value != unset.*var.value) network[var.field] = c.env.*var.value;
 }
 
 LinkParams nominal_link(const System& s) {

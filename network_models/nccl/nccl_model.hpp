@@ -5,12 +5,9 @@
 //   "network": {"model": "nccl", "system": "h100_8x" | {...},
 //                "nccl_algo": "Ring,Tree", "nccl_proto": "^LL128",
 //                "nccl_max_nchannels": 8}
-// (nccl_algo / nccl_proto as NCCL_ALGO / NCCL_PROTO, nccl_min_nchannels /
-// nccl_max_nchannels / nccl_min_ctas / nccl_max_ctas / nccl_nvls_nchannels /
-// nccl_min_p2p_nchannels / nccl_max_p2p_nchannels / nccl_nchannels_per_net_peer /
-// nccl_p2p_nvl_chunksize / nccl_p2p_net_chunksize / nccl_p2p_pci_chunksize as
-// NCCL_MIN_NCHANNELS and the others; all optional), `dtsim collective` with --model nccl --system NAME|FILE.json
-// [--nccl-algo A] [--nccl-proto P] [--nccl-max-nchannels N ...] [-g G].
+// (nccl_algo / nccl_proto as NCCL_ALGO / NCCL_PROTO, the other NCCL variables as the fields
+// nccl_env.hpp lists; all optional), `dtsim collective` with --model nccl --system
+// NAME|FILE.json [--nccl-algo A] [--nccl-proto P] [--nccl-max-nchannels N ...] [-g G].
 //
 // A collective's time is the GPUs' (its kernel from start to end, as NCCL's choice runs it):
 // in training the host enqueues collectives ahead of the GPUs, so its launch cost overlaps.
@@ -27,6 +24,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -50,11 +48,11 @@ struct Config {
 };
 
 // The /network fields the nccl model reads besides "model": "system" (required),
-// "nccl_algo", "nccl_proto", "nccl_min_nchannels", "nccl_max_nchannels", "nccl_min_ctas",
-// "nccl_max_ctas", "nccl_nvls_nchannels", "nccl_min_p2p_nchannels", "nccl_max_p2p_nchannels",
-// "nccl_nchannels_per_net_peer", "nccl_p2p_nvl_chunksize", "nccl_p2p_net_chunksize",
-// "nccl_p2p_pci_chunksize". ScenarioError naming the field otherwise.
+// "nccl_algo", "nccl_proto" and one per NCCL variable (nccl_env.hpp). ScenarioError naming
+// the field otherwise.
 std::shared_ptr<const Config> parse_config(config::ObjectReader& network);
+// Their names: "system", "nccl_algo", "nccl_proto" and NcclEnv's fields.
+const std::vector<std::string>& config_fields();
 // Adds them to a /network section's JSON.
 void add_config_json(const Config& config, nlohmann::json& network);
 // The link the rest of dtsim reads where a model has one (resource estimates, `auto`): a

@@ -585,27 +585,6 @@ P2pChannels p2p_setup(const Machine& m, const NcclEnv& env) {
 
 }  // namespace
 
-void check_nccl_env(const NcclEnv& env) {
-  const auto check = [](const char* name, int value, int least) {
-    if (value < least || value > 64)
-      throw std::invalid_argument(fmt::format("{}: {} is not a channel count ({} - 64)", name, value, least));
-  };
-  check("NCCL_MIN_NCHANNELS", env.min_nchannels, 0);
-  check("NCCL_MAX_NCHANNELS", env.max_nchannels, 1);
-  check("NCCL_MIN_CTAS", env.min_ctas, 0);
-  check("NCCL_MAX_CTAS", env.max_ctas, 1);
-  check("NCCL_NVLS_NCHANNELS", env.nvls_nchannels, 0);
-  check("NCCL_MIN_P2P_NCHANNELS", env.min_p2p_nchannels, 1);
-  check("NCCL_MAX_P2P_NCHANNELS", env.max_p2p_nchannels, 1);
-  check("NCCL_NCHANNELS_PER_NET_PEER", env.nchannels_per_net_peer, 0);
-  for (const auto& [name, bytes] : {std::pair{"NCCL_P2P_NVL_CHUNKSIZE", env.p2p_nvl_chunksize},
-                                    std::pair{"NCCL_P2P_NET_CHUNKSIZE", env.p2p_net_chunksize},
-                                    std::pair{"NCCL_P2P_PCI_CHUNKSIZE", env.p2p_pci_chunksize}})
-    if (bytes < kMinP2pChunkBytes || bytes > kMaxP2pChunkBytes)
-      throw std::invalid_argument(
-          fmt::format("{}: {} bytes is not a step dtsim models ({} - {})", name, bytes, kMinP2pChunkBytes, kMaxP2pChunkBytes));
-}
-
 namespace {
 
 // ncclTopoPostset's last word on the rings' channels, and ncclNvlsInit's on NVLS's: cut to
