@@ -304,10 +304,10 @@ std::string CollectiveCommand::against_setting(bool algo, const std::string& fla
   return printed;
 }
 
-// The run's NCCL environment besides NCCL_ALGO / NCCL_PROTO (channel bounds, point-to-point
-// steps): each flag's, or the value the measured run printed (NCCL_DEBUG=INFO's
-// "NCCL_MAX_NCHANNELS set by environment to 8."); a flag that differs from the printed value
-// is refused.
+// The run's NCCL environment besides NCCL_ALGO / NCCL_PROTO (nccl_env.hpp): each flag's, or
+// the value the measured run printed (NCCL_DEBUG=INFO's "NCCL_MAX_NCHANNELS set by
+// environment to 8."); a flag that differs from the printed value (as NCCL reads it) is
+// refused.
 net::nccl::NcclEnv CollectiveCommand::nccl_env(const net::NcclTestsRun* against) const {
   net::nccl::NcclEnv env = env_;
   for (const auto& var : net::nccl::nccl_env_vars()) {
@@ -318,11 +318,12 @@ net::nccl::NcclEnv CollectiveCommand::nccl_env(const net::NcclTestsRun* against)
     const auto printed = against->nccl_params.find(var.name);
     if (printed == against->nccl_params.end()) continue;
     const auto [ran, line] = printed->second;
-    // A channel count above the range counts as its top (NCCL caps it at MAXCHANNELS); a step
-    // must be one dtsim models.
-    if (ran < var.least || (var.bytes && ran > var.most))
+    // A channel count outside the range counts as its nearest end, as NCCL clamps it (a
+    // maximum above MAXCHANNELS, or below 1; a minimum below 0; -1, "NCCL's own", for
+    // NCCL_NCHANNELS_PER_NET_PEER); a step must be one dtsim models.
+    if (var.bytes && (ran < var.least || ran > var.most))
       throw config::InputError(fmt::format("--against: line {}: {} {} is outside {} - {}", line, var.name, ran, var.least, var.most));
-    const int ran_value = static_cast<int>(std::min<long long>(ran, var.most));
+    const int ran_value = static_cast<int>(std::clamp<long long>(ran, var.least, var.most));
     if (cmd_->count(var.flag) > 0 && value != ran_value)
       throw config::InputError(fmt::format("{}: {}, but --against ran with {} {} (line {})", var.flag, value, var.name, ran, line));
     value = ran_value;

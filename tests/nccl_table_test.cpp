@@ -397,6 +397,21 @@ TEST(CollectiveCommand, AgainstAMeasuredRun) {
   EXPECT_EQ(other.exit_code, 2) << other.output;
   EXPECT_NE(other.output.find("--nccl-max-nchannels: 8, but --against ran with NCCL_MAX_NCHANNELS 4 (line 1)"), std::string::npos)
       << other.output;
+  // A printed count NCCL clamps is read as NCCL reads it: 128 as MAXCHANNELS (64 here), -1
+  // (NCCL's own per-peer count) as 0; a step dtsim does not model is refused.
+  testing::write_file(dir / "clamped.txt", "h:1:1 [0] NCCL INFO NCCL_MAX_NCHANNELS set by environment to 128.\n"
+                                           "h:1:1 [0] NCCL INFO NCCL_NCHANNELS_PER_NET_PEER set by environment to -1.\n"
+                                           "NCCL version 2.20.5+cuda12.4\n" + text);
+  const auto clamped = testing::run_command(std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --against " +
+                                            (dir / "clamped.txt").string());
+  EXPECT_EQ(clamped.exit_code, 0) << clamped.output;
+  EXPECT_NE(clamped.output.find("(NCCL 2.20's choices)"), std::string::npos) << clamped.output;  // both NCCL's own
+  testing::write_file(dir / "step.txt", "h:1:1 [0] NCCL INFO NCCL_P2P_NET_CHUNKSIZE set by environment to 100.\n" + text);
+  const auto step = testing::run_command(std::string(DTSIM_BINARY) + " collective --model nccl --system a100_8x --nccl-version "
+                                         "2.20 --against " + (dir / "step.txt").string());
+  EXPECT_EQ(step.exit_code, 2) << step.output;
+  EXPECT_NE(step.output.find("--against: line 1: NCCL_P2P_NET_CHUNKSIZE 100 is outside 4096 - 67108864"), std::string::npos)
+      << step.output;
   // A printed value NCCL would not take, and a printed NCCL_ALGO the release cannot run
   // (2.18 on an A100 with NVLS): named as the file's.
   testing::write_file(dir / "rings.txt", "h:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Rings\n" + text);
